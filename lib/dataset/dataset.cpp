@@ -1,0 +1,278 @@
+#include "dataset/dataset.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "common/limits.hpp"
+#include "json/json.hpp"
+#include "schema/io.hpp"
+
+namespace kb {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Regular files under dir with the extension, sorted for stable output.
+std::vector<std::string> files_under(const fs::path& dir, std::string_view ext) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec) && it->path().extension() == ext) out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Does the JSON object look like a Solution (rather than a Definition)?
+bool looks_like_solution(std::string_view text) {
+  auto doc = json::parse(text, "");
+  if (!doc) return false;
+  json::Object o;
+  if (doc->root().get_object().get(o) != simdjson::SUCCESS) return false;
+  json::Element e;
+  return o.at_key("spec").get(e) == simdjson::SUCCESS || o.at_key("sources").get(e) == simdjson::SUCCESS;
+}
+
+class Loader {
+ public:
+  Loader(const LoadOptions& opt, Diagnostics& diags, LoadReport& report)
+      : opt_(opt), diags_(diags), report_(report) {}
+
+  Dataset ds;
+
+  void load_definition(const std::string& file) {
+    ++report_.definitions;
+    auto d = read_definition_file(file, &diags_);
+    if (!d) return;
+    if (const auto* prev = ds.find_definition(d->name)) {
+      std::error_code ec;
+      if (fs::equivalent(prev->file, file, ec)) return;  // already known as context of a loose file
+      diags_.error(file, "definition.name",
+                   fmt::format("duplicate definition \"{}\" (also in {})", d->name, prev->file));
+      return;
+    }
+    if (fs::path(file).stem() != d->name)
+      diags_.warning(file, "definition.name", fmt::format("\"{}\" differs from the file name", d->name));
+    // Axis-only constraints over const axes were evaluated by the reader.
+    CheckContext ctx{file, "definition", std::nullopt, opt_.strict};
+    Diagnostics scratch;
+    validate_definition(*d, ctx, scratch, &report_.constraints);
+    index_[d->name] = ds.definitions.size();
+    ds.definitions.push_back({std::move(*d), file});
+  }
+
+  void load_solution(const std::string& file) {
+    ++report_.solutions;
+    auto s = read_solution_file(file, &diags_);
+    if (!s) return;
+    for (const auto& prev : ds.solutions)
+      if (prev.solution.name == s->name) {
+        diags_.error(file, "solution.name", fmt::format("duplicate solution \"{}\" (also in {})", s->name, prev.file));
+        return;
+      }
+    if (!ds.root.empty() && !ds.find_definition(s->definition))
+      diags_.error(file, "solution.definition", fmt::format("no definition \"{}\" in this dataset", s->definition));
+    ds.solutions.push_back({std::move(*s), file});
+  }
+
+  // kind: "workload" (workloads/), "trace" (traces/), or "" (decide per line).
+  void load_jsonl(const std::string& file, std::string_view kind) {
+    auto text = json::read_text_file(file);
+    if (!text) {
+      diags_.error("", "", text.error().message);
+      return;
+    }
+    std::map<std::pair<std::string, std::string>, std::size_t> uuids;  // (definition, uuid) -> line
+    std::string_view all = *text;
+    std::size_t pos = 0, line = 0;
+    while (pos < all.size()) {
+      std::size_t end = all.find('\n', pos);
+      if (end == std::string_view::npos) end = all.size();
+      std::string_view l = all.substr(pos, end - pos);
+      pos = end + 1;
+      ++line;
+      if (l.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      std::string origin = fmt::format("{}:{}", file, line);
+      bool is_workload_line = kind == "workload";
+      auto t = read_trace(l, origin, &diags_);
+      if (kind.empty()) is_workload_line = t && !t->evaluation;
+      if (is_workload_line) ++report_.workloads;
+      else ++report_.traces;
+      if (!t) continue;
+      if (kind == "workload" && (t->evaluation || t->solution))
+        diags_.error(origin, t->evaluation ? "evaluation" : "solution", "a workloads/ line has no solution or evaluation (use null)");
+      check_against_definition(*t, origin);
+      if (is_workload_line) {
+        auto [it, fresh] = uuids.emplace(std::pair{t->definition, t->workload.uuid}, line);
+        if (!fresh)
+          diags_.error(origin, "workload.uuid",
+                       fmt::format("duplicate uuid \"{}\" (also on line {})", t->workload.uuid, it->second));
+        ds.workloads.push_back({std::move(*t), file, line});
+      } else {
+        ds.traces.push_back({std::move(*t), file, line});
+      }
+    }
+  }
+
+  void check_against_definition(const Trace& t, const std::string& origin) {
+    auto it = index_.find(t.definition);
+    if (it == index_.end()) {
+      if (have_definitions_)
+        diags_.error(origin, "definition", fmt::format("no definition \"{}\" in this dataset", t.definition));
+      return;
+    }
+    const Definition& d = ds.definitions[it->second].definition;
+    CheckContext ctx{origin, "workload", ds.root.empty() ? std::nullopt : std::optional(ds.root), opt_.strict,
+                     opt_.report_unchecked};
+    validate_workload_against(t.workload, d, ctx, diags_, &report_.constraints);
+    if (t.solution && have_solutions_ && !ds.find_solution(*t.solution))
+      diags_.error(origin, "solution", fmt::format("no solution \"{}\" in this dataset", *t.solution));
+  }
+
+  void load_root(const std::string& root) {
+    ds.root = root;
+    fs::path r(root);
+    auto defs = files_under(r / "definitions", ".json");
+    have_definitions_ = fs::is_directory(r / "definitions");
+    for (const auto& f : defs) load_definition(f);
+    have_solutions_ = fs::is_directory(r / "solutions");
+    for (const auto& f : files_under(r / "solutions", ".json")) load_solution(f);
+    for (const auto& f : files_under(r / "workloads", ".jsonl")) load_jsonl(f, "workload");
+    for (const auto& f : files_under(r / "traces", ".jsonl")) load_jsonl(f, "trace");
+  }
+
+  // A file or directory that is not itself a dataset root.
+  void load_loose(const std::string& path) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      for (const auto& f : files_under(path, ".json")) load_loose_file(f);
+      for (const auto& f : files_under(path, ".jsonl")) load_loose_file(f);
+      return;
+    }
+    load_loose_file(path);
+  }
+
+  void load_loose_file(const std::string& file) {
+    std::error_code ec;
+    if (!fs::exists(file, ec)) {
+      diags_.error(file, "", "no such file or directory");
+      return;
+    }
+    auto ext = fs::path(file).extension();
+    std::string rel = relative_to_root(file);
+    if (ext == ".jsonl") {
+      std::string_view kind = rel.rfind("workloads/", 0) == 0 ? "workload" : rel.rfind("traces/", 0) == 0 ? "trace" : "";
+      load_jsonl(file, kind);
+    } else if (ext == ".json") {
+      bool solution = rel.rfind("solutions/", 0) == 0;
+      if (rel.rfind("definitions/", 0) != 0 && !solution) {
+        auto text = json::read_text_file(file);
+        solution = text && looks_like_solution(*text);
+      }
+      if (solution) load_solution(file);
+      else load_definition(file);
+    } else {
+      diags_.error(file, "", "not a .json or .jsonl file");
+    }
+  }
+
+  // Definitions of the dataset a loose file lives in, for cross-checks.
+  void load_context_definitions(const std::string& root) {
+    ds.root = root;
+    have_definitions_ = true;
+    Diagnostics ignored;  // problems there are reported only when that file is validated
+    for (const auto& f : files_under(fs::path(root) / "definitions", ".json")) {
+      auto d = read_definition_file(f, &ignored);
+      if (d && !index_.count(d->name)) {
+        index_[d->name] = ds.definitions.size();
+        ds.definitions.push_back({std::move(*d), f});
+      }
+    }
+  }
+
+  std::string relative_to_root(const std::string& file) const {
+    if (ds.root.empty()) return {};
+    std::error_code ec;
+    auto rel = fs::relative(file, ds.root, ec);
+    return ec ? std::string() : rel.generic_string();
+  }
+
+ private:
+  const LoadOptions& opt_;
+  Diagnostics& diags_;
+  LoadReport& report_;
+  std::map<std::string, std::size_t, std::less<>> index_;
+  bool have_definitions_ = false;
+  bool have_solutions_ = false;
+};
+
+}  // namespace
+
+const DefinitionEntry* Dataset::find_definition(std::string_view name) const {
+  for (const auto& d : definitions)
+    if (d.definition.name == name) return &d;
+  return nullptr;
+}
+
+const SolutionEntry* Dataset::find_solution(std::string_view name) const {
+  for (const auto& s : solutions)
+    if (s.solution.name == name) return &s;
+  return nullptr;
+}
+
+bool is_dataset_root(const std::string& dir) {
+  std::error_code ec;
+  fs::path d(dir);
+  for (const char* sub : {"definitions", "workloads", "solutions", "traces"})
+    if (fs::is_directory(d / sub, ec)) return true;
+  return false;
+}
+
+std::string find_dataset_root(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (ec) return {};
+  if (!fs::is_directory(p, ec)) p = p.parent_path();
+  for (; !p.empty(); p = p.parent_path()) {
+    if (fs::is_directory(p / "definitions", ec)) return p.string();
+    if (p == p.parent_path()) break;
+  }
+  return {};
+}
+
+Dataset load_dataset(const std::string& root, const LoadOptions& options, Diagnostics& diags, LoadReport* report) {
+  LoadReport local;
+  Loader loader(options, diags, report ? *report : local);
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    diags.error(root, "", "not a directory");
+    return {};
+  }
+  loader.load_root(root);
+  return std::move(loader.ds);
+}
+
+LoadReport validate_paths(const std::vector<std::string>& paths, const LoadOptions& options, Diagnostics& diags) {
+  LoadReport report;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec) && is_dataset_root(path)) {
+      Loader loader(options, diags, report);
+      loader.load_root(path);
+      continue;
+    }
+    Loader loader(options, diags, report);
+    std::string root = find_dataset_root(path);
+    if (!root.empty()) loader.load_context_definitions(root);
+    loader.load_loose(path);
+  }
+  return report;
+}
+
+}  // namespace kb

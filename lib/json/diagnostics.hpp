@@ -1,0 +1,49 @@
+// Problems found while reading or validating, each tied to a place:
+//   workloads/gemm/x.jsonl:12: workload.axes.M: expected a non-negative integer, got -3
+// Readers append to a Diagnostics list instead of stopping at the first
+// problem, so `kb validate` can report every problem of a file in one run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kb {
+
+enum class Severity { error, warning, note };
+
+struct Diagnostic {
+  Severity severity = Severity::error;
+  std::string origin;   // "file" or "file:line" (JSONL); may be empty for in-memory text
+  std::string path;     // JSON path inside the document ("definition.inputs.q.shape[2]"); may be empty
+  std::string message;  // what is wrong, with the offending value where useful
+  // Optional machine-readable kind ("missing-blob"), so callers can group
+  // many diagnostics of one kind; empty for most.
+  std::string category;
+
+  // "origin: path: message" (warnings and notes prefixed "warning: " / "note: ").
+  std::string to_string() const;
+};
+
+class Diagnostics {
+ public:
+  void error(std::string origin, std::string path, std::string message);
+  void warning(std::string origin, std::string path, std::string message, std::string category = {});
+  void note(std::string origin, std::string path, std::string message);
+  void add(Diagnostic d) { items_.push_back(std::move(d)); }
+  void append(const Diagnostics& other);
+
+  const std::vector<Diagnostic>& items() const { return items_; }
+  std::size_t error_count() const;
+  std::size_t warning_count() const;
+  bool has_errors() const { return error_count() != 0; }
+  // First error as one line, or "" when there is none.
+  std::string first_error() const;
+  // All errors, one per line.
+  std::string errors_text() const;
+  void clear() { items_.clear(); }
+
+ private:
+  std::vector<Diagnostic> items_;
+};
+
+}  // namespace kb
