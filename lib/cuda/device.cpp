@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #if KB_HAVE_CUDA
-#include <cublasLt.h>
+#include <dlfcn.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -55,8 +55,18 @@ std::vector<std::pair<std::string, std::string>> library_versions() {
   int v = 0;
   if (cudaRuntimeGetVersion(&v) == cudaSuccess) out.emplace_back("cuda_runtime", version_text(v));
   if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0) out.emplace_back("cuda_driver", version_text(v));
-  std::size_t lt = cublasLtGetVersion();
-  out.emplace_back("cublasLt", fmt::format("{}.{}.{}", lt / 10000, (lt % 10000) / 100, lt % 100));
+  // cuBLASLt is opened at run time (not linked) so libkb loads without it.
+  for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) {
+    void* h = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) continue;
+    using GetVersion = std::size_t (*)();
+    if (auto fn = reinterpret_cast<GetVersion>(dlsym(h, "cublasLtGetVersion"))) {
+      std::size_t lt = fn();
+      out.emplace_back("cublasLt", fmt::format("{}.{}.{}", lt / 10000, (lt % 10000) / 100, lt % 100));
+    }
+    dlclose(h);
+    break;
+  }
   return out;
 }
 

@@ -60,7 +60,7 @@ class Loader {
     if (fs::path(file).stem() != d->name)
       diags_.warning(file, "definition.name", fmt::format("\"{}\" differs from the file name", d->name));
     // Axis-only constraints over const axes were evaluated by the reader.
-    CheckContext ctx{file, "definition", std::nullopt, opt_.strict};
+    CheckContext ctx{file, "definition", std::nullopt, opt_.strict, false};
     Diagnostics scratch;
     validate_definition(*d, ctx, scratch, &report_.constraints);
     index_[d->name] = ds.definitions.size();

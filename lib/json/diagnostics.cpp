@@ -13,13 +13,13 @@ std::string Diagnostic::to_string() const {
 }
 
 void Diagnostics::error(std::string origin, std::string path, std::string message) {
-  items_.push_back({Severity::error, std::move(origin), std::move(path), std::move(message)});
+  items_.push_back({Severity::error, std::move(origin), std::move(path), std::move(message), {}});
 }
 void Diagnostics::warning(std::string origin, std::string path, std::string message, std::string category) {
   items_.push_back({Severity::warning, std::move(origin), std::move(path), std::move(message), std::move(category)});
 }
 void Diagnostics::note(std::string origin, std::string path, std::string message) {
-  items_.push_back({Severity::note, std::move(origin), std::move(path), std::move(message)});
+  items_.push_back({Severity::note, std::move(origin), std::move(path), std::move(message), {}});
 }
 
 void Diagnostics::append(const Diagnostics& other) {

@@ -582,25 +582,25 @@ TEST_CASE("golden file from the reference writer") {
   };
   auto f32 = get("f32", DType::float32, {2, 3});
   const float f32v[] = {-1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f};
-  for (int i = 0; i < 6; ++i) CHECK(load_le<float>(f32, i) == f32v[i]);
+  for (std::size_t i = 0; i < 6; ++i) CHECK(load_le<float>(f32, i) == f32v[i]);
   auto f16 = get("f16", DType::float16, {4});
   const std::uint16_t f16v[] = {0x3C00, 0xC000, 0x3800, 0x7BFF};  // 1, -2, 0.5, 65504
-  for (int i = 0; i < 4; ++i) CHECK(load_le<std::uint16_t>(f16, i) == f16v[i]);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(load_le<std::uint16_t>(f16, i) == f16v[i]);
   auto bf16 = get("bf16", DType::bfloat16, {3});
   const std::uint16_t bf16v[] = {0x3F80, 0xC000, 0x3F00};
-  for (int i = 0; i < 3; ++i) CHECK(load_le<std::uint16_t>(bf16, i) == bf16v[i]);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(load_le<std::uint16_t>(bf16, i) == bf16v[i]);
   auto i64 = get("i64", DType::int64, {2});
   CHECK(load_le<std::int64_t>(i64, 0) == -1);
   CHECK(load_le<std::int64_t>(i64, 1) == (std::int64_t{1} << 40) + 7);
   auto i32 = get("i32", DType::int32, {2, 2});
   const std::int32_t i32v[] = {1, -2, 3, -4};
-  for (int i = 0; i < 4; ++i) CHECK(load_le<std::int32_t>(i32, i) == i32v[i]);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(load_le<std::int32_t>(i32, i) == i32v[i]);
   auto i16 = get("i16", DType::int16, {3});
   const std::int16_t i16v[] = {-32768, 0, 32767};
-  for (int i = 0; i < 3; ++i) CHECK(load_le<std::int16_t>(i16, i) == i16v[i]);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(load_le<std::int16_t>(i16, i) == i16v[i]);
   auto i8 = get("i8", DType::int8, {4});
   const std::int8_t i8v[] = {-128, -1, 0, 127};
-  for (int i = 0; i < 4; ++i) CHECK(load_le<std::int8_t>(i8, i) == i8v[i]);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(load_le<std::int8_t>(i8, i) == i8v[i]);
   auto mask = get("mask", DType::bool_, {3});
   CHECK(std::vector<std::byte>(mask.begin(), mask.end()) ==
         std::vector<std::byte>{std::byte{1}, std::byte{0}, std::byte{1}});

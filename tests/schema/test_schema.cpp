@@ -20,13 +20,6 @@ std::string shared_dir() {
   return env ? env : "../shared";
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // First error line of reading `text` as a definition ("" if it reads fine).
 std::string definition_error(const std::string& text) {
   kb::Diagnostics d;
@@ -220,7 +213,9 @@ TEST_CASE("workloads are checked against their definition") {
     kb::Diagnostics diags;
     auto t = kb::read_trace(text, "w.jsonl:3", &diags);
     if (!t) return diags.first_error();
-    kb::CheckContext ctx{"w.jsonl:3", "workload"};
+    kb::CheckContext ctx;
+    ctx.origin = "w.jsonl:3";
+    ctx.path = "workload";
     kb::validate_workload_against(t->workload, *d, ctx, diags);
     return diags.first_error();
   };
@@ -259,7 +254,10 @@ TEST_CASE("scalar inputs must have values of the right kind") {
     kb::Diagnostics diags;
     auto w = kb::read_workload(text, "w", &diags);
     if (!w) return diags.first_error();
-    kb::validate_workload_against(*w, *d, {"w", "workload"}, diags);
+    kb::CheckContext ctx;
+    ctx.origin = "w";
+    ctx.path = "workload";
+    kb::validate_workload_against(*w, *d, ctx, diags);
     return diags.first_error();
   };
   std::string f = R"({"type": "scalar", "value": 1e-5})", i = R"({"type": "scalar", "value": 3})",
@@ -309,12 +307,18 @@ TEST_CASE("a full trace with an evaluation round-trips, and NaN errors are kept"
   t.definition = "gemm_small";
   t.workload.uuid = "abc";
   t.workload.axes = {{"M", 7}};
-  t.workload.inputs = {{"A", {kb::InputKind::random}},
-                       {"s", {kb::InputKind::scalar, 0.5}},
-                       {"i", {kb::InputKind::scalar, std::int64_t{3}}},
-                       {"f", {kb::InputKind::scalar, 2.0}},
-                       {"b", {kb::InputKind::scalar, false}},
-                       {"B", {kb::InputKind::safetensors, std::int64_t{0}, "blob/x.safetensors", "B"}}};
+  auto scalar = [](kb::ScalarValue v) {
+    kb::InputSpec s;
+    s.kind = kb::InputKind::scalar;
+    s.value = v;
+    return s;
+  };
+  kb::InputSpec blob;
+  blob.kind = kb::InputKind::safetensors;
+  blob.path = "blob/x.safetensors";
+  blob.tensor_key = "B";
+  t.workload.inputs = {{"A", kb::InputSpec{}},      {"s", scalar(0.5)},   {"i", scalar(std::int64_t{3})},
+                       {"f", scalar(2.0)},          {"b", scalar(false)}, {"B", blob}};
   t.solution = "kb_cublaslt";
   kb::Evaluation e;
   e.status = kb::EvalStatus::incorrect_numerical;

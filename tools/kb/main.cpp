@@ -15,6 +15,7 @@
 #include "cuda/device.hpp"
 #include "dataset/dataset.hpp"
 #include "expr/expr.hpp"
+#include "json/json.hpp"
 #include "schema/io.hpp"
 
 #ifndef KB_VERSION_STRING
@@ -31,6 +32,7 @@ constexpr const char* kUsage = R"(usage: kb <command> [options] [args]
 commands:
   validate [PATH...]   check definitions, workloads, solutions and traces
   show NAME|FILE       print a definition in human form
+  format FILE...       rewrite definitions, solutions and trace lines as kb writes them
   devices              list the CUDA devices kb can use
 
 options:
@@ -62,6 +64,14 @@ constexpr const char* kShowUsage = R"(usage: kb show [--dataset DIR] NAME|FILE
 
 Prints a definition: axes, signature, constraints and tags. NAME is looked up
 in DIR (default: the bundled dataset); FILE is a definition .json.
+)";
+
+constexpr const char* kFormatUsage = R"(usage: kb format FILE...
+
+Reads each FILE (a .json definition or solution, or .jsonl trace lines) and
+prints it as kb writes it: the current FlashInfer Trace dialect (seed-001 input
+is converted), canonical field order, one line per trace. Exit 1 if any input
+is invalid (its problems are printed, nothing is written for it).
 )";
 
 constexpr const char* kDevicesUsage = R"(usage: kb devices
@@ -198,11 +208,9 @@ int cmd_show(const std::vector<std::string>& args) {
     print_definition(*d, target);
     return 0;
   }
+  // Search a dataset root, or the bundled kernels/<op_type>/definitions tree,
+  // for <NAME>.json holding that definition.
   kb::Diagnostics diags;
-  kb::LoadReport report;
-  std::vector<std::string> roots = {dataset};
-  // Search a dataset root, or the bundled kernels/<op_type>/definitions tree.
-  kb::LoadOptions opt;
   std::vector<std::string> files;
   for (auto it = std::filesystem::recursive_directory_iterator(dataset, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
@@ -216,6 +224,55 @@ int cmd_show(const std::vector<std::string>& args) {
   }
   fmt::print(stderr, "kb show: no definition \"{}\" under {}\n", target, dataset);
   return 1;
+}
+
+int cmd_format(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::fputs(kFormatUsage, stderr);
+    return 2;
+  }
+  int status = 0;
+  for (const auto& a : args) {
+    if (is_help(a)) {
+      std::fputs(kFormatUsage, stdout);
+      return 0;
+    }
+  }
+  for (const auto& file : args) {
+    kb::Diagnostics diags;
+    auto text = kb::json::read_text_file(file);
+    if (!text) {
+      fmt::print(stderr, "{}\n", text.error().message);
+      status = 1;
+      continue;
+    }
+    std::string out;
+    if (std::filesystem::path(file).extension() == ".jsonl") {
+      std::size_t pos = 0, line = 0;
+      std::string_view all = *text;
+      while (pos < all.size()) {
+        std::size_t end = all.find('\n', pos);
+        if (end == std::string_view::npos) end = all.size();
+        std::string_view l = all.substr(pos, end - pos);
+        pos = end + 1;
+        ++line;
+        if (l.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+        if (auto t = kb::read_trace(l, fmt::format("{}:{}", file, line), &diags)) out += kb::to_json(*t) + "\n";
+      }
+    } else if (text->find("\"sources\"") != std::string::npos && text->find("\"spec\"") != std::string::npos) {
+      if (auto s = kb::read_solution(*text, file, &diags)) out = kb::to_json(*s) + "\n";
+    } else {
+      if (auto d = kb::read_definition(*text, file, &diags)) out = kb::to_json(*d) + "\n";
+    }
+    if (diags.has_errors()) {
+      std::fputs(diags.errors_text().c_str(), stderr);
+      std::fputc('\n', stderr);
+      status = 1;
+      continue;
+    }
+    std::fputs(out.c_str(), stdout);
+  }
+  return status;
 }
 
 int cmd_devices(const std::vector<std::string>& args) {
@@ -267,6 +324,7 @@ int main(int argc, char** argv) {
     if (cmd == "validate") return cmd_validate(rest);
     if (cmd == "show") return cmd_show(rest);
     if (cmd == "devices") return cmd_devices(rest);
+    if (cmd == "format") return cmd_format(rest);
   } catch (const std::exception& e) {
     fmt::print(stderr, "kb {}: internal error: {}\n", cmd, e.what());
     return 3;

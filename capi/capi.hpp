@@ -1,0 +1,121 @@
+// Internal to capi/: the handle types behind kb.h's opaque pointers, the
+// thread-local last error and the exception firewall every entry point uses.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "common/result.hpp"
+#include "expr/expr.hpp"
+#include "kb/kb.h"
+#include "schema/model.hpp"
+
+// ---- Handles ----------------------------------------------------------------
+// Immutable after creation; everything an accessor hands out is stored here so
+// that borrowed pointers stay valid until destroy.
+
+struct kb_context {
+  kb_context_options options;
+};
+
+struct kb_definition {
+  kb::Definition def;
+  std::string json;
+  // kb_tensor_info.shape: per tensor (inputs then outputs), pointers into def.
+  std::vector<std::vector<const char*>> shape_ptrs;
+  // Per tensor (inputs then outputs), per dimension: index into def.axes (-1 if undeclared).
+  std::vector<std::vector<int>> dim_axis;
+  // Constraints parsed once at load; nullopt where parsing failed.
+  std::vector<std::optional<kb::expr::Expression>> constraints;
+};
+
+struct kb_workload {
+  kb::Workload workload;
+  std::optional<std::string> definition;  // set when read from a Trace line
+  std::string json;
+};
+
+struct kb_solution {
+  kb::Solution solution;
+  std::string json;
+};
+
+struct kb_result {
+  kb::Trace trace;
+  std::string json;
+};
+
+namespace kb::capi {
+
+// Records `message` (made one line) as this thread's last error; returns status.
+kb_status fail(kb_status status, std::string_view message) noexcept;
+kb_status fail(const kb::Error& error) noexcept;
+// "<function>: argument `<name>` is NULL"
+kb_status null_argument(const char* function, const char* name) noexcept;
+// "<function>: <what> index <i> is out of range (<n> present)"
+kb_status bad_index(const char* function, const char* what, std::size_t index, std::size_t count) noexcept;
+// "<function>: <arg>->struct_size is <got> but must be at least <need> (initialize it with <init>)"
+kb_status short_struct(const char* function, const char* arg, std::size_t got, std::size_t need,
+                       const char* init) noexcept;
+
+inline kb_status to_status(kb::Code code) noexcept { return static_cast<kb_status>(static_cast<int>(code)); }
+
+// The exception firewall: runs body (returning kb_status) and turns anything
+// thrown into OUT_OF_MEMORY or INTERNAL with a message.
+kb_status on_exception(const char* function) noexcept;
+
+template <class F>
+kb_status guarded(const char* function, F&& body) noexcept {
+  try {
+    return std::forward<F>(body)();
+  } catch (...) {
+    return on_exception(function);
+  }
+}
+
+// For accessors returning a pointer or a count: exceptions give `fallback`.
+template <class T, class F>
+T guarded_value(const char* function, T fallback, F&& body) noexcept {
+  try {
+    return std::forward<F>(body)();
+  } catch (...) {
+    on_exception(function);
+    return fallback;
+  }
+}
+
+// Reading JSON from the caller: (pointer, length) -> string_view, refusing NULL.
+constexpr std::string_view memory_origin = "<memory>";
+
+}  // namespace kb::capi
+
+// Early return from an entry point when a pointer argument is NULL.
+#define KB_CAPI_REQUIRE(ptr)                                            \
+  do {                                                                  \
+    if ((ptr) == nullptr) return ::kb::capi::null_argument(__func__, #ptr); \
+  } while (0)
+
+// Same, for accessors returning `fallback` (NULL or 0).
+#define KB_CAPI_REQUIRE_OR(ptr, fallback)                  \
+  do {                                                     \
+    if ((ptr) == nullptr) {                                \
+      ::kb::capi::null_argument(__func__, #ptr);           \
+      return fallback;                                     \
+    }                                                      \
+  } while (0)
+
+// Checks out->struct_size against the version-1 size of its type. (While a
+// struct has only its version-1 fields that is sizeof; once it grows, the
+// minimum stays the version-1 size: offsetof + size of its last v1 field.)
+#define KB_CAPI_REQUIRE_STRUCT(out, type, init)                                              \
+  do {                                                                                       \
+    if ((out)->struct_size < sizeof(type))                                                   \
+      return ::kb::capi::short_struct(__func__, #out, (out)->struct_size, sizeof(type), init);     \
+  } while (0)

@@ -1,0 +1,44 @@
+// CUDA device discovery through lib/cuda (safe on machines without a GPU and
+// in builds without CUDA).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "capi.hpp"
+#include "cuda/device.hpp"
+
+using kb::capi::fail;
+
+extern "C" {
+
+KB_API kb_status kb_cuda_device_count(int* out) {
+  KB_CAPI_REQUIRE(out);
+  *out = 0;
+  return kb::capi::guarded(__func__, [&] {
+    auto n = kb::cuda::device_count();
+    if (!n) return fail(n.error());
+    *out = *n;
+    return KB_OK;
+  });
+}
+
+KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out) {
+  KB_CAPI_REQUIRE(out);
+  KB_CAPI_REQUIRE_STRUCT(out, kb_cuda_device_info, "KB_CUDA_DEVICE_INFO_INIT");
+  return kb::capi::guarded(__func__, [&] {
+    auto info = kb::cuda::device_info(ordinal);
+    if (!info) return fail(info.error());
+    std::size_t n = std::min(info->name.size(), sizeof(out->name) - 1);
+    std::memcpy(out->name, info->name.data(), n);
+    out->name[n] = '\0';
+    out->sm_count = info->sm_count;
+    out->compute_major = info->compute_major;
+    out->compute_minor = info->compute_minor;
+    out->memory_bytes = info->memory_bytes;
+    out->l2_bytes = info->l2_bytes;
+    return KB_OK;
+  });
+}
+
+}  // extern "C"

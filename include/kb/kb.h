@@ -1,0 +1,603 @@
+/*
+ * kb.h: the C ABI of kb, a kernel benchmark runtime for the FlashInfer Trace format.
+ *
+ * This header is the manual. It is C99 (it also compiles as C++), every symbol it declares begins
+ * with kb_ or KB_, and it depends only on the C standard library and <dlpack/dlpack.h>.
+ *
+ * WHAT IS HERE (since 0.1)
+ *   - version and ABI queries                       kb_version, kb_abi_version, kb_build_info
+ *   - one error model                               kb_status, kb_status_string, kb_last_error
+ *   - element types                                 kb_dtype and conversions to names and DLPack
+ *   - a context                                     kb_context_create / kb_context_destroy
+ *   - kernel Definitions: load, inspect, and check caller tensors (DLPack DLTensor views)
+ *                                                   against a definition's signature and constraints
+ *   - Workloads, Solutions and results (Trace records): load and inspect
+ *   - CUDA device discovery                         kb_cuda_device_count, kb_cuda_device_get
+ *
+ * PLANNED (later issues; not in ABI version 1 yet)
+ *   - running solutions on caller tensors (kb_solution_run) with an explicit CUDA stream;
+ *   - dispatch for engines (kb_dispatch): the fastest PASSED solution for a call's shapes.
+ *   They will be added as new functions; nothing declared here changes meaning.
+ *
+ * CONVENTIONS (they hold for every declaration below unless it says otherwise)
+ *
+ *   Status. Every fallible function returns a kb_status; KB_OK (0) is success. The numeric values
+ *   are pinned forever. A function that fails also records a one-line, human-readable message for
+ *   the calling thread, read with kb_last_error(). Successful calls do not clear that message (like
+ *   errno): read it only right after a call that failed.
+ *
+ *   Handles. kb_context, kb_definition, kb_workload, kb_solution and kb_result are opaque. What a
+ *   function hands back through a `T** out` parameter belongs to the caller and is released with the
+ *   matching kb_T_destroy(); every destroy function accepts NULL and does nothing with it. On failure
+ *   such a function sets *out to NULL (when `out` itself is not NULL). A handle does not refer to
+ *   the context that created it: it may outlive it.
+ *
+ *   Borrowed strings. A `const char*` returned by an accessor, or stored by one into an out-struct,
+ *   is borrowed from the handle passed in: it stays valid and unchanged until that handle is
+ *   destroyed. It is NUL-terminated UTF-8. The caller never frees it.
+ *
+ *   NULL. Passing NULL for a pointer parameter that is not documented as nullable makes a
+ *   kb_status function return KB_ERROR_INVALID_ARGUMENT (message "<function>: argument `x` is
+ *   NULL"); accessors that return a pointer or a count return NULL or 0 and record the same message.
+ *
+ *   Structs that cross the ABI start with `size_t struct_size`. Initialize each with its KB_..._INIT
+ *   macro (or set struct_size = sizeof(the struct)). kb reads or fills only the fields of the
+ *   version it was built with, so a caller compiled against a newer, larger struct keeps working;
+ *   a struct_size smaller than the version-1 size is rejected with KB_ERROR_INVALID_ARGUMENT.
+ *
+ *   Threads. Every function may be called from any thread. Handles are immutable once created:
+ *   any number of threads may use the same kb_context, kb_definition, kb_workload, kb_solution or
+ *   kb_result concurrently, except that destroying a handle must not race with any other use of it.
+ *   kb_last_error() is per thread.
+ *
+ *   The library never prints, aborts or exits, and no C++ exception crosses this ABI.
+ *
+ *   Tensors are borrowed DLPack DLTensor views (data, device, ndim, dtype, shape, strides in
+ *   elements, byte_offset); kb never keeps a pointer into them after a call returns.
+ */
+#ifndef KB_KB_H
+#define KB_KB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KB_API __attribute__((visibility("default")))
+#else
+#define KB_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== Versions ================================================================================= */
+
+/* Version of this header (semantic versioning). Since 0.1. */
+#define KB_VERSION_MAJOR 0
+#define KB_VERSION_MINOR 1
+#define KB_VERSION_PATCH 0
+#define KB_VERSION_STRING "0.1.0"
+
+/* ABI version of this header: bumped only when a change breaks binary compatibility. Pass it to
+ * kb_context_create(), which refuses a library of another ABI version. Since 0.1. */
+#define KB_ABI_VERSION 1
+
+/* The library's version, "MAJOR.MINOR.PATCH" (e.g. "0.1.0"), which may differ from
+ * KB_VERSION_STRING when the program runs against another build of libkb.
+ * Returns a static string; never NULL. Thread-safe. Since 0.1. */
+KB_API const char* kb_version(void);
+
+/* The library's ABI version (KB_ABI_VERSION of the header it was built from).
+ * Thread-safe. Since 0.1. */
+KB_API int kb_abi_version(void);
+
+/* One line describing the build: "kb 0.1.0 abi=1 cuda=on" (cuda=off when built without CUDA).
+ * Returns a static string; never NULL. Thread-safe. Since 0.1. */
+KB_API const char* kb_build_info(void);
+
+/* ==== Errors =================================================================================== */
+
+/* Result of every fallible call. Values are pinned forever; new codes may be added at the end.
+ * Since 0.1. */
+typedef enum kb_status {
+  KB_OK = 0,
+  KB_ERROR_INVALID_ARGUMENT = 1, /* the caller passed something unusable (NULL, bad index, bad tensor) */
+  KB_ERROR_PARSE = 2,            /* text is not well-formed (JSON, expression) */
+  KB_ERROR_INVALID_DATA = 3,     /* well-formed but breaks a rule of the format */
+  KB_ERROR_IO = 4,               /* a file cannot be read */
+  KB_ERROR_NOT_FOUND = 5,        /* a named thing does not exist */
+  KB_ERROR_UNSUPPORTED = 6,      /* a valid request this build of kb cannot serve */
+  KB_ERROR_LIMIT = 7,            /* input larger or deeper than kb accepts */
+  KB_ERROR_OUT_OF_MEMORY = 8,
+  KB_ERROR_NO_CUDA_DEVICE = 9,   /* built with CUDA, but no usable driver or GPU */
+  KB_ERROR_CUDA = 10,            /* a CUDA call failed */
+  KB_ERROR_ABI_MISMATCH = 11,    /* header and library ABI versions differ */
+  KB_ERROR_INTERNAL = 12,        /* a bug in kb */
+  KB_STATUS_FORCE_32BIT = 0x7fffffff
+} kb_status;
+
+/* A short English name of a status ("ok", "invalid argument", "parse error", ...); "unknown status"
+ * for values outside the enum. Returns a static string; never NULL. Thread-safe. Since 0.1. */
+KB_API const char* kb_status_string(kb_status status);
+
+/* The message recorded by the most recent failing kb call on the calling thread, one line without
+ * a trailing newline, e.g. "defs/x.json: definition.inputs.q.shape[2]: unknown axis \"H\"".
+ * Returns "" when no kb call on this thread has failed yet; never NULL. Every call that fails
+ * (returns a status other than KB_OK, or NULL where a pointer was expected) sets it; successful
+ * calls leave it unchanged. The string belongs to kb and stays valid until the next failing kb call
+ * on the same thread, or the thread's exit. Thread-safe (per thread). Since 0.1. */
+KB_API const char* kb_last_error(void);
+
+/* ==== Element types ============================================================================= */
+
+/* The 11 element types of FlashInfer Trace definitions. Values pinned. Since 0.1. */
+typedef enum kb_dtype {
+  KB_DTYPE_FLOAT32 = 0,
+  KB_DTYPE_FLOAT16 = 1,
+  KB_DTYPE_BFLOAT16 = 2,
+  KB_DTYPE_FLOAT8_E4M3FN = 3,
+  KB_DTYPE_FLOAT8_E5M2 = 4,
+  KB_DTYPE_FLOAT4_E2M1 = 5, /* stored two values a byte */
+  KB_DTYPE_INT64 = 6,
+  KB_DTYPE_INT32 = 7,
+  KB_DTYPE_INT16 = 8,
+  KB_DTYPE_INT8 = 9,
+  KB_DTYPE_BOOL = 10,
+  KB_DTYPE_FORCE_32BIT = 0x7fffffff
+} kb_dtype;
+
+/* DLPack type codes that dlpack.h 0.6 (Debian's libdlpack-dev) does not name. DLPack 1.x gives
+ * them the same numbers (kDLBool, kDLFloat8_e4m3fn, kDLFloat8_e5m2, kDLFloat4_e2m1fn). Since 0.1. */
+#define KB_DLPACK_BOOL 6
+#define KB_DLPACK_FLOAT8_E4M3FN 10
+#define KB_DLPACK_FLOAT8_E5M2 12
+#define KB_DLPACK_FLOAT4_E2M1FN 17
+
+/* The canonical FlashInfer Trace name of a dtype ("float32", "float8_e4m3fn", "bool", ...).
+ * Returns a static string, or NULL (recording a message) for a value outside kb_dtype.
+ * Thread-safe. Since 0.1. */
+KB_API const char* kb_dtype_name(kb_dtype dtype);
+
+/* Looks up a dtype by name: the canonical names and the seed-001 alias "float8_e4m3".
+ *   name (in)  NUL-terminated name.
+ *   out  (out) the dtype; unchanged on failure.
+ * Returns KB_OK, KB_ERROR_NOT_FOUND (unknown name) or KB_ERROR_INVALID_ARGUMENT (NULL argument).
+ * Thread-safe. Since 0.1. */
+KB_API kb_status kb_dtype_from_name(const char* name, kb_dtype* out);
+
+/* The DLPack type a caller's tensor of `dtype` carries: float32 {kDLFloat, 32, 1}, bfloat16
+ * {kDLBfloat, 16, 1}, float8_e4m3fn {10, 8, 1}, float8_e5m2 {12, 8, 1}, float4_e2m1 {17, 4, 2} (two
+ * values per element, as torch's float4_e2m1fn_x2), int32 {kDLInt, 32, 1}, bool {6, 8, 1}, ...
+ *   out (out) the DLPack type; unchanged on failure.
+ * Returns KB_OK or KB_ERROR_INVALID_ARGUMENT (NULL out, dtype outside the enum). Thread-safe.
+ * Since 0.1. */
+KB_API kb_status kb_dtype_to_dlpack(kb_dtype dtype, DLDataType* out);
+
+/* ==== Context ================================================================================== */
+
+/* The root handle. Every load function takes one; it holds library-wide settings (none yet beyond
+ * the options below) and, in later versions, shared caches. Since 0.1. */
+typedef struct kb_context kb_context;
+
+/* Options for kb_context_create(). Since 0.1. */
+typedef struct kb_context_options {
+  size_t struct_size; /* sizeof(kb_context_options) */
+  uint32_t flags;     /* reserved: must be 0 */
+} kb_context_options;
+
+#define KB_CONTEXT_OPTIONS_INIT {sizeof(kb_context_options), 0u}
+
+/* Creates a context.
+ *   opts        (in, nullable) options; NULL means defaults (KB_CONTEXT_OPTIONS_INIT). Not kept.
+ *   abi_version (in)  pass KB_ABI_VERSION: the ABI version of the header the caller was built with.
+ *   out         (out) the new context, owned by the caller until kb_context_destroy().
+ * Returns KB_OK; KB_ERROR_ABI_MISMATCH when abi_version differs from kb_abi_version();
+ * KB_ERROR_INVALID_ARGUMENT for NULL out, opts->struct_size below the version-1 size, or nonzero
+ * reserved flags; KB_ERROR_OUT_OF_MEMORY. Thread-safe. Since 0.1. */
+KB_API kb_status kb_context_create(const kb_context_options* opts, int abi_version, kb_context** out);
+
+/* Destroys a context. NULL does nothing. Handles created with it stay valid. Must not race with
+ * another use of the same context. Since 0.1. */
+KB_API void kb_context_destroy(kb_context* ctx);
+
+/* ==== Definitions ============================================================================== */
+
+/* A kernel Definition (FlashInfer Trace): named axes, the input and output tensors in call order,
+ * constraints, tags and a Python reference. Immutable. Since 0.1. */
+typedef struct kb_definition kb_definition;
+
+/* Reads a Definition from JSON text (FlashInfer Trace, or the older seed-001 dialect) and checks
+ * it: required fields, kinds, dtypes, shape axes declared, names disjoint, `def run` present,
+ * constraints parse and, where only const axes are involved, hold.
+ *   ctx  (in)  a context.
+ *   json (in)  the JSON text: `len` bytes, no NUL terminator needed. Not kept.
+ *   len  (in)  its length in bytes.
+ *   out  (out) the definition, owned by the caller until kb_definition_destroy().
+ * Returns KB_OK; KB_ERROR_PARSE (not JSON); KB_ERROR_INVALID_DATA (breaks a rule; kb_last_error()
+ * gives the first problem as "<memory>: json.path: message", plus "(and N more errors)");
+ * KB_ERROR_LIMIT (document too large or deep); KB_ERROR_INVALID_ARGUMENT; KB_ERROR_OUT_OF_MEMORY.
+ * Thread-safe. Since 0.1. */
+KB_API kb_status kb_definition_load(kb_context* ctx, const char* json, size_t len, kb_definition** out);
+
+/* As kb_definition_load(), reading the file at `path` (NUL-terminated). Messages name the file:
+ * "path: definition.axes.H.type: expected \"const\" or \"var\", got \"x\"". Also returns KB_ERROR_IO
+ * when the file cannot be read. Thread-safe. Since 0.1. */
+KB_API kb_status kb_definition_load_file(kb_context* ctx, const char* path, kb_definition** out);
+
+/* Destroys a definition and every string borrowed from it. NULL does nothing. Since 0.1. */
+KB_API void kb_definition_destroy(kb_definition* def);
+
+/* The definition's name, e.g. "gqa_paged_decode_h16_kv2_d128_ps64". Borrowed; NULL for a NULL
+ * handle. Since 0.1. */
+KB_API const char* kb_definition_name(const kb_definition* def);
+
+/* Its op_type, e.g. "gqa_paged". Borrowed; NULL for a NULL handle. Since 0.1. */
+KB_API const char* kb_definition_op_type(const kb_definition* def);
+
+/* Its description, or NULL when it has none (or def is NULL). Borrowed. Since 0.1. */
+KB_API const char* kb_definition_description(const kb_definition* def);
+
+/* Its Python reference source (with a top-level `def run`). Borrowed; NULL for a NULL handle.
+ * Since 0.1. */
+KB_API const char* kb_definition_reference(const kb_definition* def);
+
+/* The definition as canonical FlashInfer Trace JSON (2-space indented, fields in FlashInfer-Bench's
+ * order; the seed-001 dialect is written in the current spelling). Reads back to an equal
+ * definition. Borrowed; NULL for a NULL handle. Since 0.1. */
+KB_API const char* kb_definition_json(const kb_definition* def);
+
+/* Kinds of axes. Values pinned. Since 0.1. */
+typedef enum kb_axis_kind {
+  KB_AXIS_CONST = 0, /* fixed by the definition */
+  KB_AXIS_VAR = 1,   /* bound by each workload or call */
+  KB_AXIS_KIND_FORCE_32BIT = 0x7fffffff
+} kb_axis_kind;
+
+/* One axis of a definition. Since 0.1. */
+typedef struct kb_axis_info {
+  size_t struct_size;      /* in: sizeof(kb_axis_info) */
+  const char* name;        /* out: borrowed */
+  kb_axis_kind kind;       /* out */
+  int64_t value;           /* out: the value of a const axis; 0 for a var axis */
+  const char* description; /* out: borrowed, NULL if none */
+} kb_axis_info;
+
+#define KB_AXIS_INFO_INIT {sizeof(kb_axis_info), NULL, KB_AXIS_VAR, 0, NULL}
+
+/* Number of axes (0 for a NULL handle). Axis indices 0..count-1 follow document order. Since 0.1. */
+KB_API size_t kb_definition_axis_count(const kb_definition* def);
+
+/* Describes axis `index`.
+ *   out (in/out) a kb_axis_info whose struct_size is set; its strings are borrowed from def.
+ * Returns KB_OK or KB_ERROR_INVALID_ARGUMENT (NULL argument, index out of range, short
+ * struct_size). Thread-safe. Since 0.1. */
+KB_API kb_status kb_definition_axis(const kb_definition* def, size_t index, kb_axis_info* out);
+
+/* One input or output tensor of a definition. Since 0.1. */
+typedef struct kb_tensor_info {
+  size_t struct_size;        /* in: sizeof(kb_tensor_info) */
+  const char* name;          /* out: borrowed */
+  kb_dtype dtype;            /* out */
+  int32_t rank;              /* out: number of dimensions; 0 for a 0-D tensor; -1 for a Python scalar
+                                (`"shape": null` in the JSON) */
+  const char* const* shape;  /* out: `rank` axis names, borrowed; NULL when rank <= 0 */
+  const char* description;   /* out: borrowed, NULL if none */
+  int optional;              /* out: 1 when the caller may pass None/NULL for it (`"optional": true`) */
+} kb_tensor_info;
+
+#define KB_TENSOR_INFO_INIT {sizeof(kb_tensor_info), NULL, KB_DTYPE_FLOAT32, 0, NULL, NULL, 0}
+
+/* Number of inputs / outputs (0 for a NULL handle). Inputs then outputs, in document order, are the
+ * call signature: run(inputs..., outputs...). Since 0.1. */
+KB_API size_t kb_definition_input_count(const kb_definition* def);
+KB_API size_t kb_definition_output_count(const kb_definition* def);
+
+/* Describes input / output `index`.
+ *   out (in/out) a kb_tensor_info whose struct_size is set; its pointers are borrowed from def.
+ * Returns KB_OK or KB_ERROR_INVALID_ARGUMENT (NULL argument, index out of range, short
+ * struct_size). Thread-safe. Since 0.1. */
+KB_API kb_status kb_definition_input(const kb_definition* def, size_t index, kb_tensor_info* out);
+KB_API kb_status kb_definition_output(const kb_definition* def, size_t index, kb_tensor_info* out);
+
+/* Number of constraints, and the text of constraint `index` (a Python expression such as
+ * "len_indptr == batch_size + 1"). The text is borrowed; NULL (recording a message) for a NULL
+ * handle or an index out of range. Since 0.1. */
+KB_API size_t kb_definition_constraint_count(const kb_definition* def);
+KB_API const char* kb_definition_constraint(const kb_definition* def, size_t index);
+
+/* Number of tags, and tag `index` (e.g. "stage:decode"). Borrowed; NULL (recording a message) for
+ * a NULL handle or an index out of range. Since 0.1. */
+KB_API size_t kb_definition_tag_count(const kb_definition* def);
+KB_API const char* kb_definition_tag(const kb_definition* def, size_t index);
+
+/* What kb_definition_check_tensors() found. Since 0.1. */
+typedef struct kb_check_result {
+  size_t struct_size;           /* in: sizeof(kb_check_result) */
+  int64_t* axis_values;         /* in, nullable: caller's array receiving one value per axis, in
+                                   definition axis order (const axes too; -1 for a var axis no tensor
+                                   binds). Written only when axis_capacity >= the axis count. */
+  size_t axis_capacity;         /* in: number of elements of axis_values */
+  size_t constraints_held;      /* out: constraints evaluated and true */
+  size_t constraints_unchecked; /* out: constraints kb could not decide (a value lives on the GPU,
+                                   a scalar input was passed as NULL, ...) */
+  size_t axis_count;            /* out: the definition's axis count (so a caller can size the array) */
+} kb_check_result;
+
+#define KB_CHECK_RESULT_INIT {sizeof(kb_check_result), NULL, 0, 0, 0, 0}
+
+/* Checks a call's tensors against a definition's signature, in definition order, and stops at the
+ * first problem:
+ *   1. counts: n_inputs and n_outputs equal the definition's;
+ *   2. for each tensor, inputs then outputs:
+ *      - dtype: DLPack code, bits and lanes as kb_dtype_to_dlpack() gives (float4_e2m1 also accepts
+ *        lanes 1); bool is {KB_DLPACK_BOOL, 8, 1} only;
+ *      - rank: ndim equals the number of axes in the definition's shape;
+ *      - const axes: the dimension equals the axis value;
+ *      - var axes: every dimension naming the same axis has the same size, across all tensors;
+ *      - device: kDLCPU, kDLCUDA or kDLCUDAHost; CPU and CUDA tensors are not mixed (CUDA host
+ *        memory goes with either), and all kDLCUDA tensors are on one device_id;
+ *      - layout: strides NULL, or compact row-major (dimensions of size 1 may have any stride);
+ *      - data: not NULL when the tensor has elements.
+ *   3. constraints: each is evaluated (Python semantics) over the bound axes, the tensors' shapes,
+ *      the values of scalar inputs, and elements of int8/int16/int32/int64/bool tensors in host
+ *      memory (kDLCPU, kDLCUDAHost; byte_offset respected). Elements of kDLCUDA tensors are never
+ *      read: constraints needing them count as unchecked.
+ * A Python-scalar input (rank -1 in kb_tensor_info) is passed as NULL (value unknown: constraints
+ * needing it are unchecked) or as a 0-D tensor in host memory holding the value (a float scalar
+ * may be float32 or float64, an int scalar any of int8..int64, a bool scalar bool). A tensor
+ * marked optional (kb_tensor_info.optional) may be NULL: it binds no axis and constraints over it
+ * are unchecked. Every other entry must be non-NULL.
+ *   def        (in) the definition.
+ *   inputs     (in) n_inputs tensor pointers in definition input order; may be NULL when n_inputs == 0.
+ *   outputs    (in) n_outputs tensor pointers in definition output order; may be NULL when n_outputs == 0.
+ *   out        (in/out, nullable) a kb_check_result whose struct_size is set; receives the axis
+ *              count, the axis values (once every tensor passed step 2, so also when a constraint
+ *              fails) and the constraint counts (on failure: those evaluated before the failure).
+ * Returns KB_OK when everything holds; KB_ERROR_INVALID_ARGUMENT with a message naming the tensor
+ * and dimension, e.g.
+ *   gqa_paged_decode_h16_kv2_d128_ps64: input "q": dim 2 is 64 but axis head_dim is const 128
+ *   gqa_paged_decode_h16_kv2_d128_ps64: input "v_cache": axis num_pages is 10 here but 12 in input "k_cache" dim 0
+ *   gqa_paged_decode_h16_kv2_d128_ps64: constraint "len_indptr == batch_size + 1" violated: 5 == 4 is false (...)
+ * KB_ERROR_UNSUPPORTED for a device type other than those above; KB_ERROR_LIMIT for a rank above 16
+ * or more than 2^40 elements; KB_ERROR_OUT_OF_MEMORY.
+ * Reads tensor metadata and, for constraints, host-memory elements only; never touches device
+ * memory and never synchronizes a GPU. Allocates nothing on the success path except what
+ * constraints over tensor shapes need. Thread-safe. Since 0.1. */
+KB_API kb_status kb_definition_check_tensors(const kb_definition* def,
+                                             const DLTensor* const* inputs, size_t n_inputs,
+                                             const DLTensor* const* outputs, size_t n_outputs,
+                                             kb_check_result* out);
+
+/* ==== Workloads ================================================================================ */
+
+/* A Workload: a uuid, values for a definition's var axes, and how each input is made. Immutable.
+ * Since 0.1. */
+typedef struct kb_workload kb_workload;
+
+/* Reads a bare Workload object ({"uuid", "axes", "inputs"}) and checks its own rules (uuid not
+ * empty, axes non-negative, input kinds well formed).
+ *   ctx, json, len: as kb_definition_load().  out (out) owned by the caller until kb_workload_destroy().
+ * Returns KB_OK, KB_ERROR_PARSE, KB_ERROR_INVALID_DATA, KB_ERROR_LIMIT, KB_ERROR_INVALID_ARGUMENT or
+ * KB_ERROR_OUT_OF_MEMORY. Thread-safe. Since 0.1. */
+KB_API kb_status kb_workload_load(kb_context* ctx, const char* json, size_t len, kb_workload** out);
+
+/* Reads the workload of one Trace line, as found in a dataset's workloads/<op_type>/<name>.jsonl
+ * ({"definition", "workload", "solution", "evaluation"}; the whole line is checked). The handle
+ * remembers the line's definition name (kb_workload_definition()). Statuses as kb_workload_load().
+ * Thread-safe. Since 0.1. */
+KB_API kb_status kb_workload_load_trace_line(kb_context* ctx, const char* line, size_t len, kb_workload** out);
+
+/* Destroys a workload and every string borrowed from it. NULL does nothing. Since 0.1. */
+KB_API void kb_workload_destroy(kb_workload* workload);
+
+/* Its uuid. Borrowed; NULL for a NULL handle. Since 0.1. */
+KB_API const char* kb_workload_uuid(const kb_workload* workload);
+
+/* The name of the definition it belongs to when read from a Trace line; NULL for a bare workload
+ * (or a NULL handle). Borrowed. Since 0.1. */
+KB_API const char* kb_workload_definition(const kb_workload* workload);
+
+/* The workload as one line of canonical JSON (a bare Workload object). Borrowed; NULL for a NULL
+ * handle. Since 0.1. */
+KB_API const char* kb_workload_json(const kb_workload* workload);
+
+/* Number of bound axes (0 for a NULL handle), and axis `index` in document order.
+ *   name  (out, nullable) the axis name, borrowed.
+ *   value (out, nullable) its value (>= 0).
+ * kb_workload_axis returns KB_OK or KB_ERROR_INVALID_ARGUMENT (NULL workload, index out of range).
+ * Since 0.1. */
+KB_API size_t kb_workload_axis_count(const kb_workload* workload);
+KB_API kb_status kb_workload_axis(const kb_workload* workload, size_t index, const char** name, int64_t* value);
+
+/* How a workload input is made. Values pinned. Since 0.1. */
+typedef enum kb_input_kind {
+  KB_INPUT_RANDOM = 0,      /* generated (seeded) by the harness */
+  KB_INPUT_SCALAR = 1,      /* a literal value */
+  KB_INPUT_SAFETENSORS = 2, /* a tensor in a safetensors file of the dataset */
+  KB_INPUT_KIND_FORCE_32BIT = 0x7fffffff
+} kb_input_kind;
+
+/* JSON kind of a scalar input's value. Values pinned. Since 0.1. */
+typedef enum kb_scalar_kind {
+  KB_SCALAR_INT = 0,
+  KB_SCALAR_FLOAT = 1,
+  KB_SCALAR_BOOL = 2,
+  KB_SCALAR_KIND_FORCE_32BIT = 0x7fffffff
+} kb_scalar_kind;
+
+/* One input of a workload. Since 0.1. */
+typedef struct kb_workload_input_info {
+  size_t struct_size;         /* in: sizeof(kb_workload_input_info) */
+  const char* name;           /* out: borrowed */
+  kb_input_kind kind;         /* out */
+  kb_scalar_kind scalar_kind; /* out: KB_INPUT_SCALAR only (else KB_SCALAR_INT) */
+  int64_t int_value;          /* out: KB_SCALAR_INT value, or 0/1 for KB_SCALAR_BOOL; else 0 */
+  double float_value;         /* out: the scalar as a double (any scalar kind); else 0 */
+  const char* path;           /* out: KB_INPUT_SAFETENSORS only, relative to the dataset root; else NULL */
+  const char* tensor_key;     /* out: KB_INPUT_SAFETENSORS only; else NULL */
+} kb_workload_input_info;
+
+#define KB_WORKLOAD_INPUT_INFO_INIT \
+  {sizeof(kb_workload_input_info), NULL, KB_INPUT_RANDOM, KB_SCALAR_INT, 0, 0.0, NULL, NULL}
+
+/* Number of inputs (0 for a NULL handle), and input `index` in document order.
+ *   out (in/out) a kb_workload_input_info whose struct_size is set; strings borrowed from workload.
+ * kb_workload_input returns KB_OK or KB_ERROR_INVALID_ARGUMENT (NULL argument, index out of range,
+ * short struct_size). Since 0.1. */
+KB_API size_t kb_workload_input_count(const kb_workload* workload);
+KB_API kb_status kb_workload_input(const kb_workload* workload, size_t index, kb_workload_input_info* out);
+
+/* Checks a workload against a definition: its axes bind exactly the definition's var axes, its
+ * inputs name exactly the definition's inputs, scalar inputs are scalars of a fitting kind, tensor
+ * sizes stay within limits, and constraints over the bound axes hold. Safetensors files are not
+ * opened. When the workload came from a Trace line, its definition name must be def's.
+ * Returns KB_OK; KB_ERROR_INVALID_DATA with the first problem ("workload.axes: constraint ...",
+ * plus "(and N more errors)"); KB_ERROR_INVALID_ARGUMENT (NULL argument); KB_ERROR_OUT_OF_MEMORY.
+ * Thread-safe. Since 0.1. */
+KB_API kb_status kb_workload_check(const kb_workload* workload, const kb_definition* def);
+
+/* ==== Solutions ================================================================================ */
+
+/* A Solution: an implementation of a definition (sources plus a build spec). Immutable. Since 0.1. */
+typedef struct kb_solution kb_solution;
+
+/* Reads and checks a Solution object (name, definition, author, spec {language, target_hardware,
+ * entry_point "file::symbol", ...}, sources [{path, content}] with safe unique relative paths, the
+ * entry file among them). Arguments and statuses as kb_definition_load(); out is released with
+ * kb_solution_destroy(). Thread-safe. Since 0.1. */
+KB_API kb_status kb_solution_load(kb_context* ctx, const char* json, size_t len, kb_solution** out);
+
+/* As kb_solution_load(), reading the file at `path`; also returns KB_ERROR_IO. Since 0.1. */
+KB_API kb_status kb_solution_load_file(kb_context* ctx, const char* path, kb_solution** out);
+
+/* Destroys a solution and every string borrowed from it. NULL does nothing. Since 0.1. */
+KB_API void kb_solution_destroy(kb_solution* solution);
+
+/* Fields of the solution, borrowed; NULL for a NULL handle. description is also NULL when absent.
+ * language is one of "python", "triton", "cpp", "cuda", "tilelang"; entry_point is "file::symbol".
+ * Since 0.1. */
+KB_API const char* kb_solution_name(const kb_solution* solution);
+KB_API const char* kb_solution_definition(const kb_solution* solution);
+KB_API const char* kb_solution_author(const kb_solution* solution);
+KB_API const char* kb_solution_description(const kb_solution* solution);
+KB_API const char* kb_solution_language(const kb_solution* solution);
+KB_API const char* kb_solution_entry_point(const kb_solution* solution);
+
+/* The solution as canonical JSON (2-space indented). Borrowed; NULL for a NULL handle. Since 0.1. */
+KB_API const char* kb_solution_json(const kb_solution* solution);
+
+/* One source file of a solution. Since 0.1. */
+typedef struct kb_source_info {
+  size_t struct_size;  /* in: sizeof(kb_source_info) */
+  const char* path;    /* out: borrowed, relative */
+  const char* content; /* out: borrowed, NUL-terminated (the text may itself contain NUL bytes) */
+  size_t content_size; /* out: bytes of content, without the terminator */
+} kb_source_info;
+
+#define KB_SOURCE_INFO_INIT {sizeof(kb_source_info), NULL, NULL, 0}
+
+/* Number of source files (0 for a NULL handle), and source `index` in document order.
+ * kb_solution_source returns KB_OK or KB_ERROR_INVALID_ARGUMENT (NULL argument, index out of
+ * range, short struct_size). Since 0.1. */
+KB_API size_t kb_solution_source_count(const kb_solution* solution);
+KB_API kb_status kb_solution_source(const kb_solution* solution, size_t index, kb_source_info* out);
+
+/* ==== Results (Trace records) ================================================================== */
+
+/* One Trace record: which definition, workload and solution, and the evaluation. Immutable.
+ * Since 0.1. */
+typedef struct kb_result kb_result;
+
+/* Evaluation outcome. Values pinned (FlashInfer-Bench's EvaluationStatus, in its order). Since 0.1. */
+typedef enum kb_eval_status {
+  KB_EVAL_PASSED = 0,
+  KB_EVAL_INCORRECT_SHAPE = 1,
+  KB_EVAL_INCORRECT_DTYPE = 2,
+  KB_EVAL_INCORRECT_NUMERICAL = 3,
+  KB_EVAL_RUNTIME_ERROR = 4,
+  KB_EVAL_COMPILE_ERROR = 5,
+  KB_EVAL_TIMEOUT = 6,
+  KB_EVAL_STATUS_FORCE_32BIT = 0x7fffffff
+} kb_eval_status;
+
+/* The FlashInfer Trace spelling of a status ("PASSED", "INCORRECT_NUMERICAL", ...). Returns a
+ * static string, or NULL (recording a message) for a value outside the enum. Since 0.1. */
+KB_API const char* kb_eval_status_name(kb_eval_status status);
+
+/* Reads and checks one Trace line ({"definition", "workload", "solution", "evaluation"}; workload-
+ * only lines have null solution and evaluation). Arguments and statuses as kb_definition_load();
+ * out is released with kb_result_destroy(). Thread-safe. Since 0.1. */
+KB_API kb_status kb_result_load(kb_context* ctx, const char* json_line, size_t len, kb_result** out);
+
+/* Destroys a result and every string borrowed from it. NULL does nothing. Since 0.1. */
+KB_API void kb_result_destroy(kb_result* result);
+
+/* Everything in a result. Strings are borrowed from the result. Since 0.1. */
+typedef struct kb_result_info {
+  size_t struct_size;          /* in: sizeof(kb_result_info) */
+  const char* definition;      /* definition name */
+  const char* solution;        /* solution name; NULL for a workload-only record */
+  const char* workload_uuid;
+  int has_evaluation;          /* 0 for a workload-only record: the fields below are then 0/NULL */
+  kb_eval_status status;
+  const char* hardware;        /* evaluation.environment.hardware */
+  const char* timestamp;       /* ISO 8601 */
+  const char* log;
+  int has_correctness;         /* PASSED and INCORRECT_NUMERICAL carry correctness */
+  double max_relative_error;
+  double max_absolute_error;
+  int has_performance;         /* PASSED carries performance */
+  double latency_ms;
+  double reference_latency_ms;
+  double speedup_factor;
+} kb_result_info;
+
+#define KB_RESULT_INFO_INIT \
+  {sizeof(kb_result_info), NULL, NULL, NULL, 0, KB_EVAL_PASSED, NULL, NULL, NULL, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0}
+
+/* Fills `out` (whose struct_size is set) from the result. Returns KB_OK or
+ * KB_ERROR_INVALID_ARGUMENT (NULL argument, short struct_size). Thread-safe. Since 0.1. */
+KB_API kb_status kb_result_get(const kb_result* result, kb_result_info* out);
+
+/* The result as one canonical JSONL line (no trailing newline), readable by FlashInfer-Bench.
+ * Borrowed; NULL for a NULL handle. Since 0.1. */
+KB_API const char* kb_result_json(const kb_result* result);
+
+/* ==== CUDA ===================================================================================== */
+
+/* Number of usable CUDA devices.
+ *   out (out) the count (>= 1) on success; 0 on failure.
+ * Returns KB_OK; KB_ERROR_NO_CUDA_DEVICE when kb was built with CUDA but the machine has no usable
+ * driver or GPU (kb_last_error() gives the CUDA runtime's reason); KB_ERROR_UNSUPPORTED when kb was
+ * built without CUDA; KB_ERROR_INVALID_ARGUMENT (NULL out). Never crashes on a machine without a
+ * GPU. Thread-safe. Since 0.1. */
+KB_API kb_status kb_cuda_device_count(int* out);
+
+/* Properties of one CUDA device. Since 0.1. */
+typedef struct kb_cuda_device_info {
+  size_t struct_size;   /* in: sizeof(kb_cuda_device_info) */
+  char name[256];       /* out: NUL-terminated, e.g. "NVIDIA H100 80GB HBM3" */
+  int sm_count;         /* out: streaming multiprocessors */
+  int compute_major;    /* out: compute capability, e.g. 9 and 0 */
+  int compute_minor;
+  uint64_t memory_bytes; /* out: global memory */
+  uint64_t l2_bytes;     /* out: L2 cache */
+} kb_cuda_device_info;
+
+#define KB_CUDA_DEVICE_INFO_INIT {sizeof(kb_cuda_device_info), {0}, 0, 0, 0, 0, 0}
+
+/* Describes device `ordinal` (0..count-1).
+ *   out (in/out) a kb_cuda_device_info whose struct_size is set.
+ * Returns KB_OK; KB_ERROR_INVALID_ARGUMENT (NULL out, short struct_size, ordinal out of range);
+ * KB_ERROR_NO_CUDA_DEVICE; KB_ERROR_UNSUPPORTED (built without CUDA); KB_ERROR_CUDA.
+ * Thread-safe. Since 0.1. */
+KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KB_KB_H */
