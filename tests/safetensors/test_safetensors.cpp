@@ -217,7 +217,7 @@ TEST_CASE("metadata and names with characters JSON must escape") {
   std::vector<std::int64_t> shape = {2};
   const std::string names[] = {
       "quote\"back\\slash",
-      std::string("ctl\x01\x1f\n\t\r\b\f end", 16),
+      std::string("ctl\x01\x1f\n\t\r\b\f end", 15),  // with its NUL byte
       "unicode é 日本 /",
       "",
   };

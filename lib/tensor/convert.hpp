@@ -1,0 +1,36 @@
+// Element conversions between kb's dtypes and float32, bit-exact with
+// PyTorch: round-to-nearest-even; float16/bfloat16/float8_e5m2 overflow to
+// inf; float8_e4m3fn (no inf) overflows to NaN as torch's .to() does;
+// float4_e2m1 (no inf/NaN) saturates to +-6. NaN stays NaN.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/result.hpp"
+#include "tensor/tensor.hpp"
+
+namespace kb {
+
+float half_to_float(std::uint16_t bits) noexcept;
+std::uint16_t float_to_half(float v) noexcept;
+float bf16_to_float(std::uint16_t bits) noexcept;
+std::uint16_t float_to_bf16(float v) noexcept;
+float fp8_e4m3fn_to_float(std::uint8_t bits) noexcept;
+std::uint8_t float_to_fp8_e4m3fn(float v) noexcept;
+float fp8_e5m2_to_float(std::uint8_t bits) noexcept;
+std::uint8_t float_to_fp8_e5m2(float v) noexcept;
+float fp4_e2m1_to_float(std::uint8_t nibble) noexcept;  // low 4 bits
+std::uint8_t float_to_fp4_e2m1(float v) noexcept;       // returns a nibble
+
+// Every element as float32 (integers and bools converted by value).
+std::vector<float> to_float(const Tensor& t);
+// Element i as float32 / double.
+double element_as_double(const Tensor& t, std::int64_t i);
+// Stores float32 values into t's dtype (t.numel() values). Integers are
+// rounded toward zero after clamping to the type's range (like torch's .to()
+// for in-range values); bool stores v != 0.
+Status store_float(std::span<const float> values, Tensor& t);
+
+}  // namespace kb
