@@ -9,6 +9,7 @@
 
 #include "common/limits.hpp"
 #include "json/json.hpp"
+#include "schema/validate.hpp"
 #include "schema/io.hpp"
 
 namespace kb {
@@ -49,30 +50,54 @@ class Loader {
   void load_definition(const std::string& file) {
     ++report_.definitions;
     auto d = read_definition_file(file, &diags_);
-    if (!d) return;
-    if (const auto* prev = ds.find_definition(d->name)) {
-      std::error_code ec;
-      if (fs::equivalent(prev->file, file, ec)) return;  // already known as context of a loose file
-      diags_.error(file, "definition.name",
-                   fmt::format("duplicate definition \"{}\" (also in {})", d->name, prev->file));
+    if (!d) {
+      // Remember the name it claims, so its workloads are not also reported
+      // as naming a missing definition.
+      if (auto name = claimed_name(file)) invalid_.insert(*name);
       return;
     }
+    std::error_code ec;
+    for (auto [it, end] = files_by_name_.equal_range(d->name); it != end; ++it) {
+      if (fs::equivalent(it->second, file, ec)) continue;
+      diags_.error(file, "definition.name", fmt::format("duplicate definition \"{}\" (also in {})", d->name, it->second));
+    }
+    files_by_name_.emplace(d->name, file);
     if (fs::path(file).stem() != d->name)
-      diags_.warning(file, "definition.name", fmt::format("\"{}\" differs from the file name", d->name));
-    // Axis-only constraints over const axes were evaluated by the reader.
+      diags_.warning(file, "definition.name",
+                     fmt::format("{} differs from the file name", json::quote(d->name)));
+    // Constraints over const axes were evaluated by the reader; count them.
     CheckContext ctx{file, "definition", std::nullopt, opt_.strict, false};
     Diagnostics scratch;
     validate_definition(*d, ctx, scratch, &report_.constraints);
+    if (const auto* prev = ds.find_definition(d->name); prev && fs::equivalent(prev->file, file, ec)) return;
+    if (index_.count(d->name)) return;  // a duplicate: reported above, the first one stays
     index_[d->name] = ds.definitions.size();
     ds.definitions.push_back({std::move(*d), file});
+  }
+
+  // The "name" (or seed "id") a definition file claims, even if invalid.
+  static std::optional<std::string> claimed_name(const std::string& file) {
+    auto text = json::read_text_file(file);
+    if (!text) return std::nullopt;
+    auto doc = json::parse(*text, file);
+    if (!doc) return std::nullopt;
+    json::Object o;
+    if (doc->root().get_object().get(o) != simdjson::SUCCESS) return std::nullopt;
+    for (const char* key : {"name", "id"}) {
+      std::string_view v;
+      if (o.at_key(key).get_string().get(v) == simdjson::SUCCESS) return std::string(v);
+    }
+    return std::nullopt;
   }
 
   void load_solution(const std::string& file) {
     ++report_.solutions;
     auto s = read_solution_file(file, &diags_);
     if (!s) return;
+    std::error_code ec;
     for (const auto& prev : ds.solutions)
       if (prev.solution.name == s->name) {
+        if (fs::equivalent(prev.file, file, ec)) return;  // known from the context already
         diags_.error(file, "solution.name", fmt::format("duplicate solution \"{}\" (also in {})", s->name, prev.file));
         return;
       }
@@ -123,7 +148,10 @@ class Loader {
   void check_against_definition(const Trace& t, const std::string& origin) {
     auto it = index_.find(t.definition);
     if (it == index_.end()) {
-      if (have_definitions_)
+      if (invalid_.count(t.definition))
+        diags_.note(origin, "definition",
+                    fmt::format("definition \"{}\" is invalid, so this line is not checked against it", t.definition));
+      else if (have_definitions_)
         diags_.error(origin, "definition", fmt::format("no definition \"{}\" in this dataset", t.definition));
       return;
     }
@@ -183,17 +211,28 @@ class Loader {
   }
 
   // Definitions of the dataset a loose file lives in, for cross-checks.
-  void load_context_definitions(const std::string& root) {
+  // Definitions and solutions of the dataset a loose file lives in, for
+  // cross-checks. Problems there are reported only when those files are
+  // themselves validated.
+  void load_context(const std::string& root) {
     ds.root = root;
     have_definitions_ = true;
-    Diagnostics ignored;  // problems there are reported only when that file is validated
+    Diagnostics ignored;
     for (const auto& f : files_under(fs::path(root) / "definitions", ".json")) {
       auto d = read_definition_file(f, &ignored);
-      if (d && !index_.count(d->name)) {
+      if (!d) {
+        if (auto name = claimed_name(f)) invalid_.insert(*name);
+        continue;
+      }
+      files_by_name_.emplace(d->name, f);
+      if (!index_.count(d->name)) {
         index_[d->name] = ds.definitions.size();
         ds.definitions.push_back({std::move(*d), f});
       }
     }
+    have_solutions_ = fs::is_directory(fs::path(root) / "solutions");
+    for (const auto& f : files_under(fs::path(root) / "solutions", ".json"))
+      if (auto s = read_solution_file(f, &ignored)) ds.solutions.push_back({std::move(*s), f});
   }
 
   std::string relative_to_root(const std::string& file) const {
@@ -210,6 +249,8 @@ class Loader {
   std::map<std::string, std::size_t, std::less<>> index_;
   bool have_definitions_ = false;
   bool have_solutions_ = false;
+  std::multimap<std::string, std::string> files_by_name_;  // every definition file, by the name it holds
+  std::set<std::string> invalid_;                          // names claimed by invalid definition files
 };
 
 }  // namespace
@@ -235,14 +276,20 @@ bool is_dataset_root(const std::string& dir) {
 }
 
 std::string find_dataset_root(const std::string& path) {
+  // Walk up the path as given, so messages keep the user's relative paths.
   std::error_code ec;
-  fs::path p = fs::absolute(path, ec);
-  if (ec) return {};
+  fs::path p = fs::path(path).lexically_normal();
   if (!fs::is_directory(p, ec)) p = p.parent_path();
-  for (; !p.empty(); p = p.parent_path()) {
-    if (fs::is_directory(p / "definitions", ec)) return p.string();
-    if (p == p.parent_path()) break;
+  while (true) {
+    fs::path here = p.empty() ? fs::path(".") : p;
+    if (fs::is_directory(here / "definitions", ec)) return here.string();
+    if (p.empty() || p == p.root_path() || p.filename() == "..") break;
+    p = p.parent_path();
   }
+  // Above the path as given (e.g. a path inside the working directory).
+  p = fs::absolute(path, ec).parent_path();
+  for (fs::path here = fs::current_path(ec); !ec && here != here.root_path(); here = here.parent_path())
+    if (p.string().rfind(here.string(), 0) == 0 && fs::is_directory(here / "definitions", ec)) return here.string();
   return {};
 }
 
@@ -269,7 +316,7 @@ LoadReport validate_paths(const std::vector<std::string>& paths, const LoadOptio
     }
     Loader loader(options, diags, report);
     std::string root = find_dataset_root(path);
-    if (!root.empty()) loader.load_context_definitions(root);
+    if (!root.empty()) loader.load_context(root);
     loader.load_loose(path);
   }
   return report;

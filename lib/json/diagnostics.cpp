@@ -12,29 +12,33 @@ std::string Diagnostic::to_string() const {
   return out;
 }
 
+void Diagnostics::add(Diagnostic d) {
+  if (d.severity == Severity::error) {
+    ++errors_;
+    error_index_.push_back(items_.size());
+  } else if (d.severity == Severity::warning) {
+    ++warnings_;
+  }
+  items_.push_back(std::move(d));
+}
+
 void Diagnostics::error(std::string origin, std::string path, std::string message) {
-  items_.push_back({Severity::error, std::move(origin), std::move(path), std::move(message), {}});
+  add({Severity::error, std::move(origin), std::move(path), std::move(message), {}});
 }
 void Diagnostics::warning(std::string origin, std::string path, std::string message, std::string category) {
-  items_.push_back({Severity::warning, std::move(origin), std::move(path), std::move(message), std::move(category)});
+  add({Severity::warning, std::move(origin), std::move(path), std::move(message), std::move(category)});
 }
 void Diagnostics::note(std::string origin, std::string path, std::string message) {
-  items_.push_back({Severity::note, std::move(origin), std::move(path), std::move(message), {}});
+  add({Severity::note, std::move(origin), std::move(path), std::move(message), {}});
 }
 
 void Diagnostics::append(const Diagnostics& other) {
-  items_.insert(items_.end(), other.items_.begin(), other.items_.end());
+  for (const auto& d : other.items_) add(d);
 }
 
-std::size_t Diagnostics::error_count() const {
-  std::size_t n = 0;
-  for (const auto& d : items_) n += d.severity == Severity::error;
-  return n;
-}
-std::size_t Diagnostics::warning_count() const {
-  std::size_t n = 0;
-  for (const auto& d : items_) n += d.severity == Severity::warning;
-  return n;
+std::string Diagnostics::error_after(std::size_t errors_before) const {
+  if (errors_before >= error_index_.size()) return {};
+  return items_[error_index_[errors_before]].to_string();
 }
 
 std::string Diagnostics::first_error() const {

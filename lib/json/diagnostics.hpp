@@ -29,21 +29,26 @@ class Diagnostics {
   void error(std::string origin, std::string path, std::string message);
   void warning(std::string origin, std::string path, std::string message, std::string category = {});
   void note(std::string origin, std::string path, std::string message);
-  void add(Diagnostic d) { items_.push_back(std::move(d)); }
+  void add(Diagnostic d);
   void append(const Diagnostics& other);
 
   const std::vector<Diagnostic>& items() const { return items_; }
-  std::size_t error_count() const;
-  std::size_t warning_count() const;
+  std::size_t error_count() const { return errors_; }
+  std::size_t warning_count() const { return warnings_; }
   bool has_errors() const { return error_count() != 0; }
   // First error as one line, or "" when there is none.
   std::string first_error() const;
   // All errors, one per line.
   std::string errors_text() const;
-  void clear() { items_.clear(); }
+  // The first error added after the list held `errors_before` errors.
+  std::string error_after(std::size_t errors_before) const;
+  void clear() { items_.clear(); errors_ = warnings_ = 0; error_index_.clear(); }
 
  private:
   std::vector<Diagnostic> items_;
+  std::vector<std::size_t> error_index_;  // positions of errors in items_
+  std::size_t errors_ = 0;
+  std::size_t warnings_ = 0;
 };
 
 }  // namespace kb

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,11 @@ class Document {
 // Errors: Code::parse_error / limit_exceeded, message "origin: invalid JSON: ...".
 Result<Document> parse(std::string_view text, std::string_view origin);
 
+// Where and why `text` is not JSON ("line 3, column 7: expected ',' or '}',
+// found '\"'"; just "column N: ..." for one-line text), or nullopt when it
+// is well-formed. Used to explain simdjson's failures.
+std::optional<std::string> find_syntax_error(std::string_view text);
+
 // Reads a whole file as text (refusing files over limits::max_json_file_bytes).
 Result<std::string> read_text_file(const std::string& path);
 
@@ -40,8 +46,15 @@ Result<std::string> read_text_file(const std::string& path);
 const char* type_name(const Element& e);
 // A short rendering of a value for messages (strings quoted, long text cut).
 std::string brief(const Element& e);
+// "null", "true", "string \"x\"", "array [1,2]": kind and value for messages.
+std::string describe(const Element& e);
 // Minified JSON text of an element (used to keep opaque objects verbatim).
 std::string minified(const Element& e);
+
+// JSON paths in messages: `base.key` for identifier-like keys, else
+// `base["key"]` (quoted, escaped); `base[i]` for array elements.
+std::string member_path(std::string_view base, std::string_view key);
+std::string index_path(std::string_view base, std::size_t i);
 
 // JSON string literal with quotes and escapes.
 std::string quote(std::string_view s);

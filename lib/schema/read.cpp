@@ -17,14 +17,8 @@ using json::Element;
 using json::Object;
 using simdjson::dom::element_type;
 
-std::string member_path(const std::string& base, std::string_view key) {
-  bool plain = !key.empty();
-  for (unsigned char c : key)
-    if (!(std::isalnum(c) || c == '_')) plain = false;
-  if (plain) return base.empty() ? std::string(key) : base + "." + std::string(key);
-  return base + "[" + json::quote(key) + "]";
-}
-std::string index_path(const std::string& base, std::size_t i) { return fmt::format("{}[{}]", base, i); }
+using json::index_path;
+using json::member_path;
 
 // Walks one document, recording problems with their JSON paths.
 class Walker {
@@ -41,7 +35,7 @@ class Walker {
 
   bool object(Element e, const std::string& path, Object& out) {
     if (e.get_object().get(out) == simdjson::SUCCESS) return true;
-    error(path, fmt::format("expected an object, got {} {}", json::type_name(e), json::brief(e)));
+    error(path, fmt::format("expected an object, got {}", json::describe(e)));
     return false;
   }
 
@@ -64,7 +58,7 @@ class Walker {
   std::optional<std::string> string(Element e, const std::string& path) {
     std::string_view s;
     if (e.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
-    error(path, fmt::format("expected a string, got {} {}", json::type_name(e), json::brief(e)));
+    error(path, fmt::format("expected a string, got {}", json::describe(e)));
     return std::nullopt;
   }
 
@@ -106,15 +100,14 @@ class Walker {
       error(path, fmt::format("integer {} is too large", json::brief(e)));
       return std::nullopt;
     }
-    error(path, fmt::format("expected a non-negative integer{}, got {} {}", what, json::type_name(e),
-                            json::brief(e)));
+    error(path, fmt::format("expected a non-negative integer{}, got {}", what, json::describe(e)));
     return std::nullopt;
   }
 
   std::optional<double> number(Element e, const std::string& path) {
     double v;
     if (e.is_number() && e.get_double().get(v) == simdjson::SUCCESS) return v;
-    error(path, fmt::format("expected a number, got {} {}", json::type_name(e), json::brief(e)));
+    error(path, fmt::format("expected a number, got {}", json::describe(e)));
     return std::nullopt;
   }
 
@@ -131,7 +124,7 @@ class Walker {
     std::vector<std::string> out;
     json::Array a;
     if (e.get_array().get(a) != simdjson::SUCCESS) {
-      error(path, fmt::format("expected a list of strings, got {} {}", json::type_name(e), json::brief(e)));
+      error(path, fmt::format("expected a list of strings, got {}", json::describe(e)));
       return out;
     }
     std::size_t i = 0;
@@ -166,8 +159,7 @@ std::optional<TensorSpec> read_tensor_spec(Walker& w, std::string name, Element 
     json::Array a;
     if (shape.get_array().get(a) != simdjson::SUCCESS) {
       w.error(member_path(path, "shape"),
-              fmt::format("expected a list of axis names or null, got {} {}", json::type_name(shape),
-                          json::brief(shape)));
+              fmt::format("expected a list of axis names or null, got {}", json::describe(shape)));
       ok = false;
     } else {
       std::vector<std::string> dims;
@@ -178,7 +170,7 @@ std::optional<TensorSpec> read_tensor_spec(Walker& w, std::string name, Element 
           dims.emplace_back(s);
         } else {
           w.error(index_path(member_path(path, "shape"), i),
-                  fmt::format("expected an axis name, got {} {}", json::type_name(d), json::brief(d)));
+                  fmt::format("expected an axis name, got {}", json::describe(d)));
           ok = false;
         }
         ++i;
@@ -211,7 +203,7 @@ std::optional<TensorSpec> read_tensor_spec(Walker& w, std::string name, Element 
   t.description = w.string_field(o, "description", path, false);
   Element opt;
   if (Walker::lookup(o, "optional", opt) && opt.get_bool().get(t.optional) != simdjson::SUCCESS) {
-    w.error(member_path(path, "optional"), fmt::format("expected a boolean, got {} {}", json::type_name(opt), json::brief(opt)));
+    w.error(member_path(path, "optional"), fmt::format("expected a boolean, got {}", json::describe(opt)));
     ok = false;
   }
   if (!ok) return std::nullopt;
@@ -403,8 +395,7 @@ std::optional<Workload> walk_workload(Walker& w, Element root, const std::string
         else if (v.type() == element_type::DOUBLE && v.get_double().get(f) == simdjson::SUCCESS) spec.value = f;
         else if (v.get_bool().get(b) == simdjson::SUCCESS) spec.value = b;
         else {
-          w.error(vp, fmt::format("expected an integer, float or boolean, got {} {}", json::type_name(v),
-                                  json::brief(v)));
+          w.error(vp, fmt::format("expected an integer, float or boolean, got {}", json::describe(v)));
           continue;
         }
       } else if (*type == "safetensors") {
@@ -559,7 +550,7 @@ std::optional<Solution> walk_solution(Walker& w, Element root, const std::string
       if (x.get_bool().get(b) == simdjson::SUCCESS) s.spec.destination_passing_style = b;
       else
         w.error(member_path(sp, "destination_passing_style"),
-                fmt::format("expected a boolean, got {} {}", json::type_name(x), json::brief(x)));
+                fmt::format("expected a boolean, got {}", json::describe(x)));
     }
     s.spec.binding = w.nullable_string_field(so, "binding", sp, false);
   }
@@ -609,12 +600,7 @@ Result<T> read_object(std::string_view text, std::string_view origin, Diagnostic
   }
   std::size_t after = d.error_count();
   if (after != before) {
-    std::string first;
-    std::size_t seen = 0;
-    for (const auto& x : d.items()) {
-      if (x.severity != Severity::error) continue;
-      if (seen++ == before) first = x.to_string();
-    }
+    std::string first = d.error_after(before);
     std::size_t more = after - before - 1;
     if (more) first += fmt::format(" (and {} more error{})", more, more == 1 ? "" : "s");
     return make_error(Code::invalid_data, first);

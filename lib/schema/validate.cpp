@@ -3,21 +3,39 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <filesystem>
 #include <set>
 
 #include "common/limits.hpp"
 #include "expr/expr.hpp"
+#include "json/json.hpp"
 #include "safetensors/safetensors.hpp"
 
 namespace kb {
 namespace {
 
-std::string sub(const std::string& base, std::string_view key) {
-  return base.empty() ? std::string(key) : base + "." + std::string(key);
+std::string sub(const std::string& base, std::string_view key) { return json::member_path(base, key); }
+std::string idx(const std::string& base, std::size_t i) { return json::index_path(base, i); }
+
+// Constraint text for messages, cut short when very long.
+std::string brief_text(const std::string& s) { return s.size() <= 120 ? s : s.substr(0, 117) + "..."; }
+
+// Names a Python `def run(...)` can take and a constraint can mention.
+bool is_python_identifier(std::string_view n) {
+  if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return false;
+  for (unsigned char c : n)
+    if (!(std::isalnum(c) || c == '_')) return false;
+  static const std::set<std::string_view> kKeywords = {
+      "False", "None",   "True",    "and",      "as",       "assert", "async", "await",  "break",
+      "class", "continue", "def",   "del",      "elif",     "else",   "except", "finally", "for",
+      "from",  "global", "if",      "import",   "in",       "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",   "raise",   "return",   "try",      "while",  "with",   "yield"};
+  return !kKeywords.count(n);
 }
-std::string idx(const std::string& base, std::size_t i) { return fmt::format("{}[{}]", base, i); }
 
 std::string value_text(const ScalarValue& v) {
   return std::visit(
@@ -27,6 +45,25 @@ std::string value_text(const ScalarValue& v) {
         else return fmt::format("{}", x);
       },
       v);
+}
+
+// Is a scalar's value representable in its dtype (finite floats stay finite)?
+bool scalar_fits(const ScalarValue& v, DType t) {
+  double x = std::visit([](auto y) { return static_cast<double>(y); }, v);
+  switch (t) {
+    case DType::int64: return true;
+    case DType::int32: return x >= -2147483648.0 && x <= 2147483647.0;
+    case DType::int16: return x >= -32768 && x <= 32767;
+    case DType::int8: return x >= -128 && x <= 127;
+    case DType::float32: return std::fabs(x) <= 3.4028234663852886e38;
+    case DType::float16: return std::fabs(x) <= 65504.0;
+    case DType::bfloat16: return std::fabs(x) <= 3.3895313892515355e38;
+    case DType::float8_e4m3fn: return std::fabs(x) <= 448.0;
+    case DType::float8_e5m2: return std::fabs(x) <= 57344.0;
+    case DType::float4_e2m1: return std::fabs(x) <= 6.0;
+    case DType::bool_: return true;
+  }
+  return true;
 }
 
 expr::Value to_expr_value(const ScalarValue& v) {
@@ -166,12 +203,22 @@ void check_constraints(const Definition& d, const Workload* w, const CheckContex
     if (!parsed) continue;  // reported by validate_definition
     bool axes_only = !parsed->needs_tensors();
     for (const auto& n : parsed->scalar_names()) axes_only &= d.find_axis(n) != nullptr;
+    // Shapes follow from the axes, so a constraint that reads no tensor data
+    // and no scalar input is decidable once its axes are known.
+    bool decidable = !parsed->needs_tensor_data();
+    for (const auto& n : parsed->scalar_names()) decidable &= d.find_axis(n) != nullptr;
     if (!w) {
       // Without a workload only constraints over const axes can be decided.
-      bool all_const = axes_only;
-      for (const auto& n : parsed->scalar_names()) {
+      bool all_const = decidable;
+      auto is_const = [&](const std::string& n) {
         const Axis* a = d.find_axis(n);
-        all_const &= a && a->kind == AxisKind::const_;
+        return a && a->kind == AxisKind::const_;
+      };
+      for (const auto& n : parsed->scalar_names()) all_const &= is_const(n);
+      for (const auto& n : parsed->tensor_names()) {
+        const TensorSpec* t = d.find_tensor(n);
+        if (t && t->shape)
+          for (const auto& ax : *t->shape) all_const &= is_const(ax);
       }
       if (!all_const) continue;
     }
@@ -180,15 +227,16 @@ void check_constraints(const Definition& d, const Workload* w, const CheckContex
     std::string where = idx(sub(ctx.path, "constraints"), i);
     if (out.verdict == expr::Verdict::violated) {
       diags.error(ctx.origin, w ? sub(ctx.path, "axes") : where,
-                  fmt::format("constraint `{}` violated: {}", d.constraints[i], out.detail));
-    } else if (out.verdict == expr::Verdict::unchecked && (report_unchecked || axes_only)) {
-      // An axis-only constraint must always be decidable once axes are bound.
-      if (axes_only)
+                  fmt::format("constraint `{}` violated: {}", brief_text(d.constraints[i]), out.detail));
+    } else if (out.verdict == expr::Verdict::unchecked && (report_unchecked || decidable)) {
+      // A constraint over axes and shapes must be decidable once axes are
+      // bound: unchecked means it is ill-formed (index out of range, / 0).
+      if (decidable)
         diags.error(ctx.origin, w ? sub(ctx.path, "axes") : where,
-                    fmt::format("constraint `{}` cannot be evaluated: {}", d.constraints[i], out.detail));
+                    fmt::format("constraint `{}` cannot be evaluated: {}", brief_text(d.constraints[i]), out.detail));
       else
         diags.note(ctx.origin, w ? ctx.path : where,
-                   fmt::format("constraint `{}` unchecked: {}", d.constraints[i], out.detail));
+                   fmt::format("constraint `{}` unchecked: {}", brief_text(d.constraints[i]), out.detail));
     }
   }
 }
@@ -196,14 +244,42 @@ void check_constraints(const Definition& d, const Workload* w, const CheckContex
 }  // namespace
 
 bool has_top_level_run(std::string_view src) {
+  // Line by line, skipping the inside of triple-quoted strings; a top-level
+  // definition starts in column 0: `def run(` or `async def run(`, with any
+  // spacing Python allows.
+  std::string_view open_quote;  // """ or ''' while inside a triple-quoted string
   std::size_t pos = 0;
   while (pos < src.size()) {
     std::size_t end = src.find('\n', pos);
     if (end == std::string_view::npos) end = src.size();
     std::string_view line = src.substr(pos, end - pos);
-    for (std::string_view prefix : {"def run(", "def run ", "async def run(", "async def run "})
-      if (line.substr(0, prefix.size()) == prefix) return true;
     pos = end + 1;
+    bool starts_inside = !open_quote.empty();
+    // Track triple quotes on this line (good enough for references).
+    for (std::size_t i = 0; i + 2 < line.size() + 0 && i + 3 <= line.size(); ++i) {
+      std::string_view q = line.substr(i, 3);
+      if (q != "\"\"\"" && q != "'''") continue;
+      if (open_quote.empty()) open_quote = q;
+      else if (open_quote == q) open_quote = {};
+      else continue;
+      i += 2;
+    }
+    if (starts_inside) continue;
+    std::string_view l = line;
+    auto word = [&](std::string_view w) {
+      if (l.substr(0, w.size()) != w) return false;
+      std::size_t k = w.size();
+      if (k < l.size() && l[k] != ' ' && l[k] != '\t') return false;
+      while (k < l.size() && (l[k] == ' ' || l[k] == '\t')) ++k;
+      l = l.substr(k);
+      return true;
+    };
+    if (word("async") && l.empty()) continue;
+    if (!word("def")) continue;
+    if (l.substr(0, 3) != "run") continue;
+    l = l.substr(3);
+    while (!l.empty() && (l[0] == ' ' || l[0] == '\t')) l = l.substr(1);
+    if (!l.empty() && l[0] == '(') return true;
   }
   return false;
 }
@@ -267,7 +343,8 @@ void validate_definition(const Definition& d, const CheckContext& ctx, Diagnosti
   }
   for (const auto& a : d.axes) {
     std::string ap = sub(sub(p, "axes"), a.name);
-    if (a.name.empty()) diags.error(o, ap, "empty axis name");
+    if (!is_python_identifier(a.name))
+      diags.error(o, ap, "axis name must be a Python identifier (constraints refer to it by name)");
     if (a.parent && !d.find_axis(*a.parent))
       diags.error(o, sub(ap, "parent"), fmt::format("unknown axis \"{}\"", *a.parent));
     if (a.kind == AxisKind::const_ && a.value < 0) diags.error(o, sub(ap, "value"), "must be non-negative");
@@ -277,6 +354,8 @@ void validate_definition(const Definition& d, const CheckContext& ctx, Diagnosti
   auto check_specs = [&](const std::vector<TensorSpec>& specs, std::string_view group) {
     for (const auto& t : specs) {
       std::string tp = sub(sub(p, group), t.name);
+      if (!is_python_identifier(t.name))
+        diags.error(o, tp, "tensor name must be a Python identifier (it is a parameter of `run`)");
       if (!t.shape) continue;
       if (t.shape->size() > limits::max_tensor_rank)
         diags.error(o, sub(tp, "shape"),
@@ -314,18 +393,18 @@ void validate_definition(const Definition& d, const CheckContext& ctx, Diagnosti
     std::string cp = idx(sub(p, "constraints"), i);
     auto parsed = expr::parse(d.constraints[i]);
     if (!parsed) {
-      diags.error(o, cp, fmt::format("`{}`: {}", d.constraints[i], parsed.error().message));
+      diags.error(o, cp, fmt::format("`{}`: {}", brief_text(d.constraints[i]), parsed.error().message));
       continue;
     }
     for (const auto& n : parsed->scalar_names()) {
       const TensorSpec* t = d.find_tensor(n);
       if (!d.find_axis(n) && !(t && t->is_scalar()))
-        diags.error(o, cp, fmt::format("`{}`: unknown name \"{}\" (not an axis or scalar input)", d.constraints[i], n));
+        diags.error(o, cp, fmt::format("`{}`: unknown name \"{}\" (not an axis or scalar input)", brief_text(d.constraints[i]), n));
     }
     for (const auto& n : parsed->tensor_names()) {
       const TensorSpec* t = d.find_tensor(n);
       if (!t || t->is_scalar())
-        diags.error(o, cp, fmt::format("`{}`: \"{}\" is not a tensor of this definition", d.constraints[i], n));
+        diags.error(o, cp, fmt::format("`{}`: \"{}\" is not a tensor of this definition", brief_text(d.constraints[i]), n));
     }
   }
   if (diags.error_count() == errors_before) check_constraints(d, nullptr, ctx, diags, tally);
@@ -395,6 +474,8 @@ void validate_workload_against(const Workload& w, const Definition& d, const Che
                                 dtype_is_float(t.dtype) ? "a number" : t.dtype == DType::bool_ ? "a boolean" : "an integer"));
       if (auto* f = std::get_if<double>(&v); f && !std::isfinite(*f))
         diags.error(o, sub(tp, "value"), "must be finite");
+      if (ok && !scalar_fits(v, t.dtype))
+        diags.error(o, sub(tp, "value"), fmt::format("{} does not fit dtype {}", value_text(v), dtype_name(t.dtype)));
     }
   }
   if (diags.error_count() != errors_before) return;  // bindings broken: sizes and constraints meaningless

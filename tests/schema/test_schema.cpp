@@ -380,3 +380,65 @@ TEST_CASE("helpers: ISO 8601, def run, float formatting") {
   CHECK(kb::json::format_double(1e-5) == "1e-05");
   CHECK(kb::json::quote("a\"b\\c\n\x02") == "\"a\\\"b\\\\c\\n\\u0002\"");
 }
+
+TEST_CASE("JSON syntax errors say where and what") {
+  CHECK(definition_error("{\"a\": 1,}") == "x.json: invalid JSON: column 9: expected a string key after ',', found '}'");
+  CHECK(definition_error("{\n  \"a\": 1\n}}") == "x.json: invalid JSON: line 3, column 2: unexpected '}' after the end of the document");
+  CHECK(definition_error("{\"a\": NaN}") == "x.json: invalid JSON: column 7: expected a value, found `NaN`");
+  CHECK(definition_error("{\"a\": 18446744073709551616}") == "x.json: invalid JSON: column 7: integer 18446744073709551616 is too large");
+  CHECK(definition_error("[1, 2") == "x.json: invalid JSON: column 6: unexpected end of document (1 bracket still open)");
+  CHECK(definition_error("{\"a\": \"\xff\"}") == "x.json: invalid JSON: column 8: invalid UTF-8 in a string");
+  CHECK(!kb::json::find_syntax_error("{\"a\": [1, 2.5e3, -0, \"\\u00e9\", true, null, {}]}").has_value());
+}
+
+TEST_CASE("names must be Python identifiers; def run is found the way Python would") {
+  CHECK(definition_error(with(kGemm, R"("A": {"shape")", R"("x y": {"shape")")) ==
+        "x.json: definition.inputs[\"x y\"]: tensor name must be a Python identifier (it is a parameter of `run`)");
+  CHECK(definition_error(with(kGemm, R"("A": {"shape")", R"("class": {"shape")")).find("must be a Python identifier") !=
+        std::string::npos);
+  CHECK(kb::has_top_level_run("def  run(x):\n  pass"));
+  CHECK(kb::has_top_level_run("async def run(x):\n  pass"));
+  CHECK(!kb::has_top_level_run("s = '''\ndef run(x):\n'''\n"));
+  CHECK(kb::has_top_level_run("s = '''doc'''\ndef run(x):\n  pass"));
+}
+
+TEST_CASE("shape constraints are decided from the axes; scalar values must fit their dtype") {
+  auto d = kb::read_definition(with(kGemm, R"("reference")", R"("constraints": ["A.shape[5] == 1"], "reference")"), "x.json");
+  REQUIRE(d.ok());  // M is var: decided per workload
+  kb::Diagnostics diags;
+  auto w = kb::read_workload(R"({"uuid": "u", "axes": {"M": 2}, "inputs": {"A": {"type": "random"}, "B": {"type": "random"}}})", "w");
+  REQUIRE(w.ok());
+  kb::CheckContext ctx;
+  ctx.origin = "w";
+  ctx.path = "workload";
+  kb::validate_workload_against(*w, *d, ctx, diags);
+  CHECK(diags.first_error().find("constraint `A.shape[5] == 1` cannot be evaluated") != std::string::npos);
+  // All of B's axes are const: decided when the definition is read.
+  CHECK(definition_error(with(kGemm, R"("reference")", R"("constraints": ["B.shape[0] == 9"], "reference")"))
+            .find("x.json: definition.constraints[0]: constraint `B.shape[0] == 9` violated") == 0);
+
+  const char* def = R"({"name": "s", "op_type": "x", "axes": {"M": {"type": "var"}},
+    "inputs": {"x": {"shape": ["M"], "dtype": "float32"}, "k": {"shape": null, "dtype": "int32"},
+               "e": {"shape": null, "dtype": "float32"}},
+    "outputs": {"y": {"shape": ["M"], "dtype": "float32"}}, "reference": "def run(x, k, e):\n  pass"})";
+  auto sd = kb::read_definition(def, "s.json");
+  REQUIRE(sd.ok());
+  auto check = [&](const char* k, const char* e) {
+    kb::Diagnostics dg;
+    auto wl = kb::read_workload(fmt::format(R"({{"uuid": "u", "axes": {{"M": 1}}, "inputs": {{"x": {{"type": "random"}},
+      "k": {{"type": "scalar", "value": {}}}, "e": {{"type": "scalar", "value": {}}}}}}})", k, e), "w", &dg);
+    REQUIRE(wl.ok());
+    kb::validate_workload_against(*wl, *sd, ctx, dg);
+    return dg.first_error();
+  };
+  CHECK(check("7", "0.5") == "");
+  CHECK(check("99999999999", "0.5") == "w: workload.inputs.k.value: 99999999999 does not fit dtype int32");
+  CHECK(check("7", "1e300") == "w: workload.inputs.e.value: 1e+300 does not fit dtype float32");
+}
+
+TEST_CASE("Diagnostics stay fast with many errors") {
+  kb::Diagnostics d;
+  for (int i = 0; i < 200000; ++i) d.error("f", "p", "m");
+  CHECK(d.error_count() == 200000);
+  CHECK(d.error_after(199999) == "f: p: m");
+}
