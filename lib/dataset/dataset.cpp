@@ -130,6 +130,7 @@ class Loader {
       if (is_workload_line) ++report_.workloads;
       else ++report_.traces;
       if (!t) continue;
+      std::size_t errors_before = diags_.error_count();
       if (kind == "workload" && (t->evaluation || t->solution))
         diags_.error(origin, t->evaluation ? "evaluation" : "solution", "a workloads/ line has no solution or evaluation (use null)");
       check_against_definition(*t, origin);
@@ -138,9 +139,9 @@ class Loader {
         if (!fresh)
           diags_.error(origin, "workload.uuid",
                        fmt::format("duplicate uuid \"{}\" (also on line {})", t->workload.uuid, it->second));
-        ds.workloads.push_back({std::move(*t), file, line});
+        ds.workloads.push_back({std::move(*t), file, line, diags_.error_count() == errors_before});
       } else {
-        ds.traces.push_back({std::move(*t), file, line});
+        ds.traces.push_back({std::move(*t), file, line, diags_.error_count() == errors_before});
       }
     }
   }
@@ -305,20 +306,29 @@ Dataset load_dataset(const std::string& root, const LoadOptions& options, Diagno
   return std::move(loader.ds);
 }
 
-LoadReport validate_paths(const std::vector<std::string>& paths, const LoadOptions& options, Diagnostics& diags) {
-  LoadReport report;
+std::vector<Dataset> load_paths(const std::vector<std::string>& paths, const LoadOptions& options, Diagnostics& diags,
+                                LoadReport* report) {
+  LoadReport local;
+  LoadReport& r = report ? *report : local;
+  std::vector<Dataset> out;
   for (const auto& path : paths) {
     std::error_code ec;
+    Loader loader(options, diags, r);
     if (fs::is_directory(path, ec) && is_dataset_root(path)) {
-      Loader loader(options, diags, report);
       loader.load_root(path);
-      continue;
+    } else {
+      std::string root = find_dataset_root(path);
+      if (!root.empty()) loader.load_context(root);
+      loader.load_loose(path);
     }
-    Loader loader(options, diags, report);
-    std::string root = find_dataset_root(path);
-    if (!root.empty()) loader.load_context(root);
-    loader.load_loose(path);
+    out.push_back(std::move(loader.ds));
   }
+  return out;
+}
+
+LoadReport validate_paths(const std::vector<std::string>& paths, const LoadOptions& options, Diagnostics& diags) {
+  LoadReport report;
+  load_paths(paths, options, diags, &report);
   return report;
 }
 

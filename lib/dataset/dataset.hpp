@@ -28,6 +28,7 @@ struct TraceEntry {
   Trace trace;
   std::string file;
   std::size_t line = 0;
+  bool valid = true;  // false when it breaks a rule of its definition (reported)
 };
 
 struct LoadOptions {
@@ -67,6 +68,11 @@ Dataset load_dataset(const std::string& root, const LoadOptions& options, Diagno
 // `kb validate`: any mix of dataset directories, other directories (walked
 // recursively) and files (.json definitions or solutions, .jsonl traces).
 // Files inside a dataset are checked against that dataset's definitions.
+// The same walk, keeping what loaded: one Dataset per path (definitions,
+// solutions, workload and trace lines that are valid).
+std::vector<Dataset> load_paths(const std::vector<std::string>& paths, const LoadOptions& options, Diagnostics& diags,
+                                LoadReport* report = nullptr);
+
 LoadReport validate_paths(const std::vector<std::string>& paths, const LoadOptions& options, Diagnostics& diags);
 
 }  // namespace kb

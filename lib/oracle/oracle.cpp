@@ -11,6 +11,7 @@ namespace kb {
 namespace kernels {
 extern const OracleEntry gemm_oracle;
 extern const OracleEntry rmsnorm_oracle;
+extern const OracleEntry silu_and_mul_oracle;
 extern const OracleEntry rope_oracle;
 extern const OracleEntry sampling_oracle;
 extern const OracleEntry gqa_paged_oracle;
@@ -21,7 +22,7 @@ extern const OracleEntry mla_ragged_oracle;
 
 std::span<const OracleEntry> oracles() {
   static const OracleEntry table[] = {
-      kernels::gemm_oracle,      kernels::rmsnorm_oracle,    kernels::rope_oracle,
+      kernels::gemm_oracle,      kernels::rmsnorm_oracle,    kernels::silu_and_mul_oracle, kernels::rope_oracle,
       kernels::sampling_oracle,  kernels::gqa_paged_oracle,  kernels::gqa_ragged_oracle,
       kernels::mla_paged_oracle, kernels::mla_ragged_oracle,
   };

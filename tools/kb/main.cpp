@@ -6,6 +6,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <set>
+#include <sstream>
+#include <unistd.h>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -14,6 +17,9 @@
 
 #include "cuda/device.hpp"
 #include "dataset/dataset.hpp"
+#include "harness/harness.hpp"
+#include "harness/trace_writer.hpp"
+#include "inputs/inputs.hpp"
 #include "expr/expr.hpp"
 #include "json/json.hpp"
 #include "schema/io.hpp"
@@ -30,6 +36,7 @@ namespace {
 constexpr const char* kUsage = R"(usage: kb <command> [options] [args]
 
 commands:
+  bench [DATASET...]   judge and time solutions on every workload; write traces
   validate [PATH...]   check definitions, workloads, solutions and traces
   show NAME|FILE       print a definition in human form
   format FILE...       rewrite definitions, solutions and trace lines as kb writes them
@@ -39,7 +46,7 @@ options:
   -h, --help           help for kb or for a command (kb validate --help)
   --version            print kb's version
 
-With no PATH, `kb validate` checks kb's bundled dataset ()" KB_BUNDLED_DATASET R"().
+With no PATH, `kb bench` and `kb validate` use kb's bundled dataset ()" KB_BUNDLED_DATASET R"().
 )";
 
 constexpr const char* kValidateUsage = R"(usage: kb validate [options] [PATH...]
@@ -58,6 +65,38 @@ options:
   -v, --verbose  list every warning and every constraint kb could not evaluate
   -q, --quiet    print errors and the summary only
   -h, --help     this text
+)";
+
+constexpr const char* kBenchUsage = R"(usage: kb bench [options] [DATASET...]
+
+Runs every workload of every selected definition through each solution that
+handles it, judges the outputs against kb's oracle (the reference) over
+several trials with fresh seeded inputs, times the passing ones, prints a
+table and appends one trace line per evaluation to
+OUT/traces/<author>/<op_type>/<definition>.jsonl (flushed and fsync'ed).
+DATASET is a FlashInfer-Bench dataset directory or any folder of definitions
+and workloads; default: kb's bundled dataset.
+
+options:
+  --definitions A,B   only these definitions (names)
+  --solutions S,T     only these solutions (names; see kb bench --list)
+  --device cpu|cuda   where solutions run (default: cuda if a device is usable, else cpu)
+  --trials N          correctness trials per workload, fresh inputs each (default 3)
+  --seed S            base seed; trial t uses S + t (default 27490)
+  --out DIR           where traces go (default: kb-results)
+  --resume            skip evaluations already recorded under --out
+  --smallest          only the smallest workload of each definition
+  --max-workloads N   at most N workloads per definition (smallest first)
+  --tolerances FILE   tolerance config (default, op_type, definition sections)
+  --atol X --rtol X --matched-ratio X   tolerances applied on top of everything
+  --no-time           judge correctness only
+  --reference native  judge against kb's CPU oracles (the only kind so far;
+                      `torch` is not implemented yet and is refused)
+  --list              list kb's solutions and the definitions each handles
+  -h, --help          this text
+
+Exit status: 0 when every evaluation PASSED, 1 when any failed or a workload
+could not be evaluated, 2 on bad usage.
 )";
 
 constexpr const char* kShowUsage = R"(usage: kb show [--dataset DIR] NAME|FILE
@@ -275,6 +314,272 @@ int cmd_format(const std::vector<std::string>& args) {
   return status;
 }
 
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Total input elements of a workload, to order workloads small to large.
+std::int64_t workload_size(const kb::Definition& d, const kb::Workload& w) {
+  std::int64_t total = 0;
+  for (const auto& t : d.inputs)
+    if (auto n = kb::element_count(t, d, &w)) total += *n;
+  return total;
+}
+
+std::string axes_text(const kb::Workload& w) {
+  std::string s;
+  for (const auto& [k, v] : w.axes) s += fmt::format("{}{}={}", s.empty() ? "" : " ", k, v);
+  return s.empty() ? "-" : s;
+}
+
+int cmd_bench(const std::vector<std::string>& args) {
+  std::vector<std::string> paths, only_defs, only_solutions;
+  std::string out_dir = "kb-results", device_arg, reference = "native", tolerance_file;
+  kb::BenchOptions opt;
+  bool resume = false, smallest = false, list = false;
+  std::optional<double> atol, rtol, ratio;
+  long max_workloads = -1;
+  auto need = [&](std::size_t& i, const std::string& flag) -> std::optional<std::string> {
+    if (i + 1 >= args.size()) {
+      fmt::print(stderr, "kb bench: {} needs a value\n", flag);
+      return std::nullopt;
+    }
+    return args[++i];
+  };
+  auto number = [](const std::string& flag, const std::string& v, auto& dest) {
+    try {
+      std::size_t used = 0;
+      if constexpr (std::is_same_v<std::decay_t<decltype(dest)>, std::optional<double>>) dest = std::stod(v, &used);
+      else dest = static_cast<std::decay_t<decltype(dest)>>(std::stoll(v, &used));
+      if (used != v.size()) throw std::invalid_argument(v);
+      return true;
+    } catch (...) {
+      fmt::print(stderr, "kb bench: {} expects a number, got \"{}\"\n", flag, v);
+      return false;
+    }
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::optional<std::string> v;
+    if (is_help(a)) {
+      std::fputs(kBenchUsage, stdout);
+      return 0;
+    } else if (a == "--definitions") {
+      if (!(v = need(i, a))) return 2;
+      only_defs = split_list(*v);
+    } else if (a == "--solutions") {
+      if (!(v = need(i, a))) return 2;
+      only_solutions = split_list(*v);
+    } else if (a == "--device") {
+      if (!(v = need(i, a))) return 2;
+      device_arg = *v;
+      if (device_arg != "cpu" && device_arg != "cuda") {
+        fmt::print(stderr, "kb bench: --device is cpu or cuda, got \"{}\"\n", device_arg);
+        return 2;
+      }
+    } else if (a == "--trials") {
+      if (!(v = need(i, a)) || !number(a, *v, opt.trials) || opt.trials < 1) return 2;
+    } else if (a == "--seed") {
+      if (!(v = need(i, a)) || !number(a, *v, opt.seed)) return 2;
+    } else if (a == "--out") {
+      if (!(v = need(i, a))) return 2;
+      out_dir = *v;
+    } else if (a == "--reference") {
+      if (!(v = need(i, a))) return 2;
+      reference = *v;
+    } else if (a == "--tolerances") {
+      if (!(v = need(i, a))) return 2;
+      tolerance_file = *v;
+    } else if (a == "--atol") {
+      if (!(v = need(i, a)) || !number(a, *v, atol)) return 2;
+    } else if (a == "--rtol") {
+      if (!(v = need(i, a)) || !number(a, *v, rtol)) return 2;
+    } else if (a == "--matched-ratio") {
+      if (!(v = need(i, a)) || !number(a, *v, ratio)) return 2;
+    } else if (a == "--max-workloads") {
+      if (!(v = need(i, a)) || !number(a, *v, max_workloads) || max_workloads < 1) return 2;
+    } else if (a == "--resume") {
+      resume = true;
+    } else if (a == "--smallest") {
+      smallest = true;
+    } else if (a == "--no-time") {
+      opt.time = false;
+    } else if (a == "--list") {
+      list = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      fmt::print(stderr, "kb bench: unknown option {} (see kb bench --help)\n", a);
+      return 2;
+    } else {
+      paths.push_back(a);
+    }
+  }
+  if (reference != "native") {
+    fmt::print(stderr, "kb bench: --reference {} is not implemented yet (only native: kb's CPU oracles)\n", reference);
+    return 2;
+  }
+  if (paths.empty()) paths.push_back(KB_BUNDLED_DATASET);
+  if (!tolerance_file.empty()) {
+    auto p = kb::TolerancePolicy::load(tolerance_file);
+    if (!p) {
+      fmt::print(stderr, "kb bench: {}\n", p.error().message);
+      return 2;
+    }
+    opt.tolerances = std::move(*p);
+  }
+  opt.tolerances.atol = atol;
+  opt.tolerances.rtol = rtol;
+  opt.tolerances.required_matched_ratio = ratio;
+
+  // Where solutions run: a CUDA device if one is usable, unless told otherwise.
+  auto cuda_count = kb::cuda::device_count();
+  kb::Device device = cuda_count ? kb::Device::cuda : kb::Device::cpu;
+  if (device_arg == "cpu") device = kb::Device::cpu;
+  if (device_arg == "cuda") {
+    if (!cuda_count) {
+      fmt::print(stderr, "kb bench: --device cuda: {}\n", cuda_count.error().message);
+      return 1;
+    }
+    device = kb::Device::cuda;
+  }
+  const auto& registry = kb::builtin_registry();
+
+  kb::Diagnostics diags;
+  kb::LoadOptions lo;
+  auto datasets = kb::load_paths(paths, lo, diags);
+  int status = 0;
+  for (const auto& x : diags.items())
+    if (x.severity == kb::Severity::error) {
+      fmt::print(stderr, "{}\n", x.to_string());
+      status = 1;
+    }
+
+  if (list) {
+    for (const auto& impl : registry.all()) {
+      std::vector<std::string> defs;
+      for (const auto& ds : datasets)
+        for (const auto& e : ds.definitions)
+          if (impl.supports(e.definition).empty()) defs.push_back(e.definition.name);
+      fmt::print("{} ({}, by {}): {}\n  handles: {}\n", impl.name, kb::device_name(impl.device), impl.author,
+                 impl.description, defs.empty() ? "nothing in these datasets" : fmt::format("{}", fmt::join(defs, ", ")));
+    }
+    return 0;
+  }
+
+  kb::TraceWriter writer(out_dir);
+  std::set<std::tuple<std::string, std::string, std::string>> done;
+  if (resume) {
+    auto r = writer.recorded();
+    if (!r) {
+      fmt::print(stderr, "kb bench: {}\n", r.error().message);
+      return 1;
+    }
+    done = std::move(*r);
+  }
+
+  struct Job {
+    const kb::Definition* def;
+    const kb::Workload* wl;
+    const kb::Implementation* impl;
+    std::optional<std::string> dataset_root;
+  };
+  std::vector<Job> jobs;
+  std::vector<std::string> skipped;
+  std::size_t already = 0;
+  for (const auto& ds : datasets) {
+    for (const auto& e : ds.definitions) {
+      const kb::Definition& d = e.definition;
+      if (!only_defs.empty() && std::find(only_defs.begin(), only_defs.end(), d.name) == only_defs.end()) continue;
+      if (auto o = kb::find_oracle(d); !o) {
+        skipped.push_back(fmt::format("{}: {}", d.name, o.error().message));
+        continue;
+      }
+      std::vector<const kb::Workload*> wls;
+      for (const auto& t : ds.workloads)
+        if (t.valid && t.trace.definition == d.name) wls.push_back(&t.trace.workload);
+      std::stable_sort(wls.begin(), wls.end(),
+                       [&](auto* a, auto* b) { return workload_size(d, *a) < workload_size(d, *b); });
+      if (smallest && wls.size() > 1) wls.resize(1);
+      if (max_workloads > 0 && static_cast<long>(wls.size()) > max_workloads) wls.resize(static_cast<std::size_t>(max_workloads));
+      if (wls.empty()) {
+        skipped.push_back(fmt::format("{}: no workloads", d.name));
+        continue;
+      }
+      bool any = false;
+      for (const auto& impl : registry.all()) {
+        if (!only_solutions.empty() &&
+            std::find(only_solutions.begin(), only_solutions.end(), impl.name) == only_solutions.end())
+          continue;
+        if (!impl.supports(d).empty()) continue;
+        if (impl.device != device) {
+          skipped.push_back(fmt::format("{} on {}: needs {}{}", impl.name, d.name, kb::device_name(impl.device),
+                                        impl.device == kb::Device::cuda && !cuda_count
+                                            ? fmt::format(" ({})", cuda_count.error().message)
+                                            : ""));
+          continue;
+        }
+        any = true;
+        for (const auto* w : wls) {
+          if (done.count({d.name, w->uuid, impl.name})) {
+            ++already;
+            continue;
+          }
+          jobs.push_back({&d, w, &impl, ds.root.empty() ? std::nullopt : std::optional(ds.root)});
+        }
+      }
+      if (!any) skipped.push_back(fmt::format("{}: no {} solution handles it", d.name, kb::device_name(device)));
+    }
+  }
+
+  bool tty = isatty(STDERR_FILENO);
+  fmt::print("{:<34} {:<24} {:<24} {:<20} {:>9} {:>9} {:>11} {:>8}\n", "definition", "axes", "solution", "status",
+             "max_abs", "max_rel", "latency_ms", "speedup");
+  std::size_t passed = 0, failed = 0, errors = 0;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const auto& job = jobs[j];
+    if (tty) fmt::print(stderr, "\r[{}/{}] {} {} ...\x1b[K", j + 1, jobs.size(), job.def->name, job.impl->name);
+    kb::BenchOptions o = opt;
+    o.dataset_root = job.dataset_root;
+    auto r = kb::evaluate(*job.def, *job.wl, *job.impl, o);
+    if (tty) fmt::print(stderr, "\r\x1b[K");
+    if (!r) {
+      ++errors;
+      fmt::print(stderr, "kb bench: {} workload {}: cannot evaluate: {}\n", job.def->name, job.wl->uuid, r.error().message);
+      continue;
+    }
+    kb::Trace t;
+    t.definition = job.def->name;
+    t.workload = *job.wl;
+    t.solution = job.impl->name;
+    t.evaluation = r->evaluation;
+    if (auto st = writer.append(job.impl->author, *job.def, t); !st.ok()) {
+      fmt::print(stderr, "kb bench: {}\n", st.error().message);
+      return 1;
+    }
+    const auto& ev = r->evaluation;
+    bool ok = ev.status == kb::EvalStatus::passed;
+    (ok ? passed : failed)++;
+    auto num = [](double v) { return fmt::format("{:.3g}", v); };
+    fmt::print("{:<34} {:<24} {:<24} {:<20} {:>9} {:>9} {:>11} {:>8}\n", job.def->name, axes_text(*job.wl),
+               job.impl->name, kb::eval_status_name(ev.status), ev.correctness ? num(ev.correctness->max_absolute_error) : "-",
+               ev.correctness ? num(ev.correctness->max_relative_error) : "-",
+               ev.performance && opt.time ? fmt::format("{:.4f}", ev.performance->latency_ms) : "-",
+               ev.performance && opt.time ? fmt::format("{:.2f}x", ev.performance->speedup_factor) : "-");
+    if (!ok) fmt::print("    {}\n", r->summary);
+    std::fflush(stdout);
+  }
+  for (const auto& s : skipped) fmt::print("skipped: {}\n", s);
+  fmt::print("{} evaluations on {}: {} passed, {} failed, {} could not run{}; traces in {}/traces\n", jobs.size(),
+             kb::device_name(device), passed, failed, errors,
+             already ? fmt::format(", {} already recorded (--resume)", already) : "", out_dir);
+  if (failed || errors) status = 1;
+  return status;
+}
+
 int cmd_devices(const std::vector<std::string>& args) {
   for (const auto& a : args) {
     if (is_help(a)) {
@@ -322,6 +627,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (cmd == "validate") return cmd_validate(rest);
+    if (cmd == "bench") return cmd_bench(rest);
     if (cmd == "show") return cmd_show(rest);
     if (cmd == "devices") return cmd_devices(rest);
     if (cmd == "format") return cmd_format(rest);

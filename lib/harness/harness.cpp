@@ -1,0 +1,219 @@
+#include "harness/harness.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+
+#include "cuda/device.hpp"
+#include "inputs/inputs.hpp"
+
+#ifndef KB_VERSION_STRING
+#define KB_VERSION_STRING "0.1.0"
+#endif
+
+namespace kb {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(line.find_first_not_of(' ', pos + 1));
+    }
+  return "CPU";
+}
+
+struct Failure {
+  EvalStatus status;
+  std::string message;
+};
+
+// One call of `impl` on fresh outputs, with every anti-gaming check.
+std::optional<Failure> checked_call(const Implementation& impl, const Definition& d, Materialized& m,
+                                    std::vector<Tensor>& outputs, std::uint64_t seed) {
+  for (auto& o : outputs) o.fill_bytes(0xFF);  // poison: NaN in every float dtype
+  std::vector<Tensor> before;
+  for (const auto& t : m.tensors) before.push_back(t.clone());
+  Status st = ok_status();
+  try {
+    st = impl.run(ImplementationCall{d, m.axes, m.args, outputs, seed});
+  } catch (const std::exception& e) {
+    return Failure{EvalStatus::runtime_error, fmt::format("{} threw: {}", impl.name, e.what())};
+  } catch (...) {
+    return Failure{EvalStatus::runtime_error, fmt::format("{} threw a non-standard exception", impl.name)};
+  }
+  if (!st.ok()) return Failure{EvalStatus::runtime_error, st.error().message};
+  for (std::size_t i = 0; i < m.tensors.size(); ++i) {
+    const Tensor& t = m.tensors[i];
+    if (t.empty_storage()) continue;
+    if (!t.guards_intact())
+      return Failure{EvalStatus::runtime_error, fmt::format("wrote outside input \"{}\" (guard bytes changed)", d.inputs[i].name)};
+    if (std::memcmp(t.bytes(), before[i].bytes(), t.nbytes()) != 0)
+      return Failure{EvalStatus::runtime_error, fmt::format("modified input \"{}\"", d.inputs[i].name)};
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    if (!outputs[i].guards_intact())
+      return Failure{EvalStatus::runtime_error, fmt::format("wrote outside output \"{}\" (guard bytes changed)", d.outputs[i].name)};
+  return std::nullopt;
+}
+
+double median_ms(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Median CPU wall time of `impl` on fixed inputs (no checks inside timing).
+Result<std::pair<double, std::size_t>> time_cpu(const Implementation& impl, const Definition& d, Materialized& m,
+                                                std::vector<Tensor>& outputs, const BenchOptions& opt) {
+  for (int i = 0; i < opt.warmup; ++i) KB_TRY(impl.run(ImplementationCall{d, m.axes, m.args, outputs, opt.seed}));
+  std::vector<double> samples;
+  auto start = Clock::now();
+  while (true) {
+    auto t0 = Clock::now();
+    KB_TRY(impl.run(ImplementationCall{d, m.axes, m.args, outputs, opt.seed}));
+    auto t1 = Clock::now();
+    samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    double elapsed = std::chrono::duration<double>(t1 - start).count();
+    bool enough = static_cast<int>(samples.size()) >= opt.min_samples && elapsed >= opt.min_time_s;
+    if (enough || static_cast<int>(samples.size()) >= opt.max_samples || elapsed >= opt.max_time_s) break;
+  }
+  return std::pair{median_ms(samples), samples.size()};
+}
+
+EvaluationResult finish(Evaluation ev, std::string summary) {
+  EvaluationResult r;
+  r.evaluation = std::move(ev);
+  r.summary = std::move(summary);
+  return r;
+}
+
+}  // namespace
+
+std::string iso_timestamp_now() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms));
+}
+
+EvalEnvironment current_environment(Device device) {
+  EvalEnvironment env;
+  env.libs.emplace_back("kb", KB_VERSION_STRING);
+  if (device == Device::cuda) {
+    auto info = cuda::device_info(0);
+    env.hardware = info ? info->name : "CUDA device";
+    for (auto& lib : cuda::library_versions()) env.libs.push_back(std::move(lib));
+  } else {
+    env.hardware = cpu_model_name();
+  }
+  return env;
+}
+
+Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const Implementation& impl,
+                                  const BenchOptions& opt) {
+  Implementation oracle = reference_implementation();
+  if (auto why = oracle.supports(d); !why.empty()) return make_error(Code::unsupported, why);
+  if (auto why = impl.supports(d); !why.empty())
+    return make_error(Code::unsupported, fmt::format("{} does not handle {}: {}", impl.name, d.name, why));
+  Tolerance tol = opt.tolerances.for_definition(d.op_type, d.name);
+
+  Evaluation ev;
+  ev.environment = current_environment(impl.device);
+  ev.timestamp = iso_timestamp_now();
+  std::string log = fmt::format("seed={} trials={} atol={} rtol={} required_matched_ratio={}\n", opt.seed, opt.trials,
+                                tol.atol, tol.rtol, tol.required_matched_ratio);
+  double max_abs = 0, max_rel = 0;
+  std::int64_t mismatched = 0, total = 0;
+  std::optional<Materialized> last;
+  std::vector<Tensor> last_outputs;
+
+  for (int trial = 0; trial < std::max(1, opt.trials); ++trial) {
+    MaterializeOptions mo{opt.seed + static_cast<std::uint64_t>(trial), opt.dataset_root};
+    auto m = materialize(d, w, mo);
+    if (!m) return m.error();
+    rebind_args(*m);
+    auto unchecked = check_constraints_on(d, *m);
+    if (!unchecked) return unchecked.error();
+    if (trial == 0) {
+      for (const auto& n : m->notes) log += n + "\n";
+      for (const auto& n : *unchecked) log += n + "\n";
+    }
+    auto expected = allocate_outputs(d, m->axes);
+    if (!expected) return expected.error();
+    KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
+    auto outputs = allocate_outputs(d, m->axes);
+    if (!outputs) return outputs.error();
+
+    if (auto fail = checked_call(impl, d, *m, *outputs, mo.seed)) {
+      ev.status = fail->status;
+      ev.log = log + fmt::format("trial {}: {}", trial, fail->message);
+      return finish(std::move(ev), fail->message);
+    }
+    for (std::size_t i = 0; i < outputs->size(); ++i) {
+      Comparison c = compare((*outputs)[i], (*expected)[i], tol);
+      std::string where = fmt::format("trial {}: output \"{}\": ", trial, d.outputs[i].name);
+      if (c.verdict == Comparison::Verdict::wrong_shape || c.verdict == Comparison::Verdict::wrong_dtype) {
+        ev.status = c.verdict == Comparison::Verdict::wrong_shape ? EvalStatus::incorrect_shape : EvalStatus::incorrect_dtype;
+        ev.log = log + where + c.detail;
+        return finish(std::move(ev), where + c.detail);
+      }
+      max_abs = std::max(max_abs, c.max_abs);
+      max_rel = std::max(max_rel, c.max_rel);
+      mismatched += c.mismatched;
+      total += c.total;
+      if (c.verdict == Comparison::Verdict::wrong_values) {
+        ev.status = EvalStatus::incorrect_numerical;
+        ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
+                                                                   mismatched, total, trial + 1)};
+        ev.log = log + where + c.detail;
+        return finish(std::move(ev), where + c.detail);
+      }
+    }
+    last = std::move(*m);
+    last_outputs = std::move(*outputs);
+  }
+
+  ev.status = EvalStatus::passed;
+  ev.correctness = Correctness{max_rel, max_abs,
+                               fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})", mismatched, total,
+                                           std::max(1, opt.trials))};
+  Performance perf;
+  if (opt.time) {
+    rebind_args(*last);
+    auto t = time_cpu(impl, d, *last, last_outputs, opt);
+    if (!t) {
+      ev.status = EvalStatus::runtime_error;
+      ev.correctness.reset();
+      ev.log = log + "while timing: " + t.error().message;
+      return finish(std::move(ev), t.error().message);
+    }
+    auto ref_outputs = allocate_outputs(d, last->axes);
+    if (!ref_outputs) return ref_outputs.error();
+    auto r = time_cpu(oracle, d, *last, *ref_outputs, opt);
+    if (!r) return r.error();
+    perf.latency_ms = t->first;
+    perf.reference_latency_ms = r->first;
+    perf.speedup_factor = t->first > 0 ? r->first / t->first : 0;
+    log += fmt::format("timing: CPU wall time (steady_clock), median of {} samples; reference (kb oracle) median of {}\n",
+                       t->second, r->second);
+  }
+  ev.performance = perf;
+  ev.log = log;
+  return finish(std::move(ev), "ok");
+}
+
+}  // namespace kb

@@ -1,0 +1,52 @@
+// The evaluation harness: one workload, one implementation, judged against
+// the oracle over several trials with fresh seeded inputs, then timed.
+//
+// Anti-gaming from the start: outputs are poisoned (every byte 0xFF: NaN for
+// float dtypes) before each call, inputs are compared with a snapshot after
+// it, guard bytes around every buffer are checked, and each trial uses new
+// inputs, so a solution cannot return a remembered answer.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "harness/implementation.hpp"
+#include "harness/judge.hpp"
+#include "schema/model.hpp"
+
+namespace kb {
+
+struct BenchOptions {
+  int trials = 3;
+  std::uint64_t seed = 0x6b62;  // trial t uses seed + t; recorded in the trace
+  TolerancePolicy tolerances;
+  std::optional<std::string> dataset_root;
+  // CPU timing: warm-up outside timing, then samples until both minimums
+  // are met or a cap is hit; the median is reported.
+  int warmup = 1;
+  int min_samples = 5;
+  int max_samples = 50;
+  double min_time_s = 0.05;
+  double max_time_s = 2.0;
+  bool time = true;  // false: correctness only
+};
+
+// What kb records for one (workload, implementation).
+struct EvaluationResult {
+  Evaluation evaluation;  // FlashInfer-Bench's fields
+  std::string summary;    // one line for tables: first problem or "ok"
+};
+
+// Judges `impl` on `w`. A Result error means the workload itself could not be
+// evaluated (invalid workload, no oracle): nothing is recorded for it.
+Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const Implementation& impl,
+                                  const BenchOptions& opt);
+
+// The environment block kb records (hardware name, library versions).
+EvalEnvironment current_environment(Device device);
+// Now, ISO 8601 UTC with milliseconds.
+std::string iso_timestamp_now();
+
+}  // namespace kb

@@ -1,0 +1,55 @@
+// Implementations kb can run for a definition: the oracle ("reference"), kb's
+// own CPU and CUDA solutions, and (later) plugins and built Solution JSON.
+// They all take the definition's inputs and fill its outputs.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "oracle/oracle.hpp"
+
+namespace kb {
+
+enum class Device { cpu, cuda };
+const char* device_name(Device d) noexcept;
+
+struct ImplementationCall {
+  const Definition& definition;
+  const AxisValues& axes;
+  std::span<const Arg> inputs;  // definition input order
+  // Definition output order, allocated by kb with the definition's shapes and
+  // dtypes and poisoned. An implementation fills them in place, or replaces
+  // one with a tensor of its own (which kb then checks for shape and dtype).
+  std::span<Tensor> outputs;
+  std::uint64_t seed = 0;
+};
+
+struct Implementation {
+  std::string name;    // solution name in traces, e.g. "kb_cpu_gemm"
+  std::string author;  // traces/<author>/...
+  Device device = Device::cpu;
+  std::string description;
+  // "" when it handles the definition, else why not.
+  std::function<std::string(const Definition&)> supports;
+  std::function<Status(const ImplementationCall&)> run;
+};
+
+class Registry {
+ public:
+  void add(Implementation impl) { impls_.push_back(std::move(impl)); }
+  const std::vector<Implementation>& all() const { return impls_; }
+  const Implementation* find(std::string_view name) const;
+
+ private:
+  std::vector<Implementation> impls_;
+};
+
+// The oracle of a definition as an Implementation named "reference".
+Implementation reference_implementation();
+// kb's built-in implementations (CPU solutions; CUDA ones in CUDA builds).
+const Registry& builtin_registry();
+
+}  // namespace kb

@@ -1,0 +1,120 @@
+#include "harness/judge.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include "json/json.hpp"
+#include "tensor/convert.hpp"
+
+namespace kb {
+
+Comparison compare(const Tensor& got, const Tensor& expected, const Tolerance& tol) {
+  Comparison c;
+  if (got.shape() != expected.shape()) {
+    c.verdict = Comparison::Verdict::wrong_shape;
+    c.detail = fmt::format("shape [{}], expected [{}]", fmt::join(got.shape(), ", "), fmt::join(expected.shape(), ", "));
+    return c;
+  }
+  if (got.dtype() != expected.dtype()) {
+    c.verdict = Comparison::Verdict::wrong_dtype;
+    c.detail = fmt::format("dtype {}, expected {}", dtype_name(got.dtype()), dtype_name(expected.dtype()));
+    return c;
+  }
+  c.total = got.numel();
+  for (std::int64_t i = 0; i < c.total; ++i) {
+    double x = element_as_double(got, i), y = element_as_double(expected, i);
+    bool bad;
+    if (!std::isfinite(y) || !std::isfinite(x)) {
+      bad = !(std::isnan(x) && std::isnan(y)) && !(x == y);  // same inf, or both NaN
+      c.nonfinite_mismatched += bad;
+    } else {
+      double abs = std::fabs(x - y), rel = abs / (std::fabs(y) + 1e-8);
+      c.max_abs = std::max(c.max_abs, abs);
+      c.max_rel = std::max(c.max_rel, rel);
+      bad = abs > tol.atol && rel > tol.rtol;
+    }
+    if (bad && c.mismatched++ == 0) c.detail = fmt::format("element {}: {} where the reference has {}", i, x, y);
+  }
+  double matched = c.total ? 1.0 - static_cast<double>(c.mismatched) / static_cast<double>(c.total) : 1.0;
+  if (matched < tol.required_matched_ratio) {
+    c.verdict = Comparison::Verdict::wrong_values;
+    c.detail = fmt::format("{} of {} elements outside atol={} rtol={} (matched {:.4f} < {}); first: {}", c.mismatched,
+                           c.total, tol.atol, tol.rtol, matched, tol.required_matched_ratio, c.detail);
+  }
+  return c;
+}
+
+TolerancePolicy::TolerancePolicy() {
+  default_ = {1e-2, 1e-2, 1.0};
+  op_type_.push_back({"moe", {std::nullopt, std::nullopt, 0.95}});  // FlashInfer-Bench's fp8 MoE rule
+}
+
+void TolerancePolicy::apply(Tolerance& t, const Partial& p) {
+  if (p.atol) t.atol = *p.atol;
+  if (p.rtol) t.rtol = *p.rtol;
+  if (p.ratio) t.required_matched_ratio = *p.ratio;
+}
+
+Tolerance TolerancePolicy::for_definition(std::string_view op_type, std::string_view name) const {
+  Tolerance t;
+  apply(t, default_);
+  for (const auto& [k, p] : op_type_)
+    if (k == op_type) apply(t, p);
+  for (const auto& [k, p] : definition_)
+    if (k == name) apply(t, p);
+  apply(t, {atol, rtol, required_matched_ratio});
+  return t;
+}
+
+Result<TolerancePolicy> TolerancePolicy::load(const std::string& path) {
+  auto text = json::read_text_file(path);
+  if (!text) return text.error();
+  auto doc = json::parse(*text, path);
+  if (!doc) return doc.error();
+  TolerancePolicy policy;
+  json::Object root;
+  if (doc->root().get_object().get(root) != simdjson::SUCCESS)
+    return make_error(Code::invalid_data, fmt::format("{}: expected an object", path));
+  auto read_partial = [&](json::Element e, const std::string& where) -> Result<Partial> {
+    json::Object o;
+    if (e.get_object().get(o) != simdjson::SUCCESS)
+      return make_error(Code::invalid_data, fmt::format("{}: {}: expected an object", path, where));
+    Partial p;
+    for (auto field : o) {
+      double v;
+      if (field.value.get_double().get(v) != simdjson::SUCCESS || !(v >= 0))
+        return make_error(Code::invalid_data, fmt::format("{}: {}.{}: expected a non-negative number", path, where, field.key));
+      if (field.key == "atol") p.atol = v;
+      else if (field.key == "rtol") p.rtol = v;
+      else if (field.key == "required_matched_ratio") p.ratio = v;
+      else return make_error(Code::invalid_data, fmt::format("{}: {}.{}: unknown tolerance", path, where, field.key));
+    }
+    return p;
+  };
+  for (auto field : root) {
+    std::string key(field.key);
+    if (key == "default") {
+      auto p = read_partial(field.value, key);
+      if (!p) return p.error();
+      policy.default_ = {p->atol ? p->atol : policy.default_.atol, p->rtol ? p->rtol : policy.default_.rtol,
+                         p->ratio ? p->ratio : policy.default_.ratio};
+    } else if (key == "op_type" || key == "definition") {
+      json::Object group;
+      if (field.value.get_object().get(group) != simdjson::SUCCESS)
+        return make_error(Code::invalid_data, fmt::format("{}: {}: expected an object", path, key));
+      for (auto entry : group) {
+        auto p = read_partial(entry.value, key + "." + std::string(entry.key));
+        if (!p) return p.error();
+        (key == "op_type" ? policy.op_type_ : policy.definition_).emplace_back(std::string(entry.key), *p);
+      }
+    } else {
+      return make_error(Code::invalid_data,
+                        fmt::format("{}: {}: unknown section (expected default, op_type, definition)", path, key));
+    }
+  }
+  return policy;
+}
+
+}  // namespace kb

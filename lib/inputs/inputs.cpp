@@ -1,0 +1,468 @@
+#include "inputs/inputs.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <regex>
+
+#include "expr/expr.hpp"
+#include "inputs/random.hpp"
+#include "safetensors/safetensors.hpp"
+#include "tensor/convert.hpp"
+
+namespace kb {
+namespace {
+
+// ---- structure-aware generation --------------------------------------------
+
+enum class Structure { none, indptr, indices, last_page_len, positions, probs, top_k, top_p };
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+Structure classify(const Definition& d, const TensorSpec& t) {
+  if (t.is_scalar()) return Structure::none;
+  bool integer = dtype_is_integer(t.dtype);
+  if (integer && t.rank() == 1) {
+    if (ends_with(t.name, "indptr") || t.name.rfind("cu_seqlens", 0) == 0) return Structure::indptr;
+    if (ends_with(t.name, "indices")) return Structure::indices;
+    if (t.name == "kv_last_page_len") return Structure::last_page_len;
+    if (t.name == "positions") return Structure::positions;
+    if (t.name == "top_k") return Structure::top_k;
+  }
+  if (dtype_is_float(t.dtype) && t.rank() == 1 && t.name == "top_p") return Structure::top_p;
+  if (d.op_type == "sampling" && t.name == "probs" && dtype_is_float(t.dtype) && t.rank() == 2) return Structure::probs;
+  return Structure::none;
+}
+
+// From constraints of the form `AXIS == T[-1].item()`: the axis giving T's last value.
+std::optional<std::string> total_axis_of(const Definition& d, std::string_view tensor) {
+  static const std::regex kForward(R"(^\s*(\w+)\s*==\s*(\w+)\s*\[\s*-1\s*\]\s*\.item\(\)\s*$)");
+  static const std::regex kBackward(R"(^\s*(\w+)\s*\[\s*-1\s*\]\s*\.item\(\)\s*==\s*(\w+)\s*$)");
+  for (const auto& c : d.constraints) {
+    std::smatch m;
+    if (std::regex_match(c, m, kForward) && m[2].str() == tensor) return m[1].str();
+    if (std::regex_match(c, m, kBackward) && m[1].str() == tensor) return m[2].str();
+  }
+  return std::nullopt;
+}
+
+// Random split of `total` into `parts` non-negative lengths.
+std::vector<std::int64_t> split(Rng& rng, std::int64_t total, std::int64_t parts) {
+  std::vector<std::int64_t> cuts;
+  for (std::int64_t i = 0; i + 1 < parts; ++i) cuts.push_back(rng.uniform_int(0, total + 1));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<std::int64_t> out;
+  std::int64_t prev = 0;
+  for (auto c : cuts) {
+    out.push_back(c - prev);
+    prev = c;
+  }
+  if (parts > 0) out.push_back(total - prev);
+  return out;
+}
+
+void store_ints(Tensor& t, const std::vector<std::int64_t>& v) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    switch (t.dtype()) {
+      case DType::int64: t.data<std::int64_t>()[i] = v[i]; break;
+      case DType::int32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]); break;
+      case DType::int16: t.data<std::int16_t>()[i] = static_cast<std::int16_t>(v[i]); break;
+      default: t.data<std::int8_t>()[i] = static_cast<std::int8_t>(v[i]); break;
+    }
+  }
+}
+
+std::vector<std::int64_t> read_ints(const Tensor& t) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(t.numel()));
+  for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(element_as_double(t, i));
+  return v;
+}
+
+// Builds the index structures of one call together, since they depend on
+// each other (query lengths bound key lengths; indices fill indptr's pages).
+class StructureBuilder {
+ public:
+  StructureBuilder(const Definition& d, const AxisValues& axes, Materialized& m, std::uint64_t seed)
+      : d_(d), axes_(axes), m_(m), rng_(seed, "structure") {}
+
+  Status build(std::size_t i) {
+    const TensorSpec& t = d_.inputs[i];
+    switch (classify(d_, t)) {
+      case Structure::indptr: return build_indptr(i);
+      case Structure::indices: return build_indices(i);
+      case Structure::last_page_len: return build_last_page_len(i);
+      case Structure::positions: return build_bounded(i, "max_seq_len");
+      case Structure::top_k: return build_top_k(i);
+      case Structure::top_p: return build_top_p(i);
+      case Structure::probs: return build_probs(i);
+      case Structure::none: break;
+    }
+    return make_error(Code::unsupported, fmt::format("input \"{}\": kb cannot build valid values for it", t.name));
+  }
+
+ private:
+  std::int64_t page_size() const { return axes_.get("page_size").value_or(1); }
+
+  const std::vector<std::int64_t>* lengths_of(std::string_view indptr_name) {
+    for (const auto& [n, v] : lengths_)
+      if (n == indptr_name) return &v;
+    return nullptr;
+  }
+
+  Status build_indptr(std::size_t i) {
+    const TensorSpec& t = d_.inputs[i];
+    Tensor& out = m_.tensors[i];
+    std::int64_t n = out.numel();
+    if (n == 0) return make_error(Code::invalid_argument, fmt::format("input \"{}\" has no elements", t.name));
+    auto axis = total_axis_of(d_, t.name);
+    if (!axis)
+      return make_error(Code::unsupported,
+                        fmt::format("input \"{}\": no constraint `AXIS == {}[-1].item()` gives its total", t.name, t.name));
+    std::int64_t total = *axes_.get(*axis);
+    std::int64_t batch = n - 1;
+    std::vector<std::int64_t> len;
+    // Keys (or pages) of a sequence cover its queries when the totals allow,
+    // so causal prefill rows always see at least their own position.
+    const std::vector<std::int64_t>* q = t.name.rfind("kv", 0) == 0 ? lengths_of("qo_indptr") : nullptr;
+    std::int64_t ps = page_size();
+    if (q && static_cast<std::int64_t>(q->size()) == batch) {
+      std::vector<std::int64_t> need(batch);
+      for (std::int64_t b = 0; b < batch; ++b) need[b] = ((*q)[b] + ps - 1) / ps;
+      std::int64_t sum_need = std::accumulate(need.begin(), need.end(), std::int64_t{0});
+      if (sum_need <= total) {
+        len = split(rng_, total - sum_need, batch);
+        for (std::int64_t b = 0; b < batch; ++b) len[b] += need[b];
+      }
+    }
+    if (len.empty()) len = split(rng_, total, batch);
+    std::vector<std::int64_t> v{0};
+    for (auto l : len) v.push_back(v.back() + l);
+    store_ints(out, v);
+    lengths_.emplace_back(t.name, len);
+    m_.notes.push_back(fmt::format("built {}: {} sequences, lengths [{}], total {} (= axis {})", t.name, batch,
+                                   fmt::join(len.size() > 16 ? std::vector<std::int64_t>(len.begin(), len.begin() + 16) : len, ", "),
+                                   total, *axis));
+    return ok_status();
+  }
+
+  Status build_indices(std::size_t i) {
+    const TensorSpec& t = d_.inputs[i];
+    Tensor& out = m_.tensors[i];
+    auto pages = axes_.get("num_pages");
+    if (!pages)
+      return make_error(Code::unsupported, fmt::format("input \"{}\": no axis num_pages bounds its values", t.name));
+    std::int64_t n = out.numel();
+    if (n > *pages)
+      return make_error(Code::invalid_argument, fmt::format("input \"{}\": {} distinct page indices asked for, "
+                                                            "but num_pages is {}", t.name, n, *pages));
+    // A random permutation's prefix: unique pages in random order, as a
+    // serving engine's allocator leaves them.
+    std::vector<std::int64_t> perm(static_cast<std::size_t>(*pages));
+    std::iota(perm.begin(), perm.end(), 0);
+    for (std::int64_t k = 0; k < n; ++k) std::swap(perm[k], perm[rng_.uniform_int(k, *pages)]);
+    perm.resize(static_cast<std::size_t>(n));
+    store_ints(out, perm);
+    m_.notes.push_back(fmt::format("built {}: {} unique pages of {} in random order", t.name, n, *pages));
+    return ok_status();
+  }
+
+  Status build_last_page_len(std::size_t i) {
+    Tensor& out = m_.tensors[i];
+    std::int64_t ps = page_size();
+    const auto* pages = lengths_of("kv_indptr");
+    const auto* q = lengths_of("qo_indptr");
+    std::vector<std::int64_t> v(static_cast<std::size_t>(out.numel()));
+    for (std::size_t b = 0; b < v.size(); ++b) {
+      std::int64_t p = pages && b < pages->size() ? (*pages)[b] : 1;
+      if (p == 0) {
+        v[b] = 0;  // empty sequence: no last page
+        continue;
+      }
+      // At least as many keys as queries when the pages allow it.
+      std::int64_t lo = 1;
+      if (q && b < q->size()) lo = std::max<std::int64_t>(1, (*q)[b] - (p - 1) * ps);
+      v[b] = lo >= ps ? ps : rng_.uniform_int(lo, ps + 1);
+    }
+    store_ints(out, v);
+    m_.notes.push_back(fmt::format("built kv_last_page_len in 1..{}", ps));
+    return ok_status();
+  }
+
+  Status build_bounded(std::size_t i, std::string_view bound_axis) {
+    const TensorSpec& t = d_.inputs[i];
+    auto bound = axes_.get(bound_axis);
+    if (!bound || *bound <= 0)
+      return make_error(Code::unsupported, fmt::format("input \"{}\": no axis {} bounds its values", t.name, bound_axis));
+    std::vector<std::int64_t> v(static_cast<std::size_t>(m_.tensors[i].numel()));
+    for (auto& x : v) x = rng_.uniform_int(0, *bound);
+    store_ints(m_.tensors[i], v);
+    m_.notes.push_back(fmt::format("built {} in [0, {})", t.name, *bound));
+    return ok_status();
+  }
+
+  std::int64_t vocab() const {
+    for (const auto& t : d_.inputs)
+      if (t.name == "probs" && t.shape && t.shape->size() == 2) return axes_.get((*t.shape)[1]).value_or(1);
+    return 1;
+  }
+
+  Status build_top_k(std::size_t i) {
+    std::int64_t hi = std::min<std::int64_t>(vocab(), 128);
+    std::vector<std::int64_t> v(static_cast<std::size_t>(m_.tensors[i].numel()));
+    for (auto& x : v) x = rng_.uniform_int(1, hi + 1);
+    store_ints(m_.tensors[i], v);
+    m_.notes.push_back(fmt::format("built top_k in [1, {}]", hi));
+    return ok_status();
+  }
+
+  Status build_top_p(std::size_t i) {
+    std::vector<float> v(static_cast<std::size_t>(m_.tensors[i].numel()));
+    for (auto& x : v) x = static_cast<float>(0.1 + 0.85 * rng_.uniform());
+    m_.notes.push_back("built top_p in [0.1, 0.95)");
+    return store_float(v, m_.tensors[i]);
+  }
+
+  Status build_probs(std::size_t i) {
+    Tensor& t = m_.tensors[i];
+    std::int64_t rows = t.dim(0), cols = t.dim(1);
+    std::vector<float> v(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        // exp(3 * N(0,1)): a peaked, LLM-like distribution over the vocabulary.
+        double x = std::exp(3.0 * rng_.normal());
+        v[static_cast<std::size_t>(r * cols + c)] = static_cast<float>(x);
+        sum += x;
+      }
+      for (std::int64_t c = 0; c < cols; ++c) v[static_cast<std::size_t>(r * cols + c)] /= static_cast<float>(sum);
+    }
+    m_.notes.push_back("built probs: rows of exp(3 N(0,1)) normalized to sum 1");
+    return store_float(v, t);
+  }
+
+  const Definition& d_;
+  const AxisValues& axes_;
+  Materialized& m_;
+  Rng rng_;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> lengths_;
+};
+
+// FlashInfer-Bench's random distributions, seeded.
+void fill_random(Tensor& t, Rng& rng) {
+  std::int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::float32: case DType::float16: case DType::bfloat16: {
+      std::vector<float> v(static_cast<std::size_t>(n));
+      for (auto& x : v) x = static_cast<float>(rng.normal());
+      (void)store_float(v, t);
+      return;
+    }
+    case DType::float8_e4m3fn: case DType::float8_e5m2: case DType::float4_e2m1: {
+      std::vector<float> v(static_cast<std::size_t>(n));
+      for (auto& x : v) x = static_cast<float>(std::clamp(rng.normal(), -2.0, 2.0));
+      (void)store_float(v, t);
+      return;
+    }
+    case DType::int8: {
+      std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+      for (auto& x : v) x = rng.uniform_int(-128, 128);
+      store_ints(t, v);
+      return;
+    }
+    case DType::int16: case DType::int32: case DType::int64: {
+      std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+      for (auto& x : v) x = rng.uniform_int(-1024, 1024);
+      store_ints(t, v);
+      return;
+    }
+    case DType::bool_:
+      for (std::int64_t i = 0; i < n; ++i) t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(rng.next() & 1);
+      return;
+  }
+}
+
+// Constraint environment over materialized inputs.
+class MaterializedEnvironment final : public expr::Environment {
+ public:
+  MaterializedEnvironment(const Definition& d, const Materialized& m) : d_(d), m_(m) {}
+  std::optional<expr::Value> scalar(std::string_view name) const override {
+    if (auto v = m_.axes.get(name)) return expr::Value::integer(*v);
+    auto i = input_index(d_, name);
+    if (i && m_.args[*i].scalar) {
+      const auto& s = *m_.args[*i].scalar;
+      if (auto* x = std::get_if<std::int64_t>(&s)) return expr::Value::integer(*x);
+      if (auto* x = std::get_if<double>(&s)) return expr::Value::floating(*x);
+      return expr::Value::boolean(std::get<bool>(s));
+    }
+    return std::nullopt;
+  }
+  std::optional<std::vector<std::int64_t>> shape(std::string_view tensor) const override {
+    auto i = input_index(d_, tensor);
+    if (i && m_.args[*i].tensor) return m_.args[*i].tensor->shape();
+    if (const TensorSpec* o = d_.find_output(tensor); o && o->shape) return bound_shape(*o, m_.axes);
+    return std::nullopt;
+  }
+  std::optional<std::int64_t> element(std::string_view tensor, std::span<const std::int64_t> index) const override {
+    auto i = input_index(d_, tensor);
+    if (!i || !m_.args[*i].tensor) return std::nullopt;
+    const Tensor& t = *m_.args[*i].tensor;
+    if (!dtype_is_integer(t.dtype()) && t.dtype() != DType::bool_) return std::nullopt;
+    std::int64_t flat = 0;
+    for (std::size_t k = 0; k < index.size(); ++k) flat = flat * t.dim(k) + index[k];
+    return static_cast<std::int64_t>(element_as_double(t, flat));
+  }
+
+ private:
+  const Definition& d_;
+  const Materialized& m_;
+};
+
+}  // namespace
+
+std::vector<std::int64_t> bound_shape(const TensorSpec& t, const AxisValues& axes) {
+  std::vector<std::int64_t> s;
+  if (t.shape)
+    for (const auto& a : *t.shape) s.push_back(axes.get(a).value_or(0));
+  return s;
+}
+
+Result<AxisValues> bind_axes(const Definition& d, const Workload& w) {
+  AxisValues out;
+  for (const auto& a : d.axes) {
+    if (a.kind == AxisKind::const_) {
+      out.values.emplace_back(a.name, a.value);
+    } else if (const std::int64_t* v = w.find_axis(a.name)) {
+      out.values.emplace_back(a.name, *v);
+    } else {
+      return make_error(Code::invalid_data, fmt::format("workload {}: var axis {} is not bound", w.uuid, a.name));
+    }
+  }
+  return out;
+}
+
+void rebind_args(Materialized& m) {
+  for (std::size_t i = 0; i < m.args.size(); ++i)
+    if (m.args[i].tensor) m.args[i].tensor = &m.tensors[i];
+}
+
+Result<std::vector<Tensor>> allocate_outputs(const Definition& d, const AxisValues& axes) {
+  std::vector<Tensor> out;
+  for (const auto& t : d.outputs) {
+    auto x = Tensor::allocate(t.dtype, bound_shape(t, axes));
+    if (!x) return make_error(x.error().code, fmt::format("output \"{}\": {}", t.name, x.error().message));
+    out.push_back(std::move(*x));
+  }
+  return out;
+}
+
+Result<Materialized> materialize(const Definition& d, const Workload& w, const MaterializeOptions& opt) {
+  Materialized m;
+  auto axes = bind_axes(d, w);
+  if (!axes) return axes.error();
+  m.axes = std::move(*axes);
+  m.tensors.resize(d.inputs.size());
+  m.args.resize(d.inputs.size());
+  std::vector<std::size_t> to_build;
+  for (std::size_t i = 0; i < d.inputs.size(); ++i) {
+    const TensorSpec& t = d.inputs[i];
+    const InputSpec* in = w.find_input(t.name);
+    if (!in) {
+      if (t.optional) continue;  // passed as None
+      return make_error(Code::invalid_data, fmt::format("workload {}: input \"{}\" is missing", w.uuid, t.name));
+    }
+    if (t.is_scalar()) {
+      if (in->kind != InputKind::scalar)
+        return make_error(Code::invalid_data, fmt::format("input \"{}\" is a scalar but the workload gives no value", t.name));
+      m.args[i].scalar = in->value;
+      continue;
+    }
+    auto tensor = Tensor::allocate(t.dtype, bound_shape(t, m.axes));
+    if (!tensor) return make_error(tensor.error().code, fmt::format("input \"{}\": {}", t.name, tensor.error().message));
+    m.tensors[i] = std::move(*tensor);
+    m.args[i].tensor = &m.tensors[i];
+    Tensor& x = m.tensors[i];
+    switch (in->kind) {
+      case InputKind::scalar: {  // a 0-D tensor given as a value
+        double v = std::visit([](auto y) { return static_cast<double>(y); }, in->value);
+        std::vector<float> one(static_cast<std::size_t>(x.numel()), static_cast<float>(v));
+        KB_TRY(store_float(one, x));
+        break;
+      }
+      case InputKind::random:
+        if (classify(d, t) != Structure::none) {
+          to_build.push_back(i);
+        } else {
+          Rng rng(opt.seed, t.name);
+          fill_random(x, rng);
+        }
+        break;
+      case InputKind::safetensors: {
+        std::filesystem::path file = opt.dataset_root ? std::filesystem::path(*opt.dataset_root) / in->path
+                                                      : std::filesystem::path(in->path);
+        std::error_code ec;
+        if (!std::filesystem::exists(file, ec)) {
+          if (classify(d, t) != Structure::none) {
+            to_build.push_back(i);
+            m.notes.push_back(fmt::format("blob {} is absent: kb built valid {} itself", in->path, t.name));
+          } else {
+            Rng rng(opt.seed, t.name);
+            fill_random(x, rng);
+            m.notes.push_back(fmt::format("blob {} is absent: {} filled with seeded random values", in->path, t.name));
+          }
+          break;
+        }
+        auto f = safetensors::read_file(file.string());
+        if (!f) return f.error();
+        const auto* info = f->header.find(in->tensor_key);
+        if (!info)
+          return make_error(Code::not_found, fmt::format("{}: no tensor \"{}\"", file.string(), in->tensor_key));
+        if (info->dtype != x.dtype() || info->shape != x.shape())
+          return make_error(Code::invalid_data,
+                            fmt::format("{}: tensor \"{}\" is {} [{}], the definition needs {} [{}]", file.string(),
+                                        in->tensor_key, dtype_name(info->dtype), fmt::join(info->shape, ", "),
+                                        dtype_name(x.dtype()), fmt::join(x.shape(), ", ")));
+        auto bytes = f->bytes(*info);
+        std::memcpy(x.bytes(), bytes.data(), bytes.size());
+        break;
+      }
+    }
+  }
+  // Index structures last, indptr before indices and last-page lengths, and
+  // query indptr before key indptr (keys are sized to cover queries).
+  auto rank = [&](std::size_t i) {
+    const std::string& n = d.inputs[i].name;
+    switch (classify(d, d.inputs[i])) {
+      case Structure::indptr: return n.rfind("qo", 0) == 0 ? 0 : 1;
+      case Structure::indices: return 2;
+      case Structure::last_page_len: return 3;
+      default: return 4;
+    }
+  };
+  std::stable_sort(to_build.begin(), to_build.end(), [&](auto a, auto b) { return rank(a) < rank(b); });
+  StructureBuilder builder(d, m.axes, m, opt.seed);
+  for (auto i : to_build) KB_TRY(builder.build(i));
+  return m;
+}
+
+Result<std::vector<std::string>> check_constraints_on(const Definition& d, const Materialized& m) {
+  MaterializedEnvironment env(d, m);
+  std::vector<std::string> unchecked;
+  for (const auto& c : d.constraints) {
+    auto e = expr::parse(c);
+    if (!e) return make_error(Code::invalid_data, fmt::format("constraint `{}`: {}", c, e.error().message));
+    auto out = expr::evaluate(*e, env);
+    if (out.verdict == expr::Verdict::violated)
+      return make_error(Code::invalid_data, fmt::format("constraint `{}` violated by the inputs: {}", c, out.detail));
+    if (out.verdict == expr::Verdict::unchecked) unchecked.push_back(fmt::format("constraint `{}` unchecked: {}", c, out.detail));
+  }
+  return unchecked;
+}
+
+}  // namespace kb
