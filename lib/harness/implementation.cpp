@@ -5,6 +5,9 @@ namespace kb {
 // kernels/<op_type>/cpu.cpp files add kb's own CPU solutions here.
 namespace kernels {
 void add_cpu_solutions(Registry& r);
+#if KB_HAVE_CUDA
+void add_cuda_solutions(Registry& r);  // kernels/cuda_solutions.cpp
+#endif
 }  // namespace kernels
 
 const char* device_name(Device d) noexcept { return d == Device::cuda ? "cuda" : "cpu"; }
@@ -37,6 +40,9 @@ const Registry& builtin_registry() {
   static const Registry registry = [] {
     Registry r;
     kernels::add_cpu_solutions(r);
+#if KB_HAVE_CUDA
+    kernels::add_cuda_solutions(r);
+#endif
     return r;
   }();
   return registry;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "cuda/device_tensor.hpp"
 #include "oracle/oracle.hpp"
 
 namespace kb {
@@ -27,6 +28,17 @@ struct ImplementationCall {
   std::uint64_t seed = 0;
 };
 
+// A call of a CUDA solution: inputs and outputs live on the current device;
+// the solution launches on `stream` (a cudaStream_t), allocates nothing and
+// does not synchronize. Outputs are pre-allocated and poisoned by kb.
+struct CudaCall {
+  const Definition& definition;
+  const AxisValues& axes;
+  std::span<const cuda::DeviceArg> inputs;   // definition input order
+  std::span<const cuda::DeviceTensor> outputs;  // definition output order
+  void* stream = nullptr;
+};
+
 struct Implementation {
   std::string name;    // solution name in traces, e.g. "kb_cpu_gemm"
   std::string author;  // traces/<author>/...
@@ -34,7 +46,9 @@ struct Implementation {
   std::string description;
   // "" when it handles the definition, else why not.
   std::function<std::string(const Definition&)> supports;
+  // Device::cpu implementations set `run`; Device::cuda ones set `run_cuda`.
   std::function<Status(const ImplementationCall&)> run;
+  std::function<Status(const CudaCall&)> run_cuda;
 };
 
 class Registry {
