@@ -1,10 +1,12 @@
-// PLACEHOLDER while the gqa_ragged oracle is written: refuses every definition.
-#include "oracle/oracle.hpp"
+// gqa_ragged oracle: grouped-query causal prefill over ragged (contiguous
+// per sequence) q, k, v with qo_indptr / kv_indptr. The math lives in
+// gqa_paged/attention_common.cpp.
+#include "../gqa_paged/attention_common.hpp"
 
 namespace kb::kernels {
 namespace {
-std::string supports(const Definition&) { return "oracle for gqa_ragged not written yet"; }
-Status run(const OracleCall&) { return make_error(Code::unsupported, "oracle for gqa_ragged not written yet"); }
+std::string supports(const Definition& d) { return attention::supports_ragged(d); }
+Status run(const OracleCall& c) { return attention::run_ragged(c); }
 }  // namespace
-extern const OracleEntry gqa_ragged_oracle{"gqa_ragged", "gqa_ragged", supports, run};
+extern const OracleEntry gqa_ragged_oracle{"gqa_ragged", "gqa_ragged causal prefill", supports, run};
 }  // namespace kb::kernels

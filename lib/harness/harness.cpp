@@ -10,6 +10,9 @@
 
 #include "cuda/device.hpp"
 #include "inputs/inputs.hpp"
+#if KB_HAVE_CUDA
+#include "harness/gpu_eval.hpp"
+#endif
 
 #ifndef KB_VERSION_STRING
 #define KB_VERSION_STRING "0.1.0"
@@ -129,6 +132,13 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   if (auto why = oracle.supports(d); !why.empty()) return make_error(Code::unsupported, why);
   if (auto why = impl.supports(d); !why.empty())
     return make_error(Code::unsupported, fmt::format("{} does not handle {}: {}", impl.name, d.name, why));
+  if (impl.device == Device::cuda) {
+#if KB_HAVE_CUDA
+    return evaluate_cuda(d, w, impl, opt);
+#else
+    return make_error(Code::unsupported, fmt::format("{} needs CUDA; kb was built without it", impl.name));
+#endif
+  }
   Tolerance tol = opt.tolerances.for_definition(d.op_type, d.name);
 
   Evaluation ev;

@@ -79,11 +79,6 @@ void store_ints(Tensor& t, const std::vector<std::int64_t>& v) {
   }
 }
 
-std::vector<std::int64_t> read_ints(const Tensor& t) {
-  std::vector<std::int64_t> v(static_cast<std::size_t>(t.numel()));
-  for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(element_as_double(t, i));
-  return v;
-}
 
 // Builds the index structures of one call together, since they depend on
 // each other (query lengths bound key lengths; indices fill indptr's pages).

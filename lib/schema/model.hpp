@@ -122,6 +122,10 @@ struct Performance {
   double latency_ms = 0;
   double reference_latency_ms = 0;
   double speedup_factor = 0;
+  // kb's additions (FlashInfer-Bench ignores unknown fields here): achieved
+  // bytes/s and FLOP/s, fractions of measured ceilings, timing method.
+  // Any JSON object, kept as minified text.
+  std::optional<std::string> extra;
   bool operator==(const Performance&) const = default;
 };
 

@@ -486,11 +486,15 @@ std::optional<Evaluation> walk_evaluation(Walker& w, Element root, const std::st
   std::string pp = member_path(path, "performance");
   if (Walker::lookup(o, "performance", e) && !e.is_null()) {
     if (Object po; w.object(e, pp, po)) {
-      w.check_keys(po, pp, {"latency_ms", "reference_latency_ms", "speedup_factor"});
+      w.check_keys(po, pp, {"latency_ms", "reference_latency_ms", "speedup_factor", "extra"});
       Performance p;
       if (auto v = w.number_field(po, "latency_ms", pp)) p.latency_ms = *v;
       if (auto v = w.number_field(po, "reference_latency_ms", pp)) p.reference_latency_ms = *v;
       if (auto v = w.number_field(po, "speedup_factor", pp)) p.speedup_factor = *v;
+      Element x;
+      if (Walker::lookup(po, "extra", x) && !x.is_null()) {
+        if (Object xo; w.object(x, member_path(pp, "extra"), xo)) p.extra = json::minified(x);
+      }
       ev.performance = p;
     }
   }

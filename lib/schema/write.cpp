@@ -103,6 +103,7 @@ void write_evaluation(json::Writer& w, const Evaluation& e) {
     w.key("latency_ms").number(e.performance->latency_ms);
     w.key("reference_latency_ms").number(e.performance->reference_latency_ms);
     w.key("speedup_factor").number(e.performance->speedup_factor);
+    if (e.performance->extra) w.key("extra").raw(*e.performance->extra);
     w.end_object();
   } else {
     w.key("performance").null();

@@ -85,7 +85,7 @@ rc, out, err = run("show", "--dataset", os.path.join(shared, "flashinfer-trace")
 check("show by name", rc == 0 and "sm_scale: float32 scalar" in out and "num_kv_indices == kv_indptr[-1].item()" in out,
       out + err)
 rc, out, err = run("show", os.path.join(project, "kernels", "gemm", "definitions", "gemm_n4096_k4096.json"))
-check("show by file", rc == 0 and "A: bfloat16 [M, K]" in out and "N                    = 4096" in out, out + err)
+check("show by file", rc == 0 and "A: float16 [M, K]" in out and "N                    = 4096" in out, out + err)
 rc, out, err = run("show", "no_such_definition")
 check("show unknown name", rc == 1 and "no definition \"no_such_definition\"" in err, err)
 
@@ -106,6 +106,48 @@ check("no command exits 2 with usage", rc == 2 and "usage: kb" in err, err)
 rc, out, err = run("devices")
 check("devices answers cleanly", (rc == 0 and ": " in out) or (rc == 1 and "kb devices: " in err and
       ("no CUDA device" in err or "built without CUDA" in err)), out + err)
+
+# bench: the bundled dataset on the CPU, traces valid, kill + --resume without duplicates.
+import glob
+import signal
+import time
+
+with tempfile.TemporaryDirectory() as tmp:
+    rc, out, err = run("bench", "--device", "cpu", "--smallest", "--no-time", "--out", tmp)
+    check("bench on the bundled dataset", rc == 0 and " passed, 0 failed, 0 could not run" in out, out + err)
+    files = glob.glob(os.path.join(tmp, "traces", "*", "*", "*.jsonl"))
+    check("bench writes traces", len(files) > 0, str(files))
+    rc, vout, verr = run("validate", *files)
+    check("bench traces validate", rc == 0 and ": 0 errors" in vout, vout + verr)
+
+with tempfile.TemporaryDirectory() as tmp:
+    args = [kb, "bench", "--device", "cpu", "--out", tmp, "--trials", "2"]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    lines = 0
+    while time.time() < deadline and p.poll() is None:
+        lines = sum(1 for f in glob.glob(os.path.join(tmp, "traces", "*", "*", "*.jsonl")) for _ in open(f))
+        if lines >= 2:
+            break
+        time.sleep(0.01)
+    killed = p.poll() is None
+    if killed:
+        p.send_signal(signal.SIGKILL)
+    p.wait()
+    check("bench was killed half-way", killed and lines >= 2, f"lines={lines}")
+    files = glob.glob(os.path.join(tmp, "traces", "*", "*", "*.jsonl"))
+    rc, vout, verr = run("validate", *files)
+    check("killed run leaves valid JSONL", rc == 0, vout + verr)
+    rc, out, err = run("bench", "--device", "cpu", "--out", tmp, "--trials", "2", "--resume")
+    check("--resume completes", rc == 0 and "already recorded (--resume)" in out, out + err)
+    keys = []
+    for f in glob.glob(os.path.join(tmp, "traces", "*", "*", "*.jsonl")):
+        for line in open(f):
+            t = __import__("json").loads(line)
+            keys.append((t["definition"], t["workload"]["uuid"], t["solution"]))
+    rc2, out2, _ = run("bench", "--device", "cpu", "--out", tmp, "--trials", "1", "--resume", "--no-time")
+    check("--resume leaves no duplicates", len(keys) == len(set(keys)) and out2.splitlines()[-1].startswith("0 evaluations")
+          if out2 else False, f"{len(keys)} lines, {len(set(keys))} unique; {out2[-300:]}")
 
 print(f"{failures} failed")
 sys.exit(1 if failures else 0)

@@ -1,0 +1,210 @@
+#include "cuda/timing.hpp"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <vector>
+
+#include "cuda/nvml.hpp"
+#include "cuda/runtime.hpp"
+
+namespace kb::cuda {
+
+cudaError_t launch_blocking_kernel(volatile int* host_flag, cudaStream_t stream);
+
+namespace {
+
+// One flush buffer per device, twice the L2 size, allocated on first use.
+Result<std::pair<void*, std::size_t>> flush_buffer(int device) {
+  static std::mutex mu;
+  static std::map<int, std::pair<void*, std::size_t>> buffers;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = buffers.find(device); it != buffers.end()) return it->second;
+  int l2 = 0;
+  KB_TRY(check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size"));
+  std::size_t bytes = std::max<std::size_t>(2 * static_cast<std::size_t>(l2), 1 << 20);
+  void* p = nullptr;
+  KB_TRY(check(cudaMalloc(&p, bytes), "allocating the L2 flush buffer"));
+  buffers[device] = {p, bytes};
+  return buffers[device];
+}
+
+struct Stats {
+  double median, min, max, mean, rel_noise;
+};
+
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(n);
+  double var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  double sd = n > 1 ? std::sqrt(var / static_cast<double>(n - 1)) : 0;
+  double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return {median, v.front(), v.back(), mean, mean > 0 ? sd / mean : 0};
+}
+
+class EventPool {
+ public:
+  ~EventPool() {
+    for (auto e : events_) cudaEventDestroy(e);
+  }
+  Status ensure(std::size_t n) {
+    while (events_.size() < n) {
+      cudaEvent_t e;
+      KB_TRY(check(cudaEventCreate(&e), "cudaEventCreate"));
+      events_.push_back(e);
+    }
+    return ok_status();
+  }
+  cudaEvent_t operator[](std::size_t i) const { return events_[i]; }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
+}  // namespace
+
+std::string TimingResult::method() const {
+  return fmt::format("CUDA events, {} samples ({}), median {:.6f} ms [min {:.6f}, max {:.6f}], noise {:.2f}%{}, "
+                     "SM clock {}->{} MHz of {}{}",
+                     samples, graph ? "CUDA graph replay" : "stream behind a blocking kernel", median_ms, min_ms,
+                     max_ms, rel_noise * 100, "", sm_clock_mhz_before, sm_clock_mhz_after, sm_clock_mhz_max,
+                     throttled ? " (THROTTLED)" : "");
+}
+
+Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, void* stream_ptr,
+                              const TimingOptions& opt) {
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  int device = 0;
+  KB_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
+  auto flush = flush_buffer(device);
+  if (!flush) return flush.error();
+
+  for (int w = 0; w < opt.warmup; ++w) KB_TRY(launch(w, stream));
+  KB_TRY(check(cudaStreamSynchronize(stream), "warm-up"));
+
+  TimingResult r;
+  r.sm_clock_mhz_max = max_sm_clock_mhz(device);
+  r.sm_clock_mhz_before = sm_clock_mhz(device);
+
+  const int per_batch = std::max(1, opt.samples_per_graph);
+  EventPool events;
+  KB_TRY(events.ensure(2 * static_cast<std::size_t>(per_batch)));
+
+  // Enqueues one batch of samples (flush, start, work, stop) on `stream`.
+  auto enqueue_batch = [&](int first_sample) -> Status {
+    for (int k = 0; k < per_batch; ++k) {
+      if (opt.flush_l2)
+        KB_TRY(check(cudaMemsetAsync(flush->first, k & 0xFF, flush->second, stream), "L2 flush"));
+      KB_TRY(check(cudaEventRecord(events[2 * k], stream), "cudaEventRecord"));
+      KB_TRY(launch(first_sample + k, stream));
+      KB_TRY(check(cudaEventRecord(events[2 * k + 1], stream), "cudaEventRecord"));
+    }
+    return ok_status();
+  };
+
+  // Graph mode: capture one batch, replay it.
+  cudaGraphExec_t exec = nullptr;
+  {
+    cudaGraph_t graph = nullptr;
+    bool captured = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    Status st = captured ? enqueue_batch(0) : make_error(Code::cuda_error, "capture refused");
+    cudaError_t end = captured ? cudaStreamEndCapture(stream, &graph) : cudaErrorUnknown;
+    if (st.ok() && end == cudaSuccess && graph &&
+        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+      r.graph = true;
+    } else {
+      exec = nullptr;
+    }
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();  // a refused capture leaves an error behind; it is not the work's
+  }
+  std::vector<int> host_flag_storage;
+  volatile int* host_flag = nullptr;
+  if (!r.graph) {
+    int* p = nullptr;
+    KB_TRY(check(cudaHostAlloc(reinterpret_cast<void**>(&p), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc"));
+    host_flag = p;
+  }
+
+  std::vector<double> samples;
+  auto start = std::chrono::steady_clock::now();
+  Status status = ok_status();
+  int batch = 0;
+  while (true) {
+    if (r.graph) {
+      status = check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    } else {
+      *host_flag = 0;
+      status = check(launch_blocking_kernel(host_flag, stream), "blocking kernel");
+      if (status.ok()) status = enqueue_batch(batch * per_batch);
+      *host_flag = 1;
+    }
+    if (status.ok()) status = check(cudaStreamSynchronize(stream), "timed samples");
+    if (!status.ok()) break;
+    for (int k = 0; k < per_batch; ++k) {
+      float ms = 0;
+      status = check(cudaEventElapsedTime(&ms, events[2 * k], events[2 * k + 1]), "cudaEventElapsedTime");
+      if (!status.ok()) break;
+      samples.push_back(ms);
+    }
+    if (!status.ok()) break;
+    ++batch;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto s = stats(samples);
+    bool enough = static_cast<int>(samples.size()) >= opt.min_samples && s.rel_noise <= opt.target_rel_noise;
+    if (enough || static_cast<int>(samples.size()) >= opt.max_samples || elapsed >= opt.max_time_s) break;
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  if (host_flag) cudaFreeHost(const_cast<int*>(host_flag));
+  if (!status.ok()) return status.error();
+
+  r.sm_clock_mhz_after = sm_clock_mhz(device);
+  auto s = stats(samples);
+  r.median_ms = s.median;
+  r.min_ms = s.min;
+  r.max_ms = s.max;
+  r.mean_ms = s.mean;
+  r.rel_noise = s.rel_noise;
+  r.samples = samples.size();
+  if (r.sm_clock_mhz_max > 0)
+    r.throttled = std::min(r.sm_clock_mhz_before, r.sm_clock_mhz_after) < 0.9 * r.sm_clock_mhz_max;
+  return r;
+}
+
+Result<Ceilings> measure_ceilings(void* stream) {
+  std::size_t free_b = 0, total_b = 0;
+  KB_TRY(check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
+  std::size_t bytes = std::min<std::size_t>(std::size_t{1} << 30, free_b / 4);
+  void *a = nullptr, *b = nullptr;
+  KB_TRY(check(cudaMalloc(&a, bytes), "ceiling buffers"));
+  if (auto st = check(cudaMalloc(&b, bytes), "ceiling buffers"); !st.ok()) {
+    cudaFree(a);
+    return st.error();
+  }
+  cudaMemset(a, 1, bytes);
+  TimingOptions o;
+  o.flush_l2 = false;  // 1 GiB is far larger than L2 anyway
+  o.samples_per_graph = 4;
+  o.min_samples = 8;
+  auto t = time_gpu(
+      [&](int, void* s) {
+        return check(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(s)), "copy");
+      },
+      stream, o);
+  cudaFree(a);
+  cudaFree(b);
+  if (!t) return t.error();
+  Ceilings c;
+  c.copy_bandwidth_gbs = 2.0 * static_cast<double>(bytes) / (t->median_ms * 1e-3) / 1e9;
+  return c;
+}
+
+}  // namespace kb::cuda

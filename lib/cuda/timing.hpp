@@ -1,0 +1,58 @@
+// Timing GPU work the way nvbench does (notes/measurement.md):
+//  - device time from CUDA events around each sample;
+//  - cold samples: L2 flushed by writing a buffer twice the L2 size, queued
+//    before the start event;
+//  - no host launch gaps inside a sample: samples are captured in a CUDA graph
+//    (flush, start event, work, stop event; many samples per graph) and
+//    replayed, so the GPU never waits for the host between the events;
+//  - warm-up outside timing; an adaptive stop (minimum samples, target
+//    relative noise, time cap); median, spread and count reported;
+//  - the SM clock read through NVML before and after, to flag throttling.
+// Work that cannot be captured in a graph is timed on the stream instead,
+// behind a blocking kernel that holds the GPU until all samples are queued.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/result.hpp"
+
+namespace kb::cuda {
+
+struct TimingOptions {
+  int warmup = 3;
+  int min_samples = 10;
+  int max_samples = 2000;
+  double target_rel_noise = 0.005;  // stop once stdev/mean of the samples is below this
+  double max_time_s = 1.5;          // wall-clock cap per measurement
+  bool flush_l2 = true;             // cold samples
+  int samples_per_graph = 16;
+};
+
+struct TimingResult {
+  double median_ms = 0;
+  double min_ms = 0;
+  double max_ms = 0;
+  double mean_ms = 0;
+  double rel_noise = 0;  // stdev / mean
+  std::size_t samples = 0;
+  bool graph = false;    // captured in CUDA graphs (else: stream + blocking kernel)
+  unsigned sm_clock_mhz_before = 0, sm_clock_mhz_after = 0, sm_clock_mhz_max = 0;
+  bool throttled = false;  // SM clock under 90% of its maximum at either end
+  std::string method() const;  // one line for logs
+};
+
+// Times `launch(sample_index, stream)`. The callback must enqueue the work on
+// the given stream only, without synchronizing; sample_index lets it rotate
+// input sets so a result cannot be reused across samples.
+Result<TimingResult> time_gpu(const std::function<Status(int sample, void* stream)>& launch, void* stream,
+                              const TimingOptions& opt = {});
+
+// Device ceilings kb measures once per run with the same timer.
+struct Ceilings {
+  double copy_bandwidth_gbs = 0;  // device-to-device copy, bytes read + written per second
+};
+Result<Ceilings> measure_ceilings(void* stream);
+
+}  // namespace kb::cuda

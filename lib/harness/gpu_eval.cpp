@@ -1,0 +1,203 @@
+#include "harness/gpu_eval.hpp"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "cuda/runtime.hpp"
+#include "cuda/timing.hpp"
+#include "harness/cost.hpp"
+#include "inputs/inputs.hpp"
+
+namespace kb {
+
+namespace {
+
+struct DeviceInputs {
+  std::vector<cuda::DeviceCopy> copies;  // one per input (empty for scalars)
+  std::vector<cuda::DeviceArg> args;
+};
+
+Result<DeviceInputs> upload_inputs(const Materialized& m, void* stream) {
+  DeviceInputs di;
+  di.copies.resize(m.args.size());
+  di.args.resize(m.args.size());
+  for (std::size_t i = 0; i < m.args.size(); ++i) {
+    if (m.args[i].tensor) {
+      auto c = cuda::upload(*m.args[i].tensor, stream);
+      if (!c) return c.error();
+      di.copies[i] = std::move(*c);
+    }
+    di.args[i].scalar = m.args[i].scalar;
+  }
+  for (std::size_t i = 0; i < m.args.size(); ++i)
+    if (m.args[i].tensor) di.args[i].tensor = &di.copies[i].view;
+  return di;
+}
+
+// Copy bandwidth of this device, measured once per process.
+double copy_bandwidth_gbs(void* stream) {
+  static std::once_flag once;
+  static double gbs = 0;
+  std::call_once(once, [&] {
+    if (auto c = cuda::measure_ceilings(stream)) gbs = c->copy_bandwidth_gbs;
+  });
+  return gbs;
+}
+
+EvaluationResult done(Evaluation ev, std::string log, std::string summary) {
+  ev.log = std::move(log);
+  EvaluationResult r;
+  r.evaluation = std::move(ev);
+  r.summary = std::move(summary);
+  return r;
+}
+
+}  // namespace
+
+Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, const Implementation& impl,
+                                       const BenchOptions& opt) {
+  if (!impl.run_cuda) return make_error(Code::internal, fmt::format("{} has no CUDA entry point", impl.name));
+  if (cuda::context_is_broken())
+    return make_error(Code::cuda_error, "the CUDA context is unusable after an earlier sticky error");
+  Implementation oracle = reference_implementation();
+  Tolerance tol = opt.tolerances.for_definition(d.op_type, d.name);
+  auto stream_r = cuda::Stream::create();
+  if (!stream_r) return stream_r.error();
+  cuda::Stream stream = std::move(*stream_r);
+
+  Evaluation ev;
+  ev.environment = current_environment(Device::cuda);
+  ev.timestamp = iso_timestamp_now();
+  std::string log = fmt::format("seed={} trials={} atol={} rtol={} required_matched_ratio={}\n", opt.seed, opt.trials,
+                                tol.atol, tol.rtol, tol.required_matched_ratio);
+  double max_abs = 0, max_rel = 0;
+  std::int64_t mismatched = 0, total = 0;
+  std::vector<DeviceInputs> input_sets;  // kept for timing: one per trial
+  std::vector<cuda::DeviceCopy> outputs;
+  AxisValues axes;
+
+  for (int trial = 0; trial < std::max(1, opt.trials); ++trial) {
+    MaterializeOptions mo{opt.seed + static_cast<std::uint64_t>(trial), opt.dataset_root};
+    auto m = materialize(d, w, mo);
+    if (!m) return m.error();
+    rebind_args(*m);
+    auto unchecked = check_constraints_on(d, *m);
+    if (!unchecked) return unchecked.error();
+    if (trial == 0) {
+      for (const auto& n : m->notes) log += n + "\n";
+      for (const auto& n : *unchecked) log += n + "\n";
+    }
+    axes = m->axes;
+    auto expected = allocate_outputs(d, m->axes);
+    if (!expected) return expected.error();
+    KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
+
+    auto di = upload_inputs(*m, stream.get());
+    if (!di) return di.error();
+    outputs.clear();
+    std::vector<cuda::DeviceTensor> views;
+    for (const auto& t : d.outputs) {
+      auto c = cuda::allocate_like(t.dtype, bound_shape(t, m->axes));
+      if (!c) return c.error();
+      KB_TRY(cuda::memset_async(c->view, 0xFF, stream.get()));  // poison: NaN in every float dtype
+      views.push_back(c->view);
+      outputs.push_back(std::move(*c));
+    }
+    KB_TRY(stream.synchronize());
+
+    Status st = ok_status();
+    try {
+      st = impl.run_cuda(CudaCall{d, m->axes, di->args, views, stream.get()});
+    } catch (const std::exception& e) {
+      st = make_error(Code::internal, fmt::format("{} threw: {}", impl.name, e.what()));
+    }
+    if (st.ok()) st = cuda::check(cudaGetLastError(), "after the launch");
+    if (st.ok()) st = stream.synchronize();
+    if (!st.ok()) {
+      ev.status = EvalStatus::runtime_error;
+      return done(std::move(ev), log + fmt::format("trial {}: {}", trial, st.error().message), st.error().message);
+    }
+    // Guards and inputs, then outputs.
+    for (std::size_t i = 0; i < di->copies.size(); ++i) {
+      if (!m->args[i].tensor) continue;
+      auto g = di->copies[i].buffer.guards_intact();
+      if (!g) return g.error();
+      std::string problem;
+      if (!*g) problem = fmt::format("wrote outside input \"{}\" (guard bytes changed)", d.inputs[i].name);
+      Tensor back = m->args[i].tensor->clone();
+      KB_TRY(cuda::download(di->copies[i].view, back, stream.get()));
+      if (problem.empty() && std::memcmp(back.bytes(), m->args[i].tensor->bytes(), back.nbytes()) != 0)
+        problem = fmt::format("modified input \"{}\"", d.inputs[i].name);
+      if (!problem.empty()) {
+        ev.status = EvalStatus::runtime_error;
+        return done(std::move(ev), log + fmt::format("trial {}: {}", trial, problem), problem);
+      }
+    }
+    auto got = allocate_outputs(d, m->axes);
+    if (!got) return got.error();
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      auto g = outputs[i].buffer.guards_intact();
+      if (!g) return g.error();
+      if (!*g) {
+        ev.status = EvalStatus::runtime_error;
+        std::string problem = fmt::format("wrote outside output \"{}\" (guard bytes changed)", d.outputs[i].name);
+        return done(std::move(ev), log + problem, problem);
+      }
+      KB_TRY(cuda::download(outputs[i].view, (*got)[i], stream.get()));
+      Comparison c = compare((*got)[i], (*expected)[i], tol);
+      max_abs = std::max(max_abs, c.max_abs);
+      max_rel = std::max(max_rel, c.max_rel);
+      mismatched += c.mismatched;
+      total += c.total;
+      if (c.verdict != Comparison::Verdict::match) {
+        ev.status = EvalStatus::incorrect_numerical;
+        ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
+                                                                   mismatched, total, trial + 1)};
+        std::string where = fmt::format("trial {}: output \"{}\": {}", trial, d.outputs[i].name, c.detail);
+        return done(std::move(ev), log + where, where);
+      }
+    }
+    input_sets.push_back(std::move(*di));
+  }
+
+  ev.status = EvalStatus::passed;
+  ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
+                                                             mismatched, total, std::max(1, opt.trials))};
+  Performance perf;
+  if (opt.time) {
+    std::vector<cuda::DeviceTensor> views;
+    for (const auto& o : outputs) views.push_back(o.view);
+    // Rotate the trials' input sets: consecutive samples see different inputs.
+    auto t = cuda::time_gpu(
+        [&](int sample, void* s) {
+          const auto& set = input_sets[static_cast<std::size_t>(sample) % input_sets.size()];
+          return impl.run_cuda(CudaCall{d, axes, set.args, views, s});
+        },
+        stream.get());
+    if (!t) {
+      ev.status = EvalStatus::runtime_error;
+      ev.correctness.reset();
+      return done(std::move(ev), log + "while timing: " + t.error().message, t.error().message);
+    }
+    CallCost cost = ideal_cost(d, axes);
+    double seconds = t->median_ms * 1e-3;
+    double bw = copy_bandwidth_gbs(stream.get());
+    double gbs = cost.bytes / seconds / 1e9;
+    perf.latency_ms = t->median_ms;
+    perf.extra = fmt::format(
+        R"({{"timing":"cuda_events","graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},"l2_flushed":true,)"
+        R"("input_sets":{},"sm_clock_mhz":[{},{}],"sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},)"
+        R"("copy_bandwidth_gbs":{},"fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{}}})",
+        t->graph, t->samples, t->min_ms, t->max_ms, t->rel_noise, input_sets.size(), t->sm_clock_mhz_before,
+        t->sm_clock_mhz_after, t->sm_clock_mhz_max, t->throttled, cost.bytes, gbs, bw, bw > 0 ? gbs / bw : 0,
+        cost.flops, cost.flops / seconds / 1e12);
+    log += "timing: " + t->method() + "\n";
+  }
+  ev.performance = perf;
+  return done(std::move(ev), log, "ok");
+}
+
+}  // namespace kb

@@ -1,0 +1,252 @@
+// The harness judges: each deliberately wrong solution earns its status, the
+// right one passes, and inputs are reproducible from the seed.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+
+#include "harness/harness.hpp"
+#include "inputs/inputs.hpp"
+#include "schema/io.hpp"
+#include "tensor/convert.hpp"
+
+namespace {
+
+const char* kDef = R"({
+  "name": "silu_and_mul_i64", "op_type": "silu_and_mul",
+  "axes": {"num_tokens": {"type": "var"}, "intermediate_size": {"type": "const", "value": 64},
+           "two_intermediate_size": {"type": "const", "value": 128}},
+  "inputs": {"x": {"shape": ["num_tokens", "two_intermediate_size"], "dtype": "bfloat16"}},
+  "outputs": {"out": {"shape": ["num_tokens", "intermediate_size"], "dtype": "bfloat16"}},
+  "reference": "import torch\ndef run(x):\n    d = x.shape[-1] // 2\n    return (torch.nn.functional.silu(x[..., :d].float()) * x[..., d:].float()).to(x.dtype)\n"
+})";
+
+kb::Definition definition() {
+  auto d = kb::read_definition(kDef, "test");
+  REQUIRE(d.ok());
+  return *d;
+}
+
+kb::Workload workload(std::int64_t tokens) {
+  kb::Workload w;
+  w.uuid = "w" + std::to_string(tokens);
+  w.axes = {{"num_tokens", tokens}};
+  w.inputs = {{"x", kb::InputSpec{}}};
+  return w;
+}
+
+// A correct solution written here (independent of the oracle).
+kb::Status correct(const kb::ImplementationCall& c) {
+  const kb::Tensor& x = *c.inputs[0].tensor;
+  kb::Tensor& out = c.outputs[0];
+  auto xf = kb::to_float(x);
+  std::int64_t rows = out.dim(0), d = out.dim(1);
+  std::vector<float> y(static_cast<std::size_t>(rows * d));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < d; ++j) {
+      float g = xf[r * 2 * d + j], u = xf[r * 2 * d + d + j];
+      y[r * d + j] = g / (1 + std::exp(-g)) * u;
+    }
+  return kb::store_float(y, out);
+}
+
+kb::Implementation make(std::string name, std::function<kb::Status(const kb::ImplementationCall&)> run) {
+  kb::Implementation impl;
+  impl.name = std::move(name);
+  impl.author = "test";
+  impl.supports = [](const kb::Definition&) { return std::string(); };
+  impl.run = std::move(run);
+  return impl;
+}
+
+kb::EvaluationResult judge(const kb::Implementation& impl, std::int64_t tokens = 5) {
+  kb::BenchOptions opt;
+  opt.trials = 2;
+  opt.time = false;
+  auto r = kb::evaluate(definition(), workload(tokens), impl, opt);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("a correct solution passes, with correctness and performance recorded") {
+  kb::BenchOptions opt;
+  opt.trials = 3;
+  opt.min_samples = 3;
+  opt.max_samples = 5;
+  auto r = kb::evaluate(definition(), workload(7), make("right", correct), opt);
+  REQUIRE(r.ok());
+  CHECK(r->evaluation.status == kb::EvalStatus::passed);
+  REQUIRE(r->evaluation.correctness);
+  CHECK(r->evaluation.correctness->max_absolute_error <= 0.02);
+  REQUIRE(r->evaluation.performance);
+  CHECK(r->evaluation.performance->latency_ms > 0);
+  CHECK(r->evaluation.log.find("seed=27490 trials=3") != std::string::npos);
+}
+
+TEST_CASE("each wrong solution earns its status") {
+  using S = kb::EvalStatus;
+  SUBCASE("wrong shape") {
+    auto r = judge(make("shape", [](const kb::ImplementationCall& c) -> kb::Status {
+      c.outputs[0] = kb::Tensor::allocate(kb::DType::bfloat16, {c.outputs[0].dim(0), 63}).value();
+      return kb::ok_status();
+    }));
+    CHECK(r.evaluation.status == S::incorrect_shape);
+    CHECK(r.summary.find("shape [5, 63], expected [5, 64]") != std::string::npos);
+    CHECK(!r.evaluation.correctness);
+  }
+  SUBCASE("wrong dtype") {
+    auto r = judge(make("dtype", [](const kb::ImplementationCall& c) -> kb::Status {
+      c.outputs[0] = kb::Tensor::allocate(kb::DType::float32, c.outputs[0].shape()).value();
+      return kb::ok_status();
+    }));
+    CHECK(r.evaluation.status == S::incorrect_dtype);
+  }
+  SUBCASE("wrong values") {
+    auto r = judge(make("values", [](const kb::ImplementationCall& c) -> kb::Status {
+      KB_TRY(correct(c));
+      auto v = kb::to_float(c.outputs[0]);
+      for (auto& x : v) x = x * 1.25f + 0.1f;
+      return kb::store_float(v, c.outputs[0]);
+    }));
+    CHECK(r.evaluation.status == S::incorrect_numerical);
+    REQUIRE(r.evaluation.correctness);
+    CHECK(r.evaluation.correctness->max_absolute_error > 0.05);
+    CHECK(!r.evaluation.performance);
+  }
+  SUBCASE("NaN where the reference is finite") {
+    auto r = judge(make("nan", [](const kb::ImplementationCall& c) -> kb::Status {
+      KB_TRY(correct(c));
+      c.outputs[0].data<std::uint16_t>()[3] = 0x7FC0;
+      return kb::ok_status();
+    }));
+    CHECK(r.evaluation.status == S::incorrect_numerical);
+    CHECK(r.summary.find("element 3: nan") != std::string::npos);
+  }
+  SUBCASE("an exception") {
+    auto r = judge(make("throws", [](const kb::ImplementationCall&) -> kb::Status {
+      throw std::runtime_error("kernel exploded");
+    }));
+    CHECK(r.evaluation.status == S::runtime_error);
+    CHECK(r.evaluation.log.find("kernel exploded") != std::string::npos);
+  }
+  SUBCASE("an error status") {
+    auto r = judge(make("fails", [](const kb::ImplementationCall&) -> kb::Status {
+      return kb::Status(kb::make_error(kb::Code::cuda_error, "launch failed"));
+    }));
+    CHECK(r.evaluation.status == S::runtime_error);
+  }
+  SUBCASE("output left untouched: the poison is caught") {
+    auto r = judge(make("lazy", [](const kb::ImplementationCall&) -> kb::Status { return kb::ok_status(); }));
+    CHECK(r.evaluation.status == S::incorrect_numerical);
+  }
+  SUBCASE("input modified") {
+    auto r = judge(make("scribbles", [](const kb::ImplementationCall& c) -> kb::Status {
+      KB_TRY(correct(c));
+      auto* x = const_cast<kb::Tensor*>(c.inputs[0].tensor);
+      x->data<std::uint16_t>()[0] ^= 1;
+      return kb::ok_status();
+    }));
+    CHECK(r.evaluation.status == S::runtime_error);
+    CHECK(r.summary == "modified input \"x\"");
+  }
+  SUBCASE("guard bytes overwritten") {
+    auto r = judge(make("overflows", [](const kb::ImplementationCall& c) -> kb::Status {
+      KB_TRY(correct(c));
+      c.outputs[0].bytes()[c.outputs[0].nbytes() + 3] = std::byte{0};
+      return kb::ok_status();
+    }));
+    CHECK(r.evaluation.status == S::runtime_error);
+    CHECK(r.summary == "wrote outside output \"out\" (guard bytes changed)");
+  }
+  SUBCASE("remembering the first trial's answer fails the second trial") {
+    auto cached = std::make_shared<std::vector<std::byte>>();
+    auto r = judge(make("caches", [cached](const kb::ImplementationCall& c) -> kb::Status {
+      if (cached->empty()) {
+        KB_TRY(correct(c));
+        cached->assign(c.outputs[0].bytes(), c.outputs[0].bytes() + c.outputs[0].nbytes());
+      } else {
+        std::memcpy(c.outputs[0].bytes(), cached->data(), cached->size());
+      }
+      return kb::ok_status();
+    }));
+    CHECK(r.evaluation.status == S::incorrect_numerical);
+    CHECK(r.summary.rfind("trial 1:", 0) == 0);
+  }
+}
+
+TEST_CASE("the same seed gives the same inputs; another seed different ones") {
+  auto d = definition();
+  auto w = workload(4);
+  auto a = kb::materialize(d, w, {42, std::nullopt});
+  auto b = kb::materialize(d, w, {42, std::nullopt});
+  auto c = kb::materialize(d, w, {43, std::nullopt});
+  REQUIRE((a.ok() && b.ok() && c.ok()));
+  CHECK(std::memcmp(a->tensors[0].bytes(), b->tensors[0].bytes(), a->tensors[0].nbytes()) == 0);
+  CHECK(std::memcmp(a->tensors[0].bytes(), c->tensors[0].bytes(), a->tensors[0].nbytes()) != 0);
+  // N(0, 1): mean near 0, variance near 1 over 512 values.
+  auto v = kb::to_float(a->tensors[0]);
+  double mean = 0, var = 0;
+  for (float x : v) mean += x;
+  mean /= v.size();
+  for (float x : v) var += (x - mean) * (x - mean);
+  var /= v.size();
+  CHECK(std::fabs(mean) < 0.15);
+  CHECK(var == doctest::Approx(1.0).epsilon(0.2));
+}
+
+TEST_CASE("index structures are built valid from axes and constraints") {
+  const char* def = R"J({"name": "paged", "op_type": "gqa_paged",
+    "axes": {"batch_size": {"type": "var"}, "num_pages": {"type": "var"}, "len_indptr": {"type": "var"},
+             "num_kv_indices": {"type": "var"}, "page_size": {"type": "const", "value": 16}},
+    "constraints": ["len_indptr == batch_size + 1", "num_kv_indices == kv_indptr[-1].item()"],
+    "inputs": {"kv_indptr": {"shape": ["len_indptr"], "dtype": "int32"},
+               "kv_indices": {"shape": ["num_kv_indices"], "dtype": "int32"},
+               "kv_last_page_len": {"shape": ["batch_size"], "dtype": "int32"}},
+    "outputs": {"o": {"shape": ["batch_size"], "dtype": "float32"}}, "reference": "def run(a, b, c):\n  pass"})J";
+  auto d = kb::read_definition(def, "d");
+  REQUIRE(d.ok());
+  kb::Workload w;
+  w.uuid = "u";
+  w.axes = {{"batch_size", 6}, {"num_pages", 40}, {"len_indptr", 7}, {"num_kv_indices", 25}};
+  kb::InputSpec missing_blob;
+  missing_blob.kind = kb::InputKind::safetensors;
+  missing_blob.path = "blob/absent.safetensors";
+  missing_blob.tensor_key = "kv_indptr";
+  w.inputs = {{"kv_indptr", missing_blob}, {"kv_indices", kb::InputSpec{}}, {"kv_last_page_len", kb::InputSpec{}}};
+  auto m = kb::materialize(*d, w, {7, std::nullopt});
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+  const auto* indptr = m->tensors[0].data<std::int32_t>();
+  CHECK(indptr[0] == 0);
+  CHECK(indptr[6] == 25);
+  for (int i = 0; i < 6; ++i) CHECK(indptr[i] <= indptr[i + 1]);
+  std::set<int> pages;
+  for (int i = 0; i < 25; ++i) {
+    int p = m->tensors[1].data<std::int32_t>()[i];
+    CHECK((p >= 0 && p < 40));
+    pages.insert(p);
+  }
+  CHECK(pages.size() == 25);  // unique
+  for (int b = 0; b < 6; ++b) {
+    int last = m->tensors[2].data<std::int32_t>()[b];
+    if (indptr[b + 1] > indptr[b]) CHECK((last >= 1 && last <= 16));
+  }
+  kb::rebind_args(*m);
+  auto unchecked = kb::check_constraints_on(*d, *m);
+  REQUIRE(unchecked.ok());
+  CHECK(unchecked->empty());  // every constraint decided, and held
+  bool noted = false;
+  for (const auto& n : m->notes) noted |= n.find("blob blob/absent.safetensors is absent: kb built valid kv_indptr") == 0;
+  CHECK(noted);
+}
+
+TEST_CASE("tolerance policy precedence: definition over op_type over default, flags on top") {
+  kb::TolerancePolicy p;
+  CHECK(p.for_definition("moe", "x").required_matched_ratio == 0.95);
+  CHECK(p.for_definition("gemm", "x").atol == 0.01);
+  p.atol = 0.5;
+  CHECK(p.for_definition("gemm", "x").atol == 0.5);
+}
