@@ -9,13 +9,13 @@
 //
 // B is never converted whole (28672 x 4096 would be 470 MB as float): each
 // worker converts blocks of 4 rows of B to double and runs them against all
-// rows of A (converted once). Workers take contiguous ranges of B's rows.
+// rows of A (converted once), k in tiles of 1024 so A's tile stays in cache
+// (the tiling does not change any lane's order). Workers take contiguous
+// ranges of B's rows. M = 64, N = 28672, K = 4096 takes ~1.4 s on 2 cores.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <cstring>
 #include <new>
 #include <string>
 #include <system_error>
@@ -101,35 +101,46 @@ void row_to_double(const Tensor& t, std::int64_t begin, std::int64_t n, double* 
 
 constexpr std::int64_t kRows = 4;  // rows of B per block
 
-// out[j] = dot(a, b + j * K) for j < rows, each in the fixed order described above.
-void dot_block(const double* a, const double* b, std::int64_t K, std::int64_t rows, double* out) {
-  double acc[kRows][4] = {};
-  std::int64_t k4 = K - K % 4;
+// Adds a[k] * b[j * K + k] for k in [k0, k1) (k0 a multiple of 4) to the
+// four lane sums acc[j][k % 4] of each row j < rows of the block. Splitting k
+// into tiles does not change the order of any lane's additions.
+void accumulate(const double* a, const double* b, std::int64_t K, std::int64_t rows, std::int64_t k0,
+                std::int64_t k1, double (*acc)[4]) {
+  std::int64_t k4 = k0 + (k1 - k0) / 4 * 4;
   if (rows == kRows) {
     const double* b0 = b;
     const double* b1 = b + K;
     const double* b2 = b + 2 * K;
     const double* b3 = b + 3 * K;
-    for (std::int64_t k = 0; k < k4; k += 4) {
+    double s[kRows][4];
+    for (int j = 0; j < kRows; ++j)
+      for (int l = 0; l < 4; ++l) s[j][l] = acc[j][l];
+    for (std::int64_t k = k0; k < k4; k += 4) {
       for (int l = 0; l < 4; ++l) {
         double av = a[k + l];
-        acc[0][l] += av * b0[k + l];
-        acc[1][l] += av * b1[k + l];
-        acc[2][l] += av * b2[k + l];
-        acc[3][l] += av * b3[k + l];
+        s[0][l] += av * b0[k + l];
+        s[1][l] += av * b1[k + l];
+        s[2][l] += av * b2[k + l];
+        s[3][l] += av * b3[k + l];
       }
     }
+    for (int j = 0; j < kRows; ++j)
+      for (int l = 0; l < 4; ++l) acc[j][l] = s[j][l];
   } else {
     for (std::int64_t j = 0; j < rows; ++j)
-      for (std::int64_t k = 0; k < k4; k += 4)
+      for (std::int64_t k = k0; k < k4; k += 4)
         for (int l = 0; l < 4; ++l) acc[j][l] += a[k + l] * b[j * K + k + l];
   }
-  for (std::int64_t j = 0; j < rows; ++j) {
-    double s = ((acc[j][0] + acc[j][1]) + acc[j][2]) + acc[j][3];
-    for (std::int64_t k = k4; k < K; ++k) s += a[k] * b[j * K + k];
-    out[j] = s;
-  }
 }
+
+// The dot product of the lanes, then the k % 4 tail.
+double finish(const double* a, const double* brow, std::int64_t K, const double* lanes) {
+  double s = ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3];
+  for (std::int64_t k = K - K % 4; k < K; ++k) s += a[k] * brow[k];
+  return s;
+}
+
+constexpr std::int64_t kTile = 1024;  // k per tile: a tile of A (M x kTile doubles) stays in cache
 
 Status run_checked(const OracleCall& call) {
   const Definition& d = call.definition;
@@ -159,20 +170,27 @@ Status run_checked(const OracleCall& call) {
   double flops = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   std::int64_t threads = flops < 4e6 ? 1 : std::min<std::int64_t>(hw, blocks);
-  std::vector<std::vector<double>> buffers(static_cast<std::size_t>(std::max<std::int64_t>(threads, 1)),
-                                           std::vector<double>(static_cast<std::size_t>(kRows * K)));
+  const auto workers = static_cast<std::size_t>(std::max<std::int64_t>(threads, 1));
+  std::vector<std::vector<double>> buffers(workers, std::vector<double>(static_cast<std::size_t>(kRows * K)));
+  std::vector<std::vector<double>> sums(workers, std::vector<double>(static_cast<std::size_t>(M * kRows * 4)));
   auto work = [&](std::int64_t t) {
     std::int64_t first_block = blocks * t / threads, last_block = blocks * (t + 1) / threads;
     std::vector<double>& b = buffers[static_cast<std::size_t>(t)];
-    double out[kRows];
+    std::vector<double>& acc = sums[static_cast<std::size_t>(t)];
+    auto lanes = reinterpret_cast<double(*)[kRows][4]>(acc.data());
+    const std::int64_t kmain = K - K % 4;
     for (std::int64_t blk = first_block; blk < last_block; ++blk) {
       std::int64_t n0 = blk * kRows;
       std::int64_t rows = std::min(kRows, N - n0);
       row_to_double(B, n0 * K, rows * K, b.data());
-      for (std::int64_t m = 0; m < M; ++m) {
-        dot_block(a.data() + m * K, b.data(), K, rows, out);
-        for (std::int64_t j = 0; j < rows; ++j) c[static_cast<std::size_t>(m * N + n0 + j)] = out[j];
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (std::int64_t k0 = 0; k0 < kmain; k0 += kTile) {
+        std::int64_t k1 = std::min(kmain, k0 + kTile);
+        for (std::int64_t m = 0; m < M; ++m) accumulate(a.data() + m * K, b.data(), K, rows, k0, k1, lanes[m]);
       }
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t j = 0; j < rows; ++j)
+          c[static_cast<std::size_t>(m * N + n0 + j)] = finish(a.data() + m * K, b.data() + j * K, K, lanes[m][j]);
     }
   };
 

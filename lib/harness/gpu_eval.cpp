@@ -10,6 +10,7 @@
 #include "cuda/timing.hpp"
 #include "harness/cost.hpp"
 #include "inputs/inputs.hpp"
+#include "oracle/gpu_oracle.hpp"
 
 namespace kb {
 
@@ -93,10 +94,30 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     axes = m->axes;
     auto expected = allocate_outputs(d, m->axes);
     if (!expected) return expected.error();
-    KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
-
     auto di = upload_inputs(*m, stream.get());
     if (!di) return di.error();
+    // Large workloads are judged against the GPU oracle (plain fp32 CUDA
+    // kernels, cross-checked with the CPU oracle in tests/gpu); the rest
+    // against the CPU oracle.
+    CallCost cost = ideal_cost(d, m->axes);
+    GpuOracleFn gpu_oracle = find_gpu_oracle(d);
+    bool use_gpu_oracle = gpu_oracle && (cost.flops > 2e9 || cost.bytes > 64e6);
+    if (use_gpu_oracle) {
+      std::vector<cuda::DeviceCopy> ref;
+      std::vector<cuda::DeviceTensor> ref_views;
+      for (const auto& t : d.outputs) {
+        auto c = cuda::allocate_like(t.dtype, bound_shape(t, m->axes));
+        if (!c) return c.error();
+        ref_views.push_back(c->view);
+        ref.push_back(std::move(*c));
+      }
+      KB_TRY(gpu_oracle(GpuOracleCall{d, m->axes, di->args, ref_views, stream.get()}));
+      for (std::size_t i = 0; i < ref.size(); ++i) KB_TRY(cuda::download(ref[i].view, (*expected)[i], stream.get()));
+      if (trial == 0) log += "reference: kb GPU oracle (fp32 CUDA cores)\n";
+    } else {
+      KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
+      if (trial == 0) log += "reference: kb CPU oracle\n";
+    }
     outputs.clear();
     std::vector<cuda::DeviceTensor> views;
     for (const auto& t : d.outputs) {

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -249,38 +251,59 @@ class StructureBuilder {
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> lengths_;
 };
 
-// FlashInfer-Bench's random distributions, seeded.
-void fill_random(Tensor& t, Rng& rng) {
-  std::int64_t n = t.numel();
+// FlashInfer-Bench's random distributions, seeded. Large tensors are filled
+// in chunks of 1M elements on several threads; each chunk has its own stream
+// (seed, name, chunk), so the bits do not depend on the thread count.
+void fill_range(Tensor& t, Rng& rng, std::int64_t begin, std::int64_t end) {
+  std::int64_t n = end - begin;
+  auto ints = [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      std::int64_t v = rng.uniform_int(lo, hi);
+      switch (t.dtype()) {
+        case DType::int64: t.data<std::int64_t>()[i] = v; break;
+        case DType::int32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v); break;
+        case DType::int16: t.data<std::int16_t>()[i] = static_cast<std::int16_t>(v); break;
+        default: t.data<std::int8_t>()[i] = static_cast<std::int8_t>(v); break;
+      }
+    }
+  };
   switch (t.dtype()) {
-    case DType::float32: case DType::float16: case DType::bfloat16: {
-      std::vector<float> v(static_cast<std::size_t>(n));
-      for (auto& x : v) x = static_cast<float>(rng.normal());
-      (void)store_float(v, t);
-      return;
-    }
+    case DType::float32: case DType::float16: case DType::bfloat16:
     case DType::float8_e4m3fn: case DType::float8_e5m2: case DType::float4_e2m1: {
+      bool clamp = t.dtype() != DType::float32 && t.dtype() != DType::float16 && t.dtype() != DType::bfloat16;
       std::vector<float> v(static_cast<std::size_t>(n));
-      for (auto& x : v) x = static_cast<float>(std::clamp(rng.normal(), -2.0, 2.0));
-      (void)store_float(v, t);
+      for (auto& x : v) x = static_cast<float>(clamp ? std::clamp(rng.normal(), -2.0, 2.0) : rng.normal());
+      (void)store_float_range(v, t, begin);
       return;
     }
-    case DType::int8: {
-      std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-      for (auto& x : v) x = rng.uniform_int(-128, 128);
-      store_ints(t, v);
-      return;
-    }
-    case DType::int16: case DType::int32: case DType::int64: {
-      std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-      for (auto& x : v) x = rng.uniform_int(-1024, 1024);
-      store_ints(t, v);
-      return;
-    }
+    case DType::int8: ints(-128, 128); return;
+    case DType::int16: case DType::int32: case DType::int64: ints(-1024, 1024); return;
     case DType::bool_:
-      for (std::int64_t i = 0; i < n; ++i) t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(rng.next() & 1);
+      for (std::int64_t i = begin; i < end; ++i) t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(rng.next() & 1);
       return;
   }
+}
+
+void fill_random(Tensor& t, std::uint64_t seed, const std::string& name) {
+  constexpr std::int64_t kChunk = 1 << 20;
+  std::int64_t n = t.numel();
+  std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  auto work = [&](std::int64_t c) {
+    Rng rng(seed, c == 0 ? name : name + "#" + std::to_string(c));
+    fill_range(t, rng, c * kChunk, std::min(n, (c + 1) * kChunk));
+  };
+  unsigned threads = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), static_cast<unsigned>(std::max<std::int64_t>(1, chunks)));
+  if (threads <= 1) {
+    for (std::int64_t c = 0; c < chunks; ++c) work(c);
+    return;
+  }
+  std::atomic<std::int64_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < threads; ++i)
+    pool.emplace_back([&] {
+      for (std::int64_t c; (c = next++) < chunks;) work(c);
+    });
+  for (auto& th : pool) th.join();
 }
 
 // Constraint environment over materialized inputs.
@@ -394,8 +417,7 @@ Result<Materialized> materialize(const Definition& d, const Workload& w, const M
         if (classify(d, t) != Structure::none) {
           to_build.push_back(i);
         } else {
-          Rng rng(opt.seed, t.name);
-          fill_random(x, rng);
+          fill_random(x, opt.seed, t.name);
         }
         break;
       case InputKind::safetensors: {
@@ -407,8 +429,7 @@ Result<Materialized> materialize(const Definition& d, const Workload& w, const M
             to_build.push_back(i);
             m.notes.push_back(fmt::format("blob {} is absent: kb built valid {} itself", in->path, t.name));
           } else {
-            Rng rng(opt.seed, t.name);
-            fill_random(x, rng);
+            fill_random(x, opt.seed, t.name);
             m.notes.push_back(fmt::format("blob {} is absent: {} filled with seeded random values", in->path, t.name));
           }
           break;

@@ -261,19 +261,28 @@ Status store_float(std::span<const float> v, Tensor& t) {
   if (static_cast<std::int64_t>(v.size()) != t.numel())
     return make_error(Code::invalid_argument,
                       fmt::format("store_float: {} values for a tensor of {} elements", v.size(), t.numel()));
+  return store_float_range(v, t, 0);
+}
+
+Status store_float_range(std::span<const float> v, Tensor& t, std::int64_t first) {
   std::size_t n = v.size();
+  if (first < 0 || first + static_cast<std::int64_t>(n) > t.numel() || (t.dtype() == DType::float4_e2m1 && first % 2))
+    return make_error(Code::invalid_argument,
+                      fmt::format("store_float_range: [{}, {}) does not fit a tensor of {} elements", first,
+                                  first + static_cast<std::int64_t>(n), t.numel()));
+  auto f = static_cast<std::size_t>(first);
   switch (t.dtype()) {
     case DType::float32:
-      if (n != 0) std::memcpy(t.bytes(), v.data(), n * sizeof(float));
+      if (n != 0) std::memcpy(t.data<float>() + f, v.data(), n * sizeof(float));
       break;
-    case DType::float16: convert_each(v, t.data<std::uint16_t>(), [](float x) { return float_to_half(x); }); break;
-    case DType::bfloat16: convert_each(v, t.data<std::uint16_t>(), [](float x) { return float_to_bf16(x); }); break;
-    case DType::float8_e4m3fn: convert_each(v, t.data<std::uint8_t>(), [](float x) { return float_to_fp8_e4m3fn(x); }); break;
-    case DType::float8_e5m2: convert_each(v, t.data<std::uint8_t>(), [](float x) { return float_to_fp8_e5m2(x); }); break;
+    case DType::float16: convert_each(v, t.data<std::uint16_t>() + f, [](float x) { return float_to_half(x); }); break;
+    case DType::bfloat16: convert_each(v, t.data<std::uint16_t>() + f, [](float x) { return float_to_bf16(x); }); break;
+    case DType::float8_e4m3fn: convert_each(v, t.data<std::uint8_t>() + f, [](float x) { return float_to_fp8_e4m3fn(x); }); break;
+    case DType::float8_e5m2: convert_each(v, t.data<std::uint8_t>() + f, [](float x) { return float_to_fp8_e5m2(x); }); break;
     case DType::float4_e2m1: {
       // Element 2k in the low nibble of byte k; an odd tail (allocate refuses
       // odd counts) would leave the high nibble 0.
-      std::uint8_t* out = t.data<std::uint8_t>();
+      std::uint8_t* out = t.data<std::uint8_t>() + f / 2;
       for (std::size_t i = 0; i < n; i += 2) {
         std::uint8_t lo = float_to_fp4_e2m1(v[i]);
         std::uint8_t hi = i + 1 < n ? float_to_fp4_e2m1(v[i + 1]) : 0;
@@ -281,11 +290,11 @@ Status store_float(std::span<const float> v, Tensor& t) {
       }
       break;
     }
-    case DType::int64: convert_each(v, t.data<std::int64_t>(), to_int<std::int64_t>); break;
-    case DType::int32: convert_each(v, t.data<std::int32_t>(), to_int<std::int32_t>); break;
-    case DType::int16: convert_each(v, t.data<std::int16_t>(), to_int<std::int16_t>); break;
-    case DType::int8: convert_each(v, t.data<std::int8_t>(), to_int<std::int8_t>); break;
-    case DType::bool_: convert_each(v, t.data<std::uint8_t>(), [](float x) -> std::uint8_t { return x != 0; }); break;
+    case DType::int64: convert_each(v, t.data<std::int64_t>() + f, to_int<std::int64_t>); break;
+    case DType::int32: convert_each(v, t.data<std::int32_t>() + f, to_int<std::int32_t>); break;
+    case DType::int16: convert_each(v, t.data<std::int16_t>() + f, to_int<std::int16_t>); break;
+    case DType::int8: convert_each(v, t.data<std::int8_t>() + f, to_int<std::int8_t>); break;
+    case DType::bool_: convert_each(v, t.data<std::uint8_t>() + f, [](float x) -> std::uint8_t { return x != 0; }); break;
   }
   return ok_status();
 }

@@ -37,5 +37,8 @@ double element_as_double(const Tensor& t, std::int64_t i);
 // for in-range values; out of range, torch's result is undefined) and NaN
 // stores 0; bool stores v != 0 (NaN is true).
 Status store_float(std::span<const float> values, Tensor& t);
+// Stores values into elements [first, first + values.size()) of t (first
+// even for float4_e2m1).
+Status store_float_range(std::span<const float> values, Tensor& t, std::int64_t first);
 
 }  // namespace kb

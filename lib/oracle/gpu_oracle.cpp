@@ -1,0 +1,22 @@
+#include "oracle/gpu_oracle.hpp"
+
+namespace kb {
+
+#if KB_HAVE_CUDA
+namespace kernels {
+Status gemm_gpu_oracle(const GpuOracleCall& c);
+Status rmsnorm_gpu_oracle(const GpuOracleCall& c);
+Status silu_and_mul_gpu_oracle(const GpuOracleCall& c);
+}  // namespace kernels
+
+GpuOracleFn find_gpu_oracle(const Definition& d) {
+  if (d.op_type == "gemm") return kernels::gemm_gpu_oracle;
+  if (d.op_type == "rmsnorm") return kernels::rmsnorm_gpu_oracle;
+  if (d.op_type == "silu_and_mul") return kernels::silu_and_mul_gpu_oracle;
+  return nullptr;
+}
+#else
+GpuOracleFn find_gpu_oracle(const Definition&) { return nullptr; }
+#endif
+
+}  // namespace kb
