@@ -566,6 +566,56 @@ KB_API kb_status kb_result_get(const kb_result* result, kb_result_info* out);
  * Borrowed; NULL for a NULL handle. Since 0.1. */
 KB_API const char* kb_result_json(const kb_result* result);
 
+/* ==== Running ================================================================================== */
+
+/* Runs kb's solution `solution` (a name from kb's registry: "reference" is kb's CPU oracle;
+ * "kb_cpu_*" run on the CPU, "kb_cuda_*" / "kb_cublaslt_*" on the GPU) on the caller's tensors.
+ * The tensors are first checked exactly as kb_definition_check_tensors() does.
+ *   ctx        (in) a context.
+ *   def        (in) the definition the tensors follow.
+ *   solution   (in) the solution's name.
+ *   inputs     (in) n_inputs tensors in definition input order (Python scalars: a 0-D host tensor).
+ *   outputs    (in) n_outputs tensors in definition output order; the solution writes into them.
+ *   stream     (in) a cudaStream_t for GPU solutions (NULL: the default stream); ignored on the CPU.
+ * A CPU solution needs every tensor in host memory; kb copies inputs into its own buffers, runs,
+ * and copies outputs back before returning. A GPU solution needs every tensor on the current CUDA
+ * device; kb launches on `stream` with the caller's memory, allocates nothing and does not
+ * synchronize (errors from the kernel itself surface at the caller's next synchronization).
+ * Returns KB_OK; KB_ERROR_INVALID_ARGUMENT (NULL argument, tensors that do not fit the definition);
+ * KB_ERROR_NOT_FOUND (no such solution); KB_ERROR_UNSUPPORTED (the solution does not handle this
+ * definition, or tensors on the wrong device kind, or a CUDA solution in a build without CUDA);
+ * KB_ERROR_CUDA; whatever the solution returns. Thread-safe for distinct outputs. Since 0.1. */
+KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, const char* solution,
+                                 const DLTensor* const* inputs, size_t n_inputs,
+                                 const DLTensor* const* outputs, size_t n_outputs, void* stream);
+
+/* Options of kb_benchmark_run(). Since 0.1. */
+typedef struct kb_benchmark_options {
+  size_t struct_size;          /* in: sizeof(kb_benchmark_options) */
+  int trials;                  /* correctness trials, fresh seeded inputs each (default 3) */
+  uint64_t seed;               /* trial t uses seed + t (default 27490) */
+  int time;                    /* nonzero: time the solution after it passes (default 1) */
+  const char* dataset_root;    /* nullable: resolves safetensors inputs of the workload */
+  double atol;                 /* tolerances; a negative value keeps kb's policy (1e-2, 1e-2, 1.0; */
+  double rtol;                 /*   0.95 matched ratio for moe) */
+  double required_matched_ratio;
+} kb_benchmark_options;
+
+#define KB_BENCHMARK_OPTIONS_INIT {sizeof(kb_benchmark_options), 3, 27490, 1, NULL, -1.0, -1.0, -1.0}
+
+/* Runs one workload through kb's harness with solution `solution`: inputs materialized from the
+ * workload (seeded), the solution judged against kb's oracle over `trials` trials with outputs
+ * poisoned, inputs and guard bytes checked, then timed (CPU: steady clock; GPU: CUDA events, L2
+ * flushed). The evaluation comes back as a result (a Trace record) whose status may be any
+ * kb_eval_status; a failing solution is not an error of this call.
+ *   opts (in, nullable) options; NULL means KB_BENCHMARK_OPTIONS_INIT.
+ *   out  (out) owned by the caller until kb_result_destroy().
+ * Returns KB_OK; KB_ERROR_INVALID_ARGUMENT (NULL argument, short struct_size, the workload does
+ * not fit the definition); KB_ERROR_NOT_FOUND (no such solution); KB_ERROR_UNSUPPORTED (no oracle
+ * for the definition, or the solution does not handle it). Thread-safe. Since 0.1. */
+KB_API kb_status kb_benchmark_run(kb_context* ctx, const kb_definition* def, const kb_workload* workload,
+                                  const char* solution, const kb_benchmark_options* opts, kb_result** out);
+
 /* ==== CUDA ===================================================================================== */
 
 /* Number of usable CUDA devices.

@@ -960,6 +960,84 @@ static void test_threads(const kb_definition* def) {
   CHECK(contains(kb_last_error(), "ABI version")); /* this thread's message is untouched */
 }
 
+/* A small silu_and_mul definition with an oracle and a kb CPU solution. */
+static const char* SILU_DEF =
+    "{\"name\": \"silu_and_mul_i8\", \"op_type\": \"silu_and_mul\", \"axes\": {\"T\": {\"type\": \"var\"},"
+    " \"I\": {\"type\": \"const\", \"value\": 8}, \"I2\": {\"type\": \"const\", \"value\": 16}},"
+    " \"inputs\": {\"x\": {\"shape\": [\"T\", \"I2\"], \"dtype\": \"float32\"}},"
+    " \"outputs\": {\"out\": {\"shape\": [\"T\", \"I\"], \"dtype\": \"float32\"}},"
+    " \"reference\": \"def run(x):\\n    pass\\n\"}";
+
+static void test_running(kb_context* ctx) {
+  kb_definition* def = NULL;
+  kb_workload* wl = NULL;
+  kb_result* res = NULL;
+  kb_result_info info = KB_RESULT_INFO_INIT;
+  kb_benchmark_options opts = KB_BENCHMARK_OPTIONS_INIT;
+  float x[2 * 16], out[2 * 8];
+  int64_t xs[2] = {2, 16}, os[2] = {2, 8};
+  DLTensor tx, to;
+  const DLTensor* ins[1];
+  const DLTensor* outs[1];
+  int i;
+  const char* wl_json = "{\"uuid\": \"w1\", \"axes\": {\"T\": 3}, \"inputs\": {\"x\": {\"type\": \"random\"}}}";
+
+  EXPECT_OK(kb_definition_load(ctx, SILU_DEF, strlen(SILU_DEF), &def));
+  if (!def) return;
+  EXPECT_OK(kb_workload_load(ctx, wl_json, strlen(wl_json), &wl));
+  if (wl) {
+    opts.trials = 2;
+    opts.time = 0;
+    EXPECT_OK(kb_benchmark_run(ctx, def, wl, "kb_cpu_silu_and_mul", &opts, &res));
+    if (res) {
+      EXPECT_OK(kb_result_get(res, &info));
+      CHECK(info.has_evaluation == 1);
+      CHECK(info.status == KB_EVAL_PASSED);
+      CHECK(info.has_correctness == 1);
+      CHECK(str_eq(info.solution, "kb_cpu_silu_and_mul"));
+      CHECK(strstr(kb_result_json(res), "\"status\":\"PASSED\"") != NULL);
+      kb_result_destroy(res);
+      res = NULL;
+    }
+    CHECK(kb_benchmark_run(ctx, def, wl, "no_such_solution", &opts, &res) == KB_ERROR_NOT_FOUND);
+    CHECK(res == NULL);
+    CHECK(strstr(kb_last_error(), "no solution \"no_such_solution\"") != NULL);
+    kb_workload_destroy(wl);
+  }
+
+  /* kb_solution_run on caller tensors: the oracle, then kb's CPU solution, agree. */
+  for (i = 0; i < 32; ++i) x[i] = (float)(i % 7) * 0.25f - 0.75f;
+  memset(&tx, 0, sizeof tx);
+  tx.data = x;
+  tx.device.device_type = kDLCPU;
+  tx.ndim = 2;
+  tx.dtype.code = kDLFloat;
+  tx.dtype.bits = 32;
+  tx.dtype.lanes = 1;
+  tx.shape = xs;
+  to = tx;
+  to.data = out;
+  to.shape = os;
+  ins[0] = &tx;
+  outs[0] = &to;
+  EXPECT_OK(kb_solution_run(ctx, def, "reference", ins, 1, outs, 1, NULL));
+  {
+    float ref[16];
+    memcpy(ref, out, sizeof ref);
+    /* x[0] = -0.75, x[8] = -0.5: silu(-0.75) * -0.5 = 0.75 / (1 + e^0.75) * 0.5 = 0.120314 */
+    CHECK(ref[0] > 0.1202f && ref[0] < 0.1204f);
+    memset(out, 0, sizeof out);
+    EXPECT_OK(kb_solution_run(ctx, def, "kb_cpu_silu_and_mul", ins, 1, outs, 1, NULL));
+    for (i = 0; i < 16; ++i) CHECK(out[i] - ref[i] < 1e-5f && ref[i] - out[i] < 1e-5f);
+  }
+  os[1] = 7; /* wrong output shape: refused before running */
+  CHECK(kb_solution_run(ctx, def, "reference", ins, 1, outs, 1, NULL) == KB_ERROR_INVALID_ARGUMENT);
+  os[1] = 8;
+  CHECK(kb_solution_run(ctx, def, "nope", ins, 1, outs, 1, NULL) == KB_ERROR_NOT_FOUND);
+  CHECK(kb_solution_run(ctx, def, NULL, ins, 1, outs, 1, NULL) == KB_ERROR_INVALID_ARGUMENT);
+  kb_definition_destroy(def);
+}
+
 int main(int argc, char** argv) {
   kb_context* ctx = NULL;
   kb_definition* def = NULL;
@@ -990,6 +1068,7 @@ int main(int argc, char** argv) {
   test_check_tensors_fp4_optional(ctx);
   test_solutions(ctx);
   test_results(ctx);
+  test_running(ctx);
   test_cuda();
 
   /* a handle outlives its context */

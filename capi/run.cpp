@@ -1,0 +1,198 @@
+// kb_solution_run and kb_benchmark_run: kb's registry and harness behind the C ABI.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "capi.hpp"
+#include "harness/harness.hpp"
+#include "inputs/inputs.hpp"
+#include "schema/io.hpp"
+#include "schema/validate.hpp"
+
+#if KB_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+using kb::capi::fail;
+
+namespace {
+
+const kb::Implementation* find_solution(const char* name, kb::Implementation& reference) {
+  if (std::string_view(name) == "reference") {
+    reference = kb::reference_implementation();
+    return &reference;
+  }
+  return kb::builtin_registry().find(name);
+}
+
+bool is_host(const DLTensor* t) { return t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost; }
+
+// A host tensor's bytes (contiguous: kb_definition_check_tensors checked the layout).
+const std::byte* host_bytes(const DLTensor* t) {
+  return static_cast<const std::byte*>(t->data) + t->byte_offset;
+}
+
+std::vector<std::int64_t> shape_of(const DLTensor* t) { return std::vector<std::int64_t>(t->shape, t->shape + t->ndim); }
+
+// A 0-D host tensor holding a Python scalar, as the spec's dtype says.
+kb::ScalarValue scalar_of(const kb::TensorSpec& spec, const DLTensor* t) {
+  const std::byte* p = host_bytes(t);
+  auto read = [&](auto proto) {
+    decltype(proto) v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  if (kb::dtype_is_float(spec.dtype)) {
+    return t->dtype.bits == 64 ? read(double{}) : static_cast<double>(read(float{}));
+  }
+  if (spec.dtype == kb::DType::bool_) return read(std::uint8_t{}) != 0;
+  switch (t->dtype.bits) {
+    case 8: return static_cast<std::int64_t>(read(std::int8_t{}));
+    case 16: return static_cast<std::int64_t>(read(std::int16_t{}));
+    case 32: return static_cast<std::int64_t>(read(std::int32_t{}));
+    default: return read(std::int64_t{});
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, const char* solution,
+                                 const DLTensor* const* inputs, size_t n_inputs, const DLTensor* const* outputs,
+                                 size_t n_outputs, void* stream) {
+  KB_CAPI_REQUIRE(ctx);
+  KB_CAPI_REQUIRE(def);
+  KB_CAPI_REQUIRE(solution);
+  return kb::capi::guarded(__func__, [&]() -> kb_status {
+    const kb::Definition& d = def->def;
+    std::vector<std::int64_t> axis_values(d.axes.size());
+    kb_check_result check = KB_CHECK_RESULT_INIT;
+    check.axis_values = axis_values.data();
+    check.axis_capacity = axis_values.size();
+    if (kb_status st = kb_definition_check_tensors(def, inputs, n_inputs, outputs, n_outputs, &check); st != KB_OK)
+      return st;  // message already recorded
+    kb::AxisValues axes;
+    for (std::size_t i = 0; i < d.axes.size(); ++i) axes.values.emplace_back(d.axes[i].name, axis_values[i]);
+    kb::Implementation reference;
+    const kb::Implementation* impl = find_solution(solution, reference);
+    if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_solution_run: no solution \"{}\" (see kb bench --list)", solution));
+    if (auto why = impl->supports(d); !why.empty())
+      return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} does not handle {}: {}", impl->name, d.name, why));
+
+    if (impl->device == kb::Device::cpu) {
+      std::vector<kb::Tensor> in_tensors(n_inputs);
+      std::vector<kb::Arg> args(n_inputs);
+      for (std::size_t i = 0; i < n_inputs; ++i) {
+        const DLTensor* t = inputs[i];
+        if (!t) continue;
+        if (!is_host(t)) return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} runs on the CPU but input \"{}\" is not in host memory", impl->name, d.inputs[i].name));
+        if (d.inputs[i].is_scalar()) {
+          args[i].scalar = scalar_of(d.inputs[i], t);
+          continue;
+        }
+        auto x = kb::Tensor::allocate(d.inputs[i].dtype, shape_of(t));
+        if (!x) return fail(x.error());
+        std::memcpy(x->bytes(), host_bytes(t), x->nbytes());
+        in_tensors[i] = std::move(*x);
+        args[i].tensor = &in_tensors[i];
+      }
+      std::vector<kb::Tensor> out_tensors;
+      for (std::size_t i = 0; i < n_outputs; ++i) {
+        if (!is_host(outputs[i])) return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} runs on the CPU but output \"{}\" is not in host memory", impl->name, d.outputs[i].name));
+        auto x = kb::Tensor::allocate(d.outputs[i].dtype, shape_of(outputs[i]));
+        if (!x) return fail(x.error());
+        out_tensors.push_back(std::move(*x));
+      }
+      kb::Status st = impl->run(kb::ImplementationCall{d, axes, args, out_tensors, 0});
+      if (!st.ok()) return fail(st.error());
+      for (std::size_t i = 0; i < n_outputs; ++i) {
+        const kb::Tensor& o = out_tensors[i];
+        if (o.shape() != shape_of(outputs[i]) || o.dtype() != d.outputs[i].dtype)
+          return fail(KB_ERROR_INVALID_DATA, fmt::format("kb_solution_run: {} returned output \"{}\" of another shape or dtype", impl->name, d.outputs[i].name));
+        std::memcpy(static_cast<std::byte*>(outputs[i]->data) + outputs[i]->byte_offset, o.bytes(), o.nbytes());
+      }
+      return KB_OK;
+    }
+#if KB_HAVE_CUDA
+    std::vector<kb::cuda::DeviceTensor> in_views(n_inputs), out_views(n_outputs);
+    std::vector<kb::cuda::DeviceArg> args(n_inputs);
+    auto view = [&](const DLTensor* t, kb::DType dtype) {
+      kb::cuda::DeviceTensor v;
+      v.dtype = dtype;
+      v.shape = shape_of(t);
+      v.data = static_cast<char*>(t->data) + t->byte_offset;
+      v.nbytes = static_cast<std::size_t>(kb::dtype_storage_bytes(dtype, v.numel()));
+      return v;
+    };
+    for (std::size_t i = 0; i < n_inputs; ++i) {
+      const DLTensor* t = inputs[i];
+      if (!t) continue;
+      if (d.inputs[i].is_scalar()) {
+        if (!is_host(t)) return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("kb_solution_run: scalar input \"{}\" must be a host tensor", d.inputs[i].name));
+        args[i].scalar = scalar_of(d.inputs[i], t);
+        continue;
+      }
+      if (t->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} runs on the GPU but input \"{}\" is not in device memory", impl->name, d.inputs[i].name));
+      in_views[i] = view(t, d.inputs[i].dtype);
+      args[i].tensor = &in_views[i];
+    }
+    for (std::size_t i = 0; i < n_outputs; ++i) {
+      if (outputs[i]->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} runs on the GPU but output \"{}\" is not in device memory", impl->name, d.outputs[i].name));
+      out_views[i] = view(outputs[i], d.outputs[i].dtype);
+    }
+    kb::Status st = impl->run_cuda(kb::CudaCall{d, axes, args, out_views, stream});
+    if (!st.ok()) return fail(st.error());
+    return KB_OK;
+#else
+    return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} needs CUDA; kb was built without it", impl->name));
+#endif
+  });
+}
+
+KB_API kb_status kb_benchmark_run(kb_context* ctx, const kb_definition* def, const kb_workload* workload,
+                                  const char* solution, const kb_benchmark_options* opts, kb_result** out) {
+  KB_CAPI_REQUIRE(out);
+  *out = nullptr;
+  KB_CAPI_REQUIRE(ctx);
+  KB_CAPI_REQUIRE(def);
+  KB_CAPI_REQUIRE(workload);
+  KB_CAPI_REQUIRE(solution);
+  kb_benchmark_options defaults = KB_BENCHMARK_OPTIONS_INIT;
+  if (opts) KB_CAPI_REQUIRE_STRUCT(opts, kb_benchmark_options, "KB_BENCHMARK_OPTIONS_INIT");
+  else opts = &defaults;
+  return kb::capi::guarded(__func__, [&]() -> kb_status {
+    const kb::Definition& d = def->def;
+    const kb::Workload& w = workload->workload;
+    kb::Diagnostics diags;
+    kb::CheckContext cc;
+    cc.origin = "<workload>";
+    cc.path = "workload";
+    if (opts->dataset_root) cc.dataset_root = opts->dataset_root;
+    kb::validate_workload_against(w, d, cc, diags);
+    if (diags.has_errors()) return fail(KB_ERROR_INVALID_ARGUMENT, "kb_benchmark_run: " + diags.first_error());
+    kb::Implementation reference;
+    const kb::Implementation* impl = find_solution(solution, reference);
+    if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_benchmark_run: no solution \"{}\" (see kb bench --list)", solution));
+    kb::BenchOptions bo;
+    bo.trials = opts->trials > 0 ? opts->trials : 1;
+    bo.seed = opts->seed;
+    bo.time = opts->time != 0;
+    if (opts->dataset_root) bo.dataset_root = opts->dataset_root;
+    if (opts->atol >= 0) bo.tolerances.atol = opts->atol;
+    if (opts->rtol >= 0) bo.tolerances.rtol = opts->rtol;
+    if (opts->required_matched_ratio >= 0) bo.tolerances.required_matched_ratio = opts->required_matched_ratio;
+    auto r = kb::evaluate(d, w, *impl, bo);
+    if (!r) return fail(r.error());
+    auto h = std::make_unique<kb_result>();
+    h->trace.definition = d.name;
+    h->trace.workload = w;
+    h->trace.solution = impl->name;
+    h->trace.evaluation = r->evaluation;
+    h->json = kb::to_json(h->trace, false);
+    *out = h.release();
+    return KB_OK;
+  });
+}
+
+}  // extern "C"
