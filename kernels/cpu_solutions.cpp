@@ -5,8 +5,14 @@
 
 namespace kb::kernels {
 
+void add_gemm_cpu(Registry& r);
+void add_rmsnorm_cpu(Registry& r);
 void add_silu_and_mul_cpu(Registry& r);
 
-void add_cpu_solutions(Registry& r) { add_silu_and_mul_cpu(r); }
+void add_cpu_solutions(Registry& r) {
+  add_gemm_cpu(r);
+  add_rmsnorm_cpu(r);
+  add_silu_and_mul_cpu(r);
+}
 
 }  // namespace kb::kernels
