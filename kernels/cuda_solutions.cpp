@@ -4,6 +4,16 @@
 
 namespace kb::kernels {
 
-void add_cuda_solutions(Registry& r) { (void)r; }
+void add_gemm_cuda(Registry& r);
+void add_rmsnorm_cuda(Registry& r);
+void add_rope_cuda(Registry& r);
+void add_silu_and_mul_cuda(Registry& r);
+
+void add_cuda_solutions(Registry& r) {
+  add_gemm_cuda(r);
+  add_rmsnorm_cuda(r);
+  add_rope_cuda(r);
+  add_silu_and_mul_cuda(r);
+}
 
 }  // namespace kb::kernels

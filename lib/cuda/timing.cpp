@@ -99,13 +99,20 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   KB_TRY(events.ensure(2 * static_cast<std::size_t>(per_batch)));
 
   // Enqueues one batch of samples (flush, start, work, stop) on `stream`.
+  // Under stream capture an event becomes a graph node (recorded on every
+  // replay) only when recorded with cudaEventRecordExternal.
+  bool capturing = false;
+  auto record = [&](cudaEvent_t e) {
+    return check(capturing ? cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal) : cudaEventRecord(e, stream),
+                 "cudaEventRecord");
+  };
   auto enqueue_batch = [&](int first_sample) -> Status {
     for (int k = 0; k < per_batch; ++k) {
       if (opt.flush_l2)
         KB_TRY(check(cudaMemsetAsync(flush->first, k & 0xFF, flush->second, stream), "L2 flush"));
-      KB_TRY(check(cudaEventRecord(events[2 * k], stream), "cudaEventRecord"));
+      KB_TRY(record(events[2 * k]));
       KB_TRY(launch(first_sample + k, stream));
-      KB_TRY(check(cudaEventRecord(events[2 * k + 1], stream), "cudaEventRecord"));
+      KB_TRY(record(events[2 * k + 1]));
     }
     return ok_status();
   };
@@ -115,7 +122,9 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   {
     cudaGraph_t graph = nullptr;
     bool captured = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    capturing = captured;
     Status st = captured ? enqueue_batch(0) : make_error(Code::cuda_error, "capture refused");
+    capturing = false;
     cudaError_t end = captured ? cudaStreamEndCapture(stream, &graph) : cudaErrorUnknown;
     if (st.ok() && end == cudaSuccess && graph &&
         cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
@@ -164,7 +173,10 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   }
   if (exec) cudaGraphExecDestroy(exec);
   if (host_flag) cudaFreeHost(const_cast<int*>(host_flag));
-  if (!status.ok()) return status.error();
+  if (!status.ok()) {
+    (void)cudaGetLastError();  // do not leave a non-sticky error for the next caller to find
+    return status.error();
+  }
 
   r.sm_clock_mhz_after = sm_clock_mhz(device);
   auto s = stats(samples);

@@ -130,11 +130,13 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     KB_TRY(stream.synchronize());
 
     Status st = ok_status();
+    (void)cudaGetLastError();  // start clean: an earlier non-sticky error is not this solution's
     try {
       st = impl.run_cuda(CudaCall{d, m->axes, di->args, views, stream.get()});
     } catch (const std::exception& e) {
       st = make_error(Code::internal, fmt::format("{} threw: {}", impl.name, e.what()));
     }
+    if (!st.ok() && st.error().code == Code::unsupported) return st.error();  // declined: not recorded
     if (st.ok()) st = cuda::check(cudaGetLastError(), "after the launch");
     if (st.ok()) st = stream.synchronize();
     if (!st.ok()) {

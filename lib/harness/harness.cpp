@@ -38,6 +38,7 @@ std::string cpu_model_name() {
 struct Failure {
   EvalStatus status;
   std::string message;
+  bool not_applicable = false;  // the solution declined this call (Code::unsupported)
 };
 
 // One call of `impl` on fresh outputs, with every anti-gaming check.
@@ -54,7 +55,12 @@ std::optional<Failure> checked_call(const Implementation& impl, const Definition
   } catch (...) {
     return Failure{EvalStatus::runtime_error, fmt::format("{} threw a non-standard exception", impl.name)};
   }
-  if (!st.ok()) return Failure{EvalStatus::runtime_error, st.error().message};
+  if (!st.ok()) {
+    // "Not for this shape" (e.g. a small-M kernel given a large M) is not a
+    // failure of the solution: the evaluation is skipped, not recorded.
+    if (st.error().code == Code::unsupported) return Failure{EvalStatus::runtime_error, "unsupported: " + st.error().message, true};
+    return Failure{EvalStatus::runtime_error, st.error().message};
+  }
   for (std::size_t i = 0; i < m.tensors.size(); ++i) {
     const Tensor& t = m.tensors[i];
     if (t.empty_storage()) continue;
@@ -169,6 +175,7 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
     if (!outputs) return outputs.error();
 
     if (auto fail = checked_call(impl, d, *m, *outputs, mo.seed)) {
+      if (fail->not_applicable) return make_error(Code::unsupported, fail->message);
       ev.status = fail->status;
       ev.log = log + fmt::format("trial {}: {}", trial, fail->message);
       return finish(std::move(ev), fail->message);

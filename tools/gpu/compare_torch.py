@@ -85,8 +85,12 @@ norm_defs = [d for d in load_defs(os.path.join(args.definitions, "rmsnorm", "*.j
              if d["name"] in ("rmsnorm_h4096", "rmsnorm_h7168", "fused_add_rmsnorm_h4096", "fused_add_rmsnorm_h7168",
                               "rmsnorm_h2048", "rmsnorm_h128")]
 silu_defs = load_defs(os.path.join(args.bundled, "silu_and_mul", "definitions", "*.json"))
-if args.quick:
+if args.quick:  # what fits one 10-minute device call
+    GEMM_M = [1, 16, 128, 1024, 8192]
+    NORM_B = [1, 128, 4096, 32768]
     gemm_defs = [d for d in gemm_defs if d["name"] in ("gemm_n4096_k4096", "gemm_n28672_k4096")]
+    norm_defs = [d for d in norm_defs if d["name"] in ("rmsnorm_h4096", "rmsnorm_h7168", "fused_add_rmsnorm_h7168")]
+    silu_defs = [d for d in silu_defs if d["name"] == "silu_and_mul_i14336"]
 
 # 1. the dataset and kb's run
 tmp = tempfile.mkdtemp(prefix="kb-compare-")

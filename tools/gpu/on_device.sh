@@ -24,15 +24,21 @@ if [[ $what == *tests* || $what == all ]]; then
   done 2>&1 | tee "$out/gpu_tests.log"
 fi
 if [[ $what == *bench* || $what == all ]]; then
-  $kb bench --device cuda --out "$out/bundled" 2>&1 | tee "$out/bench_bundled.txt"
-  $kb bench .devcarry/shared/flashinfer-trace --device cuda --definitions "$(ls .devcarry/shared/flashinfer-trace/definitions/gemm .devcarry/shared/flashinfer-trace/definitions/rmsnorm | grep json | sed 's/.json//' | paste -sd,)" \
-      --trials 1 --out "$out/shipped" 2>&1 | tee "$out/bench_shipped.txt"
+  $kb bench --device cuda --out "$out/bundled" > "$out/bench_bundled.txt" 2>&1; tail -5 "$out/bench_bundled.txt"
+fi
+if [[ $what == *shipped* || $what == all ]]; then
+  # every shipped gemm and rmsnorm workload through kb's default CUDA solutions (correctness)
+  defs=$(ls .devcarry/shared/flashinfer-trace/definitions/gemm .devcarry/shared/flashinfer-trace/definitions/rmsnorm | grep json | sed 's/.json//' | paste -sd,)
+  timeout ${SHIPPED_TIMEOUT:-240} $kb bench .devcarry/shared/flashinfer-trace --device cuda --definitions "$defs" \
+      --solutions kb_cuda_gemm,kb_cuda_rmsnorm --trials 1 --no-time --out "$out/shipped" > "$out/bench_shipped.txt" 2>&1
+  echo "shipped: exit $?"; tail -4 "$out/bench_shipped.txt"
 fi
 if [[ $what == *compare* || $what == all ]]; then
-  python3 tools/gpu/compare_torch.py --kb "$kb" --definitions .devcarry/shared/flashinfer-trace/definitions \
-      --bundled kernels --out "$out" 2>&1 | tail -80
+  timeout ${COMPARE_TIMEOUT:-300} python3 tools/gpu/compare_torch.py --kb "$kb" --definitions .devcarry/shared/flashinfer-trace/definitions \
+      --bundled kernels --out "$out" ${COMPARE_ARGS:-} > "$out/compare.log" 2>&1; echo "compare: exit $?"; tail -3 "$out/compare.log"
 fi
 if [[ $what == *goldens* ]]; then
-  python3 tools/goldens/make_goldens.py .devcarry/shared/flashinfer-trace/definitions "$out/goldens" 2>&1 | tail -20
+  mkdir -p "$out/goldens"; timeout 120 python3 tools/goldens/make_goldens.py .devcarry/shared/flashinfer-trace/definitions "$out/goldens" > "$out/goldens.log" 2>&1
+  echo "goldens: exit $?"; tail -3 "$out/goldens.log"; (cd "$out" && tar czf goldens.tgz goldens && rm -rf goldens)
 fi
 exit $status

@@ -14,7 +14,7 @@ ninja -C build-gpu >/dev/null
 rm -rf .devcarry
 mkdir -p .devcarry/bin .devcarry/lib .devcarry/shared
 cp build-gpu/tools/kb/kb .devcarry/bin/
-for t in build-gpu/tests/gpu/test_*; do [ -x "$t" ] && cp "$t" .devcarry/bin/; done
+for t in build-gpu/tests/gpu/test_*; do if [ -f "$t" ] && [ -x "$t" ]; then cp "$t" .devcarry/bin/; fi; done
 strip .devcarry/bin/* 2>/dev/null || true
 for lib in libsimdjson.so.14 libfmt.so.9; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/; done
 cp -r ../shared/flashinfer-trace .devcarry/shared/

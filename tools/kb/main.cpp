@@ -547,6 +547,11 @@ int cmd_bench(const std::vector<std::string>& args) {
     auto r = kb::evaluate(*job.def, *job.wl, *job.impl, o);
     if (tty) fmt::print(stderr, "\r\x1b[K");
     if (!r) {
+      if (r.error().code == kb::Code::unsupported) {
+        skipped.push_back(fmt::format("{} on {} {}: {}", job.impl->name, job.def->name, axes_text(*job.wl),
+                                      r.error().message));
+        continue;
+      }
       ++errors;
       fmt::print(stderr, "kb bench: {} workload {}: cannot evaluate: {}\n", job.def->name, job.wl->uuid, r.error().message);
       continue;

@@ -1,0 +1,356 @@
+// cuBLASLt through dlopen for the gemm solutions (see cublaslt_gemm.hpp).
+//
+// The mapping onto cuBLAS's column-major world, with no copies. Row-major
+// C[M, N] = A[M, K] B[N, K]^T; the same bytes read column-major are
+// C^T[N, M] = B A^T, where
+//   - B's buffer, read column-major, is a K x N matrix (ld = K): op T gives B;
+//   - A's buffer, read column-major, is a K x M matrix (ld = K) = A^T: op N;
+//   - C's buffer, read column-major, is an N x M matrix (ld = N) = C^T.
+// So cuBLASLt computes D = op(B buffer) * (A buffer) with transa = T
+// (lda = K), transb = N (ldb = K), ldc = ldd = N: the "TN" layout, the one
+// every Hopper kernel supports. Compute type CUBLAS_COMPUTE_32F, scale type
+// CUDA_R_32F, alpha = 1 and beta = 0 on the host.
+#include "cublaslt_gemm.hpp"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "gemv.hpp"
+
+namespace kb::kernels::gemm_cuda {
+namespace {
+
+// ---- the library ---------------------------------------------------------------
+
+// Function pointers typed from cublasLt.h's declarations (decltype does not
+// reference the symbols, so nothing is linked).
+struct LtApi {
+  void* lib = nullptr;
+  std::string error;  // non-empty: unusable
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtGetStatusString) status_string = nullptr;  // optional
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+};
+
+template <class Fn>
+bool bind(void* lib, const char* name, Fn& fn, std::string& missing) {
+  fn = reinterpret_cast<Fn>(dlsym(lib, name));
+  if (!fn) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", name);
+  return fn != nullptr;
+}
+
+LtApi load_api() {
+  LtApi api;
+  std::string tried;
+  for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) {
+    api.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (api.lib) break;
+    const char* why = dlerror();
+    tried += fmt::format("{}{}", tried.empty() ? "" : "; ", why ? why : name);
+  }
+  if (!api.lib) {
+    api.error = fmt::format("cuBLASLt not found: {}", tried);
+    return api;
+  }
+  std::string missing;
+  bind(api.lib, "cublasLtCreate", api.create, missing);
+  bind(api.lib, "cublasLtMatmulDescCreate", api.desc_create, missing);
+  bind(api.lib, "cublasLtMatmulDescDestroy", api.desc_destroy, missing);
+  bind(api.lib, "cublasLtMatmulDescSetAttribute", api.desc_set, missing);
+  bind(api.lib, "cublasLtMatrixLayoutCreate", api.layout_create, missing);
+  bind(api.lib, "cublasLtMatrixLayoutDestroy", api.layout_destroy, missing);
+  bind(api.lib, "cublasLtMatmulPreferenceCreate", api.pref_create, missing);
+  bind(api.lib, "cublasLtMatmulPreferenceDestroy", api.pref_destroy, missing);
+  bind(api.lib, "cublasLtMatmulPreferenceSetAttribute", api.pref_set, missing);
+  bind(api.lib, "cublasLtMatmulAlgoGetHeuristic", api.heuristic, missing);
+  bind(api.lib, "cublasLtMatmul", api.matmul, missing);
+  if (!missing.empty()) {
+    api.error = fmt::format("cuBLASLt not found: the library lacks {}", missing);
+    return api;  // the library stays open; harmless
+  }
+  std::string optional;
+  bind(api.lib, "cublasLtGetStatusString", api.status_string, optional);
+  return api;
+}
+
+const LtApi& api() {
+  static const LtApi instance = load_api();  // thread-safe static init
+  return instance;
+}
+
+std::string lt_status(cublasStatus_t s) {
+  const LtApi& lt = api();
+  const char* text = lt.status_string ? lt.status_string(s) : nullptr;
+  return text ? fmt::format("{} ({})", text, static_cast<int>(s)) : fmt::format("cublasStatus {}", static_cast<int>(s));
+}
+
+Error lt_error(const char* what, cublasStatus_t s) {
+  Code code = s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH ? Code::unsupported
+              : s == CUBLAS_STATUS_ALLOC_FAILED                                    ? Code::out_of_memory
+                                                                                   : Code::cuda_error;
+  return make_error(code, fmt::format("{}: {}", what, lt_status(s)));
+}
+
+Error cuda_failure(const char* what, cudaError_t e) {
+  return make_error(e == cudaErrorMemoryAllocation ? Code::out_of_memory : Code::cuda_error,
+                    fmt::format("{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e)));
+}
+
+// ---- per-device handles, per-stream scratch, per-problem plans ----------------
+
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr;  // describes B's buffer (cuBLAS "A")
+  cublasLtMatrixLayout_t b = nullptr;  // describes A's buffer (cuBLAS "B")
+  cublasLtMatrixLayout_t c = nullptr;  // C and D
+  cublasLtMatmulAlgo_t algo{};
+};
+
+struct PlanKey {
+  int device;
+  std::int64_t M, N, K;
+  int dtype;
+  unsigned align_a, align_b, align_c;
+  bool operator==(const PlanKey&) const = default;
+};
+
+struct PlanKeyHash {
+  std::size_t operator()(const PlanKey& k) const noexcept {
+    std::size_t h = std::hash<std::int64_t>{}(k.M);
+    auto mix = [&h](std::uint64_t v) { h ^= std::hash<std::uint64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    mix(static_cast<std::uint64_t>(k.N));
+    mix(static_cast<std::uint64_t>(k.K));
+    mix((static_cast<std::uint64_t>(k.device) << 8) | static_cast<std::uint64_t>(k.dtype));
+    mix((std::uint64_t{k.align_a} << 32) ^ (std::uint64_t{k.align_b} << 16) ^ k.align_c);
+    return h;
+  }
+};
+
+struct State {
+  std::mutex mu;
+  std::map<int, cublasLtHandle_t> handles;                         // device -> handle
+  std::map<std::pair<int, void*>, std::unique_ptr<StreamScratch>> scratch;  // (device, stream)
+  std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
+};
+
+// Leaked on purpose: handles, descriptors and device memory live until the
+// process exits (destroying them from a static destructor could run after
+// the CUDA runtime or cuBLASLt has shut down).
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+// Largest power of two (<= 256) dividing the address: the alignment the
+// heuristic may assume (its default assumption is 256).
+unsigned alignment_of(const void* p) {
+  auto v = reinterpret_cast<std::uintptr_t>(p);
+  if (v == 0) return 256;
+  std::uintptr_t low = v & (~v + 1);
+  return low >= 256 ? 256u : static_cast<unsigned>(low);
+}
+
+Result<cublasLtHandle_t> handle_locked(State& st, int device) {
+  if (auto it = st.handles.find(device); it != st.handles.end()) return it->second;
+  // cuBLASLt binds to the current context; make sure the runtime has made the
+  // device's primary context current on this thread.
+  if (cudaError_t e = cudaFree(nullptr); e != cudaSuccess) return cuda_failure("cudaFree(0)", e);
+  cublasLtHandle_t h = nullptr;
+  if (cublasStatus_t s = api().create(&h); s != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtCreate", s);
+  st.handles.emplace(device, h);
+  return h;
+}
+
+void destroy_plan(const Plan& p) {
+  const LtApi& lt = api();
+  if (p.a) lt.layout_destroy(p.a);
+  if (p.b) lt.layout_destroy(p.b);
+  if (p.c) lt.layout_destroy(p.c);
+  if (p.op) lt.desc_destroy(p.op);
+}
+
+Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& key, std::size_t workspace_bytes) {
+  const LtApi& lt = api();
+  const cudaDataType_t type = key.dtype == static_cast<int>(DType::bfloat16) ? CUDA_R_16BF : CUDA_R_16F;
+  auto plan = std::make_unique<Plan>();
+  struct Guard {
+    Plan* p;
+    ~Guard() {
+      if (p) destroy_plan(*p);
+    }
+  } guard{plan.get()};
+
+  if (auto s = lt.desc_create(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F); s != CUBLAS_STATUS_SUCCESS)
+    return lt_error("cublasLtMatmulDescCreate", s);
+  const std::int32_t trans_a = CUBLAS_OP_T;
+  const std::int32_t trans_b = CUBLAS_OP_N;
+  if (auto s = lt.desc_set(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a); s != CUBLAS_STATUS_SUCCESS)
+    return lt_error("cublasLtMatmulDescSetAttribute(TRANSA)", s);
+  if (auto s = lt.desc_set(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b); s != CUBLAS_STATUS_SUCCESS)
+    return lt_error("cublasLtMatmulDescSetAttribute(TRANSB)", s);
+
+  const auto M = static_cast<std::uint64_t>(key.M);
+  const auto N = static_cast<std::uint64_t>(key.N);
+  const auto K = static_cast<std::uint64_t>(key.K);
+  if (auto s = lt.layout_create(&plan->a, type, K, N, key.K); s != CUBLAS_STATUS_SUCCESS)
+    return lt_error("cublasLtMatrixLayoutCreate(B as K x N)", s);
+  if (auto s = lt.layout_create(&plan->b, type, K, M, key.K); s != CUBLAS_STATUS_SUCCESS)
+    return lt_error("cublasLtMatrixLayoutCreate(A as K x M)", s);
+  if (auto s = lt.layout_create(&plan->c, type, N, M, key.N); s != CUBLAS_STATUS_SUCCESS)
+    return lt_error("cublasLtMatrixLayoutCreate(C as N x M)", s);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (auto s = lt.pref_create(&pref); s != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmulPreferenceCreate", s);
+  struct PrefGuard {
+    cublasLtMatmulPreference_t p;
+    ~PrefGuard() { api().pref_destroy(p); }
+  } pref_guard{pref};
+  const std::uint64_t max_ws = workspace_bytes;
+  // The default maximum workspace is 0, which rules out split-K algorithms.
+  if (auto s = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws);
+      s != CUBLAS_STATUS_SUCCESS)
+    return lt_error("cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)", s);
+  const std::uint32_t align_a = key.align_b, align_b = key.align_a, align_c = key.align_c;  // cuBLAS A = our B
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c},
+  };
+  for (const auto& [attr, value] : aligns)
+    if (auto s = lt.pref_set(pref, attr, &value, sizeof value); s != CUBLAS_STATUS_SUCCESS)
+      return lt_error("cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)", s);
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int count = 0;
+  cublasStatus_t s = lt.heuristic(handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &count);
+  if (s != CUBLAS_STATUS_SUCCESS || count < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+    std::string why = s != CUBLAS_STATUS_SUCCESS ? lt_status(s)
+                      : count < 1                ? std::string("no algorithm returned")
+                                                 : lt_status(result.state);
+    return make_error(Code::unsupported,
+                      fmt::format("cuBLASLt has no algorithm for {} gemm M={} N={} K={} (alignment A {} B {} C {}): {}",
+                                  dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K, key.align_a,
+                                  key.align_b, key.align_c, why));
+  }
+  if (result.workspaceSize > workspace_bytes)
+    return make_error(Code::internal, fmt::format("cuBLASLt algorithm wants {} bytes of workspace, more than {}",
+                                                  result.workspaceSize, workspace_bytes));
+  plan->algo = result.algo;
+  guard.p = nullptr;
+  return plan;
+}
+
+Result<const StreamScratch*> scratch_locked(State& st, int device, void* stream) {
+  auto key = std::make_pair(device, stream);
+  if (auto it = st.scratch.find(key); it != st.scratch.end()) return it->second.get();
+  // First gemm on this stream: one allocation (cudaMalloc may synchronize the
+  // device), outside any timed region once the stream is warmed up.
+  const std::size_t total = kLtWorkspaceBytes + kGemvScratchBytes;
+  void* mem = nullptr;
+  if (cudaError_t e = cudaMalloc(&mem, total); e != cudaSuccess)
+    return cuda_failure("allocating gemm workspace (cudaMalloc)", e);
+  auto* base = static_cast<unsigned char*>(mem);
+  // The gemv arrival counters must start at zero; zero on the stream itself
+  // so that the first kernel on it (any stream flavour) sees it.
+  if (cudaError_t e = cudaMemsetAsync(base + kLtWorkspaceBytes, 0, kGemvScratchBytes, static_cast<cudaStream_t>(stream));
+      e != cudaSuccess) {
+    cudaFree(mem);
+    return cuda_failure("zeroing gemm workspace (cudaMemsetAsync)", e);
+  }
+  auto s = std::make_unique<StreamScratch>();
+  s->device = device;
+  s->lt_workspace = base;
+  s->lt_bytes = kLtWorkspaceBytes;
+  s->gemv_scratch = base + kLtWorkspaceBytes;
+  s->gemv_bytes = kGemvScratchBytes;
+  const StreamScratch* out = s.get();
+  st.scratch.emplace(key, std::move(s));
+  return out;
+}
+
+}  // namespace
+
+const std::string& cublaslt_unavailable() { return api().error; }
+
+Result<const StreamScratch*> stream_scratch(void* stream) {
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("cudaGetDevice", e);
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return scratch_locked(st, device, stream);
+}
+
+Status cublaslt_gemm(const GemmProblem& p) {
+  const LtApi& lt = api();
+  if (!lt.error.empty()) return make_error(Code::unsupported, lt.error);
+  if (p.dtype != DType::float16 && p.dtype != DType::bfloat16)
+    return make_error(Code::unsupported, fmt::format("cuBLASLt gemm handles float16/bfloat16, not {}", dtype_name(p.dtype)));
+  if (p.M == 0 || p.N == 0) return ok_status();
+  if (p.K == 0) {
+    // C = 0 (+0.0 is all-zero bits in float16 and bfloat16).
+    if (cudaError_t e = cudaMemsetAsync(p.C, 0, static_cast<std::size_t>(p.M * p.N) * 2, static_cast<cudaStream_t>(p.stream));
+        e != cudaSuccess)
+      return cuda_failure("cudaMemsetAsync", e);
+    return ok_status();
+  }
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("cudaGetDevice", e);
+  const PlanKey key{device,          p.M, p.N, p.K, static_cast<int>(p.dtype), alignment_of(p.A), alignment_of(p.B),
+                    alignment_of(p.C)};
+
+  cublasLtHandle_t handle = nullptr;
+  const StreamScratch* scratch = nullptr;
+  const Plan* plan = nullptr;
+  {
+    State& st = state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto h = handle_locked(st, device);
+    if (!h) return h.error();
+    handle = *h;
+    auto s = scratch_locked(st, device, p.stream);
+    if (!s) return s.error();
+    scratch = *s;
+    if (auto it = st.plans.find(key); it != st.plans.end()) {
+      plan = it->second.get();
+    } else {
+      auto made = make_plan(handle, key, scratch->lt_bytes);
+      if (!made) return made.error();
+      plan = st.plans.emplace(key, std::move(*made)).first->second.get();
+    }
+  }
+  // Plans and scratch are never freed or changed once made: use them unlocked.
+  const float alpha = 1.f, beta = 0.f;
+  cublasStatus_t s = lt.matmul(handle, plan->op, &alpha, p.B, plan->a, p.A, plan->b, &beta, p.C, plan->c, p.C,
+                               plan->c, &plan->algo, scratch->lt_workspace, scratch->lt_bytes,
+                               static_cast<cudaStream_t>(p.stream));
+  if (s != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmul", s);
+  return ok_status();
+}
+
+std::size_t cublaslt_plan_count() {
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.plans.size();
+}
+
+}  // namespace kb::kernels::gemm_cuda

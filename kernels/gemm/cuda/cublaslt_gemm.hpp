@@ -1,0 +1,48 @@
+// cuBLASLt for kb's gemm solutions, opened at run time (dlopen), never
+// linked: libkb must load on machines without CUDA libraries.
+//
+// - libcublasLt.so.13 (else .so.12, else .so) is opened once, on first use;
+//   its functions are called through pointers found with dlsym, declared with
+//   cublasLt.h's types.
+// - One cuBLASLt handle per device, created lazily under a mutex (cuBLAS
+//   handles may be shared by threads; kb never changes a handle's settings).
+// - Scratch per (device, stream): 32 MiB of cuBLASLt workspace (Hopper's
+//   recommended size; 256-byte aligned) plus the gemv kernel's split-K scratch,
+//   one cudaMalloc the first time a gemm runs on that stream, cached for the
+//   life of the process. That first call therefore allocates (and zeroes the
+//   gemv counters with cudaMemsetAsync on the stream): warm a stream up before
+//   timing it or capturing it in a CUDA graph; later calls allocate nothing.
+// - One plan per problem: (device, M, N, K, dtype, alignment of A, B and C)
+//   -> matmul and layout descriptors plus the algorithm of
+//   cublasLtMatmulAlgoGetHeuristic, which is asked once per key. Plans are
+//   never freed (a var axis M has few distinct values in practice).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "common/result.hpp"
+#include "gemm_problem.hpp"
+
+namespace kb::kernels::gemm_cuda {
+
+inline constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
+
+// "" when cuBLASLt was opened and every function kb uses was found, else
+// "cuBLASLt not found: ..." with the loader's reasons. Opens the library on
+// the first call.
+const std::string& cublaslt_unavailable();
+
+// The scratch of (current device, stream), allocated on the first call for
+// that pair (see above). The pointer stays valid for the life of the process.
+Result<const StreamScratch*> stream_scratch(void* stream);
+
+// C = A @ B^T through cublasLtMatmul on p.stream (float16/bfloat16, fp32
+// compute and scale). Code::unsupported when cuBLASLt is absent or has no
+// algorithm for the problem.
+Status cublaslt_gemm(const GemmProblem& p);
+
+// Number of cached plans (heuristic queries made so far), for tests.
+std::size_t cublaslt_plan_count();
+
+}  // namespace kb::kernels::gemm_cuda

@@ -1,0 +1,463 @@
+// Skinny GEMM for decode: C[M, N] = A[M, K] @ B[N, K]^T with M <= 16,
+// float16 or bfloat16 in and out, fp32 accumulation.
+//
+// The problem is one pass over the weight B (N x K x 2 bytes; 32 MiB for
+// 4096 x 4096) with at most 16 multiply-adds per weight element; A (at most
+// 16 x K) and C are small. The kernel's job is to keep enough 16-byte weight
+// loads in flight to run at copy bandwidth, and to do the arithmetic without
+// becoming the bottleneck.
+//
+// Arithmetic: tensor cores, not FFMA. At M = 16 on an H200 (4.3 TB/s, i.e.
+// 2.1e12 weight elements/s) a CUDA-core dot product needs 16 FFMA per element,
+// 3.4e13 FFMA/s, which is the whole chip's fp32 rate (132 SMs x 128 lanes x
+// ~2 GHz) before any conversion or shared-memory traffic: it would be
+// compute-bound well below bandwidth. mma.sync.m16n8k16 (fp16/bf16 in, fp32
+// accumulate) does the same work at a small fraction of the tensor-core rate.
+// The weight rows are the MMA's "A" operand (16 rows of N per tile), the
+// activations its "B" operand (8 rows of M per tile, two tiles when M > 8),
+// and the result the transposed tile C^T[16 n x 8 m]. The reduction over K
+// inside a warp is done by the MMA itself: no shuffle reduction is needed.
+//
+// K order: a dot product may visit K in any order as long as the weight and
+// the activation agree. Within each 64-wide K step, lane (g = lane/4,
+// t = lane%4) feeds the MMAs with elements kb + 32u + 8t .. +8 (u = 0, 1) of
+// its weight rows and of activation row g; elements 0..3 of each 16-byte
+// vector go to the first k16 MMA step (fragment columns 2t, 2t+1, 2t+8,
+// 2t+9), elements 4..7 to the second. Physical k depends on (t, u, element)
+// only, never on the row, so all rows agree and each 64-wide step is a
+// bijection onto 4 k16 MMA steps.
+//
+// Loads: whole 128-byte lines. The fragment layout alone would have each load
+// instruction read 8 rows x 64 bytes (4 lanes per row); measured on an H200
+// (28672 x 4096 bf16, pure weight streaming), that pattern tops out at
+// 2.0-2.7 TB/s, while 4 rows x 128 bytes per instruction (8 lanes per row)
+// reaches 3.3-3.6 TB/s, as fast as 512 contiguous bytes per instruction. So
+// instruction j (0..7) of an iteration reads rows 4j + lane/8, 16 bytes at
+// element kb + 8 (lane % 8), and one register exchange with lane ^ 4 (4
+// shuffles per pair of vectors) moves the halves into fragment order; the
+// fragment row g of slot (rt, h) is block row 16 rt + 8 h + perm(g) with
+// perm(g) = 4 (g % 2) + g / 2, undone when the results are stored.
+//
+// Tiling and split:
+//  - A block owns kRowsPerBlock = 32 rows of N (two 16-row MMA tiles). Every
+//    warp of the block works on all 32 rows, so each activation fragment it
+//    loads is used for two weight tiles (activation bytes per weight byte:
+//    1/4 for M <= 8, 1/2 for M > 8; they come from L1/L2, A is tiny).
+//  - The block's warps (8; fewer for tiny problems) split K: warp w takes
+//    64-wide K steps w, w + warps, ..., so at any moment the block reads one
+//    contiguous 8 x 128 bytes of each row. Per iteration a lane has 8 weight
+//    loads of 16 bytes in flight (4 KiB per warp). The warps' fp32 partials
+//    are summed in shared memory in a fixed order (deterministic).
+//  - Enough in flight: memory-bound code needs about bandwidth x latency
+//    bytes in flight (4.3 TB/s x ~1 us ~ 4 MiB, ~32 KiB per SM) and the grid
+//    should be one resident wave or many. Decode shapes have few row blocks
+//    (N = 4096 gives 128, N = 256 gives 8), so when there are fewer row blocks
+//    than resident block slots (SMs x blocks per SM, from the occupancy API),
+//    K is also split across blocks (grid.y = splits): up to one resident
+//    wave, at least one 64-wide step per warp, and at most kMaxFinalLoads
+//    partials per thread in the final sum (so large M splits less). On an
+//    H200 (132 SMs): 4096 x 4096 runs 128 x 3 blocks of 8 warps at M <= 4
+//    (3 blocks/SM by registers) and 128 x 2 at M > 4; 256 x 7168 at M = 1
+//    runs 8 x 28 blocks of 4 warps; 28672 x 4096 runs 896 x 1 blocks over
+//    several waves (blocks are small, so the tail wave is short).
+//  - Split-K blocks write fp32 partials to per-stream scratch; the last block
+//    of a row block to arrive (atomic counter) sums the partials in split
+//    order (deterministic), writes C and resets the counter to zero.
+//
+// The weight is read with ld.global.nc.L1::no_allocate (read once: keep L1
+// for the activations, which every warp re-reads) and a 256-byte L2 prefetch
+// hint (a few percent faster than plain ld.global.nc in the same test);
+// activations with plain __ldg.
+//
+// Measured (H200, bf16, CUDA events around one call after a 256 MiB L2
+// flush, median of 30; kb_cuda_gemv vs kb_cublaslt_gemm, microseconds):
+//   N x K            M=1          M=8          M=16
+//   4096 x 4096      16.4 / 17.6  15.5 / 17.7  17.1 / 17.9
+//   28672 x 4096     70.4 / 68.7  67.6 / 70.9  70.9 / 71.0
+//   4096 x 14336     38.7 / 41.0  37.1 / 41.2  39.2 / 41.3
+//   128256 x 4096    266 / 257    265 / 260    275 / 262
+//   256 x 7168       8.6 / 9.1    8.5 / 9.3    9.7 / 9.4
+//   128 x 2048       6.8 / 8.1    7.0 / 8.3    7.3 / 8.3
+
+#include "gemv.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <utility>
+
+namespace kb::kernels::gemm_cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 32;          // rows of N per block (two 16-row MMA tiles)
+constexpr int kChunk = 32;                 // k covered by the 4 lanes of a group, 16 bytes each
+constexpr int kUnroll = 2;                 // chunks per iteration
+constexpr int kKStep = kChunk * kUnroll;   // 64: k per warp iteration
+constexpr int kMaxWarps = 8;               // warps per block (they split K)
+constexpr int kThreads = kMaxWarps * 32;
+constexpr int kMaxSplits = 32;             // blocks along K at most
+constexpr int kMaxFinalLoads = 16;         // split-K: partials summed per thread of the last block, at most
+constexpr int kRedStride = 36;             // floats per m-row of a warp's partial tile: 32 + 4
+                                           // pad, so fragment stores hit 32 distinct banks
+constexpr int kMaxDevices = 64;
+
+struct Params {
+  const std::uint16_t* A;  // [M, K]
+  const std::uint16_t* B;  // [N, K]
+  std::uint16_t* C;        // [M, N]
+  int N;
+  int K;
+  int k_iterations;        // ceil(K / kKStep)
+  int splits;              // gridDim.y
+  unsigned* counters;      // [kMaxCounters], zero at rest (splits > 1)
+  float* partials;         // [row_blocks][splits][M][kRowsPerBlock] (splits > 1)
+};
+
+__device__ __forceinline__ uint4 load_weight(const std::uint16_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint4 load_activation(const std::uint16_t* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
+}
+
+// d += a (16x16, row) * b (16x8, col), fp32 accumulators.
+template <bool kBf16>
+__device__ __forceinline__ void mma16816(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                         std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (kBf16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ std::uint16_t to_bits(float v) {
+  if constexpr (kBf16)
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  else
+    return __half_as_ushort(__float2half_rn(v));
+}
+
+template <int M, bool kBf16>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
+  constexpr int MT = (M + 7) / 8;  // 8-wide MMA tiles covering the M rows of A
+  constexpr int MP = MT * 8;
+  extern __shared__ float red[];   // [warps][MP][kRedStride]
+  __shared__ bool last_block;
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int n0 = blockIdx.x * kRowsPerBlock;
+  const int split = blockIdx.y;
+
+  // Weight loads: instruction j (0..7) of an iteration reads rows
+  // n0 + 4j + lane/8, 16 bytes at element kb + 8 (lane % 8): four whole
+  // 128-byte lines. Rows past the end load zeros (and point at row 0, never
+  // dereferenced).
+  const int q = lane >> 3;
+  const int s8 = lane & 7;
+  const bool odd = g & 1;
+  const std::uint16_t* brow[8];
+  bool bok[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int n = n0 + 4 * j + q;
+    bok[j] = n < p.N;
+    brow[j] = p.B + static_cast<std::size_t>(bok[j] ? n : 0) * p.K + 8 * s8;
+  }
+  const std::uint16_t* arow[MT];
+  bool aok[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    aok[mt] = (M >= 8 * (mt + 1)) || (8 * mt + g < M);
+    arow[mt] = p.A + static_cast<std::size_t>(aok[mt] ? 8 * mt + g : 0) * p.K + 8 * t;
+  }
+
+  float acc[2][MT][4];
+#pragma unroll
+  for (int rt = 0; rt < 2; ++rt)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
+
+  const int it_begin = static_cast<int>(static_cast<long long>(split) * p.k_iterations / p.splits);
+  const int it_end = static_cast<int>(static_cast<long long>(split + 1) * p.k_iterations / p.splits);
+  for (int it = it_begin + warp; it < it_end; it += warps) {
+    const int kb = it * kKStep;
+    // All loads of the iteration first (8 weight + 2*MT activation vectors
+    // per lane in flight), then the exchange and the MMAs.
+    uint4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      v[j] = (bok[j] && kb + 8 * s8 < p.K) ? load_weight(brow[j] + kb) : make_uint4(0, 0, 0, 0);
+    uint4 x[kUnroll][MT];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int k = kb + kChunk * u;
+      const bool kok = k + 8 * t < p.K;  // K % 8 == 0: a vector is all in or all out
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        x[u][mt] = (kok && aok[mt]) ? load_activation(arow[mt] + k) : make_uint4(0, 0, 0, 0);
+    }
+    // Lane (g, t) holds, from instructions 2i and 2i+1, segment 4 (g & 1) + t
+    // of rows n0 + 8i + g/2 and n0 + 8i + 4 + g/2. One exchange with lane ^ 4
+    // (group g ^ 1) gives even groups both segments (t and 4 + t: u = 0, 1)
+    // of row 8i + g/2 and odd groups both segments of row 8i + 4 + g/2: slot
+    // i = 2 rt + h of the fragments, fragment row g <-> block row
+    // 16 rt + 8 h + perm(g), perm(g) = 4 (g & 1) + g / 2.
+    uint4 w[kUnroll][2][2];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint4 a = v[2 * i];
+      const uint4 b = v[2 * i + 1];
+      const uint4 send = odd ? a : b;
+      uint4 recv;
+      recv.x = __shfl_xor_sync(0xffffffffu, send.x, 4);
+      recv.y = __shfl_xor_sync(0xffffffffu, send.y, 4);
+      recv.z = __shfl_xor_sync(0xffffffffu, send.z, 4);
+      recv.w = __shfl_xor_sync(0xffffffffu, send.w, 4);
+      w[0][i >> 1][i & 1] = odd ? recv : a;
+      w[1][i >> 1][i & 1] = odd ? b : recv;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int rt = 0; rt < 2; ++rt)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          // Fragment A: {row g, cols 2t..}, {row g+8, cols 2t..}, {row g, cols 2t+8..}, {row g+8, cols 2t+8..};
+          // fragment B: {k 2t.., col g}, {k 2t+8.., col g}. Step 1 takes elements 0..3, step 2 elements 4..7.
+          mma16816<kBf16>(acc[rt][mt], w[u][rt][0].x, w[u][rt][1].x, w[u][rt][0].y, w[u][rt][1].y, x[u][mt].x,
+                          x[u][mt].y);
+          mma16816<kBf16>(acc[rt][mt], w[u][rt][0].z, w[u][rt][1].z, w[u][rt][0].w, w[u][rt][1].w, x[u][mt].z,
+                          x[u][mt].w);
+        }
+  }
+
+  // Accumulator fragment: c0, c1 = (row g, cols 2t, 2t+1), c2, c3 = (row g+8,
+  // same cols); rows are n (fragment row g of slot h is block row
+  // 16 rt + 8 h + perm(g)), cols are m.
+  const int pg = 4 * (g & 1) + (g >> 1);
+  float* mine = red + warp * (MP * kRedStride);
+#pragma unroll
+  for (int rt = 0; rt < 2; ++rt)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int r = 16 * rt + pg;
+      const int m = 8 * mt + 2 * t;
+      mine[m * kRedStride + r] = acc[rt][mt][0];
+      mine[(m + 1) * kRedStride + r] = acc[rt][mt][1];
+      mine[m * kRedStride + r + 8] = acc[rt][mt][2];
+      mine[(m + 1) * kRedStride + r + 8] = acc[rt][mt][3];
+    }
+  __syncthreads();
+
+  // Output (m, r) for i = m * 32 + r: consecutive threads write consecutive n.
+  constexpr int kOut = M * kRowsPerBlock;
+  if (p.splits == 1) {
+    for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
+      const int m = i / kRowsPerBlock;
+      const int r = i % kRowsPerBlock;
+      const int n = n0 + r;
+      if (n >= p.N) continue;
+      float s = 0.f;
+      for (int w = 0; w < warps; ++w) s += red[(w * MP + m) * kRedStride + r];
+      p.C[static_cast<std::size_t>(m) * p.N + n] = to_bits<kBf16>(s);
+    }
+    return;
+  }
+
+  // Split-K: publish this block's partial tile, then the last block of the
+  // row block to arrive sums all splits in split order.
+  float* tile = p.partials + (static_cast<std::size_t>(blockIdx.x) * p.splits + split) * kOut;
+  for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
+    const int m = i / kRowsPerBlock;
+    const int r = i % kRowsPerBlock;
+    float s = 0.f;
+    for (int w = 0; w < warps; ++w) s += red[(w * MP + m) * kRedStride + r];
+    tile[i] = s;
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(&p.counters[blockIdx.x], 1u) == static_cast<unsigned>(p.splits - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  const float* tiles = p.partials + static_cast<std::size_t>(blockIdx.x) * p.splits * kOut;
+  for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
+    const int m = i / kRowsPerBlock;
+    const int r = i % kRowsPerBlock;
+    const int n = n0 + r;
+    if (n >= p.N) continue;
+    float s = 0.f;
+    for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(tiles + static_cast<std::size_t>(sp) * kOut + i);
+    p.C[static_cast<std::size_t>(m) * p.N + n] = to_bits<kBf16>(s);
+  }
+  if (threadIdx.x == 0) p.counters[blockIdx.x] = 0;  // ready for the next launch on this stream
+}
+
+// ---- host side ----------------------------------------------------------------
+
+using KernelFn = void (*)(Params);
+
+// The one place templated M is dispatched: kernel(M, bf16) for M in 1..16.
+template <bool kBf16, int... Ms>
+constexpr std::array<KernelFn, sizeof...(Ms)> kernel_table(std::integer_sequence<int, Ms...>) {
+  return {&gemv_kernel<Ms + 1, kBf16>...};
+}
+
+KernelFn kernel_for(int M, bool bf16) {
+  static constexpr auto f16 = kernel_table<false>(std::make_integer_sequence<int, kGemvMaxM>{});
+  static constexpr auto b16 = kernel_table<true>(std::make_integer_sequence<int, kGemvMaxM>{});
+  return bf16 ? b16[M - 1] : f16[M - 1];
+}
+
+std::size_t smem_bytes(int M, int warps) {
+  const int mp = (M + 7) / 8 * 8;
+  return static_cast<std::size_t>(warps) * mp * kRedStride * sizeof(float);
+}
+
+// Per-device facts, computed once (racing first calls compute the same value).
+std::atomic<int> g_sm_count[kMaxDevices];
+std::atomic<int> g_occupancy[kMaxDevices][kGemvMaxM][2];
+
+cudaError_t sm_count(int device, int* out) {
+  if (device >= 0 && device < kMaxDevices) {
+    if (int v = g_sm_count[device].load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
+  }
+  int v = 0;
+  if (cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  if (device >= 0 && device < kMaxDevices) g_sm_count[device].store(v, std::memory_order_relaxed);
+  *out = v;
+  return cudaSuccess;
+}
+
+// Resident blocks per SM of the full-size block (kMaxWarps warps), the only
+// block size that is ever split along K.
+cudaError_t occupancy(int device, int M, bool bf16, int* out) {
+  std::atomic<int>* slot = (device >= 0 && device < kMaxDevices) ? &g_occupancy[device][M - 1][bf16] : nullptr;
+  if (slot) {
+    if (int v = slot->load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
+  }
+  int v = 0;
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel_for(M, bf16), kThreads,
+                                                                smem_bytes(M, kMaxWarps));
+  if (e != cudaSuccess) return e;
+  if (v < 1) v = 1;
+  if (slot) slot->store(v, std::memory_order_relaxed);
+  *out = v;
+  return cudaSuccess;
+}
+
+
+// Scratch layout: kMaxCounters arrival counters at offset 0 (a fixed region:
+// row block b always uses counter b, whatever the launch, so partials of one
+// launch never land on counters another launch relies on), then the partial
+// tiles of the current launch.
+constexpr int kMaxCounters = 4096;
+constexpr std::size_t kCountersBytes = kMaxCounters * sizeof(unsigned);
+std::size_t split_scratch_bytes(int M, int row_blocks, int splits) {
+  return kCountersBytes + static_cast<std::size_t>(row_blocks) * splits * M * kRowsPerBlock * sizeof(float);
+}
+
+bool preconditions(const GemmProblem& p) {
+  if (p.dtype != DType::float16 && p.dtype != DType::bfloat16) return false;
+  if (p.M < 1 || p.M > kGemvMaxM || p.N < 1 || p.K < 1) return false;
+  if (p.N > 0x7fffffff - kRowsPerBlock || p.K > 0x7fffffff - kKStep) return false;
+  if (p.K % kGemvKMultiple != 0) return false;
+  if ((reinterpret_cast<std::uintptr_t>(p.A) | reinterpret_cast<std::uintptr_t>(p.B)) % 16 != 0) return false;
+  return p.C != nullptr;
+}
+
+}  // namespace
+
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
+  if (!preconditions(p)) return cudaErrorInvalidValue;
+  const int M = static_cast<int>(p.M);
+  const bool bf16 = p.dtype == DType::bfloat16;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  GemvPlan plan;
+  if (cudaError_t e = sm_count(device, &plan.sm_count); e != cudaSuccess) return e;
+  if (cudaError_t e = occupancy(device, M, bf16, &plan.blocks_per_sm); e != cudaSuccess) return e;
+  plan.k_iterations = static_cast<int>((p.K + kKStep - 1) / kKStep);
+  plan.row_blocks = static_cast<int>((p.N + kRowsPerBlock - 1) / kRowsPerBlock);
+  // Blocks along K for a given block size: one resident wave (the occupancy
+  // is that of full-size blocks; smaller ones fit proportionally more), at
+  // least one 64-wide step per warp, and a final split-K sum of at most
+  // kMaxFinalLoads partial loads per thread of the last block.
+  auto splits_for = [&](int warps) {
+    const long long slots = static_cast<long long>(plan.sm_count) * plan.blocks_per_sm * (kMaxWarps / warps);
+    if (plan.row_blocks >= slots || plan.row_blocks > kMaxCounters) return 1;
+    long long s = slots / plan.row_blocks;
+    s = std::min<long long>(s, plan.k_iterations / warps);
+    s = std::min<long long>(s, std::max(1, kMaxFinalLoads * warps / M));
+    s = std::min<long long>(s, kMaxSplits);
+    while (s > 1 && split_scratch_bytes(M, plan.row_blocks, static_cast<int>(s)) > scratch_bytes) --s;
+    return s > 1 ? static_cast<int>(s) : 1;
+  };
+  plan.warps = std::min(kMaxWarps, plan.k_iterations);
+  plan.splits = splits_for(plan.warps);
+  // Small problems (N = 128, 256): when the blocks do not reach every SM,
+  // fewer warps per block and more splits, if that makes more blocks.
+  for (int w = plan.warps / 2; w >= 2 && static_cast<long long>(plan.row_blocks) * plan.splits < plan.sm_count;
+       w /= 2) {
+    const int s = splits_for(w);
+    if (s > plan.splits) {
+      plan.warps = w;
+      plan.splits = s;
+    }
+  }
+  *out = plan;
+  return cudaSuccess;
+}
+
+int gemv_launch(const GemmProblem& p, const StreamScratch* scratch) {
+  const std::size_t scratch_bytes = scratch && scratch->gemv_scratch ? scratch->gemv_bytes : 0;
+  GemvPlan plan;
+  if (int e = gemv_plan(p, scratch_bytes, &plan); e != 0) return e;
+  const int M = static_cast<int>(p.M);
+  Params params{};
+  params.A = static_cast<const std::uint16_t*>(p.A);
+  params.B = static_cast<const std::uint16_t*>(p.B);
+  params.C = static_cast<std::uint16_t*>(p.C);
+  params.N = static_cast<int>(p.N);
+  params.K = static_cast<int>(p.K);
+  params.k_iterations = plan.k_iterations;
+  params.splits = plan.splits;
+  if (plan.splits > 1) {
+    auto* base = static_cast<unsigned char*>(scratch->gemv_scratch);
+    params.counters = reinterpret_cast<unsigned*>(base);
+    params.partials = reinterpret_cast<float*>(base + kCountersBytes);
+  }
+  const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.splits));
+  const dim3 block(static_cast<unsigned>(plan.warps * 32));
+  KernelFn fn = kernel_for(M, p.dtype == DType::bfloat16);
+  void* args[] = {&params};
+  cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(fn), grid, block, args, smem_bytes(M, plan.warps),
+                                   static_cast<cudaStream_t>(p.stream));
+  return static_cast<int>(e);
+}
+
+}  // namespace kb::kernels::gemm_cuda

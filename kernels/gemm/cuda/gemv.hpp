@@ -1,0 +1,45 @@
+// kb's handwritten skinny GEMM for the decode regime (M <= kGemvMaxM):
+// C[M, N] = A[M, K] @ B[N, K]^T that streams the weight B once. The kernel and
+// the choice of its grid live in gemv.cu; this header has no CUDA types.
+#pragma once
+
+#include <cstddef>
+
+#include "gemm_problem.hpp"
+
+namespace kb::kernels::gemm_cuda {
+
+// The gemv kernel is instantiated for M = 1 .. kGemvMaxM (templated M).
+inline constexpr int kGemvMaxM = 16;
+// K must be a multiple of this (rows of A and B are read as 16-byte vectors),
+// and A and B 16-byte aligned.
+inline constexpr int kGemvKMultiple = 8;
+// Scratch the split-K path needs from StreamScratch::gemv_scratch at most
+// (partials of at most kGemvMaxSlots blocks plus their counters); gemv_plan
+// never picks a split that needs more than the scratch it is given.
+inline constexpr std::size_t kGemvScratchBytes = std::size_t{4} << 20;
+
+// How one launch is cut (see the comment at the top of gemv.cu).
+struct GemvPlan {
+  int row_blocks = 0;       // blocks along N, kGemvRowsPerBlock rows each
+  int splits = 1;           // blocks along K (split-K); >1 uses the scratch
+  int warps = 0;            // warps per block, interleaved over K
+  int k_iterations = 0;     // 64-wide K steps in all (ceil(K / 64))
+  int blocks_per_sm = 0;    // occupancy of this instantiation
+  int sm_count = 0;
+};
+
+// The plan gemv_launch would use for p on the current device (p must satisfy
+// the gemv preconditions: 1 <= M <= kGemvMaxM, K % 8 == 0). Returns a
+// cudaError_t value: 0 on success.
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out);
+
+// Launches the gemv kernel on p.stream. Preconditions (checked by the caller,
+// gemm_cuda.cpp, which turns them into messages; re-checked here and answered
+// with cudaErrorInvalidValue): dtype float16/bfloat16, 1 <= M <= kGemvMaxM,
+// N >= 1, K >= 1, K % 8 == 0, A and B 16-byte aligned, N and K below 2^31.
+// `scratch` may be null (no split-K then). Returns a cudaError_t value: 0 on
+// success, else the launch error.
+int gemv_launch(const GemmProblem& p, const StreamScratch* scratch);
+
+}  // namespace kb::kernels::gemm_cuda

@@ -1,0 +1,324 @@
+// GPU test of kb's CUDA gemm solutions (kernels/gemm/cuda/): kb_cuda_gemm,
+// kb_cublaslt_gemm and kb_cuda_gemv against a CPU reference with float64
+// accumulation, |out - ref| <= 1e-2 + 1e-2 |ref| element by element, NaN
+// never passing.
+//
+// Shapes: N x K of real definitions (4096 x 4096, 128 x 2048, 256 x 7168,
+// 28672 x 4096 with small M) and awkward ones (N = 97 with K = 72, a multiple
+// of 8 but not of the kernel's 64-wide step; K = 70, not a multiple of 8: the
+// gemv refuses it and kb_cuda_gemm falls back to cuBLASLt), M in {1, 3, 16,
+// 17, 128, 257}, float16 and bfloat16, plus a call with A misaligned by 2
+// bytes (gemv refuses, cuBLASLt must cope). Every case runs twice with fresh
+// random A (B fresh per shape), on a non-blocking stream, with C poisoned
+// (NaN) before each run: the second run also checks that the gemv's split-K
+// counters were left at zero and that cached plans still work.
+//
+// Without a usable device it prints "skipped: no CUDA device (<reason>)" and
+// exits 77 (meson's skip code).
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../../kernels/gemm/cuda/cublaslt_gemm.hpp"
+#include "../../kernels/gemm/cuda/gemv.hpp"
+#include "cuda/device.hpp"
+#include "harness/implementation.hpp"
+#include "tensor/convert.hpp"
+
+namespace kb::kernels {
+void add_gemm_cuda(Registry& r);  // kernels/gemm/cuda/gemm_cuda.cpp
+}
+
+namespace {
+
+using namespace kb;
+
+constexpr double kAtol = 1e-2;
+constexpr double kRtol = 1e-2;
+
+int g_failures = 0;
+
+void fail(const std::string& what) {
+  ++g_failures;
+  std::printf("FAIL %s\n", what.c_str());
+}
+
+bool cuda_ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  fail(fmt::format("{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e)));
+  return false;
+}
+
+// splitmix64: fast, and good enough for test data.
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [-1, 1).
+  float uniform() { return static_cast<float>(static_cast<double>(next() >> 11) * 0x1.0p-53 * 2.0 - 1.0); }
+};
+
+std::uint16_t to_bits(float v, DType t) { return t == DType::bfloat16 ? float_to_bf16(v) : float_to_half(v); }
+
+// float value of every 16-bit pattern of t.
+const std::vector<float>& table(DType t) {
+  static const std::vector<float> f16 = [] {
+    std::vector<float> v(65536);
+    for (std::uint32_t i = 0; i < 65536; ++i) v[i] = half_to_float(static_cast<std::uint16_t>(i));
+    return v;
+  }();
+  static const std::vector<float> b16 = [] {
+    std::vector<float> v(65536);
+    for (std::uint32_t i = 0; i < 65536; ++i) v[i] = bf16_to_float(static_cast<std::uint16_t>(i));
+    return v;
+  }();
+  return t == DType::bfloat16 ? b16 : f16;
+}
+
+void random_fill(std::vector<std::uint16_t>& v, DType t, std::uint64_t seed) {
+  Rng rng{seed};
+  for (auto& x : v) x = to_bits(rng.uniform(), t);
+}
+
+// ref[m * N + n] = sum_k A[m, k] B[n, k] in float64, over all CPU threads.
+std::vector<double> reference(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b, DType t,
+                              std::int64_t M, std::int64_t N, std::int64_t K) {
+  const std::vector<float>& tab = table(t);
+  std::vector<double> ad(static_cast<std::size_t>(M * K));
+  for (std::size_t i = 0; i < ad.size(); ++i) ad[i] = tab[a[i]];
+  std::vector<double> ref(static_cast<std::size_t>(M * N));
+  const unsigned workers = std::max(1u, std::min(64u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < workers; ++w) {
+    pool.emplace_back([&, w] {
+      std::vector<double> row(static_cast<std::size_t>(K));
+      for (std::int64_t n = w; n < N; n += workers) {
+        const std::uint16_t* bn = b.data() + n * K;
+        for (std::int64_t k = 0; k < K; ++k) row[k] = tab[bn[k]];
+        for (std::int64_t m = 0; m < M; ++m) {
+          const double* am = ad.data() + m * K;
+          double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+          std::int64_t k = 0;
+          for (; k + 4 <= K; k += 4) {
+            s0 += am[k] * row[k];
+            s1 += am[k + 1] * row[k + 1];
+            s2 += am[k + 2] * row[k + 2];
+            s3 += am[k + 3] * row[k + 3];
+          }
+          for (; k < K; ++k) s0 += am[k] * row[k];
+          ref[m * N + n] = (s0 + s1) + (s2 + s3);
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return ref;
+}
+
+Definition make_definition(std::int64_t N, std::int64_t K, DType t) {
+  Definition d;
+  d.name = fmt::format("gemm_n{}_k{}_{}", N, K, dtype_name(t));
+  d.op_type = "gemm";
+  auto axis = [](const char* name, AxisKind kind, std::int64_t value) {
+    Axis a;
+    a.name = name;
+    a.kind = kind;
+    a.value = value;
+    return a;
+  };
+  auto tensor = [t](const char* name, const char* d0, const char* d1) {
+    TensorSpec s;
+    s.name = name;
+    s.shape = std::vector<std::string>{d0, d1};
+    s.dtype = t;
+    return s;
+  };
+  d.axes = {axis("M", AxisKind::var, 0), axis("N", AxisKind::const_, N), axis("K", AxisKind::const_, K)};
+  d.inputs = {tensor("A", "M", "K"), tensor("B", "N", "K")};
+  d.outputs = {tensor("C", "M", "N")};
+  d.reference =
+      "import torch\n\n\ndef run(A, B):\n    # C = A @ B^T, accumulated in fp32 and rounded once to the output dtype.\n"
+      "    return torch.matmul(A.float(), B.float().t()).to(A.dtype)\n";
+  return d;
+}
+
+struct Shape {
+  std::int64_t N, K;
+  std::vector<std::int64_t> Ms;
+};
+
+// Device buffers of one shape, big enough for its largest M.
+struct Buffers {
+  void* a = nullptr;  // A, with 16 spare bytes for the misaligned case
+  void* b = nullptr;
+  void* c = nullptr;
+  ~Buffers() {
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+  }
+};
+
+std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::int64_t N, std::int64_t K,
+                      const void* a, const void* b) {
+  using namespace kb::kernels::gemm_cuda;
+  const bool gemv = impl.name == "kb_cuda_gemv" ||
+                    (impl.name == "kb_cuda_gemm" && M <= 16 && K % 8 == 0 &&
+                     (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b)) % 16 == 0);
+  if (!gemv || M < 1 || M > kGemvMaxM || K % 8 != 0) return "cuBLASLt";
+  GemmProblem p{t, M, N, K, a, b, reinterpret_cast<void*>(16), nullptr};
+  GemvPlan plan;
+  if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
+  return fmt::format("gemv {}x{} blocks of {} warps", plan.row_blocks, plan.splits, plan.warps);
+}
+
+// Runs impl on one case twice (fresh A each time); failures go to fail().
+void check_case(const Implementation& impl, const Definition& def, DType t, std::int64_t M, std::int64_t N,
+                std::int64_t K, bool misaligned, const std::vector<std::uint16_t>& b_host, Buffers& buf,
+                cudaStream_t stream, std::uint64_t seed) {
+  const std::string name =
+      fmt::format("{} {} M={} N={} K={}{}", impl.name, dtype_name(t), M, N, K, misaligned ? " (A misaligned)" : "");
+  void* a_dev = static_cast<unsigned char*>(buf.a) + (misaligned ? 2 : 0);
+  cuda::DeviceTensor A{t, {M, K}, a_dev, static_cast<std::size_t>(M * K) * 2};
+  cuda::DeviceTensor B{t, {N, K}, buf.b, static_cast<std::size_t>(N * K) * 2};
+  cuda::DeviceTensor C{t, {M, N}, buf.c, static_cast<std::size_t>(M * N) * 2};
+  const cuda::DeviceArg inputs[2] = {{&A, std::nullopt}, {&B, std::nullopt}};
+  const cuda::DeviceTensor outputs[1] = {C};
+  AxisValues axes;
+  axes.values = {{"M", M}, {"N", N}, {"K", K}};
+  CudaCall call{def, axes, inputs, outputs, stream};
+
+  const bool gemv_only = impl.name == "kb_cuda_gemv";
+  const bool expect_refusal = gemv_only && (M > kb::kernels::gemm_cuda::kGemvMaxM || misaligned);
+  std::vector<std::uint16_t> a_host(static_cast<std::size_t>(M * K));
+  std::vector<std::uint16_t> c_host(static_cast<std::size_t>(M * N));
+  std::size_t plans_after_first = 0;
+  for (int trial = 0; trial < 2; ++trial) {
+    random_fill(a_host, t, seed * 2 + trial);
+    if (!cuda_ok(cudaMemcpy(a_dev, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A")) return;
+    if (!cuda_ok(cudaMemset(buf.c, 0xff, c_host.size() * 2), "poison C")) return;  // 0xffff: NaN in f16 and bf16
+    Status st = impl.run_cuda(call);
+    if (expect_refusal) {
+      if (st.ok() || st.error().code != Code::unsupported)
+        fail(fmt::format("{}: expected Code::unsupported, got {}", name,
+                         st.ok() ? "ok" : std::string(code_name(st.error().code))));
+      else if (trial == 0)
+        std::printf("ok   %s: refused as expected (%s)\n", name.c_str(), st.error().message.c_str());
+      continue;
+    }
+    if (!st.ok()) {
+      fail(fmt::format("{}: {} ({})", name, st.error().message, code_name(st.error().code)));
+      return;
+    }
+    if (!cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) return;
+    if (!cuda_ok(cudaGetLastError(), "after run")) return;
+    // The same problem again must reuse the cached cuBLASLt plan (one
+    // heuristic query per key).
+    if (trial == 0) plans_after_first = kb::kernels::gemm_cuda::cublaslt_plan_count();
+    else if (kb::kernels::gemm_cuda::cublaslt_plan_count() != plans_after_first)
+      fail(fmt::format("{}: a repeated call queried the cuBLASLt heuristic again", name));
+    if (!cuda_ok(cudaMemcpy(c_host.data(), buf.c, c_host.size() * 2, cudaMemcpyDeviceToHost), "download C")) return;
+    const std::vector<double> ref = reference(a_host, b_host, t, M, N, K);
+    const std::vector<float>& tab = table(t);
+    std::int64_t bad = 0;
+    double max_err = 0, num = 0, den = 0;
+    std::string first;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const double out = tab[c_host[i]];
+      const double err = std::fabs(out - ref[i]);
+      if (!(err <= kAtol + kRtol * std::fabs(ref[i]))) {  // NaN fails too
+        if (bad++ == 0)
+          first = fmt::format("C[{}, {}] = {} vs {}", static_cast<std::int64_t>(i) / N, static_cast<std::int64_t>(i) % N,
+                              out, ref[i]);
+      }
+      if (err > max_err || std::isnan(err)) max_err = err;
+      num += (out - ref[i]) * (out - ref[i]);
+      den += ref[i] * ref[i];
+    }
+    const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    if (bad) {
+      fail(fmt::format("{} (trial {}): {} of {} elements off, first {}; max |err| {:.3g}, rel {:.3g}", name, trial, bad,
+                       ref.size(), first, max_err, rel));
+      return;
+    }
+    if (trial == 1)
+      std::printf("ok   %-58s %-34s max|err| %.3g rel %.2e\n", name.c_str(),
+                  plan_text(impl, t, M, N, K, a_dev, buf.b).c_str(), max_err, rel);
+  }
+}
+
+}  // namespace
+
+int main() {
+  auto count = cuda::device_count();
+  if (!count) {
+    std::printf("skipped: no CUDA device (%s)\n", count.error().message.c_str());
+    return 77;
+  }
+  if (auto info = cuda::device_info(0)) std::printf("device 0: %s, %d SMs\n", info->name.c_str(), info->sm_count);
+
+  Registry registry;
+  kb::kernels::add_gemm_cuda(registry);
+
+  cudaStream_t stream = nullptr;
+  if (!cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
+
+  const std::vector<std::int64_t> all_m = {1, 3, 16, 17, 128, 257};
+  const std::vector<Shape> shapes = {
+      {4096, 4096, all_m},       {128, 2048, all_m}, {256, 7168, {1, 16, 17}},
+      {28672, 4096, {1, 3, 16, 17}}, {97, 72, all_m},    {97, 70, all_m},
+  };
+
+  std::uint64_t seed = 1;
+  int skipped_impls = 0;
+  for (DType t : {DType::float16, DType::bfloat16}) {
+    for (const Shape& s : shapes) {
+      const Definition def = make_definition(s.N, s.K, t);
+      const std::int64_t max_m = *std::max_element(s.Ms.begin(), s.Ms.end());
+      Buffers buf;
+      if (!cuda_ok(cudaMalloc(&buf.a, static_cast<std::size_t>(max_m * s.K) * 2 + 16), "cudaMalloc A") ||
+          !cuda_ok(cudaMalloc(&buf.b, static_cast<std::size_t>(s.N * s.K) * 2), "cudaMalloc B") ||
+          !cuda_ok(cudaMalloc(&buf.c, static_cast<std::size_t>(max_m * s.N) * 2), "cudaMalloc C"))
+        return 1;
+      std::vector<std::uint16_t> b_host(static_cast<std::size_t>(s.N * s.K));
+      random_fill(b_host, t, 0x5eed0000 + seed++);
+      if (!cuda_ok(cudaMemcpy(buf.b, b_host.data(), b_host.size() * 2, cudaMemcpyHostToDevice), "upload B")) return 1;
+
+      for (const Implementation& impl : registry.all()) {
+        const std::string why = impl.supports(def);
+        const bool gemv_refuses_k = impl.name == "kb_cuda_gemv" && s.K % 8 != 0;
+        if (gemv_refuses_k) {
+          if (why.empty()) fail(fmt::format("{} accepts {} (K % 8 != 0)", impl.name, def.name));
+          else if (t == DType::float16) std::printf("ok   %s refuses %s: %s\n", impl.name.c_str(), def.name.c_str(), why.c_str());
+          continue;
+        }
+        if (!why.empty()) {
+          if (why.rfind("cuBLASLt not found", 0) == 0) {
+            ++skipped_impls;
+            std::printf("skip %s on %s: %s\n", impl.name.c_str(), def.name.c_str(), why.c_str());
+          } else {
+            fail(fmt::format("{} refuses {}: {}", impl.name, def.name, why));
+          }
+          continue;
+        }
+        for (std::int64_t M : s.Ms) check_case(impl, def, t, M, s.N, s.K, false, b_host, buf, stream, seed++);
+        if (s.N == 4096 && s.K == 4096) check_case(impl, def, t, 3, s.N, s.K, true, b_host, buf, stream, seed++);
+      }
+    }
+  }
+  cudaStreamDestroy(stream);
+  if (skipped_impls) std::printf("note: %d (implementation, shape) pairs skipped: cuBLASLt not found\n", skipped_impls);
+  std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "passed", g_failures);
+  return g_failures ? 1 : 0;
+}
