@@ -102,6 +102,16 @@ check("unknown option exits 2", rc == 2 and "unknown option --frob" in err, err)
 rc, out, err = run()
 check("no command exits 2 with usage", rc == 2 and "usage: kb" in err, err)
 
+# BackendBench: every real trace line parses (issue 5).
+rc, out, err = run("backendbench", "parse", os.path.join(shared, "backendbench", "tritonbench-op-traces.txt"))
+check("backendbench parse of the real file", rc == 0 and out.strip() == "parsed 12740 of 12740 lines", out + err[-500:])
+with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+    f.write("Operator: aten.add.Tensor\ncnt: 1, ((T([2, 3], f16), T([2, 3], f16)), {})\ncnt: 2, ((T([2, 3], f16),\n")
+    bad = f.name
+rc, out, err = run("backendbench", "parse", bad)
+check("backendbench parse reports the line and column", rc == 1 and "parsed 1 of 2 lines" in out and ":3:" in err, out + err)
+os.unlink(bad)
+
 # devices: either lists GPUs or says why there are none; never crashes.
 rc, out, err = run("devices")
 check("devices answers cleanly", (rc == 0 and ": " in out) or (rc == 1 and "kb devices: " in err and

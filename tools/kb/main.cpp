@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backendbench/command.hpp"
 #include "cuda/device.hpp"
 #include "dataset/dataset.hpp"
 #include "harness/harness.hpp"
@@ -41,6 +42,7 @@ commands:
   show NAME|FILE       print a definition in human form
   format FILE...       rewrite definitions, solutions and trace lines as kb writes them
   devices              list the CUDA devices kb can use
+  backendbench parse FILE   parse a BackendBench/TritonBench operator trace file
 
 options:
   -h, --help           help for kb or for a command (kb validate --help)
@@ -636,6 +638,7 @@ int main(int argc, char** argv) {
     if (cmd == "show") return cmd_show(rest);
     if (cmd == "devices") return cmd_devices(rest);
     if (cmd == "format") return cmd_format(rest);
+    if (cmd == "backendbench") return kb::backendbench::run_parse_command(rest, stdout, stderr);
   } catch (const std::exception& e) {
     fmt::print(stderr, "kb {}: internal error: {}\n", cmd, e.what());
     return 3;
