@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../../common/half_bits.cuh"
 #include "rmsnorm_cuda.hpp"
 
 namespace kb::kernels {
@@ -26,35 +27,10 @@ namespace {
 
 // ---- 16-bit float <-> fp32, one element or eight (one 16-byte vector) ------
 
-template <bool BF16>
-__device__ __forceinline__ float to_f32(std::uint32_t bits16) {
-  if constexpr (BF16) return __uint_as_float(bits16 << 16);
-  else return __half2float(__ushort_as_half(static_cast<unsigned short>(bits16)));
-}
-
-template <bool BF16>
-__device__ __forceinline__ std::uint32_t from_f32(float v) {
-  if constexpr (BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  else return __half_as_ushort(__float2half_rn(v));
-}
-
-template <bool BF16>
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = to_f32<BF16>(w[i] & 0xffffu);
-    f[2 * i + 1] = to_f32<BF16>(w[i] >> 16);
-  }
-}
-
-template <bool BF16>
-__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
-  std::uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = from_f32<BF16>(f[2 * i]) | (from_f32<BF16>(f[2 * i + 1]) << 16);
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
+using half_bits::from_f32;
+using half_bits::pack8;
+using half_bits::to_f32;
+using half_bits::unpack8;
 
 // V elements starting at element `i` (V = 8: one 16-byte access; V = 1: scalar).
 template <bool BF16, int V>

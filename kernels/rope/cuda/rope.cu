@@ -23,22 +23,14 @@
 #include <cstdint>
 #include <string>
 
+#include "../../common/half_bits.cuh"
 #include "rope_cuda.hpp"
 
 namespace kb::kernels {
 namespace {
 
-template <bool BF16>
-__device__ __forceinline__ float to_f32(std::uint32_t bits16) {
-  if constexpr (BF16) return __uint_as_float(bits16 << 16);
-  else return __half2float(__ushort_as_half(static_cast<unsigned short>(bits16)));
-}
-
-template <bool BF16>
-__device__ __forceinline__ std::uint32_t from_f32(float v) {
-  if constexpr (BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  else return __half_as_ushort(__float2half_rn(v));
-}
+using half_bits::from_f32;
+using half_bits::to_f32;
 
 // Rounds to the compute dtype: fp32 (a no-op) when the reference upcasts.
 template <bool BF16, bool UPCAST>

@@ -14,34 +14,22 @@
 #include <cstdint>
 #include <string>
 
+#include "../../common/half_bits.cuh"
 #include "silu_and_mul_cuda.hpp"
 
 namespace kb::kernels {
 namespace {
 
-template <bool BF16>
-__device__ __forceinline__ float to_f32(std::uint32_t bits16) {
-  if constexpr (BF16) return __uint_as_float(bits16 << 16);
-  else return __half2float(__ushort_as_half(static_cast<unsigned short>(bits16)));
-}
-
-template <bool BF16>
-__device__ __forceinline__ std::uint32_t from_f32(float v) {
-  if constexpr (BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  else return __half_as_ushort(__float2half_rn(v));
-}
+using half_bits::from_f32;
+using half_bits::pack8;
+using half_bits::to_f32;
+using half_bits::unpack8;
 
 // V elements at element index i: one 16-byte access (V = 8) or one scalar.
 template <bool BF16, int V>
 __device__ __forceinline__ void load_v(const std::uint16_t* p, float (&f)[V]) {
   if constexpr (V == 8) {
-    const uint4 v = *reinterpret_cast<const uint4*>(p);
-    const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      f[2 * i] = to_f32<BF16>(w[i] & 0xffffu);
-      f[2 * i + 1] = to_f32<BF16>(w[i] >> 16);
-    }
+    unpack8<BF16>(*reinterpret_cast<const uint4*>(p), f);
   } else {
     f[0] = to_f32<BF16>(*p);
   }
@@ -50,10 +38,7 @@ __device__ __forceinline__ void load_v(const std::uint16_t* p, float (&f)[V]) {
 template <bool BF16, int V>
 __device__ __forceinline__ void store_v(std::uint16_t* p, const float (&f)[V]) {
   if constexpr (V == 8) {
-    std::uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = from_f32<BF16>(f[2 * i]) | (from_f32<BF16>(f[2 * i + 1]) << 16);
-    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    *reinterpret_cast<uint4*>(p) = pack8<BF16>(f);
   } else {
     *p = static_cast<std::uint16_t>(from_f32<BF16>(f[0]));
   }
