@@ -2,7 +2,7 @@
 # Runs on the GPU machine (through the device tool, carry ['.devcarry']):
 # GPU tests, kb bench on the bundled and shipped datasets, and the benchmark
 # against PyTorch. Results go to $OUT (or ./gpu-out).
-# usage: bash tools/gpu/on_device.sh [tests|bench|compare|goldens|all]...
+# usage: bash tools/gpu/on_device.sh [tests|bench|shipped|compare|goldens|nsight|all]...
 set -u
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -40,5 +40,10 @@ fi
 if [[ $what == *goldens* ]]; then
   mkdir -p "$out/goldens"; timeout 120 python3 tools/goldens/make_goldens.py .devcarry/shared/flashinfer-trace/definitions "$out/goldens" > "$out/goldens.log" 2>&1
   echo "goldens: exit $?"; tail -3 "$out/goldens.log"; (cd "$out" && tar czf goldens.tgz goldens && rm -rf goldens)
+fi
+if [[ $what == *nsight* ]]; then
+  # kb's latency vs Nsight Compute's kernel duration, kernels over 20 us (bar: within 5%)
+  timeout ${NSIGHT_TIMEOUT:-300} python3 tools/gpu/nsight_check.py --kb "$kb" --definitions .devcarry/shared/flashinfer-trace/definitions \
+      --bundled kernels --out "$out/nsight" > "$out/nsight.log" 2>&1; echo "nsight: exit $?"; tail -8 "$out/nsight.log"
 fi
 exit $status

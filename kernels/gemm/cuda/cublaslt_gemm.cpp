@@ -24,6 +24,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "gemv.hpp"
 
@@ -117,12 +118,21 @@ Error cuda_failure(const char* what, cudaError_t e) {
 
 // ---- per-device handles, per-stream scratch, per-problem plans ----------------
 
+// How many of the heuristic's algorithms the first call of a problem times,
+// and how many back-to-back runs each.
+constexpr int kTuneCandidates = 6;
+constexpr int kTuneReps = 5;
+
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr;  // describes B's buffer (cuBLAS "A")
   cublasLtMatrixLayout_t b = nullptr;  // describes A's buffer (cuBLAS "B")
   cublasLtMatrixLayout_t c = nullptr;  // C and D
   cublasLtMatmulAlgo_t algo{};
+  // The heuristic's best few algorithms, in its order; `algo` is the first
+  // until the plan is tuned (see tune_plan_locked), then the fastest measured.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  bool tuned = false;
 };
 
 struct PlanKey {
@@ -240,9 +250,11 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
     if (auto s = lt.pref_set(pref, attr, &value, sizeof value); s != CUBLAS_STATUS_SUCCESS)
       return lt_error("cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)", s);
 
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates]{};
   int count = 0;
-  cublasStatus_t s = lt.heuristic(handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &count);
+  cublasStatus_t s =
+      lt.heuristic(handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, kTuneCandidates, results, &count);
+  const cublasLtMatmulHeuristicResult_t& result = results[0];
   if (s != CUBLAS_STATUS_SUCCESS || count < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
     std::string why = s != CUBLAS_STATUS_SUCCESS ? lt_status(s)
                       : count < 1                ? std::string("no algorithm returned")
@@ -256,8 +268,63 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
     return make_error(Code::internal, fmt::format("cuBLASLt algorithm wants {} bytes of workspace, more than {}",
                                                   result.workspaceSize, workspace_bytes));
   plan->algo = result.algo;
+  for (int i = 0; i < count && i < kTuneCandidates; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspace_bytes)
+      plan->candidates.push_back(results[i].algo);
+  plan->tuned = plan->candidates.size() <= 1;
   guard.p = nullptr;
   return plan;
+}
+
+// The heuristic's first choice is not always the fastest (it predicts; it
+// does not measure). The first call of a problem on a stream that is not
+// being captured times each candidate (one untimed run, then kTuneReps timed
+// back to back, on the caller's buffers: beta = 0, so C is only written and
+// the caller's final call overwrites it) and keeps the fastest. This is
+// planning, done once per problem like cuBLASLt's own heuristic query, so it
+// happens in a solution's warm-up, never inside timed samples. A candidate
+// that fails to run is skipped; if none runs, the heuristic's choice stays.
+Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const GemmProblem& p, const StreamScratch& scratch) {
+  const LtApi& lt = api();
+  auto stream = static_cast<cudaStream_t>(p.stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
+    return cuda_failure("cudaStreamIsCapturing", e);
+  if (capture != cudaStreamCaptureStatusNone) return ok_status();  // tune on a later, uncaptured call
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaError_t e = cudaEventCreate(&start); e != cudaSuccess) return cuda_failure("cudaEventCreate", e);
+  if (cudaError_t e = cudaEventCreate(&stop); e != cudaSuccess) {
+    cudaEventDestroy(start);
+    return cuda_failure("cudaEventCreate", e);
+  }
+  const float alpha = 1.f, beta = 0.f;
+  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+    return lt.matmul(handle, plan.op, &alpha, p.B, plan.a, p.A, plan.b, &beta, p.C, plan.c, p.C, plan.c, &algo,
+                     scratch.lt_workspace, scratch.lt_bytes, stream);
+  };
+  float best_ms = 0.f;
+  Status status = ok_status();
+  for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
+    if (run(algo) != CUBLAS_STATUS_SUCCESS) continue;
+    bool ran = cudaEventRecord(start, stream) == cudaSuccess;
+    for (int r = 0; ran && r < kTuneReps; ++r) ran = run(algo) == CUBLAS_STATUS_SUCCESS;
+    ran = ran && cudaEventRecord(stop, stream) == cudaSuccess;
+    float ms = 0.f;
+    if (cudaError_t e = cudaEventSynchronize(stop); e != cudaSuccess) {
+      status = cuda_failure("timing cuBLASLt candidates (cudaEventSynchronize)", e);
+      break;
+    }
+    if (!ran || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) continue;
+    if (best_ms == 0.f || ms < best_ms) {
+      best_ms = ms;
+      plan.algo = algo;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  (void)cudaGetLastError();  // a candidate's launch error is not the caller's
+  if (status.ok()) plan.tuned = true;
+  return status;
 }
 
 Result<const StreamScratch*> scratch_locked(State& st, int device, void* stream) {
@@ -320,7 +387,8 @@ Status cublaslt_gemm(const GemmProblem& p) {
 
   cublasLtHandle_t handle = nullptr;
   const StreamScratch* scratch = nullptr;
-  const Plan* plan = nullptr;
+  Plan* plan = nullptr;
+  cublasLtMatmulAlgo_t algo{};
   {
     State& st = state();
     std::lock_guard<std::mutex> lock(st.mu);
@@ -337,11 +405,13 @@ Status cublaslt_gemm(const GemmProblem& p) {
       if (!made) return made.error();
       plan = st.plans.emplace(key, std::move(*made)).first->second.get();
     }
+    if (!plan->tuned) KB_TRY(tune_plan_locked(handle, *plan, p, *scratch));
+    algo = plan->algo;  // copied under the lock: a later tuning may change it
   }
-  // Plans and scratch are never freed or changed once made: use them unlocked.
+  // Plans and scratch are never freed; descriptors never change: use them unlocked.
   const float alpha = 1.f, beta = 0.f;
   cublasStatus_t s = lt.matmul(handle, plan->op, &alpha, p.B, plan->a, p.A, plan->b, &beta, p.C, plan->c, p.C,
-                               plan->c, &plan->algo, scratch->lt_workspace, scratch->lt_bytes,
+                               plan->c, &algo, scratch->lt_workspace, scratch->lt_bytes,
                                static_cast<cudaStream_t>(p.stream));
   if (s != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmul", s);
   return ok_status();

@@ -13,9 +13,13 @@
 //   gemv counters with cudaMemsetAsync on the stream): warm a stream up before
 //   timing it or capturing it in a CUDA graph; later calls allocate nothing.
 // - One plan per problem: (device, M, N, K, dtype, alignment of A, B and C)
-//   -> matmul and layout descriptors plus the algorithm of
-//   cublasLtMatmulAlgoGetHeuristic, which is asked once per key. Plans are
-//   never freed (a var axis M has few distinct values in practice).
+//   -> matmul and layout descriptors plus the algorithm to use. The
+//   heuristic (cublasLtMatmulAlgoGetHeuristic) is asked once per key for its
+//   best few algorithms; the first call of the key on a stream that is not
+//   being captured times each of them on the caller's buffers and keeps the
+//   fastest (a few ms, once: planning, like FlashInfer's plan step; that call
+//   synchronizes the stream). Plans are never freed (a var axis M has few
+//   distinct values in practice).
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Does kb's timing agree with Nsight Compute's kernel duration? (issue 4)
+
+For a few kernels that run longer than 20 us, this runs `kb bench` once as
+usual (kb's median latency: CUDA events, L2 flushed before each sample) and
+once under `ncu`, which times each launch of the solution's kernel with its
+own hardware counter (gpu__time_duration), caches flushed before each launch
+(--cache-control all) and clocks left alone (--clock-control none, as kb
+leaves them). The bar: the two medians within 5%.
+
+usage: nsight_check.py --kb PATH --definitions DIR --bundled DIR --out DIR
+"""
+import argparse
+import csv
+import glob
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import uuid
+
+# (definition, where it lives, axis, value, solution, ncu kernel-name regex)
+CASES = [
+    ("rmsnorm_h7168", "shipped", "batch_size", 32768, "kb_cuda_rmsnorm", "rmsnorm_(block|warp|loop)_kernel"),
+    ("silu_and_mul_i14336", "bundled", "num_tokens", 8192, "kb_cuda_silu_and_mul", "silu_and_mul_kernel"),
+    ("gemm_n4096_k4096", "shipped", "M", 8192, "kb_cublaslt_gemm", "nvjet|xmma|cutlass|sm90_"),
+]
+UNIT_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9}
+
+p = argparse.ArgumentParser()
+p.add_argument("--kb", required=True)
+p.add_argument("--definitions", required=True)
+p.add_argument("--bundled", required=True)
+p.add_argument("--out", required=True)
+p.add_argument("--ncu", default=shutil.which("ncu") or "/usr/local/cuda/bin/ncu")
+args = p.parse_args()
+os.makedirs(args.out, exist_ok=True)
+
+
+def dataset_for(name, where, axis, value):
+    src = (os.path.join(args.definitions, "*", name + ".json") if where == "shipped"
+           else os.path.join(args.bundled, "*", "definitions", name + ".json"))
+    found = glob.glob(src)
+    if not found:
+        sys.exit(f"nsight_check: no definition {name} under {src}")
+    d = json.load(open(found[0]))
+    tmp = tempfile.mkdtemp(prefix="kb-nsight-")
+    os.makedirs(os.path.join(tmp, "definitions"))
+    os.makedirs(os.path.join(tmp, "workloads"))
+    json.dump(d, open(os.path.join(tmp, "definitions", name + ".json"), "w"))
+    wl = {"uuid": str(uuid.uuid4()), "axes": {axis: value}, "inputs": {k: {"type": "random"} for k in d["inputs"]}}
+    with open(os.path.join(tmp, "workloads", name + ".jsonl"), "w") as fh:
+        fh.write(json.dumps({"definition": name, "workload": wl, "solution": None, "evaluation": None}) + "\n")
+    return tmp
+
+
+def kb_latency_ms(out_dir):
+    for f in glob.glob(os.path.join(out_dir, "traces", "*", "*", "*.jsonl")):
+        for line in open(f):
+            ev = json.loads(line)["evaluation"]
+            return ev["status"], (ev.get("performance") or {}).get("latency_ms"), \
+                ((ev.get("performance") or {}).get("extra") or {})
+    return "NOT RUN", None, {}
+
+
+rows = []
+for name, where, axis, value, solution, regex in CASES:
+    ds = dataset_for(name, where, axis, value)
+    bench = [args.kb, "bench", ds, "--device", "cuda", "--trials", "1", "--solutions", solution]
+    out_kb = os.path.join(args.out, "kb-" + name)
+    r = subprocess.run(bench + ["--out", out_kb], capture_output=True, text=True, timeout=180)
+    status, kb_ms, extra = kb_latency_ms(out_kb)
+    # Under ncu: correctness calls only (--no-time; kb's blocking kernel would
+    # stall on ncu's serialized launches), ten trials = ten cold launches of
+    # the solution's kernel, each timed by the hardware.
+    ncu_cmd = [args.ncu, "--clock-control", "none", "--cache-control", "all", "-k", "regex:" + regex,
+               "--launch-count", "30", "--metrics", "gpu__time_duration.sum", "--csv", "--page", "details"]
+    rn = subprocess.run(ncu_cmd + bench[:-4] + ["--trials", "10", "--solutions", solution,
+                                                "--out", out_kb + "-ncu", "--no-time"], capture_output=True, text=True,
+                        timeout=240)
+    durations_ns = []
+    text = rn.stdout
+    start = text.find('"ID"')
+    if start >= 0:
+        for rec in csv.DictReader(io.StringIO(text[start:])):
+            if rec.get("Metric Name") == "gpu__time_duration.sum":
+                unit = UNIT_NS.get(rec.get("Metric Unit", "nsecond"), 1.0)
+                durations_ns.append(float(rec["Metric Value"].replace(",", "")) * unit)
+    ncu_ms = statistics.median(durations_ns) / 1e6 if durations_ns else None
+    ratio = kb_ms / ncu_ms if kb_ms and ncu_ms else None
+    rows.append({"definition": name, "axis": axis, "value": value, "solution": solution, "status": status,
+                 "kb_ms": kb_ms, "kb_samples": extra.get("samples"), "kb_graph": extra.get("graph"),
+                 "ncu_ms": ncu_ms, "ncu_launches": len(durations_ns), "kb_over_ncu": ratio,
+                 "within_5pct": (abs(ratio - 1) <= 0.05) if ratio else None,
+                 "ncu_exit": rn.returncode, "ncu_tail": (rn.stderr or rn.stdout)[-600:] if not durations_ns else ""})
+    shutil.rmtree(ds, ignore_errors=True)
+
+json.dump(rows, open(os.path.join(args.out, "nsight_check.json"), "w"), indent=1)
+lines = ["| definition | batch | solution | status | kb ms | ncu ms (launches) | kb / ncu | within 5% |",
+         "| --- | ---: | --- | --- | ---: | ---: | ---: | --- |"]
+for r_ in rows:
+    f = lambda x: "-" if x is None else f"{x:.4f}"
+    lines.append(f"| {r_['definition']} | {r_['value']} | {r_['solution']} | {r_['status']} | {f(r_['kb_ms'])} | "
+                 f"{f(r_['ncu_ms'])} ({r_['ncu_launches']}) | {f(r_['kb_over_ncu'])} | {r_['within_5pct']} |")
+    if r_["ncu_tail"]:
+        lines.append(f"\nncu gave no durations for {r_['definition']} (exit {r_['ncu_exit']}):\n```\n{r_['ncu_tail']}\n```\n")
+open(os.path.join(args.out, "nsight_check.md"), "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+sys.exit(0 if all(r_["within_5pct"] for r_ in rows) else 1)
