@@ -2,7 +2,8 @@
 # Installs what kb builds and tests with, from Debian's packages, if missing.
 # Safe to run repeatedly; needs root or sudo only when something is missing.
 set -eu
-packages="meson ninja-build pkg-config g++ python3 python3-jsonschema libsimdjson-dev doctest-dev libfmt-dev libdlpack-dev clang"
+# python3-torch (Debian: 1.13, CPU): `kb bench --reference torch` and its tests
+packages="meson ninja-build pkg-config g++ python3 python3-jsonschema libsimdjson-dev doctest-dev libfmt-dev libdlpack-dev clang python3-torch"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

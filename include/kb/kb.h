@@ -13,6 +13,8 @@
  *                                                   against a definition's signature and constraints
  *   - Workloads, Solutions and results (Trace records): load and inspect
  *   - CUDA device discovery                         kb_cuda_device_count, kb_cuda_device_get
+ *   - outside solutions: plugins and built Solution JSON, run in a watched worker process
+ *                                                   kb_plugin_load, kb_plugin_benchmark_run, ...
  *
  * PLANNED (later issues; not in ABI version 1 yet)
  *   - running solutions on caller tensors (kb_solution_run) with an explicit CUDA stream;
@@ -615,6 +617,209 @@ typedef struct kb_benchmark_options {
  * for the definition, or the solution does not handle it). Thread-safe. Since 0.1. */
 KB_API kb_status kb_benchmark_run(kb_context* ctx, const kb_definition* def, const kb_workload* workload,
                                   const char* solution, const kb_benchmark_options* opts, kb_result** out);
+
+/* ==== Plugins: outside solutions ================================================================ */
+/*
+ * Outside solutions are code kb did not write: shared libraries ("plugins") and FlashInfer-Bench
+ * Solution JSON whose C++/CUDA sources kb builds into one. kb never runs such code in the calling
+ * process. kb_plugin_load() starts a worker process (the kb-worker executable) that dlopens the
+ * library, calls its entry point and sends the table of solutions back; every call of a solution
+ * runs in that worker on tensors in shared memory, with guard bytes around every buffer, watched
+ * by a time limit. A crash is reported with its signal, a hang is killed after the limit, and the
+ * worker is replaced before the next call; the solution's stdout/stderr go into the evaluation log.
+ *
+ * WRITING A PLUGIN (since 0.1; plugin ABI version 1)
+ *   Export one function, with C linkage and default visibility:
+ *
+ *     KB_PLUGIN_EXPORT const kb_plugin_table* kb_plugin_entry_v1(uint32_t kb_plugin_abi);
+ *
+ *   kb passes KB_PLUGIN_ABI_VERSION of the kb that loads it. Return a pointer to a table that stays
+ *   valid while the library is loaded (static storage), whose abi_version is the
+ *   KB_PLUGIN_ABI_VERSION the plugin was compiled with, or NULL to refuse. kb refuses a table of
+ *   another ABI version, a NULL table, a missing entry symbol, and a malformed table (struct_size
+ *   too small, no solutions, NULL or empty strings, names that are not [A-Za-z0-9_.-]+ of at most
+ *   128 bytes, duplicate names, an unknown device, a NULL run function), naming the library and
+ *   the solution.
+ *
+ *   Each solution's run function is called with the definition's inputs and outputs in definition
+ *   order (the signature: inputs then outputs, as in the definition JSON). Tensors are DLPack
+ *   views: compact row-major, strides never NULL, in host memory for KB_PLUGIN_DEVICE_CPU and in
+ *   device memory of the current CUDA device for KB_PLUGIN_DEVICE_CUDA. Python scalars (shape null)
+ *   arrive as tagged values (kb_plugin_arg). Outputs are allocated by kb with the definition's
+ *   shapes and poisoned; write every element and nothing else. Inputs are read-only. A CUDA
+ *   solution launches on call->stream and need not synchronize. Return KB_PLUGIN_OK; or
+ *   KB_PLUGIN_ERROR with a one-line message written into call->message (at most message_size
+ *   bytes, NUL-terminated), recorded as RUNTIME_ERROR; or KB_PLUGIN_UNSUPPORTED when the solution
+ *   does not handle these shapes (the evaluation is then skipped, not failed).
+ *   A run function may be called many times, with fresh inputs each time: never keep results.
+ *
+ * SOLUTION JSON (language "cpp" or "cuda")
+ *   kb writes the sources to a cache directory keyed by a hash of the solution's content and builds
+ *   them (the C++ compiler, or nvcc for "cuda") into a plugin. spec.entry_point "file::symbol" names
+ *   a function called with destination passing: positional, inputs then outputs in definition order;
+ *   tensor parameters are `DLTensor*` (or `const DLTensor*`), Python scalars are plain arithmetic
+ *   parameters (int64_t, int, double, float or bool); a CUDA solution may take one more, trailing
+ *   pointer parameter that receives the cudaStream_t. It returns void, or int (0 = success). kb
+ *   checks the parameter list against the definition when it builds, so a mismatch is a
+ *   COMPILE_ERROR naming the parameter. python, triton and tilelang solutions are reported as
+ *   languages kb cannot run.
+ */
+
+/* Plugin ABI version of this header. Since 0.1. */
+#define KB_PLUGIN_ABI_VERSION 1
+/* The entry point's name, for dlsym. Since 0.1. */
+#define KB_PLUGIN_ENTRY_SYMBOL "kb_plugin_entry_v1"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KB_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define KB_PLUGIN_EXPORT
+#endif
+
+/* Where a plugin solution runs. Values pinned. Since 0.1. */
+typedef enum kb_plugin_device {
+  KB_PLUGIN_DEVICE_CPU = 0,
+  KB_PLUGIN_DEVICE_CUDA = 1,
+  KB_PLUGIN_DEVICE_FORCE_32BIT = 0x7fffffff
+} kb_plugin_device;
+
+/* What a plugin's run function returns. Values pinned. Since 0.1. */
+typedef enum kb_plugin_status {
+  KB_PLUGIN_OK = 0,
+  KB_PLUGIN_ERROR = 1,       /* failed; call->message says why (RUNTIME_ERROR) */
+  KB_PLUGIN_UNSUPPORTED = 2, /* does not handle these shapes; the evaluation is skipped */
+  KB_PLUGIN_STATUS_FORCE_32BIT = 0x7fffffff
+} kb_plugin_status;
+
+/* Kinds of arguments. Values pinned. Since 0.1. */
+typedef enum kb_arg_kind {
+  KB_ARG_TENSOR = 0,
+  KB_ARG_INT = 1,   /* a Python int scalar: int_value */
+  KB_ARG_FLOAT = 2, /* a Python float scalar: float_value */
+  KB_ARG_BOOL = 3,  /* a Python bool scalar: int_value 0 or 1 */
+  KB_ARG_KIND_FORCE_32BIT = 0x7fffffff
+} kb_arg_kind;
+
+/* One input of a call: a tensor or a tagged scalar. Since 0.1. */
+typedef struct kb_plugin_arg {
+  kb_arg_kind kind;
+  const DLTensor* tensor; /* KB_ARG_TENSOR: the input (read-only); NULL otherwise */
+  int64_t int_value;      /* KB_ARG_INT, KB_ARG_BOOL */
+  double float_value;     /* KB_ARG_FLOAT (also set, converted, for INT and BOOL) */
+} kb_plugin_arg;
+
+/* One call of a plugin solution. Everything is borrowed for the duration of the call. Since 0.1. */
+typedef struct kb_plugin_call {
+  size_t struct_size;       /* sizeof(kb_plugin_call) of the kb that calls */
+  const char* definition;   /* the definition's name */
+  const kb_plugin_arg* inputs;
+  size_t n_inputs;          /* the definition's inputs, in order */
+  const DLTensor* outputs;  /* write into outputs[i].data */
+  size_t n_outputs;         /* the definition's outputs, in order */
+  void* stream;             /* cudaStream_t for KB_PLUGIN_DEVICE_CUDA; NULL on the CPU */
+  void* user_data;          /* the solution's user_data */
+  char* message;            /* for KB_PLUGIN_ERROR / KB_PLUGIN_UNSUPPORTED: one line, NUL-terminated */
+  size_t message_size;      /* bytes available in message (at least 256) */
+} kb_plugin_call;
+
+typedef kb_plugin_status (*kb_plugin_run_fn)(const kb_plugin_call* call);
+
+/* One solution of a plugin. Strings are UTF-8, owned by the plugin. Since 0.1. */
+typedef struct kb_plugin_solution {
+  size_t struct_size;      /* sizeof(kb_plugin_solution) */
+  const char* definition;  /* the definition it implements, e.g. "rmsnorm_h4096" */
+  const char* name;        /* solution name in traces, unique in the plugin */
+  const char* author;      /* traces/<author>/... */
+  const char* description; /* nullable */
+  kb_plugin_device device;
+  kb_plugin_run_fn run;
+  void* user_data;         /* passed back in kb_plugin_call.user_data */
+} kb_plugin_solution;
+
+/* What the entry point returns. Since 0.1. */
+typedef struct kb_plugin_table {
+  size_t struct_size;                  /* sizeof(kb_plugin_table) */
+  uint32_t abi_version;                /* KB_PLUGIN_ABI_VERSION the plugin was built with */
+  uint32_t n_solutions;                /* 1..4096 */
+  const kb_plugin_solution* solutions; /* n_solutions entries */
+} kb_plugin_table;
+
+/* The entry point every plugin exports (declared here so a plugin's definition is checked). */
+typedef const kb_plugin_table* (*kb_plugin_entry_v1_fn)(uint32_t kb_plugin_abi);
+KB_PLUGIN_EXPORT const kb_plugin_table* kb_plugin_entry_v1(uint32_t kb_plugin_abi);
+
+/* A loaded plugin (or a built Solution JSON) and its worker process. Unlike the other handles it
+ * has state (the worker): calls on one kb_plugin are serialized internally. Since 0.1. */
+typedef struct kb_plugin kb_plugin;
+
+/* Options of kb_plugin_load() and kb_plugin_load_solution(). Since 0.1. */
+typedef struct kb_plugin_options {
+  size_t struct_size;      /* sizeof(kb_plugin_options) */
+  double timeout_s;        /* limit on one call (and on loading); <= 0: 30 seconds */
+  const char* worker_path; /* nullable: the kb-worker executable; NULL: $KB_WORKER, else the one built
+                              or installed with this libkb */
+  const char* cache_dir;   /* nullable: where Solution JSON builds go; NULL: $KB_CACHE_DIR, else
+                              $XDG_CACHE_HOME/kb, else ~/.cache/kb */
+  uint32_t flags;          /* reserved: must be 0 */
+} kb_plugin_options;
+
+#define KB_PLUGIN_OPTIONS_INIT {sizeof(kb_plugin_options), 0.0, NULL, NULL, 0u}
+
+/* Loads the plugin at `path` in a new worker process and reads its table.
+ *   opts (in, nullable) NULL means KB_PLUGIN_OPTIONS_INIT. Not kept.
+ *   out  (out) the plugin, owned by the caller until kb_plugin_destroy().
+ * Returns KB_OK; KB_ERROR_IO (no such file, kb-worker not found or not started); KB_ERROR_NOT_FOUND
+ * (the library has no kb_plugin_entry_v1, or cannot be dlopened: the message has dlerror's text);
+ * KB_ERROR_ABI_MISMATCH (the table's abi_version is not KB_PLUGIN_ABI_VERSION, or the entry point
+ * returned NULL); KB_ERROR_INVALID_DATA (a malformed table; the worker crashed or hung while
+ * loading); KB_ERROR_INVALID_ARGUMENT. Messages begin with the path. Thread-safe. Since 0.1. */
+KB_API kb_status kb_plugin_load(kb_context* ctx, const char* path, const kb_plugin_options* opts, kb_plugin** out);
+
+/* Builds a Solution (language "cpp" or "cuda") of definition `def` into a plugin under the cache
+ * directory, or reuses an earlier build of the same content, and loads it as kb_plugin_load() does.
+ * `def` gives the calling convention (its inputs then outputs) that the build checks the entry
+ * point against. A build that fails is not an error of this call: the plugin then has the
+ * solution's one entry (build_failed 1), and every kb_plugin_benchmark_run() of it records
+ * COMPILE_ERROR with the compiler's output in the log.
+ * Returns KB_OK; KB_ERROR_UNSUPPORTED (language python, triton or tilelang; cuda in a build of kb
+ * without CUDA); KB_ERROR_INVALID_DATA (the solution implements another definition); KB_ERROR_IO
+ * (the cache cannot be written); the statuses of kb_plugin_load() for a library that built.
+ * Since 0.1. */
+KB_API kb_status kb_plugin_load_solution(kb_context* ctx, const kb_solution* solution, const kb_definition* def,
+                                         const kb_plugin_options* opts, kb_plugin** out);
+
+/* Stops the worker and destroys the plugin. NULL does nothing. Since 0.1. */
+KB_API void kb_plugin_destroy(kb_plugin* plugin);
+
+/* One solution of a loaded plugin. Strings are borrowed from the plugin. Since 0.1. */
+typedef struct kb_plugin_solution_info {
+  size_t struct_size; /* in: sizeof(kb_plugin_solution_info) */
+  const char* definition;
+  const char* name;
+  const char* author;
+  const char* description; /* NULL when absent */
+  kb_plugin_device device;
+  int build_failed;        /* 1 for a Solution JSON that did not build (its runs are COMPILE_ERROR) */
+} kb_plugin_solution_info;
+
+#define KB_PLUGIN_SOLUTION_INFO_INIT {sizeof(kb_plugin_solution_info), NULL, NULL, NULL, NULL, KB_PLUGIN_DEVICE_CPU, 0}
+
+/* Number of solutions (0 for NULL), and solution `index` in table order. kb_plugin_solution_get
+ * returns KB_OK or KB_ERROR_INVALID_ARGUMENT (NULL argument, index out of range, short
+ * struct_size). Since 0.1. */
+KB_API size_t kb_plugin_solution_count(const kb_plugin* plugin);
+KB_API kb_status kb_plugin_solution_get(const kb_plugin* plugin, size_t index, kb_plugin_solution_info* out);
+
+/* As kb_benchmark_run(), for the plugin solution named `solution`: the harness materializes and
+ * judges in the calling process; the solution runs in the worker. Its crash is RUNTIME_ERROR
+ * naming the signal, a call longer than the time limit is TIMEOUT (the worker is killed and
+ * replaced), writes past an output or into an input are RUNTIME_ERROR; output from the solution
+ * is appended to the log (at most 16 KiB). Returns the statuses of kb_benchmark_run() (NOT_FOUND:
+ * no such solution in the plugin; UNSUPPORTED: the solution implements another definition, or
+ * declined the shapes); the evaluation's own status is in the result. Since 0.1. */
+KB_API kb_status kb_plugin_benchmark_run(kb_context* ctx, kb_plugin* plugin, const char* solution,
+                                         const kb_definition* def, const kb_workload* workload,
+                                         const kb_benchmark_options* opts, kb_result** out);
 
 /* ==== CUDA ===================================================================================== */
 

@@ -6,9 +6,13 @@
 #include <cstring>
 #include <mutex>
 
+#include "cuda/anti_gaming.hpp"
+#include "cuda/plausible.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/timing.hpp"
 #include "harness/cost.hpp"
+#include "harness/sampling_judge.hpp"
+#include "harness/torch_reference.hpp"
 #include "inputs/inputs.hpp"
 #include "oracle/gpu_oracle.hpp"
 
@@ -48,6 +52,62 @@ double copy_bandwidth_gbs(void* stream) {
   return gbs;
 }
 
+std::string json_string(const std::string& v) {
+  std::string o = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) o += c;
+  }
+  return o + "\"";
+}
+
+struct Problem {
+  EvalStatus status;
+  std::string what;
+};
+
+// After timing: every rotation's guards, inputs and (unless judged by
+// distribution) outputs again. The samples wrote each rotation's outputs last;
+// a solution that returned a result remembered from an earlier call (or did
+// no work in timed calls) fails here though it passed its checked calls.
+Result<std::optional<Problem>> check_rotations(const Definition& d, const Tolerance& tol,
+                                               const std::vector<DeviceInputs>& input_sets,
+                                               const std::vector<std::vector<cuda::DeviceCopy>>& output_sets,
+                                               const std::vector<std::vector<Tensor>>& expected_sets,
+                                               const std::vector<std::vector<Tensor>>& host_inputs, void* stream) {
+  for (std::size_t k = 0; k < output_sets.size(); ++k) {
+    for (std::size_t i = 0; i < input_sets[k].copies.size(); ++i) {
+      if (host_inputs[k][i].empty_storage() || !input_sets[k].args[i].tensor) continue;
+      auto g = input_sets[k].copies[i].buffer.guards_intact();
+      if (!g) return g.error();
+      Tensor back = host_inputs[k][i].clone();
+      KB_TRY(cuda::download(input_sets[k].copies[i].view, back, stream));
+      if (!*g || std::memcmp(back.bytes(), host_inputs[k][i].bytes(), back.nbytes()) != 0)
+        return std::optional<Problem>(Problem{EvalStatus::runtime_error,
+                                              fmt::format("while timing (rotation {}): {} input \"{}\"", k,
+                                                          *g ? "modified" : "wrote outside", d.inputs[i].name)});
+    }
+    for (std::size_t i = 0; i < output_sets[k].size(); ++i) {
+      auto g = output_sets[k][i].buffer.guards_intact();
+      if (!g) return g.error();
+      if (!*g)
+        return std::optional<Problem>(Problem{
+            EvalStatus::runtime_error, fmt::format("while timing (rotation {}): wrote outside output \"{}\" (guard "
+                                                   "bytes changed)", k, d.outputs[i].name)});
+      if (expected_sets[k].empty()) continue;
+      Tensor got = expected_sets[k][i].clone();
+      KB_TRY(cuda::download(output_sets[k][i].view, got, stream));
+      Comparison c = compare(got, expected_sets[k][i], tol);
+      if (c.verdict != Comparison::Verdict::match)
+        return std::optional<Problem>(Problem{
+            EvalStatus::incorrect_numerical,
+            fmt::format("after timing, rotation {} (trial {}'s inputs): output \"{}\": {} (results reused across "
+                        "calls, or work skipped in timed calls)", k, k, d.outputs[i].name, c.detail)});
+    }
+  }
+  return std::optional<Problem>();
+}
+
 EvaluationResult done(Evaluation ev, std::string log, std::string summary) {
   ev.log = std::move(log);
   EvaluationResult r;
@@ -76,8 +136,12 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
                                 tol.atol, tol.rtol, tol.required_matched_ratio);
   double max_abs = 0, max_rel = 0;
   std::int64_t mismatched = 0, total = 0;
-  std::vector<DeviceInputs> input_sets;  // kept for timing: one per trial
-  std::vector<cuda::DeviceCopy> outputs;
+  // Kept for the stream check and timing, one per trial: timed samples rotate
+  // through them, and each rotation's outputs are judged again afterwards.
+  std::vector<DeviceInputs> input_sets;
+  std::vector<std::vector<cuda::DeviceCopy>> output_sets;
+  std::vector<std::vector<Tensor>> expected_sets;  // empty for sampling
+  std::vector<std::vector<Tensor>> host_inputs;    // snapshots, to check inputs after timing
   AxisValues axes;
 
   for (int trial = 0; trial < std::max(1, opt.trials); ++trial) {
@@ -101,7 +165,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     // against the CPU oracle.
     CallCost cost = ideal_cost(d, m->axes);
     GpuOracleFn gpu_oracle = find_gpu_oracle(d);
-    bool use_gpu_oracle = gpu_oracle && (cost.flops > 2e9 || cost.bytes > 64e6);
+    const bool use_torch = opt.reference == ReferenceSource::torch && !judged_by_distribution(d);
+    bool use_gpu_oracle = !use_torch && gpu_oracle && (cost.flops > 2e9 || cost.bytes > 64e6);
     if (use_gpu_oracle) {
       std::vector<cuda::DeviceCopy> ref;
       std::vector<cuda::DeviceTensor> ref_views;
@@ -114,11 +179,15 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       KB_TRY(gpu_oracle(GpuOracleCall{d, m->axes, di->args, ref_views, stream.get()}));
       for (std::size_t i = 0; i < ref.size(); ++i) KB_TRY(cuda::download(ref[i].view, (*expected)[i], stream.get()));
       if (trial == 0) log += "reference: kb GPU oracle (fp32 CUDA cores)\n";
+    } else if (use_torch) {
+      auto tr = run_torch_reference(d, m->args, *expected, opt.torch);
+      if (!tr) return tr.error();
+      if (trial == 0) log += fmt::format("reference: the definition's PyTorch reference (torch {}, CPU)\n", tr->torch_version);
     } else {
       KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
       if (trial == 0) log += "reference: kb CPU oracle\n";
     }
-    outputs.clear();
+    std::vector<cuda::DeviceCopy> outputs;
     std::vector<cuda::DeviceTensor> views;
     for (const auto& t : d.outputs) {
       auto c = cuda::allocate_like(t.dtype, bound_shape(t, m->axes));
@@ -161,6 +230,56 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     }
     auto got = allocate_outputs(d, m->axes);
     if (!got) return got.error();
+    if (judged_by_distribution(d)) {
+      // Sampling: by distribution over opt.sampling.draws calls on these
+      // inputs (the solution keeps its own random state; CudaCall has no seed).
+      auto judge = SamplingJudge::create(d, m->axes, m->args, opt.sampling);
+      if (!judge) return judge.error();
+      if (trial == 0) log += judge->describe() + "\n";
+      std::optional<SamplingVerdict> bad;
+      for (int draw = 0; draw < opt.sampling.draws && !bad; ++draw) {
+        if (draw > 0) {
+          for (auto& o : outputs) KB_TRY(cuda::memset_async(o.view, 0xFF, stream.get()));
+          Status s = impl.run_cuda(CudaCall{d, m->axes, di->args, views, stream.get()});
+          if (s.ok()) s = cuda::check(cudaGetLastError(), "after the launch");
+          if (s.ok()) s = stream.synchronize();
+          if (!s.ok()) {
+            ev.status = EvalStatus::runtime_error;
+            return done(std::move(ev), log + fmt::format("trial {}, call {}: {}", trial, draw, s.error().message),
+                        s.error().message);
+          }
+        }
+        for (std::size_t i = 0; i < outputs.size(); ++i) {
+          auto g = outputs[i].buffer.guards_intact();
+          if (!g) return g.error();
+          if (!*g) {
+            ev.status = EvalStatus::runtime_error;
+            std::string problem = fmt::format("wrote outside output \"{}\" (guard bytes changed)", d.outputs[i].name);
+            return done(std::move(ev), log + problem, problem);
+          }
+          KB_TRY(cuda::download(outputs[i].view, (*got)[i], stream.get()));
+        }
+        bad = judge->add(*got);
+      }
+      SamplingVerdict v = bad ? *bad : judge->finish();
+      max_abs = std::max(max_abs, v.max_abs);
+      max_rel = std::max(max_rel, v.max_rel);
+      if (v.status != EvalStatus::passed) {
+        ev.status = v.status;
+        if (v.status == EvalStatus::incorrect_numerical)
+          ev.correctness = Correctness{bad ? 1e8 : max_rel, bad ? 1.0 : max_abs,
+                                       fmt::format(R"({{"tvd":{},"tvd_threshold":{},"out_of_support":{},"trials_run":{}}})",
+                                                   v.max_tvd, v.tvd_threshold, bad.has_value(), trial + 1)};
+        std::string where = fmt::format("trial {}: {}", trial, v.detail);
+        return done(std::move(ev), log + where, where);
+      }
+      input_sets.push_back(std::move(*di));
+      output_sets.push_back(std::move(outputs));
+      expected_sets.emplace_back();
+      host_inputs.emplace_back();
+      for (const auto& a : m->args) host_inputs.back().push_back(a.tensor ? a.tensor->clone() : Tensor{});
+      continue;
+    }
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       auto g = outputs[i].buffer.guards_intact();
       if (!g) return g.error();
@@ -184,6 +303,40 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       }
     }
     input_sets.push_back(std::move(*di));
+    output_sets.push_back(std::move(outputs));
+    expected_sets.push_back(std::move(*expected));
+    host_inputs.emplace_back();
+    for (const auto& a : m->args) host_inputs.back().push_back(a.tensor ? a.tensor->clone() : Tensor{});
+  }
+
+  // Other-stream check: one more call on trial 0's inputs, on a stream held
+  // shut by a gate kernel, its outputs poisoned again.
+  {
+    auto& outs = output_sets[0];
+    std::vector<cuda::DeviceTensor> views;
+    std::vector<std::pair<void*, std::size_t>> probe;
+    for (auto& o : outs) {
+      KB_TRY(cuda::memset_async(o.view, 0xFF, stream.get()));
+      views.push_back(o.view);
+      probe.emplace_back(o.view.data, o.view.nbytes);
+    }
+    KB_TRY(stream.synchronize());
+    auto sc = cuda::check_stream_discipline(
+        [&](void* s) {
+          Status st = impl.run_cuda(CudaCall{d, axes, input_sets[0].args, views, s});
+          if (st.ok()) st = cuda::check(cudaGetLastError(), "after the launch");
+          return st;
+        },
+        probe, stream.get());
+    if (!sc) {
+      ev.status = EvalStatus::runtime_error;
+      return done(std::move(ev), log + "stream check: " + sc.error().message, sc.error().message);
+    }
+    log += sc->detail + "\n";
+    if (sc->verdict == cuda::StreamVerdict::other_stream) {
+      ev.status = EvalStatus::runtime_error;
+      return done(std::move(ev), log, sc->detail);
+    }
   }
 
   ev.status = EvalStatus::passed;
@@ -191,13 +344,22 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
                                                              mismatched, total, std::max(1, opt.trials))};
   Performance perf;
   if (opt.time) {
-    std::vector<cuda::DeviceTensor> views;
-    for (const auto& o : outputs) views.push_back(o.view);
-    // Rotate the trials' input sets: consecutive samples see different inputs.
+    // Rotate the trials' input and output sets: consecutive samples see
+    // different inputs and write different buffers, poisoned again first, so
+    // a result remembered from an earlier call lands in the wrong rotation.
+    std::vector<std::vector<cuda::DeviceTensor>> view_sets;
+    for (auto& outs : output_sets) {
+      view_sets.emplace_back();
+      for (auto& o : outs) {
+        KB_TRY(cuda::memset_async(o.view, 0xFF, stream.get()));
+        view_sets.back().push_back(o.view);
+      }
+    }
+    KB_TRY(stream.synchronize());
     auto t = cuda::time_gpu(
         [&](int sample, void* s) {
-          const auto& set = input_sets[static_cast<std::size_t>(sample) % input_sets.size()];
-          return impl.run_cuda(CudaCall{d, axes, set.args, views, s});
+          std::size_t k = static_cast<std::size_t>(sample) % input_sets.size();
+          return impl.run_cuda(CudaCall{d, axes, input_sets[k].args, view_sets[k], s});
         },
         stream.get());
     if (!t) {
@@ -205,19 +367,35 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       ev.correctness.reset();
       return done(std::move(ev), log + "while timing: " + t.error().message, t.error().message);
     }
+    auto bad = check_rotations(d, tol, input_sets, output_sets, expected_sets, host_inputs, stream.get());
+    if (!bad) return bad.error();
+    if (*bad) {
+      ev.status = (*bad)->status;
+      if (ev.status != EvalStatus::incorrect_numerical) ev.correctness.reset();
+      return done(std::move(ev), log + (*bad)->what, (*bad)->what);
+    }
     CallCost cost = ideal_cost(d, axes);
     double seconds = t->median_ms * 1e-3;
     double bw = copy_bandwidth_gbs(stream.get());
+    double mma = cuda::measured_mma_tflops(stream.get());
+    std::string implausible = cuda::implausible_speed(cost.bytes, cost.flops, t->median_ms, bw, mma);
     double gbs = cost.bytes / seconds / 1e9;
     perf.latency_ms = t->median_ms;
     perf.extra = fmt::format(
         R"({{"timing":"cuda_events","graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},"l2_flushed":true,)"
         R"("input_sets":{},"sm_clock_mhz":[{},{}],"sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},)"
-        R"("copy_bandwidth_gbs":{},"fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{}}})",
+        R"("copy_bandwidth_gbs":{},"fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},)"
+        R"("mma_bf16_tflops":{},"rotations_checked":{},"stream_check":true,"implausible":{}}})",
         t->graph, t->samples, t->min_ms, t->max_ms, t->rel_noise, input_sets.size(), t->sm_clock_mhz_before,
         t->sm_clock_mhz_after, t->sm_clock_mhz_max, t->throttled, cost.bytes, gbs, bw, bw > 0 ? gbs / bw : 0,
-        cost.flops, cost.flops / seconds / 1e12);
+        cost.flops, cost.flops / seconds / 1e12, mma, output_sets.size(), json_string(implausible));
     log += "timing: " + t->method() + "\n";
+    log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", output_sets.size());
+    if (!implausible.empty()) {
+      log += "IMPLAUSIBLE speed: " + implausible + "\n";
+      ev.performance = perf;
+      return done(std::move(ev), log, "ok, but IMPLAUSIBLE: " + implausible);
+    }
   }
   ev.performance = perf;
   return done(std::move(ev), log, "ok");

@@ -10,6 +10,7 @@
 
 #include "cuda/device.hpp"
 #include "inputs/inputs.hpp"
+#include "json/json.hpp"
 #if KB_HAVE_CUDA
 #include "harness/gpu_eval.hpp"
 #endif
@@ -42,11 +43,18 @@ struct Failure {
 };
 
 // One call of `impl` on fresh outputs, with every anti-gaming check.
+// `snapshot`: the inputs as they were before the first call on them (made
+// here when null; sampling's many calls on the same inputs pass one).
 std::optional<Failure> checked_call(const Implementation& impl, const Definition& d, Materialized& m,
-                                    std::vector<Tensor>& outputs, std::uint64_t seed) {
+                                    std::vector<Tensor>& outputs, std::uint64_t seed,
+                                    const std::vector<Tensor>* snapshot = nullptr) {
   for (auto& o : outputs) o.fill_bytes(0xFF);  // poison: NaN in every float dtype
-  std::vector<Tensor> before;
-  for (const auto& t : m.tensors) before.push_back(t.clone());
+  std::vector<Tensor> own;
+  if (!snapshot) {
+    for (const auto& t : m.tensors) own.push_back(t.clone());
+    snapshot = &own;
+  }
+  const std::vector<Tensor>& before = *snapshot;
   Status st = ok_status();
   try {
     st = impl.run(ImplementationCall{d, m.axes, m.args, outputs, seed});
@@ -135,7 +143,27 @@ EvalEnvironment current_environment(Device device) {
 Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const Implementation& impl,
                                   const BenchOptions& opt) {
   Implementation oracle = reference_implementation();
-  if (auto why = oracle.supports(d); !why.empty()) return make_error(Code::unsupported, why);
+  const std::string no_oracle = oracle.supports(d);
+  const bool sampling = judged_by_distribution(d);
+  // Sampling is judged against the distribution kb's oracle computes (the
+  // PyTorch reference only draws samples); everything else against the
+  // chosen reference source.
+  const bool use_torch = opt.reference == ReferenceSource::torch && !sampling;
+  if (!no_oracle.empty() && !use_torch) {
+    if (sampling && opt.reference == ReferenceSource::torch)
+      return make_error(Code::unsupported,
+                        fmt::format("{}: sampling is judged by distribution, which needs kb's sampling oracle: {}",
+                                    d.name, no_oracle));
+    return make_error(Code::unsupported, no_oracle);
+  }
+  std::string torch_version_text;
+  if (use_torch) {
+    auto v = torch_version(opt.torch);
+    if (!v)
+      return make_error(v.error().code, fmt::format("{}: --reference torch: {}{}", d.name, v.error().message,
+                                                    no_oracle.empty() ? "" : fmt::format(" (and kb has no oracle: {})", no_oracle)));
+    torch_version_text = *v;
+  }
   if (auto why = impl.supports(d); !why.empty())
     return make_error(Code::unsupported, fmt::format("{} does not handle {}: {}", impl.name, d.name, why));
   if (impl.device == Device::cuda) {
@@ -152,10 +180,24 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   ev.timestamp = iso_timestamp_now();
   std::string log = fmt::format("seed={} trials={} atol={} rtol={} required_matched_ratio={}\n", opt.seed, opt.trials,
                                 tol.atol, tol.rtol, tol.required_matched_ratio);
+  if (use_torch)
+    log += fmt::format("reference: the definition's PyTorch reference (torch {}, CPU, python3 subprocess)\n",
+                       torch_version_text);
+  else if (sampling)
+    log += "reference: kb's sampling oracle's filtered distributions\n";
+  else
+    log += "reference: kb CPU oracle\n";
+  if (use_torch) ev.environment.libs.emplace_back("torch", torch_version_text);
   double max_abs = 0, max_rel = 0;
   std::int64_t mismatched = 0, total = 0;
+  double max_tvd = 0, tvd_threshold = 0, torch_ms = 0;
+  int max_bins = 0;
   std::optional<Materialized> last;
   std::vector<Tensor> last_outputs;
+  auto sampling_extra = [&](int trials_run) {
+    return fmt::format(R"({{"tvd":{},"tvd_threshold":{},"bins":{},"draws":{},"trials_run":{}}})", json::format_double(max_tvd),
+                       json::format_double(tvd_threshold), max_bins, opt.sampling.draws, trials_run);
+  };
 
   for (int trial = 0; trial < std::max(1, opt.trials); ++trial) {
     MaterializeOptions mo{opt.seed + static_cast<std::uint64_t>(trial), opt.dataset_root};
@@ -168,9 +210,67 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
       for (const auto& n : m->notes) log += n + "\n";
       for (const auto& n : *unchecked) log += n + "\n";
     }
+
+    if (sampling) {
+      auto judge = SamplingJudge::create(d, m->axes, m->args, opt.sampling);
+      if (!judge) return judge.error();
+      if (trial == 0) log += judge->describe() + "\n";
+      std::optional<SamplingVerdict> bad;
+      int draw = 0;
+      std::vector<Tensor> outputs, snapshot;
+      for (const auto& t : m->tensors) snapshot.push_back(t.clone());
+      for (; draw < opt.sampling.draws && !bad; ++draw) {
+        auto o = allocate_outputs(d, m->axes);
+        if (!o) return o.error();
+        outputs = std::move(*o);
+        if (auto fail = checked_call(impl, d, *m, outputs, SamplingJudge::draw_seed(mo.seed, draw), &snapshot)) {
+          if (fail->not_applicable) return make_error(Code::unsupported, fail->message);
+          ev.status = fail->status;
+          ev.log = log + fmt::format("trial {}, call {}: {}", trial, draw, fail->message);
+          return finish(std::move(ev), fail->message);
+        }
+        bad = judge->add(outputs);
+      }
+      SamplingVerdict v = bad ? *bad : judge->finish();
+      if (!bad && v.max_tvd >= max_tvd) {
+        max_tvd = v.max_tvd;
+        tvd_threshold = v.tvd_threshold;
+      }
+      max_bins = std::max(max_bins, v.max_bins);
+      max_abs = std::max(max_abs, v.max_abs);
+      max_rel = std::max(max_rel, v.max_rel);
+      if (v.status != EvalStatus::passed) {
+        std::string where = bad ? fmt::format("trial {}, call {}: {}", trial, draw - 1, v.detail)
+                                : fmt::format("trial {}: {}", trial, v.detail);
+        ev.status = v.status;
+        if (v.status == EvalStatus::incorrect_numerical) {
+          if (bad)  // a sample the reference can never draw: FlashInfer-Bench records inf; JSON has none
+            ev.correctness = Correctness{1e8, 1.0,
+                                         fmt::format(R"({{"out_of_support":true,"draws":{},"trials_run":{}}})",
+                                                     opt.sampling.draws, trial + 1)};
+          else
+            ev.correctness = Correctness{max_rel, max_abs, sampling_extra(trial + 1)};
+        }
+        ev.log = log + where;
+        return finish(std::move(ev), where);
+      }
+      if (trial == 0) log += fmt::format("trial 0: {}\n", v.detail);
+      last = std::move(*m);
+      last_outputs = std::move(outputs);
+      continue;
+    }
+
     auto expected = allocate_outputs(d, m->axes);
     if (!expected) return expected.error();
-    KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
+    if (use_torch) {
+      auto tr = run_torch_reference(d, m->args, *expected, opt.torch);
+      if (!tr) return tr.error();
+      torch_ms = tr->reference_ms;
+      if (trial == 0)
+        for (const auto& n : tr->notes) log += n + "\n";
+    } else {
+      KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
+    }
     auto outputs = allocate_outputs(d, m->axes);
     if (!outputs) return outputs.error();
 
@@ -206,8 +306,9 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
 
   ev.status = EvalStatus::passed;
   ev.correctness = Correctness{max_rel, max_abs,
-                               fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})", mismatched, total,
-                                           std::max(1, opt.trials))};
+                               sampling ? sampling_extra(std::max(1, opt.trials))
+                                        : fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})", mismatched,
+                                                      total, std::max(1, opt.trials))};
   Performance perf;
   if (opt.time) {
     rebind_args(*last);
@@ -218,15 +319,22 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
       ev.log = log + "while timing: " + t.error().message;
       return finish(std::move(ev), t.error().message);
     }
-    auto ref_outputs = allocate_outputs(d, last->axes);
-    if (!ref_outputs) return ref_outputs.error();
-    auto r = time_cpu(oracle, d, *last, *ref_outputs, opt);
-    if (!r) return r.error();
     perf.latency_ms = t->first;
-    perf.reference_latency_ms = r->first;
-    perf.speedup_factor = t->first > 0 ? r->first / t->first : 0;
-    log += fmt::format("timing: CPU wall time (steady_clock), median of {} samples; reference (kb oracle) median of {}\n",
-                       t->second, r->second);
+    if (no_oracle.empty()) {
+      auto ref_outputs = allocate_outputs(d, last->axes);
+      if (!ref_outputs) return ref_outputs.error();
+      auto r = time_cpu(oracle, d, *last, *ref_outputs, opt);
+      if (!r) return r.error();
+      perf.reference_latency_ms = r->first;
+      log += fmt::format("timing: CPU wall time (steady_clock), median of {} samples; reference (kb oracle) median of {}\n",
+                         t->second, r->second);
+    } else {
+      perf.reference_latency_ms = torch_ms;
+      log += fmt::format("timing: CPU wall time (steady_clock), median of {} samples; reference: one call of the "
+                         "PyTorch reference inside python3 (last trial)\n",
+                         t->second);
+    }
+    perf.speedup_factor = t->first > 0 ? perf.reference_latency_ms / t->first : 0;
   }
   ev.performance = perf;
   ev.log = log;

@@ -14,6 +14,8 @@
 
 #include "harness/implementation.hpp"
 #include "harness/judge.hpp"
+#include "harness/sampling_judge.hpp"
+#include "harness/torch_reference.hpp"
 #include "schema/model.hpp"
 
 namespace kb {
@@ -31,6 +33,14 @@ struct BenchOptions {
   double min_time_s = 0.05;
   double max_time_s = 2.0;
   bool time = true;  // false: correctness only
+  // Where the expected outputs come from: kb's oracles, or the definition's
+  // PyTorch reference run in a python3 subprocess (torch_reference.hpp).
+  // With torch, definitions without a kb oracle become evaluable and the
+  // oracle itself can be judged. Sampling is always judged by distribution
+  // against kb's sampling oracle's filtered probabilities (sampling_judge.hpp).
+  ReferenceSource reference = ReferenceSource::native;
+  TorchReferenceOptions torch;
+  SamplingOptions sampling;
 };
 
 // What kb records for one (workload, implementation).

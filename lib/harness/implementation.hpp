@@ -1,9 +1,11 @@
 // Implementations kb can run for a definition: the oracle ("reference"), kb's
-// own CPU and CUDA solutions, and (later) plugins and built Solution JSON.
+// own CPU and CUDA solutions, and outside solutions (plugins and built
+// Solution JSON, lib/plugin/), which run in a worker process.
 // They all take the definition's inputs and fill its outputs.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +15,10 @@
 #include "oracle/oracle.hpp"
 
 namespace kb {
+
+namespace plugin {
+class Session;  // lib/plugin/plugin.hpp
+}
 
 enum class Device { cpu, cuda };
 const char* device_name(Device d) noexcept;
@@ -49,6 +55,10 @@ struct Implementation {
   // Device::cpu implementations set `run`; Device::cuda ones set `run_cuda`.
   std::function<Status(const ImplementationCall&)> run;
   std::function<Status(const CudaCall&)> run_cuda;
+  // Set for outside solutions: their calls go to a worker process, and
+  // kb::plugin::evaluate() adds what only the worker saw (TIMEOUT, a build's
+  // COMPILE_ERROR, the solution's stdout/stderr) to the evaluation.
+  std::shared_ptr<plugin::Session> outside;
 };
 
 class Registry {

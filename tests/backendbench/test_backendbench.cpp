@@ -2,6 +2,7 @@
 // parse command, and the real TritonBench trace file from the shared folder.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,8 @@
 
 #include "backendbench/command.hpp"
 #include "backendbench/trace.hpp"
+#include "backendbench/run.hpp"
+#include "cuda/device.hpp"
 
 namespace bb = kb::backendbench;
 using bb::Kind;
@@ -441,4 +444,48 @@ TEST_CASE("the real TritonBench trace file parses and round-trips") {
   auto whole = bb::parse_file(path);
   REQUIRE(whole.ok());
   CHECK(whole->arg_line_count() == 12740);
+}
+
+// The CUDA side as far as a machine without a GPU can see it: the operator
+// list, and --device cuda failing cleanly (the GPU test is tests/gpu/test_backendbench_cuda).
+TEST_CASE("ops and run --device cuda without a device") {
+  auto run = [](std::vector<std::string> a, std::string& out, std::string& err) {
+    std::FILE* o = std::tmpfile();
+    std::FILE* e = std::tmpfile();
+    const int rc = bb::run_parse_command(a, o, e);
+    auto slurp = [](std::FILE* f) {
+      std::string s;
+      std::rewind(f);
+      int c;
+      while ((c = std::fgetc(f)) != EOF) s += static_cast<char>(c);
+      std::fclose(f);
+      return s;
+    };
+    out = slurp(o);
+    err = slurp(e);
+    return rc;
+  };
+  std::string out, err;
+  CHECK(run({"ops"}, out, err) == 0);
+  CHECK(out.find("aten.add.Tensor,") != std::string::npos);
+  CHECK(run({"ops", "--device", "cuda"}, out, err) == 0);
+  const auto cuda_ops = static_cast<std::size_t>(std::count(out.begin(), out.end(), ',')) + (out.size() > 1 ? 1 : 0);
+  if (bb::cuda_runs_available()) {
+    CHECK(cuda_ops >= 100);  // elementwise, copy, reductions, softmax, norms, matmuls
+    CHECK(out.find("aten.mm.default") != std::string::npos);
+  } else {
+    CHECK(out == "\n");
+  }
+  CHECK(run({"ops", "--bogus"}, out, err) == 2);
+  const std::string file = "test_backendbench_cuda_run.txt";
+  std::ofstream(file) << "Operator: aten.relu.default\ncnt: 1, ((T([4], f32),), {})\n";
+  int devices = 0;
+  auto count = kb::cuda::device_count();
+  if (count) devices = *count;
+  if (devices == 0) {
+    CHECK(run({"run", file, "--device", "cuda"}, out, err) == 1);
+    CHECK((err.find("no CUDA device") != std::string::npos || err.find("built without CUDA") != std::string::npos));
+  }
+  CHECK(run({"run", file, "--device", "cuda", "--oracle-limit", "x"}, out, err) == 2);
+  std::remove(file.c_str());
 }

@@ -14,8 +14,9 @@ kb, shared, project = sys.argv[1:4]
 failures = 0
 
 
-def run(*args, cwd=None):
-    p = subprocess.run([kb, *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+def run(*args, cwd=None, env=None):
+    p = subprocess.run([kb, *args], capture_output=True, text=True, timeout=600, cwd=cwd,
+                       env=None if env is None else {**os.environ, **env})
     return p.returncode, p.stdout, p.stderr
 
 
@@ -112,6 +113,56 @@ rc, out, err = run("backendbench", "parse", bad)
 check("backendbench parse reports the line and column", rc == 1 and "parsed 1 of 2 lines" in out and ":3:" in err, out + err)
 os.unlink(bad)
 
+# BackendBench import and run (issue 5): the whole file as a dataset kb validate accepts, and a
+# per-operator sample run on the CPU (the smallest line of each implemented operator).
+trace_file = os.path.join(shared, "backendbench", "tritonbench-op-traces.txt")
+with tempfile.TemporaryDirectory() as tmp:
+    ds = os.path.join(tmp, "bb")
+    rc, out, err = run("backendbench", "import", trace_file, "--out", ds)
+    check("backendbench import of the real file", rc == 0 and "imported 12733 of 12740 lines of 166 operators" in out
+          and "skipped 7 lines" in out, out + err)
+    rc, out, err = run("validate", ds)
+    check("kb validate accepts the imported dataset", rc == 0 and "12733 workloads" in out and ": 0 errors" in out,
+          out + err[-2000:])
+    with open(os.path.join(ds, "backendbench", "lines.jsonl")) as f:
+        first = __import__("json").loads(f.readline())
+    check("lines.jsonl keeps the original line", first["text"].startswith("cnt: ") and first["line"] >= 2, first)
+    rc, out, err = run("backendbench", "run", trace_file, "--limit-per-op", "1")
+    table = out.split("\nscore over")[0]
+    rows = [l.split() for l in table.splitlines() if l.startswith("aten.") and len(l.split()) == 4]
+    check("backendbench run: a sample of every implemented operator passes on the CPU",
+          rc == 0 and len(rows) >= 60 and all(r[1] == r[2] == "1" for r in rows), out[-3000:] + err)
+    check("backendbench run says what a CPU run proves", "judging numerical" in out and
+          "correctness needs a second implementation" in out, out[:500])
+    cov = [l for l in out.splitlines() if l.startswith("coverage:")]
+    import re as _re
+    m = _re.search(r"\(([0-9.]+)%\)", cov[0]) if cov else None
+    check("backendbench run: coverage of at least 45% of the lines", m and float(m.group(1)) >= 45.0, cov)
+    check("backendbench run: coverage table lists convolution", "aten.convolution.default" in out.split(
+        "not implemented, by lines:")[-1], out[-1500:])
+    base = os.path.join(tmp, "baseline.json")
+    with open(base, "w") as f:
+        __import__("json").dump({"format": "kb-backendbench-baseline-1", "device": "test",
+                                 "times_ms": {"aten.relu.default": {**{str(i): 1000.0 for i in range(1, 52)}, "0": None}}}, f)
+    rc, out, err = run("backendbench", "run", trace_file, "--ops", "aten.relu.default", "--limit-per-op", "1",
+                       "--baseline", base)
+    check("backendbench run --baseline prints speedups and the score", rc == 0 and "speedup" in out and
+          "geomean speedup" in out and "perf@1 " in out and "fully correct 100.0%" in out and
+          float(out.split("geomean speedup ")[1].split(",")[0]) > 1.0, out + err)
+    with open(base, "w") as f:
+        f.write('{"format": "kb-backendbench-baseline-1", "times_ms": {"aten.relu.default": {"x": 1}}}')
+    rc, out, err = run("backendbench", "run", trace_file, "--baseline", base)
+    check("a bad baseline is a clear error", rc == 1 and 'key "x" is not a line index' in err, err)
+rc, out, err = run("backendbench", "run", trace_file, "--ops", "aten.add.Tensor,aten.nope.default", "--limit-per-op", "1")
+check("backendbench run --ops with an unknown operator exits 2", rc == 2 and
+      "aten.nope.default: kb does not implement this operator" in err, err)
+rc, out, err = run("backendbench", "run", trace_file, "--device", "cuda")
+# here (no GPU) either the build lacks CUDA or there is no device: both a clear error, exit 1
+check("backendbench run --device cuda without a GPU is a clear error", rc == 1 and
+      ("built without CUDA" in err or "no CUDA device" in err), err)
+rc, out, err = run("backendbench", "import", trace_file)
+check("backendbench import without --out exits 2", rc == 2 and "--out" in err, err)
+
 # devices: either lists GPUs or says why there are none; never crashes.
 rc, out, err = run("devices")
 check("devices answers cleanly", (rc == 0 and ": " in out) or (rc == 1 and "kb devices: " in err and
@@ -160,6 +211,76 @@ with tempfile.TemporaryDirectory() as tmp:
     rc2, out2, _ = run("bench", "--device", "cpu", "--out", tmp, "--trials", "1", "--resume", *subset)
     check("--resume leaves no duplicates", len(keys) == len(set(keys)) and out2.splitlines()[-1].startswith("0 evaluations")
           if out2 else False, f"{len(keys)} lines, {len(set(keys))} unique; {out2[-300:]}")
+
+# Sampling is judged by distribution; kb's CPU sampler passes on the shipped
+# definitions (they ship without workloads: a two-row one is written here).
+import json as _json
+import re
+with tempfile.TemporaryDirectory() as tmp:
+    names = ["top_k_sampling_from_probs_v128256", "top_p_sampling_from_probs_v128256",
+             "top_k_top_p_sampling_from_probs_v128256"]
+    os.makedirs(os.path.join(tmp, "ds", "definitions", "sampling"))
+    os.makedirs(os.path.join(tmp, "ds", "workloads", "sampling"))
+    for n in names:
+        with open(os.path.join(shared, "flashinfer-trace", "definitions", "sampling", n + ".json")) as f:
+            d = _json.load(f)
+        with open(os.path.join(tmp, "ds", "definitions", "sampling", n + ".json"), "w") as g:
+            _json.dump(d, g)
+        with open(os.path.join(tmp, "ds", "workloads", "sampling", n + ".jsonl"), "w") as g:
+            g.write(_json.dumps({"definition": n, "solution": None, "evaluation": None, "workload": {
+                "uuid": "two-rows", "axes": {"batch_size": 2},
+                "inputs": {k: {"type": "random"} for k in d["inputs"]}}}) + "\n")
+    rc, out, err = run("bench", os.path.join(tmp, "ds"), "--device", "cpu", "--solutions", "kb_cpu_sampling",
+                       "--trials", "1", "--sampling-draws", "500", "--no-time", "--out", os.path.join(tmp, "out"))
+    check("kb_cpu_sampling passes the shipped sampling definitions by distribution",
+          rc == 0 and out.count("kb_cpu_sampling") == 3 and out.count("PASSED") == 3 and
+          "3 passed, 0 failed" in out, out + err)
+    traces = glob.glob(os.path.join(tmp, "out", "traces", "*", "*", "*.jsonl"))
+    logs = [_json.loads(line)["evaluation"] for f in traces for line in open(f)]
+    check("sampling traces record the TVD and the rule", len(logs) == 3 and
+          all('"tvd"' in _json.dumps(e["correctness"]) and "judged by distribution" in e["log"] for e in logs),
+          str(logs)[:1000])
+    rc, out, err = run("bench", os.path.join(tmp, "ds"), "--sampling-draws", "10")
+    check("--sampling-draws too few is refused", rc == 2 and "too few" in err, err)
+
+rc, out, err = run("bench", "--reference", "tensorflow")
+check("--reference takes native or torch", rc == 2 and "--reference is native or torch" in err, err)
+
+# --reference torch: the definitions' own PyTorch code as the reference.
+python = os.environ.get("KB_PYTHON", "python3")
+probe = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+if probe.returncode != 0:
+    print(f"skip --reference torch tests: {python} cannot import torch "
+          f"({(probe.stderr.strip().splitlines() or ['?'])[-1]})")
+else:
+    with tempfile.TemporaryDirectory() as tmp:
+        rc, out, err = run("bench", "--reference", "torch", "--device", "cpu", "--definitions", "rmsnorm_h4096",
+                           "--trials", "1", "--no-time", "--smallest", "--out", tmp)
+        check("--reference torch passes kb's CPU solution and the oracle", rc == 0 and
+              re.search(r"\bkb_cpu_rmsnorm +PASSED", out) and re.search(r"\breference +PASSED", out) and
+              "torch" in err, out + err)
+        # A definition whose reference raises: a clear error, exit 1.
+        os.makedirs(os.path.join(tmp, "ds", "definitions", "rmsnorm"))
+        os.makedirs(os.path.join(tmp, "ds", "workloads", "rmsnorm"))
+        with open(os.path.join(project, "kernels", "rmsnorm", "definitions", "rmsnorm_h4096.json")) as f:
+            d = _json.load(f)
+        d["reference"] = ("import torch\n\ndef run(hidden_states, weight):\n    EPS = 1e-6\n"
+                          "    raise RuntimeError('deliberately broken')\n")
+        with open(os.path.join(tmp, "ds", "definitions", "rmsnorm", "rmsnorm_h4096.json"), "w") as g:
+            _json.dump(d, g)
+        with open(os.path.join(tmp, "ds", "workloads", "rmsnorm", "rmsnorm_h4096.jsonl"), "w") as g:
+            g.write(_json.dumps({"definition": "rmsnorm_h4096", "solution": None, "evaluation": None, "workload": {
+                "uuid": "one", "axes": {"batch_size": 2},
+                "inputs": {"hidden_states": {"type": "random"}, "weight": {"type": "random"}}}}) + "\n")
+        rc, out, err = run("bench", os.path.join(tmp, "ds"), "--reference", "torch", "--device", "cpu",
+                           "--trials", "1", "--no-time", "--out", os.path.join(tmp, "out2"))
+        check("a reference that raises is a clear error", rc == 1 and
+              "torch reference: the reference raised RuntimeError: deliberately broken" in err and
+              "could not run" in out, out + err)
+        rc, out, err = run("bench", "--reference", "torch", "--device", "cpu", "--definitions", "rmsnorm_h4096",
+                           "--no-time", "--out", tmp, env={"KB_PYTHON": "/nonexistent/python3"})
+        check("--reference torch without python is refused clearly", rc == 1 and
+              "--reference torch: torch reference: cannot start /nonexistent/python3" in err, err)
 
 print(f"{failures} failed")
 sys.exit(1 if failures else 0)

@@ -3,8 +3,13 @@
 # GPU tests, kb bench on the bundled and shipped datasets, and the benchmark
 # against PyTorch. Results go to $OUT (or ./gpu-out).
 # usage: bash tools/gpu/on_device.sh [tests|bench|shipped|compare|goldens|nsight|all]...
+#        bash tools/gpu/on_device.sh attn-check attention   (paged decode tests / benchmark vs SDPA; not in all)
+#        bash tools/gpu/on_device.sh prefill-check          (causal prefill tests vs the CPU oracle; not in all)
+#        bash tools/gpu/on_device.sh plugin-gpu             (outside CUDA solutions: faults, anti-gaming; not in all)
+#        bash tools/gpu/on_device.sh aten-bb                (kb's ATen CUDA kernels vs PyTorch eager on the BackendBench trace; not in all)
 set -u
 cd "$(dirname "$0")/../.."
+[ -f .devcarry/bundle.tgz ] && { tar xzf .devcarry/bundle.tgz -C .devcarry && rm .devcarry/bundle.tgz; }
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export KB_SHARED_DIR="$PWD/.devcarry/shared"
 out=${OUT:-gpu-out}
@@ -17,9 +22,10 @@ $kb --version
 $kb devices || status=1
 
 if [[ $what == *tests* || $what == all ]]; then
-  for t in .devcarry/bin/test_*; do
+  # test_cuda_attention / test_cuda_prefill run sharded in attn-check / prefill-check; test_plugin_gpu in plugin-gpu
+  for t in $(ls .devcarry/bin/test_* | grep -v -e test_plugin_gpu -e test_attention_bench -e test_cuda_attention -e test_cuda_prefill); do
     echo "== $t"
-    "$t"; rc=$?
+    timeout ${TEST_TIMEOUT:-240} "$t"; rc=$?
     if [ $rc -eq 77 ]; then echo "skipped"; elif [ $rc -ne 0 ]; then echo "FAILED ($rc)"; status=1; fi
   done 2>&1 | tee "$out/gpu_tests.log"
 fi
@@ -45,5 +51,72 @@ if [[ $what == *nsight* ]]; then
   # kb's latency vs Nsight Compute's kernel duration, kernels over 20 us (bar: within 5%)
   timeout ${NSIGHT_TIMEOUT:-300} python3 tools/gpu/nsight_check.py --kb "$kb" --definitions .devcarry/shared/flashinfer-trace/definitions \
       --bundled kernels --out "$out/nsight" > "$out/nsight.log" 2>&1; echo "nsight: exit $?"; tail -8 "$out/nsight.log"
+fi
+if [[ $what == *attn-check* ]]; then
+  # kb_cuda_gqa_paged_decode / kb_cuda_mla_paged_decode against the CPU oracle (edge cases, every shipped decode workload)
+  # in ATTN_SHARDS processes side by side (the CPU side, random inputs and the fp64 oracle, dominates)
+  n=${ATTN_SHARDS:-12}; pids=()
+  for ((k = 0; k < n; k++)); do
+    timeout ${ATTN_CHECK_TIMEOUT:-480} .devcarry/bin/test_cuda_attention --shard $k/$n ${ATTN_CHECK_ARGS:-} \
+        > "$out/attn_check.$k.log" 2>&1 & pids+=($!)
+  done
+  rc=0; for p in "${pids[@]}"; do wait $p || rc=1; done
+  cat "$out"/attn_check.*.log > "$out/attn_check.log"; rm -f "$out"/attn_check.*.log
+  echo "attn-check: $([ $rc -eq 0 ] && echo passed || echo FAILED)"
+  grep -E "^(FAIL|skipped|device)" "$out/attn_check.log" | sort -u | head -40; grep -E "^(all passed|FAILED):" "$out/attn_check.log"
+  [ $rc -eq 0 ] || status=1
+fi
+if [[ $what == *prefill-check* ]]; then
+  # kb_cuda_{gqa,mla}_{paged,ragged}_prefill against the CPU oracle (edge cases, every shipped causal prefill workload,
+  # oracle-heavy ones shrunk) in PREFILL_SHARDS processes side by side (the fp64 CPU oracle dominates)
+  n=${PREFILL_SHARDS:-12}; pids=()
+  for ((k = 0; k < n; k++)); do
+    timeout ${PREFILL_CHECK_TIMEOUT:-540} .devcarry/bin/test_cuda_prefill --shard $k/$n ${PREFILL_CHECK_ARGS:-} \
+        > "$out/prefill_check.$k.log" 2>&1 & pids+=($!)
+  done
+  rc=0; for p in "${pids[@]}"; do wait $p || rc=1; done
+  cat "$out"/prefill_check.*.log > "$out/prefill_check.log"; rm -f "$out"/prefill_check.*.log
+  echo "prefill-check: $([ $rc -eq 0 ] && echo passed || echo FAILED)"
+  grep -E "^(FAIL|skipped|device)" "$out/prefill_check.log" | sort -u | head -40; grep -E "^(all passed|FAILED):" "$out/prefill_check.log"
+  [ $rc -eq 0 ] || status=1
+fi
+if [[ $what == *attention* ]]; then
+  # paged decode (GQA, MLA) vs PyTorch SDPA and the copy bandwidth: $out/benchmark_attention.md
+  timeout ${ATTENTION_TIMEOUT:-420} python3 tools/gpu/bench_attention.py --driver .devcarry/bin/test_attention_bench \
+      --out "$out" ${ATTENTION_ARGS:-} > "$out/bench_attention.log" 2>&1; echo "attention: exit $?"
+  tail -70 "$out/bench_attention.log"
+fi
+if [[ $what == *plugin-gpu* ]]; then
+  # hostile CUDA plugins and Solution JSONs in worker processes (kernel hang, illegal address, other stream, stale
+  # outputs, ...), then the same through `kb bench --plugin` (tests/plugin/test_plugin_gpu.py)
+  export KB_WORKER="$PWD/.devcarry/bin/kb-worker"
+  command -v nvcc >/dev/null && export NVCC=$(command -v nvcc)  # Solution JSON builds: the nvcc there
+  cache=$(mktemp -d)
+  timeout ${PLUGIN_GPU_TIMEOUT:-300} .devcarry/bin/test_plugin_gpu "$KB_WORKER" .devcarry/lib/libkb_hostile_cuda_plugin.so \
+      tests/plugin/dataset tests/plugin/cuda_solutions/cuda_good.json "$cache" > "$out/plugin_gpu.log" 2>&1
+  rc=$?; echo "test_plugin_gpu: exit $rc"; tail -15 "$out/plugin_gpu.log"; [ $rc -eq 0 ] || status=1
+  timeout ${PLUGIN_GPU_TIMEOUT:-300} python3 tests/plugin/test_plugin_gpu.py $kb "$KB_WORKER" tests/plugin/dataset "$cache" cuda \
+      .devcarry/lib/libkb_hostile_cuda_plugin.so .devcarry/lib/libkb_example_cuda_plugin.so > "$out/plugin_gpu_cli.log" 2>&1
+  rc=$?; echo "test_plugin_gpu.py: exit $rc"; tail -15 "$out/plugin_gpu_cli.log"; [ $rc -eq 0 ] || status=1
+fi
+if [[ $what == *aten-bb* ]]; then
+  # kb's CUDA ATen kernels on the BackendBench trace (judged against the CPU oracles, lines over the oracle budget not
+  # run) and PyTorch eager on the same lines in this session; writes backendbench.md (device, per-operator speedup,
+  # geomean, coverage). Both time each call between its own CUDA events, L2 warm, median of 20 after 3 warm-up calls.
+  # Every line (big ones against kb's GPU fp64 reference; estimated 8-10 min, untested): BB_KB_ARGS=--gpu-reference
+  #   BB_TORCH_ARGS="--max-elements 0 --max-flops 0" BB_TORCH_TIMEOUT=150 BB_KB_TIMEOUT=420 (one call must stay under 10 min)
+  bb=.devcarry/shared/backendbench/tritonbench-op-traces.txt
+  bbops=$($kb backendbench ops --device cuda)
+  tt=${BB_TORCH_TIMEOUT:-240}
+  timeout $tt python3 tools/backendbench/torch_baseline.py "$bb" --ops "$bbops" --time-limit $((tt - 30)) \
+      --out "$out/torch_baseline.json" ${BB_TORCH_ARGS:-} > "$out/torch_baseline.log" 2>&1
+  echo "torch baseline: exit $?"; tail -2 "$out/torch_baseline.log"
+  kbt=${BB_KB_TIMEOUT:-330}; base=()
+  [ -s "$out/torch_baseline.json" ] && base=(--baseline "$out/torch_baseline.json")
+  timeout $kbt $kb backendbench run "$bb" --device cuda ${base[@]+"${base[@]}"} --time-limit $((kbt - 40)) \
+      --markdown "$out/backendbench.md" ${BB_KB_ARGS:-} > "$out/backendbench.txt" 2>&1
+  rc=$?; echo "kb backendbench run --device cuda: exit $rc"
+  grep -E "^device|^score|^coverage|^fully correct|not judged|not run|GPU fp64 reference|STOPPED" "$out/backendbench.txt"
+  [ $rc -le 1 ] || status=1
 fi
 exit $status

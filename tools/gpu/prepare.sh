@@ -4,18 +4,25 @@
 # tool): binaries, the two shared libraries the GPU machine lacks (simdjson,
 # fmt), and a copy of ../shared/flashinfer-trace.
 # usage: tools/gpu/prepare.sh      then run tools/gpu/on_device.sh there with carry ['.devcarry']
+#        BUILD=build tools/gpu/prepare.sh   reuse an existing CUDA build (debugoptimized) instead of build-gpu
 set -eu
 cd "$(dirname "$0")/../.."
 tools/setup.sh
-if [ -f build-gpu/build.ninja ]; then :; else
-  meson setup build-gpu -Dbuildtype=release -Dcuda=enabled -Dfuzz=disabled -Dtests=true >/dev/null
+b=${BUILD:-build-gpu}
+if [ -f "$b/build.ninja" ]; then :; else
+  meson setup "$b" -Dbuildtype=release -Dcuda=enabled -Dfuzz=disabled -Dtests=true >/dev/null
 fi
-ninja -C build-gpu >/dev/null
+ninja -C "$b" >/dev/null
 rm -rf .devcarry
 mkdir -p .devcarry/bin .devcarry/lib .devcarry/shared
-cp build-gpu/tools/kb/kb .devcarry/bin/
-for t in build-gpu/tests/gpu/test_*; do if [ -f "$t" ] && [ -x "$t" ]; then cp "$t" .devcarry/bin/; fi; done
+cp "$b/tools/kb/kb" "$b/lib/kb-worker" .devcarry/bin/
+for t in "$b"/tests/gpu/test_* "$b/tests/plugin/test_plugin_gpu"; do if [ -f "$t" ] && [ -x "$t" ]; then cp "$t" .devcarry/bin/; fi; done
+# outside-solution GPU cases (on_device.sh plugin-gpu): the hostile and example CUDA plugins
+cp "$b/tests/plugin/libkb_hostile_cuda_plugin.so" "$b/examples/plugin/libkb_example_cuda_plugin.so" .devcarry/lib/
 strip .devcarry/bin/* 2>/dev/null || true
 for lib in libsimdjson.so.14 libfmt.so.9; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/; done
 cp -r ../shared/flashinfer-trace .devcarry/shared/
+cp -r ../shared/backendbench .devcarry/shared/  # the BackendBench trace (on_device.sh backendbench)
+# one gzip'd bundle (the device tool carries 64 MiB at most); on_device.sh unpacks it
+(cd .devcarry && tar czf bundle.tgz bin lib shared && rm -rf bin lib shared)
 du -sh .devcarry

@@ -21,6 +21,7 @@
 #include "harness/harness.hpp"
 #include "harness/trace_writer.hpp"
 #include "inputs/inputs.hpp"
+#include "plugin/plugin.hpp"
 #include "expr/expr.hpp"
 #include "json/json.hpp"
 #include "schema/io.hpp"
@@ -42,7 +43,7 @@ commands:
   show NAME|FILE       print a definition in human form
   format FILE...       rewrite definitions, solutions and trace lines as kb writes them
   devices              list the CUDA devices kb can use
-  backendbench parse FILE   parse a BackendBench/TritonBench operator trace file
+  backendbench CMD FILE  parse, import or run BackendBench operator traces (CMD: parse, import, run)
 
 options:
   -h, --help           help for kb or for a command (kb validate --help)
@@ -92,9 +93,24 @@ options:
   --tolerances FILE   tolerance config (default, op_type, definition sections)
   --atol X --rtol X --matched-ratio X   tolerances applied on top of everything
   --no-time           judge correctness only
-  --reference native  judge against kb's CPU oracles (the only kind so far;
-                      `torch` is not implemented yet and is refused)
+  --reference native|torch   where expected outputs come from: kb's oracles
+                      (default), or the definition's own PyTorch `reference`
+                      run by python3 (needs torch; CPU). With torch, definitions
+                      kb has no oracle for become evaluable and kb's oracle is
+                      judged too, as the solution "reference". Sampling is
+                      always judged by distribution against kb's oracle.
+  --sampling-draws N  calls per trial when judging sampling by distribution
+                      (default 1000; the TVD threshold follows from N)
   --list              list kb's solutions and the definitions each handles
+  --plugin PATH       also judge the solutions of this plugin (a shared library
+                      exporting kb_plugin_entry_v1; repeatable). Solution JSON
+                      in the datasets' solutions/ (language cpp or cuda) is built
+                      and judged too; python/triton/tilelang ones are reported
+                      as unsupported. Outside solutions run in a worker process:
+                      a crash is RUNTIME_ERROR, a hang TIMEOUT.
+  --timeout S         limit on one call of an outside solution (default 30)
+  --cache DIR         where Solution JSON builds go (default: $KB_CACHE_DIR,
+                      else ~/.cache/kb)
   -h, --help          this text
 
 Exit status: 0 when every evaluation PASSED, 1 when any failed or a workload
@@ -344,6 +360,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::string out_dir = "kb-results", device_arg, reference = "native", tolerance_file;
   kb::BenchOptions opt;
   bool resume = false, smallest = false, list = false;
+  std::vector<std::string> plugin_paths;
+  kb::plugin::Options plugin_options;
   std::optional<double> atol, rtol, ratio;
   long max_workloads = -1;
   auto need = [&](std::size_t& i, const std::string& flag) -> std::optional<std::string> {
@@ -394,6 +412,18 @@ int cmd_bench(const std::vector<std::string>& args) {
     } else if (a == "--reference") {
       if (!(v = need(i, a))) return 2;
       reference = *v;
+      if (reference != "native" && reference != "torch") {
+        fmt::print(stderr, "kb bench: --reference is native or torch, got \"{}\"\n", reference);
+        return 2;
+      }
+      opt.reference = reference == "torch" ? kb::ReferenceSource::torch : kb::ReferenceSource::native;
+    } else if (a == "--sampling-draws") {
+      if (!(v = need(i, a)) || !number(a, *v, opt.sampling.draws)) return 2;
+      if (opt.sampling.draws < kb::minimum_sampling_draws(opt.sampling)) {
+        fmt::print(stderr, "kb bench: --sampling-draws {} is too few for a meaningful TVD test (at least {})\n",
+                   opt.sampling.draws, kb::minimum_sampling_draws(opt.sampling));
+        return 2;
+      }
     } else if (a == "--tolerances") {
       if (!(v = need(i, a))) return 2;
       tolerance_file = *v;
@@ -413,6 +443,20 @@ int cmd_bench(const std::vector<std::string>& args) {
       opt.time = false;
     } else if (a == "--list") {
       list = true;
+    } else if (a == "--plugin") {
+      if (!(v = need(i, a))) return 2;
+      plugin_paths.push_back(*v);
+    } else if (a == "--timeout") {
+      std::optional<double> t;
+      if (!(v = need(i, a)) || !number(a, *v, t)) return 2;
+      if (!(*t > 0)) {
+        fmt::print(stderr, "kb bench: --timeout must be positive, got \"{}\"\n", *v);
+        return 2;
+      }
+      plugin_options.timeout_s = *t;
+    } else if (a == "--cache") {
+      if (!(v = need(i, a))) return 2;
+      plugin_options.cache_dir = *v;
     } else if (a.size() > 1 && a[0] == '-') {
       fmt::print(stderr, "kb bench: unknown option {} (see kb bench --help)\n", a);
       return 2;
@@ -420,9 +464,13 @@ int cmd_bench(const std::vector<std::string>& args) {
       paths.push_back(a);
     }
   }
-  if (reference != "native") {
-    fmt::print(stderr, "kb bench: --reference {} is not implemented yet (only native: kb's CPU oracles)\n", reference);
-    return 2;
+  if (opt.reference == kb::ReferenceSource::torch && !list) {
+    auto tv = kb::torch_version(opt.torch);
+    if (!tv) {
+      fmt::print(stderr, "kb bench: --reference torch: {}\n", tv.error().message);
+      return 1;
+    }
+    fmt::print(stderr, "kb bench: reference: the definitions' PyTorch code (torch {}, CPU)\n", *tv);
   }
   if (paths.empty()) paths.push_back(KB_BUNDLED_DATASET);
   if (!tolerance_file.empty()) {
@@ -448,7 +496,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     }
     device = kb::Device::cuda;
   }
-  const auto& registry = kb::builtin_registry();
+  kb::Registry registry = kb::builtin_registry();
 
   kb::Diagnostics diags;
   kb::LoadOptions lo;
@@ -460,7 +508,67 @@ int cmd_bench(const std::vector<std::string>& args) {
       status = 1;
     }
 
+  // Outside solutions: --plugin libraries, then the datasets' Solution JSON
+  // (built into the cache). They run in worker processes (lib/plugin).
+  std::vector<std::string> not_runnable;  // Solution JSON kb cannot run, with why
+  {
+    auto add_outside = [&](const std::vector<kb::Implementation>& impls, const std::string& from) {
+      for (const auto& impl : impls) {
+        if (registry.find(impl.name)) {
+          fmt::print(stderr, "kb bench: {}: solution {} is already defined; this one is ignored\n", from, impl.name);
+          status = 1;
+          continue;
+        }
+        registry.add(impl);
+      }
+    };
+    for (const auto& path : plugin_paths) {
+      auto p = kb::plugin::load(path, plugin_options);
+      if (!p) {
+        fmt::print(stderr, "kb bench: --plugin {}\n", p.error().message);
+        return 1;
+      }
+      add_outside(kb::plugin::implementations(*p), path);
+    }
+    auto wanted = [](const std::vector<std::string>& only, const std::string& name) {
+      return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+    };
+    for (const auto& ds : datasets)
+      for (const auto& e : ds.solutions) {
+        const kb::Solution& s = e.solution;
+        if (!wanted(only_solutions, s.name) || !wanted(only_defs, s.definition)) continue;
+        if (auto why = kb::plugin::unsupported_language(s.spec.language); !why.empty()) {
+          not_runnable.push_back(fmt::format("{} ({}): {}", s.name, e.file, why));
+          continue;
+        }
+        const kb::DefinitionEntry* de = ds.find_definition(s.definition);
+        if (!de) {
+          not_runnable.push_back(fmt::format("{} ({}): no definition {} in its dataset", s.name, e.file, s.definition));
+          continue;
+        }
+        if (list) {
+          fmt::print("{} (Solution JSON, {}, by {}): {}\n  handles: {}\n", s.name, s.spec.language, s.author, e.file,
+                     s.definition);
+          continue;
+        }
+        if (isatty(STDERR_FILENO)) fmt::print(stderr, "\rbuilding {} ...\x1b[K", s.name);
+        auto p = kb::plugin::load_solution(s, de->definition, plugin_options);
+        if (isatty(STDERR_FILENO)) fmt::print(stderr, "\r\x1b[K");
+        if (!p) {
+          if (p.error().code == kb::Code::unsupported) {
+            not_runnable.push_back(fmt::format("{} ({}): {}", s.name, e.file, p.error().message));
+          } else {
+            fmt::print(stderr, "kb bench: {}: {}\n", e.file, p.error().message);
+            status = 1;
+          }
+          continue;
+        }
+        add_outside(kb::plugin::implementations(*p), e.file);
+      }
+  }
+
   if (list) {
+    for (const auto& n : not_runnable) fmt::print("not runnable: {}\n", n);
     for (const auto& impl : registry.all()) {
       std::vector<std::string> defs;
       for (const auto& ds : datasets)
@@ -490,14 +598,19 @@ int cmd_bench(const std::vector<std::string>& args) {
     std::optional<std::string> dataset_root;
   };
   std::vector<Job> jobs;
+  const kb::Implementation oracle_solution = kb::reference_implementation();
   std::vector<std::string> skipped;
   std::size_t already = 0;
   for (const auto& ds : datasets) {
     for (const auto& e : ds.definitions) {
       const kb::Definition& d = e.definition;
       if (!only_defs.empty() && std::find(only_defs.begin(), only_defs.end(), d.name) == only_defs.end()) continue;
-      if (auto o = kb::find_oracle(d); !o) {
-        skipped.push_back(fmt::format("{}: {}", d.name, o.error().message));
+      auto has_oracle = kb::find_oracle(d);
+      if (!has_oracle && (opt.reference == kb::ReferenceSource::native || d.op_type == "sampling")) {
+        skipped.push_back(fmt::format("{}: {}{}", d.name, has_oracle.error().message,
+                                      opt.reference == kb::ReferenceSource::native && d.op_type != "sampling"
+                                          ? " (--reference torch can judge it against its PyTorch reference)"
+                                          : ""));
         continue;
       }
       std::vector<const kb::Workload*> wls;
@@ -512,7 +625,12 @@ int cmd_bench(const std::vector<std::string>& args) {
         continue;
       }
       bool any = false;
-      for (const auto& impl : registry.all()) {
+      std::vector<const kb::Implementation*> candidates;
+      for (const auto& impl : registry.all()) candidates.push_back(&impl);
+      // Against torch, kb's oracle is a solution like any other.
+      if (opt.reference == kb::ReferenceSource::torch && has_oracle) candidates.push_back(&oracle_solution);
+      for (const auto* impl_p : candidates) {
+        const kb::Implementation& impl = *impl_p;
         if (!only_solutions.empty() &&
             std::find(only_solutions.begin(), only_solutions.end(), impl.name) == only_solutions.end())
           continue;
@@ -546,7 +664,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     if (tty) fmt::print(stderr, "\r[{}/{}] {} {} ...\x1b[K", j + 1, jobs.size(), job.def->name, job.impl->name);
     kb::BenchOptions o = opt;
     o.dataset_root = job.dataset_root;
-    auto r = kb::evaluate(*job.def, *job.wl, *job.impl, o);
+    auto r = kb::plugin::evaluate(*job.def, *job.wl, *job.impl, o);
     if (tty) fmt::print(stderr, "\r\x1b[K");
     if (!r) {
       if (r.error().code == kb::Code::unsupported) {
@@ -576,13 +694,18 @@ int cmd_bench(const std::vector<std::string>& args) {
                ev.correctness ? num(ev.correctness->max_relative_error) : "-",
                ev.performance && opt.time ? fmt::format("{:.4f}", ev.performance->latency_ms) : "-",
                ev.performance && opt.time ? fmt::format("{:.2f}x", ev.performance->speedup_factor) : "-");
-    if (!ok) fmt::print("    {}\n", r->summary);
+    // Failures say why; a pass whose speed beats the measured ceilings says so too.
+    if (!ok || r->summary.find("IMPLAUSIBLE") != std::string::npos) fmt::print("    {}\n", r->summary);
     std::fflush(stdout);
   }
   for (const auto& s : skipped) fmt::print("skipped: {}\n", s);
-  fmt::print("{} evaluations on {}: {} passed, {} failed, {} could not run{}; traces in {}/traces\n", jobs.size(),
+  for (const auto& s : not_runnable) fmt::print("not run (unsupported): {}\n", s);
+  fmt::print("{} evaluations on {}: {} passed, {} failed, {} could not run{}{}; traces in {}/traces\n", jobs.size(),
              kb::device_name(device), passed, failed, errors,
-             already ? fmt::format(", {} already recorded (--resume)", already) : "", out_dir);
+             already ? fmt::format(", {} already recorded (--resume)", already) : "",
+             not_runnable.empty() ? "" : fmt::format(", {} solution{} in languages kb cannot run", not_runnable.size(),
+                                                     not_runnable.size() == 1 ? "" : "s"),
+             out_dir);
   if (failed || errors) status = 1;
   return status;
 }

@@ -1,0 +1,26 @@
+// The CUDA rows each ATen family contributes (kernels/aten/<family>/cuda/):
+// overload name -> plan function (common/device.hpp). Compiled only in CUDA
+// builds; every name here also has a CPU oracle row in table.cpp.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "common/device.hpp"
+
+namespace kb::backendbench::aten {
+
+std::span<const CudaOpInfo> elementwise_cuda_ops();
+std::span<const CudaOpInfo> reduction_cuda_ops();
+std::span<const CudaOpInfo> softmax_cuda_ops();
+std::span<const CudaOpInfo> layer_norm_cuda_ops();
+std::span<const CudaOpInfo> batch_norm_cuda_ops();
+std::span<const CudaOpInfo> matmul_cuda_ops();
+std::span<const CudaOpInfo> copy_cuda_ops();
+std::span<const CudaOpInfo> index_cuda_ops();
+
+// All of them (cuda_table.cpp); null when the overload has no CUDA kernel.
+std::span<const CudaOpInfo> cuda_ops();
+const CudaOpInfo* find_cuda_op(std::string_view name);
+
+}  // namespace kb::backendbench::aten

@@ -1,0 +1,21 @@
+// The rows each ATen family contributes to the operator table (table.cpp).
+// A family is a folder kernels/aten/<family>/ holding its CPU oracles; a CUDA
+// kernel for an operator goes beside them and is named in the same row.
+#pragma once
+
+#include <span>
+
+#include "backendbench/ops.hpp"
+
+namespace kb::backendbench::aten {
+
+std::span<const OpInfo> elementwise_ops();
+std::span<const OpInfo> reduction_ops();
+std::span<const OpInfo> softmax_ops();
+std::span<const OpInfo> layer_norm_ops();
+std::span<const OpInfo> batch_norm_ops();
+std::span<const OpInfo> matmul_ops();
+std::span<const OpInfo> copy_ops();
+std::span<const OpInfo> index_ops();
+
+}  // namespace kb::backendbench::aten

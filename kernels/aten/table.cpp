@@ -1,0 +1,64 @@
+// The ATen operator table: every implemented overload, gathered from the
+// families, and the calls that run a row without letting an exception out.
+#include <fmt/format.h>
+
+#include <new>
+#include <vector>
+
+#include "common/args.hpp"
+#include "families.hpp"
+
+namespace kb::backendbench {
+
+namespace {
+std::vector<OpInfo> build_table() {
+  std::vector<OpInfo> all;
+  for (auto fam : {aten::elementwise_ops(), aten::reduction_ops(), aten::softmax_ops(), aten::layer_norm_ops(),
+                   aten::batch_norm_ops(), aten::matmul_ops(), aten::copy_ops(), aten::index_ops()})
+    all.insert(all.end(), fam.begin(), fam.end());
+  return all;
+}
+}  // namespace
+
+std::span<const OpInfo> aten_ops() {
+  static const std::vector<OpInfo> table = build_table();
+  return table;
+}
+
+const OpInfo* find_aten_op(std::string_view name) {
+  for (const OpInfo& o : aten_ops())
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+bool OpInfo::inplace() const {
+  std::string_view n(name);
+  auto last = n.rfind('.');
+  return last != std::string_view::npos && last > 0 && n[last - 1] == '_';
+}
+
+Result<std::vector<HostTensor>> run_cpu(const OpInfo& info, Call& call) {
+  try {
+    return info.cpu(call);
+  } catch (const aten::OpError& e) {
+    return make_error(Code::invalid_argument, fmt::format("{}: {}", info.name, e.what()));
+  } catch (const std::bad_alloc&) {
+    return make_error(Code::out_of_memory, fmt::format("{}: out of memory", info.name));
+  } catch (const std::exception& e) {
+    return make_error(Code::internal, fmt::format("{}: {}", info.name, e.what()));
+  }
+}
+
+Status prepare_call(const OpInfo& info, Call& call, Rng& rng) {
+  if (!info.prepare) return ok_status();
+  try {
+    info.prepare(call, rng);
+    return ok_status();
+  } catch (const aten::OpError& e) {
+    return make_error(Code::invalid_argument, fmt::format("{}: {}", info.name, e.what()));
+  } catch (const std::bad_alloc&) {
+    return make_error(Code::out_of_memory, fmt::format("{}: out of memory", info.name));
+  }
+}
+
+}  // namespace kb::backendbench

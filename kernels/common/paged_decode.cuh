@@ -1,0 +1,613 @@
+// Paged-KV attention decode (one query token per sequence), shared by
+// kb_cuda_gqa_paged_decode (kernels/gqa_paged/cuda/decode.cu) and
+// kb_cuda_mla_paged_decode (kernels/mla_paged/cuda/decode.cu).
+//
+// Flash-decoding on tensor cores:
+//  * one CTA (4 warps, 128 threads) per (sequence, head block, split). A head
+//    block is the 16 query rows that share one KV stream: for GQA the
+//    `group` = H_q / H_kv query heads of one KV head (rows past `group` are
+//    zero padding), for MLA 16 query heads (all heads read the one latent KV).
+//    The rows are the M = 16 of mma.sync.m16n8k16 (bf16 in, fp32 accumulate).
+//  * the sequence's keys are cut into tiles of 64 keys; the tiles are divided
+//    among `splits` CTAs (contiguous ranges). Each CTA streams its tiles
+//    through a STAGES-deep cp.async pipeline of 16-byte copies into shared
+//    memory; rows of a tile past the sequence end are zero-filled
+//    (cp.async with src-size 0). The page id of every key row is looked up
+//    one tile ahead (register prefetch), so index loads never stall a tile.
+//  * per tile: warp w computes S = Q K^T for keys [16w, 16w + 16) over the
+//    whole head dim (ldmatrix from shared memory), scales by
+//    sm_scale * log2(e), masks keys past the sequence end, and the CTA agrees
+//    on the running row max through shared memory (every warp computes the
+//    same value). P = exp2(S - m) is written to shared memory as bf16, and warp
+//    w accumulates O[:, w*DV/4 .. (w+1)*DV/4) += P V (ldmatrix.trans on V).
+//    Softmax is online in fp32 base 2; the row sums use the fp32 P.
+//  * splits == 1: the CTA writes the bf16 output and the base-2 lse itself.
+//    splits > 1: it writes its normalised fp32 partial output and its lse to
+//    a workspace, and merge_kernel combines the splits by their lse.
+// A sequence with no keys (or a split with no tiles) yields output 0 and
+// lse -inf, as the definitions' references do.
+//
+// Shared memory rows are padded by 16 bytes, so the 8 row addresses of every
+// ldmatrix fall in distinct bank groups.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace kb::kernels::paged_decode {
+
+constexpr int kTileKeys = 64;  // keys per pipeline stage
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRows = 16;  // query rows per CTA (mma M)
+
+struct Params {
+  const std::uint16_t* q;     // GQA: q [batch, H_q, D]; MLA: q_nope [batch, H_q, DV]
+  const std::uint16_t* q_pe;  // MLA: q_pe [batch, H_q, DQK - DV]; GQA: unused
+  const std::uint16_t* k;     // GQA: k_cache [pages, ps, H_kv, D]; MLA: ckv_cache [pages, ps, DV]
+  const std::uint16_t* v;     // GQA: v_cache [pages, ps, H_kv, D]; MLA: kpe_cache [pages, ps, DQK - DV]
+  const std::int32_t* indptr;         // [batch + 1], pages
+  const std::int32_t* indices;        // page ids
+  const std::int32_t* last_page_len;  // [batch] or null (every page full)
+  std::uint16_t* out;                 // [batch, H_q, DV] bf16
+  float* lse;                         // [batch, H_q] or null
+  float* part_o;                      // splits > 1: [batch * H_q, splits, DV]
+  float* part_lse;                    // splits > 1: [batch * H_q, splits]
+  int batch = 0;
+  int num_qo_heads = 0;
+  int num_kv_heads = 1;  // GQA: H_kv; MLA: 1
+  int page_size = 1;
+  int splits = 1;
+  int rows_per_cta = 16;  // GQA: group; MLA: 16
+  int head_blocks = 1;    // CTAs per sequence and split: GQA: H_kv; MLA: ceil(H_q / 16)
+  std::int64_t num_pages = 0;
+  float scale_log2 = 0;  // sm_scale * log2(e)
+};
+
+// ---- PTX wrappers --------------------------------------------------------------
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared; `valid` false: 16 zero bytes, nothing read.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p))
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p))
+               : "memory");
+}
+
+// d += a (16x16, row) * b (16x8, col); bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as bf16 (round to nearest even), `lo` in the low half.
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const std::uint32_t l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+  const std::uint32_t h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+  return l | (h << 16);
+}
+
+__device__ __forceinline__ uint4 ldg16(const std::uint16_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+// ---- The decode kernel ---------------------------------------------------------
+
+// Shared memory of one CTA, in bytes (layout in decode_kernel).
+template <bool MLA, int DQK, int DV, int STAGES>
+constexpr std::size_t smem_bytes() {
+  constexpr std::size_t ldk = DQK + 8, ldv = DV + 8, ldp = kTileKeys + 8;
+  std::size_t elems = STAGES * kTileKeys * ldk + (MLA ? 0 : STAGES * kTileKeys * ldv) + kRows * ldk + kRows * ldp;
+  return elems * 2 + STAGES * kTileKeys * sizeof(int) + 2 * kWarps * kRows * sizeof(float);
+}
+
+// MLA: the keys are [ckv (DV) | kpe (DQK - DV)] and the values are ckv.
+// GQA: DQK == DV == head_dim, keys and values from their own caches.
+template <bool MLA, int DQK, int DV, int STAGES>
+__global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
+  static_assert(DQK % 16 == 0 && DV % (16 * kWarps) == 0, "head dims must split into mma tiles");
+  static_assert(MLA || DQK == DV, "GQA keys and values share the head dim");
+  static_assert(STAGES >= 2, "at least double buffering");
+  constexpr int LDK = DQK + 8;                // key row stride (elements)
+  constexpr int LDVS = MLA ? LDK : DV + 8;    // value row stride
+  constexpr int LDP = kTileKeys + 8;          // P row stride
+  constexpr int DVW = DV / kWarps;            // output columns per warp
+  constexpr int NB = DVW / 8;                 // mma n-blocks per warp
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  std::uint16_t* K_s = reinterpret_cast<std::uint16_t*>(smem_raw);  // [STAGES][64][LDK]
+  std::uint16_t* V_s = MLA ? K_s : K_s + STAGES * kTileKeys * LDK;  // [STAGES][64][LDVS]
+  std::uint16_t* Q_s = K_s + STAGES * kTileKeys * LDK + (MLA ? 0 : STAGES * kTileKeys * LDVS);  // [16][LDK]
+  std::uint16_t* P_s = Q_s + kRows * LDK;                                                      // [16][LDP]
+  int* tok_s = reinterpret_cast<int*>(P_s + kRows * LDP);                                      // [STAGES][64]
+  float* red_max = reinterpret_cast<float*>(tok_s + STAGES * kTileKeys);                      // [4][16]
+  float* red_sum = red_max + kWarps * kRows;                                                   // [4][16]
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, tq = lane % 4;  // mma fragment row group and column pair
+
+  const int split = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.splits));
+  const int work = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.splits));
+  const int hb = work % p.head_blocks;
+  const int b = work / p.head_blocks;
+  const int row0 = hb * p.rows_per_cta;  // first query head of this CTA
+  const int nrows = min(p.rows_per_cta, p.num_qo_heads - row0);
+
+  // The sequence: kv_len keys on pages indices[first .. first + npages).
+  const int first = p.indptr[b];
+  const int npages = p.indptr[b + 1] - first;
+  int kv_len = 0;
+  if (npages > 0) {
+    int last = p.page_size;
+    if (p.last_page_len) last = max(0, min(p.last_page_len[b], p.page_size));
+    kv_len = (npages - 1) * p.page_size + last;
+  }
+  const int n_tiles = (kv_len + kTileKeys - 1) / kTileKeys;
+  const int per_split = (n_tiles + p.splits - 1) / p.splits;
+  const int tile_begin = split * per_split;
+  const int n = max(0, min(n_tiles, tile_begin + per_split) - tile_begin);  // tiles of this CTA
+
+  // Q rows -> Q_s (rows past nrows are zero).
+  {
+    constexpr int CPR = DQK / 8;  // 16-byte chunks per row
+    for (int c = tid; c < kRows * CPR; c += kThreads) {
+      const int r = c / CPR, col = (c % CPR) * 8;
+      uint4 val = make_uint4(0, 0, 0, 0);
+      if (r < nrows) {
+        const std::int64_t qrow = static_cast<std::int64_t>(b) * p.num_qo_heads + row0 + r;
+        if constexpr (!MLA) val = ldg16(p.q + qrow * DQK + col);
+        else if (col < DV) val = ldg16(p.q + qrow * DV + col);
+        else val = ldg16(p.q_pe + qrow * (DQK - DV) + (col - DV));
+      }
+      *reinterpret_cast<uint4*>(Q_s + r * LDK + col) = val;
+    }
+  }
+
+  // Cache row (page * page_size + slot) of key `row` of tile `tile`, or -1
+  // past the end of the sequence.
+  auto tok_of = [&](int tile, int row) -> int {
+    const int t = tile * kTileKeys + row;
+    if (t >= kv_len) return -1;
+    const int page = __ldg(p.indices + first + t / p.page_size);
+    if (page < 0 || page >= p.num_pages) return -1;  // invalid page ids are rejected by the oracle; never read them
+    return page * p.page_size + t % p.page_size;
+  };
+
+  // cp.async of one tile (rows from tok_s[stage]) into stage `stage`.
+  auto issue = [&](int stage) {
+    const int* toks = tok_s + stage * kTileKeys;
+    std::uint16_t* ks = K_s + stage * kTileKeys * LDK;
+    if constexpr (!MLA) {
+      std::uint16_t* vs = V_s + stage * kTileKeys * LDVS;
+      constexpr int CPR = DQK / 8;
+      static_assert(kTileKeys * CPR % kThreads == 0, "tile copies divide evenly");
+#pragma unroll
+      for (int i = 0; i < kTileKeys * CPR / kThreads; ++i) {
+        const int c = tid + i * kThreads;
+        const int r = c / CPR, col = (c % CPR) * 8;
+        const int tok = toks[r];
+        const std::int64_t off =
+            tok < 0 ? 0 : (static_cast<std::int64_t>(tok) * p.num_kv_heads + hb) * DQK + col;
+        cp_async16(ks + r * LDK + col, p.k + off, tok >= 0);
+        cp_async16(vs + r * LDVS + col, p.v + off, tok >= 0);
+      }
+    } else {
+      constexpr int CPR = DV / 8, CPE = (DQK - DV) / 8;
+      static_assert(kTileKeys * CPR % kThreads == 0 && kTileKeys * CPE % kThreads == 0, "tile copies divide evenly");
+#pragma unroll 8
+      for (int i = 0; i < kTileKeys * CPR / kThreads; ++i) {
+        const int c = tid + i * kThreads;
+        const int r = c / CPR, col = (c % CPR) * 8;
+        const int tok = toks[r];
+        const std::int64_t off = tok < 0 ? 0 : static_cast<std::int64_t>(tok) * DV + col;
+        cp_async16(ks + r * LDK + col, p.k + off, tok >= 0);
+      }
+#pragma unroll
+      for (int i = 0; i < kTileKeys * CPE / kThreads; ++i) {
+        const int c = tid + i * kThreads;
+        const int r = c / CPE, col = (c % CPE) * 8;
+        const int tok = toks[r];
+        const std::int64_t off = tok < 0 ? 0 : static_cast<std::int64_t>(tok) * (DQK - DV) + col;
+        cp_async16(ks + r * LDK + DV + col, p.v + off, tok >= 0);
+      }
+    }
+  };
+
+  // Prologue: page lookups of the first STAGES - 1 tiles, the next one in a
+  // register, then their copies.
+  int reg_tok = -1;
+  if (tid < kTileKeys) {
+#pragma unroll
+    for (int k = 0; k < STAGES - 1; ++k) tok_s[k * kTileKeys + tid] = k < n ? tok_of(tile_begin + k, tid) : -1;
+    reg_tok = STAGES - 1 < n ? tok_of(tile_begin + STAGES - 1, tid) : -1;
+  }
+  __syncthreads();  // tok_s and Q_s
+#pragma unroll
+  for (int k = 0; k < STAGES - 1; ++k) {
+    if (k < n) issue(k);
+    cp_async_commit();
+  }
+
+  float o[NB][4];
+#pragma unroll
+  for (int i = 0; i < NB; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // rows g and g + 8 (same in every warp)
+  float l_run[2] = {0.f, 0.f};              // this thread's share of the row sums
+
+  for (int j = 0; j < n; ++j) {
+    // Page ids of tile j + STAGES - 1 (loaded one iteration ago) to shared
+    // memory; start loading those of tile j + STAGES. The slot written here
+    // was last read when tile j - 1 was issued, before the barriers inside
+    // the previous iteration.
+    if (tid < kTileKeys) {
+      tok_s[((j + STAGES - 1) % STAGES) * kTileKeys + tid] = reg_tok;
+      reg_tok = j + STAGES < n ? tok_of(tile_begin + j + STAGES, tid) : -1;
+    }
+    cp_async_wait<STAGES - 2>();  // this thread's copies of tile j are done
+    __syncthreads();              // everyone's are; stage (j - 1) % STAGES is free
+    if (j + STAGES - 1 < n) issue((j + STAGES - 1) % STAGES);
+    cp_async_commit();  // possibly empty: keeps the group count uniform
+
+    const int stage = j % STAGES;
+    const std::uint16_t* ks = K_s + stage * kTileKeys * LDK;
+    const std::uint16_t* vs = V_s + stage * kTileKeys * LDVS;
+
+    // S = Q K^T for this warp's 16 keys: two n-blocks of 8 keys.
+    float sc[2][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+    {
+      const std::uint16_t* qa = Q_s + (lane % 16) * LDK + (lane / 16) * 8;
+      const std::uint16_t* kb_ = ks + (warp * 16 + (lane % 8) + 8 * (lane / 16)) * LDK + 8 * ((lane / 8) % 2);
+#pragma unroll 12
+      for (int kk = 0; kk < DQK / 16; ++kk) {
+        std::uint32_t a[4], bk[4];
+        ldmatrix_x4(a, qa + kk * 16);
+        ldmatrix_x4(bk, kb_ + kk * 16);
+        mma_bf16(sc[0], a, bk[0], bk[1]);
+        mma_bf16(sc[1], a, bk[2], bk[3]);
+      }
+    }
+
+    // Scale to base 2, mask keys past the end, row max over the CTA.
+    const int key0 = (tile_begin + j) * kTileKeys + warp * 16;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + nb * 8 + 2 * tq + (e & 1);
+        const float x = key < kv_len ? sc[nb][e] * p.scale_log2 : -INFINITY;
+        sc[nb][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    }
+    if (tq == 0) {
+      red_max[warp * kRows + g] = mx[0];
+      red_max[warp * kRows + g + 8] = mx[1];
+    }
+    __syncthreads();
+    // The tile's first key is valid (tile_begin + j < n_tiles), and it is in
+    // warp 0: m_new is finite, alpha is 0 on the first tile.
+    float m_new[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mt = red_max[g + 8 * r];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) mt = fmaxf(mt, red_max[w * kRows + g + 8 * r]);
+      m_new[r] = fmaxf(m_run[r], mt);
+      alpha[r] = exp2f(m_run[r] - m_new[r]);
+      m_run[r] = m_new[r];
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pv = exp2f(sc[nb][e] - m_new[e >> 1]);  // masked keys: exp2(-inf) = 0
+        sc[nb][e] = pv;
+        rs[e >> 1] += pv;
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + rs[r];
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb) {
+      const int col = warp * 16 + nb * 8 + 2 * tq;
+      *reinterpret_cast<std::uint32_t*>(P_s + g * LDP + col) = pack_bf16(sc[nb][0], sc[nb][1]);
+      *reinterpret_cast<std::uint32_t*>(P_s + (g + 8) * LDP + col) = pack_bf16(sc[nb][2], sc[nb][3]);
+    }
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+    __syncthreads();  // P_s complete
+
+    // O[:, warp * DVW ...) += P V over the tile's 64 keys.
+#pragma unroll
+    for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+      std::uint32_t a[4];
+      ldmatrix_x4(a, P_s + (lane % 16) * LDP + kk * 16 + (lane / 16) * 8);
+      const std::uint16_t* vb = vs + (kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDVS + warp * DVW + 8 * (lane / 16);
+#pragma unroll
+      for (int np = 0; np < NB / 2; ++np) {
+        std::uint32_t bv[4];
+        ldmatrix_x4_trans(bv, vb + np * 16);
+        mma_bf16(o[2 * np], a, bv[0], bv[1]);
+        mma_bf16(o[2 * np + 1], a, bv[2], bv[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // only empty groups can be left; drain anyway
+
+  // Row sums over the CTA, then normalise and store.
+  float lsum[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    lsum[r] = l;
+  }
+  if (tq == 0) {
+    red_sum[warp * kRows + g] = lsum[0];
+    red_sum[warp * kRows + g + 8] = lsum[1];
+  }
+  __syncthreads();
+  const bool direct = p.splits == 1;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    float l = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) l += red_sum[w * kRows + row];
+    if (row >= nrows) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float lse = l > 0.f ? m_run[r] + log2f(l) : -INFINITY;
+    const std::int64_t grow = static_cast<std::int64_t>(b) * p.num_qo_heads + row0 + row;
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      const int col = warp * DVW + i * 8 + 2 * tq;
+      const float v0 = o[i][2 * r] * inv, v1 = o[i][2 * r + 1] * inv;
+      if (direct) *reinterpret_cast<std::uint32_t*>(p.out + grow * DV + col) = pack_bf16(v0, v1);
+      else *reinterpret_cast<float2*>(p.part_o + (grow * p.splits + split) * DV + col) = make_float2(v0, v1);
+    }
+    if (warp == 0 && tq == 0) {
+      if (!direct) p.part_lse[grow * p.splits + split] = lse;
+      else if (p.lse) p.lse[grow] = lse;
+    }
+  }
+}
+
+// One warp per (sequence, query head): out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
+// lse = M + log2(sum_s 2^(lse_s - M)); every split empty: output 0, lse -inf.
+template <int DV>
+__global__ void __launch_bounds__(128) merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
+                                                    std::uint16_t* __restrict__ out, float* __restrict__ lse,
+                                                    std::int64_t rows, int splits) {
+  static_assert(DV % 128 == 0, "one float4 per lane per 128 columns");
+  constexpr int V = DV / 128;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (row >= rows) return;
+  const float* pl = part_lse + row * splits;
+  float m = -INFINITY;
+  for (int s = lane; s < splits; s += 32) m = fmaxf(m, pl[s]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float sum = 0.f;
+  if (m != -INFINITY)
+    for (int s = lane; s < splits; s += 32) sum += exp2f(pl[s] - m);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  float4 acc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (m != -INFINITY) {
+    const float inv = 1.f / sum;
+    for (int s = 0; s < splits; ++s) {
+      const float w = exp2f(pl[s] - m) * inv;
+      if (w == 0.f) continue;  // an empty split (lse -inf) or a negligible one
+      const float4* src = reinterpret_cast<const float4*>(part_o + (row * splits + s) * DV);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float4 x = src[lane + 32 * i];
+        acc[i].x += w * x.x;
+        acc[i].y += w * x.y;
+        acc[i].z += w * x.z;
+        acc[i].w += w * x.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    *reinterpret_cast<uint2*>(out + row * DV + (lane + 32 * i) * 4) =
+        make_uint2(pack_bf16(acc[i].x, acc[i].y), pack_bf16(acc[i].z, acc[i].w));
+  if (lane == 0 && lse) lse[row] = m == -INFINITY ? -INFINITY : m + log2f(sum);
+}
+
+// ---- Host side: planning, workspace, launch ---------------------------------------
+
+constexpr std::size_t kWorkspaceCap = std::size_t{64} << 20;  // bytes of partial results at most
+constexpr int kMaxSplits = 256;
+
+// Splits per (sequence, head block): enough CTAs to fill `slots` (SMs x
+// resident CTAs per SM) with the fewest waves per unit of work, each split
+// keeping at least `min_tiles` tiles of the average sequence. Ties go to
+// fewer splits (less merging). Decided from shapes only (the page table stays
+// on the device), so one decision serves every call with these shapes.
+inline int choose_splits(std::int64_t work_items, std::int64_t avg_tiles, std::int64_t slots, int min_tiles,
+                         std::int64_t max_by_workspace) {
+  if (work_items <= 0 || slots <= 0 || work_items >= slots) return 1;
+  std::int64_t smax = std::max<std::int64_t>(1, avg_tiles / std::max(1, min_tiles));
+  smax = std::min<std::int64_t>({smax, max_by_workspace, kMaxSplits});
+  int best = 1;
+  double best_cost = 1.0 * static_cast<double>((work_items + slots - 1) / slots);
+  for (std::int64_t s = 2; s <= smax; ++s) {
+    const double waves = static_cast<double>((work_items * s + slots - 1) / slots);
+    const double cost = waves / static_cast<double>(s);
+    if (cost < best_cost - 1e-12) {
+      best_cost = cost;
+      best = static_cast<int>(s);
+    }
+  }
+  return best;
+}
+
+// A device buffer of at least `bytes` reserved for `stream` on the current
+// device: kb's CUDA solutions allocate nothing per call, so the partial
+// results of split launches live in this buffer, allocated on the first call
+// that needs it (in the harness: the correctness call or the warm-up, outside
+// the timed region) and grown only when a later call needs more. Kept until
+// the process exits, one per (device, stream) as kb_cuda_gemm's cuBLASLt
+// workspace. Launches on one stream are ordered, so calls on the same stream
+// share it safely. Fails (rather than allocating) while the stream is being
+// captured into a graph and the buffer is too small.
+inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** out) {
+  struct State {
+    std::mutex mu;
+    std::map<std::pair<int, void*>, std::pair<void*, std::size_t>> bufs;
+  };
+  static State* st = new State;  // leaked on purpose (no teardown after the CUDA runtime)
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(st->mu);
+  auto& slot = st->bufs[{device, static_cast<void*>(stream)}];
+  if (slot.second >= bytes) {
+    *out = slot.first;
+    return cudaSuccess;
+  }
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(stream, &cap); e != cudaSuccess) return e;
+  if (cap != cudaStreamCaptureStatusNone) return cudaErrorStreamCaptureUnsupported;
+  if (slot.first) {
+    // Earlier launches on this stream may still read the old buffer.
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return e;
+    cudaFree(slot.first);
+    slot = {nullptr, 0};
+  }
+  const std::size_t want = std::max<std::size_t>(bytes, std::size_t{4} << 20);
+  void* mem = nullptr;
+  if (cudaError_t e = cudaMalloc(&mem, want); e != cudaSuccess) return e;
+  slot = {mem, want};
+  *out = mem;
+  return cudaSuccess;
+}
+
+// Per-device facts about one kernel instantiation, looked up once.
+struct KernelInfo {
+  int sms = 0;
+  int ctas_per_sm = 0;
+};
+
+template <bool MLA, int DQK, int DV, int STAGES>
+cudaError_t kernel_info(KernelInfo* info) {
+  constexpr int kMaxDevices = 64;
+  static std::array<std::atomic<int>, kMaxDevices> sms{};
+  static std::array<std::atomic<int>, kMaxDevices> occ{};
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (occ[device].load() == 0) {
+    constexpr std::size_t bytes = smem_bytes<MLA, DQK, DV, STAGES>();
+    auto kernel = decode_kernel<MLA, DQK, DV, STAGES>;
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+        e != cudaSuccess)
+      return e;
+    // All of the unified L1/shared memory as shared memory: two GQA d128 CTAs
+    // (110 KB each) per SM need it. A hint; failure to honour it is not an error.
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             static_cast<int>(cudaSharedmemCarveoutMaxShared)) != cudaSuccess)
+      (void)cudaGetLastError();  // clear it: the launch checks cudaGetLastError()
+    int n_sm = 0, blocks = 0;
+    if (cudaError_t e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, bytes); e != cudaSuccess)
+      return e;
+    if (blocks < 1) return cudaErrorInvalidConfiguration;  // does not fit this device
+    sms[device].store(n_sm);
+    occ[device].store(blocks);
+  }
+  info->sms = sms[device].load();
+  info->ctas_per_sm = occ[device].load();
+  return cudaSuccess;
+}
+
+// Plans and launches one decode (kernel, and the merge when split). `p` has
+// every field but splits / part_o / part_lse set; `avg_keys` is the average
+// key count per sequence, from shapes. Returns the CUDA error of the launch.
+template <bool MLA, int DQK, int DV, int STAGES>
+cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t stream, int* splits_used = nullptr) {
+  KernelInfo info;
+  if (cudaError_t e = kernel_info<MLA, DQK, DV, STAGES>(&info); e != cudaSuccess) return e;
+  const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.num_qo_heads;
+  const std::int64_t work = static_cast<std::int64_t>(p.batch) * p.head_blocks;
+  const std::int64_t per_split_bytes = rows * (DV + 1) * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t max_ws = per_split_bytes > 0 ? static_cast<std::int64_t>(kWorkspaceCap) / per_split_bytes : 1;
+  const std::int64_t avg_tiles = (avg_keys + kTileKeys - 1) / kTileKeys;
+  int splits = choose_splits(work, avg_tiles, static_cast<std::int64_t>(info.sms) * info.ctas_per_sm, min_tiles, max_ws);
+  p.splits = splits;
+  p.part_o = p.part_lse = nullptr;
+  if (splits > 1) {
+    void* ws = nullptr;
+    const std::size_t o_bytes = static_cast<std::size_t>(rows) * splits * DV * sizeof(float);
+    const std::size_t l_bytes = static_cast<std::size_t>(rows) * splits * sizeof(float);
+    if (cudaError_t e = workspace_for(stream, o_bytes + l_bytes, &ws); e != cudaSuccess) return e;
+    p.part_o = static_cast<float*>(ws);
+    p.part_lse = reinterpret_cast<float*>(static_cast<unsigned char*>(ws) + o_bytes);
+  }
+  if (splits_used) *splits_used = splits;
+  const std::int64_t grid = work * splits;
+  if (grid > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  decode_kernel<MLA, DQK, DV, STAGES>
+      <<<static_cast<unsigned>(grid), kThreads, smem_bytes<MLA, DQK, DV, STAGES>(), stream>>>(p);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (splits > 1) {
+    merge_kernel<DV><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(p.part_o, p.part_lse, p.out, p.lse,
+                                                                                rows, splits);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace kb::kernels::paged_decode

@@ -1,0 +1,76 @@
+// kb_cuda_gqa_paged_decode: GQA decode over a paged NHD KV cache, bf16,
+// head_dim 128 (3-stage pipeline, two CTAs per SM) or 256 (2 stages). The
+// kernel, the split planning and the merge are in
+// kernels/common/paged_decode.cuh.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "../../common/paged_decode.cuh"
+#include "decode_cuda.hpp"
+
+namespace kb::kernels {
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+Status cuda_status(const char* what, cudaError_t e) {
+  if (e == cudaSuccess) return ok_status();
+  return make_error(Code::cuda_error, std::string("kb_cuda_gqa_paged_decode: ") + what + ": " + cudaGetErrorName(e) + ": " +
+                                          cudaGetErrorString(e));
+}
+
+}  // namespace
+
+Status launch_gqa_paged_decode(const GqaPagedDecodeArgs& a, void* stream, int* splits_used) {
+  namespace pd = paged_decode;
+  if (splits_used) *splits_used = 0;
+  if (a.batch < 0 || a.num_qo_heads < 0 || a.num_kv_heads < 1 || a.page_size < 1 || a.num_pages < 0 ||
+      a.num_kv_indices < 0)
+    return make_error(Code::invalid_argument, "kb_cuda_gqa_paged_decode: negative or zero size");
+  if (a.head_dim != 128 && a.head_dim != 256)
+    return make_error(Code::unsupported, "kb_cuda_gqa_paged_decode: head_dim " + std::to_string(a.head_dim) +
+                                             " (this kernel handles 128 and 256)");
+  if (a.num_qo_heads % a.num_kv_heads != 0 || a.num_qo_heads / a.num_kv_heads > pd::kRows)
+    return make_error(Code::unsupported, "kb_cuda_gqa_paged_decode: " + std::to_string(a.num_qo_heads) +
+                                             " query heads over " + std::to_string(a.num_kv_heads) +
+                                             " kv heads (the group must be 1..16)");
+  if (a.batch == 0 || a.num_qo_heads == 0) return ok_status();
+  // Token rows and page-table entries are int32 on the device.
+  if (a.num_pages > INT_MAX / a.page_size || a.num_kv_indices > INT_MAX / a.page_size ||
+      a.batch * a.num_qo_heads > INT_MAX)
+    return make_error(Code::unsupported, "kb_cuda_gqa_paged_decode: cache or batch too large for int32 indexing");
+  for (const void* ptr : {a.q, a.k_cache, a.v_cache, static_cast<const void*>(a.output)})
+    if (!ptr || !aligned16(ptr))
+      return make_error(Code::invalid_argument, "kb_cuda_gqa_paged_decode: tensors must be non-null and 16-byte aligned");
+  if (!a.kv_indptr || (!a.kv_indices && a.num_kv_indices > 0))
+    return make_error(Code::invalid_argument, "kb_cuda_gqa_paged_decode: null page table");
+
+  pd::Params p;
+  p.q = static_cast<const std::uint16_t*>(a.q);
+  p.q_pe = nullptr;
+  p.k = static_cast<const std::uint16_t*>(a.k_cache);
+  p.v = static_cast<const std::uint16_t*>(a.v_cache);
+  p.indptr = a.kv_indptr;
+  p.indices = a.kv_indices;
+  p.last_page_len = a.kv_last_page_len;
+  p.out = static_cast<std::uint16_t*>(a.output);
+  p.lse = a.lse;
+  p.batch = static_cast<int>(a.batch);
+  p.num_qo_heads = static_cast<int>(a.num_qo_heads);
+  p.num_kv_heads = static_cast<int>(a.num_kv_heads);
+  p.page_size = static_cast<int>(a.page_size);
+  p.rows_per_cta = static_cast<int>(a.num_qo_heads / a.num_kv_heads);
+  p.head_blocks = static_cast<int>(a.num_kv_heads);
+  p.num_pages = a.num_pages;
+  p.scale_log2 = static_cast<float>(static_cast<double>(static_cast<float>(a.sm_scale)) * 1.4426950408889634);
+  const std::int64_t avg_keys = a.num_kv_indices * a.page_size / a.batch;
+  auto s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = a.head_dim == 128 ? pd::launch<false, 128, 128, 3>(p, avg_keys, 1, s, splits_used)
+                                    : pd::launch<false, 256, 256, 2>(p, avg_keys, 1, s, splits_used);
+  return cuda_status("launch", e);
+}
+
+}  // namespace kb::kernels

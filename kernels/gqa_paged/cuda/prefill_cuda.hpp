@@ -1,0 +1,74 @@
+// Launchers of kb's causal prefill kernels (kernels/common/prefill.cuh):
+// kb_cuda_gqa_paged_prefill, kb_cuda_gqa_ragged_prefill,
+// kb_cuda_mla_ragged_prefill (launch_gqa_prefill) and
+// kb_cuda_mla_paged_prefill (launch_mla_paged_prefill). Plain host
+// declarations (no CUDA types), so C++ code (solutions, tests, the benchmark
+// driver) can call them.
+#pragma once
+
+#include <cstdint>
+
+#include "common/result.hpp"
+
+namespace kb::kernels {
+
+// What one call does. The plan (work list in a per-stream device workspace)
+// depends only on qo_indptr and the shapes: a caller replaying one batch
+// layout on one stream may plan once (plan_only) and then launch run_only;
+// kb's solutions use plan_and_run (two kernels, nothing on the host).
+enum class PrefillMode { plan_and_run, plan_only, run_only };
+
+// Causal prefill with bottom-right aligned masks, bf16, fp32 lse in base 2.
+//   q [total_q, H_q, head_dim_qk], output [total_q, H_q, head_dim_vo] bf16,
+//   lse [total_q, H_q] fp32 (or null), qo_indptr / kv_indptr [batch + 1] int32.
+// Paged (`paged`): k / v [num_pages, page_size, H_kv, dim],
+//   kv_indptr in pages, kv_indices page ids, kv_last_page_len [batch] or null.
+// Ragged: k [kv_rows, H_kv, head_dim_qk], v [kv_rows, H_kv,
+//   head_dim_vo], kv_indptr in rows.
+// Supported dims: qk 128 / vo 128 (GQA, group H_q / H_kv any) and qk 192 /
+// vo 128 (mla_ragged). Every pointer 16-byte aligned, contiguous, on the
+// current device; launches on `stream`, never synchronizes.
+struct GqaPrefillArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const std::int32_t* qo_indptr = nullptr;
+  const std::int32_t* kv_indptr = nullptr;
+  const std::int32_t* kv_indices = nullptr;  // paged only
+  const std::int32_t* kv_last_page_len = nullptr;
+  void* output = nullptr;
+  float* lse = nullptr;
+  std::int64_t batch = 0, total_q = 0, num_qo_heads = 0, num_kv_heads = 0, head_dim_qk = 0, head_dim_vo = 0;
+  bool paged = false;
+  std::int64_t page_size = 1;       // paged only
+  std::int64_t num_kv_indices = 0;  // paged only
+  std::int64_t kv_rows = 0;         // paged: number of pages; ragged: rows of k / v
+  double sm_scale = 0;
+};
+Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mode = PrefillMode::plan_and_run);
+
+// MLA (absorbed) causal prefill over paged ckv / kpe caches: logits =
+// (q_nope . ckv + q_pe . kpe) * sm_scale, output = softmax . ckv, ckv 512 +
+// kpe 64, any H_q (16 heads per CTA):
+//   q_nope [total_q, H_q, 512], q_pe [total_q, H_q, 64],
+//   ckv_cache [num_pages, page_size, 512], kpe_cache [num_pages, page_size, 64],
+//   output [total_q, H_q, 512] bf16, lse [total_q, H_q] fp32 (or null).
+struct MlaPagedPrefillArgs {
+  const void* q_nope = nullptr;
+  const void* q_pe = nullptr;
+  const void* ckv_cache = nullptr;
+  const void* kpe_cache = nullptr;
+  const std::int32_t* qo_indptr = nullptr;
+  const std::int32_t* kv_indptr = nullptr;
+  const std::int32_t* kv_indices = nullptr;
+  const std::int32_t* kv_last_page_len = nullptr;
+  void* output = nullptr;
+  float* lse = nullptr;
+  std::int64_t batch = 0, total_q = 0, num_qo_heads = 0, head_dim_ckv = 0, head_dim_kpe = 0, page_size = 1,
+               num_pages = 0, num_kv_indices = 0;
+  double sm_scale = 0;
+};
+Status launch_mla_paged_prefill(const MlaPagedPrefillArgs& a, void* stream,
+                                PrefillMode mode = PrefillMode::plan_and_run);
+
+}  // namespace kb::kernels

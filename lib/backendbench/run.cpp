@@ -1,0 +1,237 @@
+// Running BackendBench traces through kb's ATen operators (see run.hpp).
+#include "backendbench/run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <numeric>
+#include <set>
+
+#include "backendbench/materialize.hpp"
+#include "backendbench/ops.hpp"
+#include "json/json.hpp"
+
+namespace kb::backendbench {
+
+namespace {
+
+std::int64_t input_elements(const Value& v) {
+  if (v.kind == Kind::tensor) return v.numel();
+  std::int64_t n = 0;
+  for (const Value& c : v.children) n += input_elements(c);
+  return n;
+}
+
+std::int64_t line_elements(const ArgLine& l) {
+  std::int64_t n = 0;
+  for (const Value& v : l.args.positional) n += input_elements(v);
+  for (const Kwarg& k : l.args.kwargs) n += input_elements(k.value);
+  return n;
+}
+
+// Every tensor of a call, in argument order.
+std::vector<const HostTensor*> call_tensors(const Call& c) {
+  std::vector<const HostTensor*> out;
+  auto add = [&](const CallArg& a) {
+    if (a.tensor) out.push_back(&*a.tensor);
+    for (const HostTensor& t : a.tensors) out.push_back(&t);
+  };
+  for (const CallArg& a : c.positional) add(a);
+  for (const auto& kv : c.kwargs) add(kv.second);
+  return out;
+}
+
+struct Attempt {
+  std::vector<HostTensor> outputs;
+  double ms = 0;
+  std::string problem;
+};
+
+Attempt attempt(const OpInfo& info, const ArgLine& line, std::uint64_t seed, std::size_t index, bool check_inputs) {
+  Attempt a;
+  auto call = materialize_call(info.name, line.args, seed, index, false);
+  if (!call) {
+    a.problem = "materialize: " + call.error().message;
+    return a;
+  }
+  Rng rng(line_seed(seed, info.name, index) ^ 0xA5A5A5A5A5A5A5A5ull);
+  if (auto st = prepare_call(info, *call, rng); !st) {
+    a.problem = "prepare: " + st.error().message;
+    return a;
+  }
+  std::vector<HostTensor> before;
+  if (check_inputs)
+    for (const HostTensor* t : call_tensors(*call)) before.push_back(deep_copy(*t));
+  auto t0 = std::chrono::steady_clock::now();
+  auto outs = run_cpu(info, *call);
+  a.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!outs) {
+    a.problem = outs.error().message;
+    return a;
+  }
+  if (check_inputs) {
+    auto after = call_tensors(*call);
+    for (std::size_t i = 0; i < after.size(); ++i)
+      if (*after[i]->storage != *before[i].storage) {
+        a.problem = fmt::format("a functional operator changed its input tensor {}", i);
+        return a;
+      }
+  }
+  a.outputs = std::move(*outs);
+  return a;
+}
+
+std::string specs_text(const std::vector<HostTensor>& ts) {
+  std::vector<std::string> parts;
+  for (const HostTensor& t : ts) parts.push_back(fmt::format("{}{}", dtype_abbrev(t.dtype), shape_text(t.shape)));
+  return fmt::format("({})", fmt::join(parts, ", "));
+}
+
+LineOutcome run_line(const OpInfo& info, const ArgLine& line, std::size_t index, std::uint64_t seed) {
+  LineOutcome o;
+  o.op = info.name;
+  o.index = index;
+  o.source_line = line.line;
+  auto meta_call = materialize_call(info.name, line.args, seed, index, true);
+  if (!meta_call) {
+    o.problem = "materialize: " + meta_call.error().message;
+    return o;
+  }
+  auto meta = run_cpu(info, *meta_call);
+  if (!meta) {
+    o.problem = "meta: " + meta.error().message;
+    return o;
+  }
+  Attempt first = attempt(info, line, seed, index, !info.inplace());
+  o.kb_ms = first.ms;
+  if (!first.problem.empty()) {
+    o.problem = first.problem;
+    return o;
+  }
+  bool specs_match = meta->size() == first.outputs.size();
+  for (std::size_t k = 0; specs_match && k < meta->size(); ++k)
+    specs_match = (*meta)[k].dtype == first.outputs[k].dtype && (*meta)[k].shape == first.outputs[k].shape;
+  if (!specs_match) {
+    o.problem = fmt::format("outputs {} differ from the meta call's {}", specs_text(first.outputs), specs_text(*meta));
+    return o;
+  }
+  Attempt second = attempt(info, line, seed, index, false);
+  if (!second.problem.empty()) {
+    o.problem = "second run: " + second.problem;
+    return o;
+  }
+  if (!identical(first.outputs, second.outputs)) {
+    o.problem = "two runs on the same inputs gave different outputs";
+    return o;
+  }
+  o.passed = true;
+  return o;
+}
+
+}  // namespace
+
+std::vector<Operator> merge_operators(const TraceFile& trace) {
+  std::vector<Operator> out;
+  std::map<std::string, std::size_t> at;
+  for (const Operator& op : trace.operators) {
+    auto [it, fresh] = at.emplace(op.name, out.size());
+    if (fresh) out.push_back(op);
+    else out[it->second].lines.insert(out[it->second].lines.end(), op.lines.begin(), op.lines.end());
+  }
+  return out;
+}
+
+std::vector<std::size_t> sample_lines(const Operator& op, std::size_t limit) {
+  std::vector<std::size_t> idx(op.lines.size());
+  std::iota(idx.begin(), idx.end(), std::size_t{0});
+  if (limit == 0 || limit >= idx.size()) return idx;
+  std::vector<std::int64_t> size(op.lines.size());
+  for (std::size_t i = 0; i < op.lines.size(); ++i) size[i] = line_elements(op.lines[i]);
+  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return size[a] < size[b]; });
+  idx.resize(limit);
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+Result<RunReport> run_cpu_trace(const TraceFile& trace, const RunOptions& options) {
+  RunReport r;
+  const std::uint64_t seed = options.seed ? options.seed : default_seed;
+  std::set<std::string> wanted(options.ops.begin(), options.ops.end());
+  std::set<std::string> seen;
+  std::map<std::string, CoverageRow> impl, unimpl;
+  for (const Operator& op : merge_operators(trace)) {
+    std::uint64_t count = 0;
+    for (const ArgLine& l : op.lines) count += l.count;
+    r.total_lines += op.lines.size();
+    r.total_count += count;
+    const OpInfo* info = find_aten_op(op.name);
+    auto& row = (info ? impl : unimpl)[op.name];
+    row.op = op.name;
+    row.lines += op.lines.size();
+    row.count += count;
+    if (!info || (!wanted.empty() && !wanted.count(op.name))) continue;
+    seen.insert(op.name);
+    std::vector<LineScore> scores;
+    for (std::size_t i : sample_lines(op, options.limit_per_op)) {
+      LineOutcome o = run_line(*info, op.lines[i], i, seed);
+      LineScore s;
+      s.passed = o.passed;
+      if (auto b = options.baseline.find(op.name); b != options.baseline.end())
+        if (auto t = b->second.find(i); t != b->second.end()) {
+          o.baseline_ms = t->second;
+          if (o.kb_ms > 0) s.speedup = t->second / o.kb_ms;
+        }
+      scores.push_back(s);
+      r.lines.push_back(std::move(o));
+    }
+    r.ops.push_back(score_op(op.name, scores));
+  }
+  for (const std::string& w : wanted)
+    if (!seen.count(w)) r.unknown_ops.push_back(w);
+  for (auto& [k, v] : impl) r.implemented.push_back(v);
+  for (auto& [k, v] : unimpl) r.unimplemented.push_back(v);
+  std::stable_sort(r.unimplemented.begin(), r.unimplemented.end(),
+                   [](const CoverageRow& a, const CoverageRow& b) { return a.lines > b.lines; });
+  r.summary = summarize(r.ops);
+  return r;
+}
+
+Result<std::map<std::string, std::map<std::size_t, double>>> read_baseline(const std::string& path) {
+  auto text = json::read_text_file(path);
+  if (!text) return std::move(text).error();
+  auto doc = json::parse(*text, path);
+  if (!doc) return std::move(doc).error();
+  std::map<std::string, std::map<std::size_t, double>> out;
+  json::Object root;
+  if (doc->root().get_object().get(root))
+    return make_error(Code::invalid_data, fmt::format("{}: the baseline must be a JSON object", path));
+  std::string_view format;
+  if (root["format"].get_string().get(format) || format != "kb-backendbench-baseline-1")
+    return make_error(Code::invalid_data, fmt::format("{}: format: expected \"kb-backendbench-baseline-1\"", path));
+  json::Object times;
+  if (root["times_ms"].get_object().get(times))
+    return make_error(Code::invalid_data, fmt::format("{}: times_ms: expected an object", path));
+  for (auto [op, per_line] : times) {
+    json::Object lines;
+    if (per_line.get_object().get(lines))
+      return make_error(Code::invalid_data, fmt::format("{}: times_ms.{}: expected an object", path, std::string(op)));
+    for (auto [idx, ms] : lines) {
+      std::size_t i = 0;
+      auto [p, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), i);
+      if (ec != std::errc() || p != idx.data() + idx.size())
+        return make_error(Code::invalid_data,
+                          fmt::format("{}: times_ms.{}: key \"{}\" is not a line index", path, std::string(op), std::string(idx)));
+      if (ms.is_null()) continue;
+      double v = 0;
+      if (ms.get_double().get(v) || !(v > 0))
+        return make_error(Code::invalid_data, fmt::format("{}: times_ms.{}.{}: expected a positive number of ms", path,
+                                                          std::string(op), std::string(idx)));
+      out[std::string(op)][i] = v;
+    }
+  }
+  return out;
+}
+
+}  // namespace kb::backendbench

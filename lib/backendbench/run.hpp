@@ -1,0 +1,107 @@
+// Running BackendBench traces through kb's ATen operators.
+//
+// On the CPU each line is materialized (seeded, exact strides, valid indices),
+// run through the operator's oracle and checked against the oracle's own
+// invariants: the outputs' count, shapes and dtypes equal the meta call's, a
+// functional operator leaves its inputs untouched, and a second run on freshly
+// materialized inputs gives bit-identical outputs. That validates shapes,
+// dtypes and materialization; judging numerical correctness needs a second
+// implementation (a CUDA kernel, judged against the oracle with
+// BackendBench's tolerances in score.hpp). With a baseline file (from
+// tools/backendbench/torch_baseline.py) each passing line gets a speedup.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backendbench/score.hpp"
+#include "backendbench/trace.hpp"
+#include "common/result.hpp"
+
+namespace kb::backendbench {
+
+struct RunOptions {
+  std::vector<std::string> ops;  // empty: every implemented operator in the file
+  std::size_t limit_per_op = 0;  // 0: every line; else the N lines with the smallest inputs
+  std::uint64_t seed = 0;        // 0: materialize.hpp's default_seed
+  // Baseline times in ms: operator -> line index (within the operator) -> ms.
+  std::map<std::string, std::map<std::size_t, double>> baseline;
+};
+
+struct LineOutcome {
+  std::string op;
+  std::size_t index = 0;        // within the operator
+  std::size_t source_line = 0;
+  bool passed = false;
+  std::string problem;          // why it did not pass
+  double kb_ms = 0;
+  std::optional<double> baseline_ms;
+  bool by_reference = false;    // --device cuda: judged against the GPU fp64 reference, not the CPU oracle
+};
+
+struct CoverageRow {
+  std::string op;
+  std::size_t lines = 0;
+  std::uint64_t count = 0;  // sum of cnt
+};
+
+struct RunReport {
+  std::vector<OpScore> ops;            // implemented operators run, in file order
+  std::vector<LineOutcome> lines;
+  Summary summary;
+  std::vector<CoverageRow> implemented;    // in the file and in kb's table
+  std::vector<CoverageRow> unimplemented;  // by lines, most first
+  std::size_t total_lines = 0;
+  std::uint64_t total_count = 0;
+  std::vector<std::string> unknown_ops;    // --ops names kb does not implement or the file lacks
+  std::string fatal;                       // a CUDA run stopped early (the context broke): why
+};
+
+// --device cuda: lines of the operators with a CUDA kernel (kernels/aten/*/cuda/)
+// judged against the CPU oracle (score.hpp) and timed with CUDA events like
+// tools/backendbench/torch_baseline.py: warm, `warmup` untimed calls, then the
+// median of `reps` calls each between its own event pair (run_cuda.cpp).
+struct CudaRunOptions {
+  int warmup = 3;
+  int reps = 20;
+  unsigned host_threads = 0;  // CPU oracles run this many lines ahead in parallel; 0: all cores
+  unsigned judge_threads = 0;  // large outputs are compared on this many threads; 0: all cores
+  // The fp64 CPU oracle costs ~10^7 elements/s and ~2 GFLOP/s per core, so the
+  // whole shared file (1.4e11 input elements, 1.7e13 matmul FLOPs) is hours of
+  // CPU time. Lines over these budgets are not run ("not judged") and do not
+  // pass; 0 lifts a budget.
+  // The defaults keep a run of the whole file to a few minutes on 16 cores.
+  std::int64_t oracle_elements = std::int64_t{1} << 23;
+  double oracle_flops = 0x1p32;
+  // Judge lines over the budgets against the GPU fp64 reference instead of
+  // skipping them: kb's own CUDA plans rerun with fp64 compute everywhere,
+  // 64-bit indexing, no unrolled paths and fp64 cuBLASLt matmuls, rounded once
+  // to the output dtype like the oracles. Not independent of the kernels
+  // judged (same planning and formulas, which the CPU oracle checks on the
+  // lines within budget); it checks their precision and large-size paths.
+  bool gpu_reference = false;
+  double time_limit_s = 0;  // > 0: lines not started by then are reported "not run: time limit" (the report is still written)
+};
+// False in builds without CUDA (run_cuda_trace then answers Code::unsupported).
+bool cuda_runs_available();
+bool has_cuda_kernel(std::string_view op);
+Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& options, const CudaRunOptions& copt);
+
+// The file's operators with blocks of the same canonical name joined (aten.sum.SymInt
+// lines join aten.sum.dim_IntList's), in order of first appearance. A line's
+// index (for baselines and seeds) is its position in its merged operator.
+std::vector<Operator> merge_operators(const TraceFile& trace);
+// Lines of one operator in the order --limit-per-op takes them (smallest inputs first, then index).
+std::vector<std::size_t> sample_lines(const Operator& op, std::size_t limit);
+
+Result<RunReport> run_cpu_trace(const TraceFile& trace, const RunOptions& options);
+
+// Reads a baseline JSON written by tools/backendbench/torch_baseline.py:
+//   {"format": "kb-backendbench-baseline-1", "device": "...", "times_ms": {"aten.add.Tensor": {"0": 0.01, ...}}}
+// (null times, for lines torch could not run, are skipped).
+Result<std::map<std::string, std::map<std::size_t, double>>> read_baseline(const std::string& path);
+
+}  // namespace kb::backendbench

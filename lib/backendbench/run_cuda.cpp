@@ -1,0 +1,516 @@
+// `kb backendbench run --device cuda` (see run.hpp): every line of the
+// operators that have a CUDA kernel, judged against the fp64 CPU oracle with
+// BackendBench's tolerances and timed like tools/backendbench/torch_baseline.py.
+//
+// Per line: the CPU side (seeded materialization exactly as the CPU run,
+// valid indices, the oracle's meta call for output specs and its real call
+// for the expected outputs) runs on a pool of host threads a batch of lines
+// ahead; the device side is sequential: each tensor's whole storage is copied
+// to the device (strides, offsets, overlaps and gaps kept), outputs are
+// allocated from the meta specs (in-place ops write `self`), the plan is made
+// once (argument checks, scratch, cuBLASLt descriptors) and its launch run
+// once to judge and then again to time.
+//
+// Timing (the same policy as torch_baseline.py, so the two are comparable):
+// warm L2 (no flush), `warmup` untimed calls, then `reps` calls each between
+// its own pair of CUDA events recorded on the stream, the stream synchronized
+// after each; the median is the line's time. Each call thus includes the
+// host's cost of issuing the operator (PyTorch's dispatcher there, kb's
+// prepared launch here) as far as the GPU waits for it.
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "../../kernels/aten/common/args.hpp"
+#include "../../kernels/aten/common/cuda_engine.hpp"
+#include "../../kernels/aten/cuda_families.hpp"
+#include "backendbench/materialize.hpp"
+#include "backendbench/run.hpp"
+
+namespace kb::backendbench {
+
+namespace {
+
+using aten::DView;
+
+Error cuda_err(const char* what, cudaError_t e) {
+  return make_error(Code::cuda_error, fmt::format("{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e)));
+}
+
+struct HostSide {
+  std::optional<Call> call;          // inputs as materialized (what the device gets)
+  std::optional<Call> oracle_call;   // the oracle's own copy (in-place ops mutate it)
+  std::vector<HostTensor> meta;
+  std::vector<HostTensor> expected;
+  std::string problem;
+  bool reference = false;  // no oracle run: judge against the GPU fp64 reference
+};
+
+void deep_copy_call(Call& c) {
+  auto fix = [](CallArg& a) {
+    if (a.tensor) *a.tensor = deep_copy(*a.tensor);
+    for (HostTensor& t : a.tensors) t = deep_copy(t);
+  };
+  for (CallArg& a : c.positional) fix(a);
+  for (auto& kv : c.kwargs) fix(kv.second);
+}
+
+HostSide host_side(const OpInfo& info, const ArgLine& line, std::size_t index, std::uint64_t seed, bool oracle) {
+  HostSide h;
+  auto meta_call = materialize_call(info.name, line.args, seed, index, true);
+  if (!meta_call) {
+    h.problem = "materialize: " + meta_call.error().message;
+    return h;
+  }
+  auto meta = run_cpu(info, *meta_call);
+  if (!meta) {
+    h.problem = "meta: " + meta.error().message;
+    return h;
+  }
+  h.meta = std::move(*meta);
+  auto call = materialize_call(info.name, line.args, seed, index, false);
+  if (!call) {
+    h.problem = "materialize: " + call.error().message;
+    return h;
+  }
+  Rng rng(line_seed(seed, info.name, index) ^ 0xA5A5A5A5A5A5A5A5ull);
+  if (auto st = prepare_call(info, *call, rng); !st) {
+    h.problem = "prepare: " + st.error().message;
+    return h;
+  }
+  if (!oracle) {
+    h.reference = true;
+    h.call = std::move(*call);
+    return h;
+  }
+  h.oracle_call = *call;
+  deep_copy_call(*h.oracle_call);
+  auto outs = run_cpu(info, *h.oracle_call);
+  if (!outs) {
+    h.problem = "oracle: " + outs.error().message;
+    return h;
+  }
+  h.expected = std::move(*outs);
+  h.oracle_call.reset();
+  h.call = std::move(*call);
+  return h;
+}
+
+// Every tensor of a call (pointers stay valid while the call lives).
+std::vector<HostTensor*> call_tensors(Call& c) {
+  std::vector<HostTensor*> out;
+  auto add = [&](CallArg& a) {
+    if (a.tensor) out.push_back(&*a.tensor);
+    for (HostTensor& t : a.tensors) out.push_back(&t);
+  };
+  for (CallArg& a : c.positional) add(a);
+  for (auto& kv : c.kwargs) add(kv.second);
+  return out;
+}
+
+Result<HostTensor> download(const DView& v) {
+  HostTensor h;
+  if (v.undefined) {
+    h.undefined = true;
+    return h;
+  }
+  h.dtype = v.dtype;
+  h.shape = v.shape;
+  h.strides = v.strides;
+  h.offset = 0;
+  const std::int64_t span = h.span();
+  for (auto s : v.strides)
+    if (s < 0) return make_error(Code::internal, "negative output strides are not supported");
+  const std::size_t es = dtype_size(v.dtype);
+  h.storage = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(span) * es);
+  if (span > 0) {
+    const char* src = static_cast<const char*>(v.base) + v.offset * static_cast<std::int64_t>(es);
+    if (cudaError_t e = cudaMemcpy(h.storage->data(), src, h.storage->size(), cudaMemcpyDeviceToHost); e != cudaSuccess)
+      return cuda_err("copying an output to the host", e);
+  }
+  return h;
+}
+
+// Copies every tensor's whole storage to fresh device memory (views keep their strides and offsets).
+Status upload_call(Call& call, aten::DeviceArgs& dev, std::vector<std::shared_ptr<void>>& memory) {
+  for (HostTensor* t : call_tensors(call)) {
+    const std::size_t bytes = t->storage ? t->storage->size() : 0;
+    auto mem = aten::cuda::device_alloc(bytes);  // throws bad_alloc
+    if (bytes)
+      if (cudaError_t e = cudaMemcpy(mem.get(), t->storage->data(), bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
+        return cuda_err("copying an input to the device", e);
+    dev.set(t, mem.get());
+    memory.push_back(std::move(mem));
+  }
+  return ok_status();
+}
+
+// Outputs as the runner gives them to a plan: the meta call's specs, contiguous; `self` for in-place ops.
+std::vector<DView> make_outputs(const OpInfo& info, const Call& call, const aten::DeviceArgs& dev,
+                                const std::vector<HostTensor>& meta) {
+  std::vector<DView> outs;
+  for (std::size_t k = 0; k < meta.size(); ++k) {
+    const HostTensor& m = meta[k];
+    if (m.undefined) {
+      DView u;
+      u.undefined = true;
+      outs.push_back(u);
+    } else if (k == 0 && info.inplace()) {
+      outs.push_back(dev.view(aten::tensor_arg(call, 0, "self")));
+    } else {
+      outs.push_back(aten::cuda::device_empty(m.dtype, m.shape));
+    }
+  }
+  return outs;
+}
+
+struct ReferenceMode {
+  ReferenceMode() { aten::cuda::set_reference_mode(true); }
+  ~ReferenceMode() { aten::cuda::set_reference_mode(false); }
+};
+
+// The GPU fp64 reference's outputs for a line (its own copy of the inputs, so
+// in-place operators start from the same values as the candidate).
+Result<std::vector<HostTensor>> reference_outputs(const OpInfo& info, aten::CudaPlanFn plan_fn, Call& call,
+                                                  const std::vector<HostTensor>& meta, cudaStream_t stream) {
+  aten::DeviceArgs dev;
+  std::vector<std::shared_ptr<void>> memory;
+  if (auto st = upload_call(call, dev, memory); !st) return st.error();
+  std::vector<DView> outs = make_outputs(info, call, dev, meta);
+  aten::Launch launch;
+  {
+    ReferenceMode on;
+    launch = plan_fn(call, dev, outs);
+  }
+  if (auto st = launch(stream); !st) return st.error();
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_err("running the reference", e);
+  std::vector<HostTensor> out;
+  for (const DView& o : outs) {
+    auto h = download(o);
+    if (!h) return h.error();
+    out.push_back(std::move(*h));
+  }
+  return out;
+}
+
+// judge() with large contiguous outputs split across threads (the serial
+// judge reads ~3e7 elements/s, which would dominate a run of big lines).
+Judgment parallel_judge(const std::vector<HostTensor>& expected, const std::vector<HostTensor>& actual, unsigned threads) {
+  bool split = expected.size() == actual.size();
+  for (std::size_t k = 0; split && k < expected.size(); ++k)
+    split = expected[k].undefined == actual[k].undefined && expected[k].dtype == actual[k].dtype &&
+            expected[k].shape == actual[k].shape;
+  if (!split || threads <= 1) return judge(expected, actual);
+  Judgment total;
+  for (std::size_t k = 0; k < expected.size(); ++k) {
+    const HostTensor& e = expected[k];
+    const HostTensor& a = actual[k];
+    if (e.undefined) continue;
+    const std::int64_t n = e.numel();
+    std::vector<std::pair<std::int64_t, Judgment>> parts;
+    if (n < (std::int64_t{1} << 20) || !e.is_contiguous() || !a.is_contiguous()) {
+      parts.emplace_back(0, judge({e}, {a}));
+    } else {
+      const std::int64_t chunk = (n + threads - 1) / threads;
+      std::vector<std::thread> pool;
+      for (std::int64_t at = 0; at < n; at += chunk) parts.emplace_back(at, Judgment{});
+      for (auto& [at, j] : parts)
+        pool.emplace_back([&e, &a, at = at, &j, chunk, n] {
+          auto piece = [&](const HostTensor& t) {
+            HostTensor v = t;
+            v.shape = {std::min(chunk, n - at)};
+            v.strides = {1};
+            v.offset = t.offset + at;
+            return v;
+          };
+          j = judge({piece(e)}, {piece(a)});
+        });
+      for (auto& th : pool) th.join();
+    }
+    for (auto& [at, j] : parts) {
+      total.max_abs_error = std::max(total.max_abs_error, j.max_abs_error);
+      total.max_rel_error = std::max(total.max_rel_error, j.max_rel_error);
+      if (j.verdict != Verdict::passed && total.verdict == Verdict::passed) {
+        total.verdict = j.verdict;
+        total.detail = fmt::format("output {}: {} (element index counted from {})", k, j.detail, at);
+      }
+    }
+  }
+  return total;
+}
+
+struct DeviceLine {
+  bool passed = false;
+  std::string problem;
+  double ms = 0;
+  bool fatal = false;  // the context is unusable: stop the run
+  bool by_reference = false;
+};
+
+DeviceLine device_side(const OpInfo& info, aten::CudaPlanFn plan_fn, HostSide& h, cudaStream_t stream,
+                       const CudaRunOptions& copt) {
+  DeviceLine d;
+  Call& call = *h.call;
+  aten::DeviceArgs dev;
+  std::vector<std::shared_ptr<void>> memory;
+  try {
+    if (h.reference) {
+      d.by_reference = true;
+      auto ref = reference_outputs(info, plan_fn, call, h.meta, stream);
+      if (!ref) {
+        d.problem = "GPU reference: " + ref.error().message;
+        (void)cudaGetLastError();
+        d.fatal = cudaStreamSynchronize(stream) != cudaSuccess;
+        return d;
+      }
+      h.expected = std::move(*ref);
+    }
+    if (auto st = upload_call(call, dev, memory); !st) {
+      d.problem = st.error().message;
+      d.fatal = true;
+      return d;
+    }
+    std::vector<DView> outs = make_outputs(info, call, dev, h.meta);
+    aten::Launch launch = plan_fn(call, dev, outs);
+    if (auto st = launch(stream); !st) {
+      // A refused launch (bad configuration, cuBLASLt NOT_SUPPORTED) fails the line;
+      // only an error that survives into the stream (sticky) stops the run.
+      d.problem = st.error().message;
+      (void)cudaGetLastError();
+      d.fatal = cudaStreamSynchronize(stream) != cudaSuccess;
+      return d;
+    }
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+      d.problem = cuda_err("running the kernel", e).message;
+      d.fatal = true;
+      return d;
+    }
+    std::vector<HostTensor> actual;
+    for (const DView& o : outs) {
+      auto hst = download(o);
+      if (!hst) {
+        d.problem = hst.error().message;
+        return d;
+      }
+      actual.push_back(std::move(*hst));
+    }
+    const unsigned jt = copt.judge_threads ? copt.judge_threads : std::max(1u, std::thread::hardware_concurrency());
+    Judgment j = parallel_judge(h.expected, actual, std::min(jt, 64u));
+    if (j.verdict != Verdict::passed) {
+      d.problem = fmt::format("{}: {} (max abs error {:.3g}, max rel error {:.3g})", verdict_name(j.verdict), j.detail,
+                              j.max_abs_error, j.max_rel_error);
+      return d;
+    }
+    d.passed = true;
+    // Timing, the policy of torch_baseline.py (see the top of this file).
+    cudaEvent_t start = nullptr, stop = nullptr;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    std::vector<float> times;
+    for (int r = 0; r < copt.warmup + copt.reps; ++r) {
+      if (r >= copt.warmup) cudaEventRecord(start, stream);
+      if (auto st = launch(stream); !st) {
+        d.problem = st.error().message;
+        d.passed = false;
+        break;
+      }
+      if (r >= copt.warmup) {
+        cudaEventRecord(stop, stream);
+        cudaEventSynchronize(stop);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, start, stop);
+        times.push_back(ms);
+      } else {
+        cudaStreamSynchronize(stream);
+      }
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+      d.problem = cuda_err("timing the kernel", e).message;
+      d.passed = false;
+      d.fatal = true;
+      return d;
+    }
+    if (!times.empty()) {
+      std::sort(times.begin(), times.end());
+      std::size_t n = times.size();
+      d.ms = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+    }
+  } catch (const aten::OpError& e) {
+    d.problem = fmt::format("{}: {}", info.name, e.what());
+  } catch (const std::bad_alloc&) {
+    (void)cudaGetLastError();
+    d.problem = fmt::format("{}: out of device or host memory", info.name);
+  } catch (const std::exception& e) {
+    d.problem = fmt::format("{}: {}", info.name, e.what());
+  }
+  return d;
+}
+
+std::int64_t value_elements(const Value& v) {
+  if (v.kind == Kind::tensor) return v.numel();
+  std::int64_t n = 0;
+  for (const Value& c : v.children) n += value_elements(c);
+  return n;
+}
+
+void tensor_shapes(const Value& v, std::vector<std::vector<std::int64_t>>& out) {
+  if (v.kind == Kind::tensor) {
+    out.push_back(v.shape);
+    return;
+  }
+  for (const Value& c : v.children) tensor_shapes(c, out);
+}
+
+// Why the CPU oracle would take too long for this line, or "".
+std::string over_budget(std::string_view op, const ArgLine& l, const CudaRunOptions& copt) {
+  std::int64_t n = 0;
+  for (const Value& v : l.args.positional) n += value_elements(v);
+  for (const Kwarg& k : l.args.kwargs) n += value_elements(k.value);
+  if (copt.oracle_elements > 0 && n > copt.oracle_elements)
+    return fmt::format("not judged: {} input elements exceed the CPU oracle budget of {} (--oracle-limit)", n,
+                       copt.oracle_elements);
+  if (copt.oracle_flops > 0 && (op == "aten.mm.default" || op == "aten.bmm.default" || op == "aten.addmm.default")) {
+    std::vector<std::vector<std::int64_t>> shapes;
+    for (const Value& v : l.args.positional) tensor_shapes(v, shapes);
+    std::vector<std::vector<std::int64_t>> mats;
+    for (auto& s : shapes)
+      if (s.size() >= 2) mats.push_back(s);
+    if (mats.size() >= 2) {
+      double flops = 2.0 * static_cast<double>(mats[mats.size() - 1].back());
+      for (auto d : mats[mats.size() - 2]) flops *= static_cast<double>(d);
+      if (flops > copt.oracle_flops)
+        return fmt::format("not judged: {:.3g} matmul FLOPs exceed the CPU oracle budget of {:.3g} (--oracle-flops)",
+                           flops, copt.oracle_flops);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+bool cuda_runs_available() { return true; }
+
+bool has_cuda_kernel(std::string_view op) { return aten::find_cuda_op(op) != nullptr; }
+
+Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& options, const CudaRunOptions& copt) {
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0)
+    return make_error(Code::no_cuda_device, fmt::format("no CUDA device: {}", e == cudaSuccess ? "none found" : cudaGetErrorString(e)));
+  cudaStream_t stream = nullptr;
+  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
+    return cuda_err("cudaStreamCreate", e);
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } guard{stream};
+
+  RunReport r;
+  const std::uint64_t seed = options.seed ? options.seed : default_seed;
+  std::set<std::string> wanted(options.ops.begin(), options.ops.end());
+  std::set<std::string> seen;
+  std::map<std::string, CoverageRow> impl, unimpl;
+  const unsigned threads = std::max(1u, std::min(copt.host_threads ? copt.host_threads : std::thread::hardware_concurrency(), 64u));
+  bool stop_all = false;
+  const auto started = std::chrono::steady_clock::now();
+  auto out_of_time = [&] {
+    return copt.time_limit_s > 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() > copt.time_limit_s;
+  };
+  for (const Operator& op : merge_operators(trace)) {
+    std::uint64_t cnt = 0;
+    for (const ArgLine& l : op.lines) cnt += l.count;
+    r.total_lines += op.lines.size();
+    r.total_count += cnt;
+    const OpInfo* info = find_aten_op(op.name);
+    const aten::CudaOpInfo* cinfo = aten::find_cuda_op(op.name);
+    auto& row = (info && cinfo ? impl : unimpl)[op.name];
+    row.op = op.name;
+    row.lines += op.lines.size();
+    row.count += cnt;
+    if (!info || !cinfo || (!wanted.empty() && !wanted.count(op.name))) continue;
+    seen.insert(op.name);
+    std::vector<LineScore> scores;
+    const std::vector<std::size_t> idx = sample_lines(op, options.limit_per_op);
+    // The host side of a batch of lines, on `threads` threads; the next batch is
+    // prepared while the device works through the current one.
+    auto prepare_batch = [&, info](std::size_t at) {
+      const std::size_t n = std::min<std::size_t>(threads, idx.size() - at);
+      std::vector<HostSide> hs(n);
+      std::atomic<std::size_t> next{0};
+      std::vector<std::thread> pool;
+      for (unsigned t = 0; t < std::min<std::size_t>(threads, n); ++t)
+        pool.emplace_back([&] {
+          for (std::size_t k; (k = next.fetch_add(1)) < n;) {
+            const ArgLine& l = op.lines[idx[at + k]];
+            std::string why = over_budget(op.name, l, copt);
+            if (out_of_time()) hs[k].problem = "not run: --time-limit reached";
+            else if (!why.empty() && !copt.gpu_reference) hs[k].problem = std::move(why);
+            else hs[k] = host_side(*info, l, idx[at + k], seed, why.empty());
+          }
+        });
+      for (auto& th : pool) th.join();
+      return hs;
+    };
+    std::future<std::vector<HostSide>> pending;
+    if (!idx.empty()) pending = std::async(std::launch::async, prepare_batch, std::size_t{0});
+    for (std::size_t at = 0; at < idx.size() && !stop_all; at += threads) {
+      std::vector<HostSide> hs = pending.get();
+      const std::size_t n = hs.size();
+      if (at + threads < idx.size()) pending = std::async(std::launch::async, prepare_batch, at + threads);
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = idx[at + k];
+        LineOutcome o;
+        o.op = op.name;
+        o.index = i;
+        o.source_line = op.lines[i].line;
+        if (!hs[k].problem.empty()) {
+          o.problem = hs[k].problem;
+        } else if (out_of_time()) {
+          o.problem = "not run: --time-limit reached";
+        } else {
+          DeviceLine d = device_side(*info, cinfo->plan, hs[k], stream, copt);
+          o.passed = d.passed;
+          o.problem = d.problem;
+          o.kb_ms = d.ms;
+          o.by_reference = d.by_reference;
+          if (d.fatal) {
+            stop_all = true;
+            r.fatal = fmt::format("{} line {}: {}", op.name, o.source_line, d.problem);
+          }
+        }
+        hs[k] = HostSide{};
+        LineScore s;
+        s.passed = o.passed;
+        if (auto b = options.baseline.find(op.name); b != options.baseline.end())
+          if (auto t = b->second.find(i); t != b->second.end()) {
+            o.baseline_ms = t->second;
+            if (o.passed && o.kb_ms > 0) s.speedup = t->second / o.kb_ms;
+          }
+        scores.push_back(s);
+        r.lines.push_back(std::move(o));
+        if (stop_all) break;
+      }
+    }
+    if (pending.valid()) pending.wait();
+    r.ops.push_back(score_op(op.name, scores));
+    if (stop_all) break;
+  }
+  for (const std::string& w : wanted)
+    if (!seen.count(w)) r.unknown_ops.push_back(w);
+  for (auto& [k, v] : impl) r.implemented.push_back(v);
+  for (auto& [k, v] : unimpl) r.unimplemented.push_back(v);
+  std::stable_sort(r.unimplemented.begin(), r.unimplemented.end(),
+                   [](const CoverageRow& a, const CoverageRow& b) { return a.lines > b.lines; });
+  r.summary = summarize(r.ops);
+  return r;
+}
+
+}  // namespace kb::backendbench

@@ -1,0 +1,145 @@
+#include "cuda/anti_gaming.hpp"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "cuda/runtime.hpp"
+#include "cuda/timing.hpp"
+
+namespace kb::cuda {
+
+cudaError_t launch_gate(volatile int* release, volatile int* expired, cudaStream_t stream);
+cudaError_t launch_mma_loop(float* sink, int blocks, int iterations, cudaStream_t stream, double* flops);
+
+namespace {
+
+// Host memory the device reads and writes directly.
+struct Mapped {
+  void* p = nullptr;
+  ~Mapped() {
+    if (p) cudaFreeHost(p);
+  }
+};
+
+struct OwnedStream {
+  cudaStream_t s = nullptr;
+  ~OwnedStream() {
+    if (s) cudaStreamDestroy(s);
+  }
+};
+
+}  // namespace
+
+Result<StreamCheck> check_stream_discipline(const std::function<Status(void*)>& launch,
+                                            const std::vector<std::pair<void*, std::size_t>>& outputs,
+                                            void* stream_ptr) {
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  Mapped flags;
+  KB_TRY(check(cudaHostAlloc(&flags.p, 2 * sizeof(int), cudaHostAllocMapped), "cudaHostAlloc(gate)"));
+  auto* host = static_cast<volatile int*>(flags.p);
+  host[0] = 0;  // release
+  host[1] = 0;  // expired
+  void* dev = nullptr;
+  KB_TRY(check(cudaHostGetDevicePointer(&dev, flags.p, 0), "cudaHostGetDevicePointer(gate)"));
+  auto* dflags = static_cast<volatile int*>(dev);
+  // The probe reads a bounded prefix of each output: work elsewhere writes it.
+  constexpr std::size_t kProbeBytes = std::size_t{16} << 20;
+  std::size_t probe_total = 0;
+  for (auto& [p, n] : outputs) probe_total += std::min(n, kProbeBytes);
+  Mapped probe_buf;
+  if (probe_total)
+    KB_TRY(check(cudaHostAlloc(&probe_buf.p, probe_total, cudaHostAllocDefault), "cudaHostAlloc(probe)"));
+  OwnedStream probe;
+  KB_TRY(check(cudaStreamCreateWithFlags(&probe.s, cudaStreamNonBlocking), "cudaStreamCreate(probe)"));
+
+  KB_TRY(check(launch_gate(dflags, dflags + 1, stream), "launching the stream gate"));
+  auto open_gate = [&] {
+    host[0] = 1;
+    return check(cudaStreamSynchronize(stream), "after the gated call");
+  };
+  Status st = launch(stream);
+  if (!st.ok()) {
+    (void)open_gate();
+    return st.error();
+  }
+  // Give work on another stream a moment to land, probing a few times.
+  bool changed = false;
+  std::string where;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int round = 0; round < 8 && !changed; ++round) {
+    if (round) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::size_t at = 0;
+    for (auto& [p, n] : outputs) {
+      std::size_t k = std::min(n, kProbeBytes);
+      if (k && cudaMemcpyAsync(static_cast<char*>(probe_buf.p) + at, p, k, cudaMemcpyDeviceToHost, probe.s) != cudaSuccess)
+        break;
+      at += k;
+    }
+    cudaError_t e = cudaStreamSynchronize(probe.s);
+    if (e != cudaSuccess) {
+      (void)open_gate();
+      return check(e, "probing the outputs").error();
+    }
+    const auto* b = static_cast<const unsigned char*>(probe_buf.p);
+    for (std::size_t i = 0; i < at; ++i)
+      if (b[i] != 0xFF) {
+        changed = true;
+        where = fmt::format("byte {} of the probed outputs", i);
+        break;
+      }
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(200)) break;
+  }
+  bool expired = host[1] != 0;
+  KB_TRY(open_gate());
+  StreamCheck r;
+  if (!changed) {
+    r.verdict = StreamVerdict::same_stream;
+    r.detail = "stream check: outputs untouched while kb's stream was held (work on the given stream)";
+  } else if (expired) {
+    r.verdict = StreamVerdict::inconclusive;
+    r.detail = "stream check: inconclusive (the gate on kb's stream expired before the probe; the call may have "
+               "synchronized it)";
+  } else {
+    r.verdict = StreamVerdict::other_stream;
+    r.detail = fmt::format("launched work on a stream other than the one kb gave it: its outputs changed ({}) while "
+                           "kb's stream was still held by a gate kernel",
+                           where);
+  }
+  return r;
+}
+
+double measured_mma_tflops(void* stream) {
+  static std::once_flag once;
+  static double tflops = 0;
+  std::call_once(once, [&] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
+      return;
+    float* sink = nullptr;
+    if (cudaMalloc(reinterpret_cast<void**>(&sink), 1024 * sizeof(float)) != cudaSuccess) return;
+    double flops = 0;
+    TimingOptions o;
+    o.flush_l2 = false;
+    o.samples_per_graph = 4;
+    o.min_samples = 8;
+    o.max_time_s = 0.5;
+    auto t = time_gpu(
+        [&](int, void* s) {
+          return check(launch_mma_loop(sink, sms * 8, 2048, static_cast<cudaStream_t>(s), &flops), "mma loop");
+        },
+        stream, o);
+    cudaFree(sink);
+    if (t && t->median_ms > 0) tflops = flops / (t->median_ms * 1e-3) / 1e12;
+    (void)cudaGetLastError();
+  });
+  return tflops;
+}
+
+}  // namespace kb::cuda

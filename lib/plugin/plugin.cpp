@@ -1,0 +1,439 @@
+#include "plugin/plugin.hpp"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <span>
+#include <sstream>
+
+#include "cuda/plausible.hpp"
+#include "harness/cost.hpp"
+#include "harness/sampling_judge.hpp"
+#include "inputs/inputs.hpp"
+#include "json/json.hpp"
+#include "plugin/build.hpp"
+
+namespace kb::plugin {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string json_string(const std::string& v) {
+  std::string o = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) o += c;
+  }
+  return o + "\"";
+}
+
+std::vector<worker::InArg> in_args(std::span<const Arg> args) {
+  std::vector<worker::InArg> ins(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const Arg& a = args[i];
+    if (a.tensor) {
+      ins[i].is_tensor = true;
+      ins[i].dtype = a.tensor->dtype();
+      ins[i].shape = a.tensor->shape();
+      ins[i].data = a.tensor->empty_storage() ? nullptr : a.tensor->bytes();
+      ins[i].nbytes = a.tensor->empty_storage() ? 0 : a.tensor->nbytes();
+    } else {
+      ins[i].is_tensor = false;
+      ins[i].scalar = a.scalar;
+    }
+  }
+  return ins;
+}
+
+std::vector<worker::OutArg> out_args(std::span<Tensor> ts) {
+  std::vector<worker::OutArg> outs(ts.size());
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    Tensor& t = ts[i];
+    outs[i].dtype = t.dtype();
+    outs[i].shape = t.shape();
+    outs[i].data = t.empty_storage() ? nullptr : t.bytes();
+    outs[i].nbytes = t.empty_storage() ? 0 : t.nbytes();
+  }
+  return outs;
+}
+
+}  // namespace
+
+std::string unsupported_language(const std::string& language) {
+  if (language == "cpp" || language == "cuda") return {};
+  if (language == "python" || language == "triton" || language == "tilelang")
+    return fmt::format("language {} is not supported: kb builds and runs cpp and cuda solutions only", language);
+  return fmt::format("unknown language \"{}\" (kb builds cpp and cuda solutions)", language);
+}
+
+std::string default_cache_dir() {
+  if (const char* e = std::getenv("KB_CACHE_DIR"); e && *e) return e;
+  if (const char* e = std::getenv("XDG_CACHE_HOME"); e && *e) return std::string(e) + "/kb";
+  if (const char* e = std::getenv("HOME"); e && *e) return std::string(e) + "/.cache/kb";
+  return fmt::format("/tmp/kb-cache-{}", static_cast<unsigned>(::getuid()));
+}
+
+Result<std::shared_ptr<Plugin>> load(const std::string& path, const Options& options) {
+  worker::Options wo;
+  wo.timeout_s = options.timeout_s;
+  wo.load_timeout_s = options.load_timeout_s;
+  wo.worker_path = options.worker_path;
+  auto w = worker::Worker::start(path, wo);
+  if (!w) return std::move(w).error();
+  auto p = std::make_shared<Plugin>();
+  p->path = path;
+  p->solutions = (*w)->solutions();
+  p->worker = std::move(*w);
+  return p;
+}
+
+Result<std::shared_ptr<Plugin>> load_solution(const Solution& s, const Definition& d, const Options& options) {
+  if (auto why = unsupported_language(s.spec.language); !why.empty())
+    return make_error(Code::unsupported, fmt::format("solution {}: {}", s.name, why));
+  if (s.definition != d.name)
+    return make_error(Code::invalid_data,
+                      fmt::format("solution {} implements {}, not {}", s.name, s.definition, d.name));
+  BuildOptions bo;
+  bo.cache_dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
+  auto built = build_solution(s, d, bo);
+  if (!built) return std::move(built).error();
+  if (!built->ok()) {
+    auto p = std::make_shared<Plugin>();
+    worker::SolutionInfo info;
+    info.definition = s.definition;
+    info.name = s.name;
+    info.author = s.author;
+    info.description = s.description;
+    info.cuda = s.spec.language == "cuda";
+    p->solutions.push_back(std::move(info));
+    p->build_error = built->log;
+    p->build_note = built->note;
+    return p;
+  }
+  auto p = load(built->library, options);
+  if (!p) return std::move(p).error();
+  (*p)->build_note = built->note;
+  // The generated entry point names the solution as the JSON does; a table
+  // that says otherwise is not the build kb made.
+  const auto& sols = (*p)->solutions;
+  if (sols.size() != 1 || sols[0].name != s.name || sols[0].definition != s.definition)
+    return make_error(Code::invalid_data,
+                      fmt::format("{}: the built library's table does not describe solution {}", built->library, s.name));
+  return p;
+}
+
+Status Session::run(const ImplementationCall& c) {
+  if (plugin->build_error) return make_error(Code::invalid_data, "the solution did not build");
+  std::lock_guard<std::mutex> lock(plugin->mutex);
+  if (!plugin->worker) return make_error(Code::internal, "the plugin has no worker");
+  const Definition& d = c.definition;
+  std::vector<worker::InArg> ins = in_args(c.inputs);
+  std::vector<worker::OutArg> outs = out_args(c.outputs);
+  std::vector<std::string> in_names, out_names;
+  for (const auto& t : d.inputs) in_names.push_back(t.name);
+  for (const auto& t : d.outputs) out_names.push_back(t.name);
+  auto r = plugin->worker->call(index, ins, outs, in_names, out_names);
+  switch (r.outcome) {
+    case worker::Outcome::ok: call_ms.push_back(r.call_ms); return ok_status();
+    case worker::Outcome::unsupported: return make_error(Code::unsupported, r.message);
+    case worker::Outcome::timed_out: timed_out = true; break;
+    case worker::Outcome::wrong_shape: verdict = EvalStatus::incorrect_shape; break;
+    case worker::Outcome::wrong_dtype: verdict = EvalStatus::incorrect_dtype; break;
+    case worker::Outcome::failed:
+    case worker::Outcome::crashed: break;
+  }
+  return make_error(Code::invalid_data, r.message);
+}
+
+std::vector<Implementation> implementations(const std::shared_ptr<Plugin>& p) {
+  std::vector<Implementation> out;
+  for (std::size_t i = 0; i < p->solutions.size(); ++i) {
+    const auto& s = p->solutions[i];
+    auto session = std::make_shared<Session>();
+    session->plugin = p;
+    session->index = i;
+    Implementation impl;
+    impl.name = s.name;
+    impl.author = s.author;
+    impl.device = s.cuda ? Device::cuda : Device::cpu;
+    std::string where = p->path.empty() ? "a Solution JSON that did not build" : p->path;
+    impl.description = s.description ? fmt::format("{} (from {})", *s.description, where) : fmt::format("from {}", where);
+    std::string def = s.definition;
+    impl.supports = [def](const Definition& d) {
+      return d.name == def ? std::string() : fmt::format("implements {}, not {}", def, d.name);
+    };
+    impl.run = [session](const ImplementationCall& c) { return session->run(c); };
+    impl.outside = session;
+    out.push_back(std::move(impl));
+  }
+  return out;
+}
+
+Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload& w, const Implementation& impl,
+                                            const BenchOptions& opt) {
+  const std::shared_ptr<Session>& session = impl.outside;
+  if (!session) return make_error(Code::internal, fmt::format("{} is not an outside solution", impl.name));
+  Plugin& p = *session->plugin;
+  if (p.build_error || !p.worker) return make_error(Code::internal, "the solution did not build");
+  if (judged_by_distribution(d))
+    return make_error(Code::unsupported, fmt::format("{}: sampling is judged call by call (kb::evaluate)", d.name));
+  Implementation oracle = reference_implementation();
+  const bool use_torch = opt.reference == ReferenceSource::torch;
+  if (!use_torch)
+    if (auto why = oracle.supports(d); !why.empty()) return make_error(Code::unsupported, why);
+  Tolerance tol = opt.tolerances.for_definition(d.op_type, d.name);
+  Evaluation ev;
+  ev.environment = current_environment(impl.device);
+  ev.timestamp = iso_timestamp_now();
+  std::string log = fmt::format("seed={} trials={} atol={} rtol={} required_matched_ratio={}\n", opt.seed, opt.trials,
+                                tol.atol, tol.rtol, tol.required_matched_ratio);
+  auto finish = [&](EvalStatus st, std::string what) {
+    ev.status = st;
+    ev.log = log + what;
+    EvaluationResult r;
+    r.evaluation = std::move(ev);
+    r.summary = std::move(what);
+    return r;
+  };
+  const std::size_t trials = static_cast<std::size_t>(std::clamp(opt.trials, 1, 64 /* worker::kMaxSets */));
+  std::vector<Materialized> ms;
+  std::vector<std::vector<Tensor>> expected, got, timed;
+  ms.reserve(trials);
+  for (std::size_t trial = 0; trial < trials; ++trial) {
+    MaterializeOptions mo{opt.seed + trial, opt.dataset_root};
+    auto m = materialize(d, w, mo);
+    if (!m) return m.error();
+    ms.push_back(std::move(*m));
+    rebind_args(ms.back());
+    auto unchecked = check_constraints_on(d, ms.back());
+    if (!unchecked) return unchecked.error();
+    if (trial == 0) {
+      for (const auto& n : ms.back().notes) log += n + "\n";
+      for (const auto& n : *unchecked) log += n + "\n";
+    }
+    auto e = allocate_outputs(d, ms.back().axes);
+    if (!e) return e.error();
+    if (use_torch) {
+      auto tr = run_torch_reference(d, ms.back().args, *e, opt.torch);
+      if (!tr) return tr.error();
+      if (trial == 0) log += fmt::format("reference: the definition's PyTorch reference (torch {}, CPU)\n", tr->torch_version);
+    } else {
+      KB_TRY(oracle.run(ImplementationCall{d, ms.back().axes, ms.back().args, *e, mo.seed}));
+      if (trial == 0) log += "reference: kb CPU oracle\n";
+    }
+    expected.push_back(std::move(*e));
+    auto g = allocate_outputs(d, ms.back().axes);
+    if (!g) return g.error();
+    got.push_back(std::move(*g));
+    auto t = allocate_outputs(d, ms.back().axes);
+    if (!t) return t.error();
+    timed.push_back(std::move(*t));
+  }
+  std::vector<worker::SetArgs> sets(trials);
+  for (std::size_t k = 0; k < trials; ++k) {
+    sets[k].inputs = in_args(ms[k].args);
+    sets[k].outputs = out_args(got[k]);
+    sets[k].timed_outputs = out_args(timed[k]);
+  }
+  std::vector<std::string> in_names, out_names;
+  for (const auto& t : d.inputs) in_names.push_back(t.name);
+  for (const auto& t : d.outputs) out_names.push_back(t.name);
+  worker::EvaluateOptions eo;
+  eo.time = opt.time;
+  eo.stream_check = impl.device == Device::cuda;
+  worker::EvaluateResult r;
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    r = p.worker->evaluate(session->index, sets, in_names, out_names, eo);
+  }
+  if (!r.detail.empty()) log += r.detail + "\n";
+  switch (r.call.outcome) {
+    case worker::Outcome::ok: break;
+    case worker::Outcome::unsupported: return make_error(Code::unsupported, r.call.message);
+    case worker::Outcome::timed_out: return finish(EvalStatus::timeout, r.call.message);
+    case worker::Outcome::wrong_shape: return finish(EvalStatus::incorrect_shape, r.call.message);
+    case worker::Outcome::wrong_dtype: return finish(EvalStatus::incorrect_dtype, r.call.message);
+    case worker::Outcome::failed:
+    case worker::Outcome::crashed: return finish(EvalStatus::runtime_error, r.call.message);
+  }
+  if (r.stream == worker::StreamCheck::other)
+    return finish(EvalStatus::runtime_error,
+                  "launched work on a stream other than the one kb gave it (its outputs changed while kb's stream was "
+                  "still held by a gate kernel)");
+  double max_abs = 0, max_rel = 0;
+  std::int64_t mismatched = 0, total = 0;
+  const std::size_t passes = r.timing ? 2 : 1;
+  for (std::size_t pass = 0; pass < passes; ++pass)
+    for (std::size_t k = 0; k < trials; ++k)
+      for (std::size_t i = 0; i < d.outputs.size(); ++i) {
+        const Tensor& out = pass == 0 ? got[k][i] : timed[k][i];
+        Comparison c = compare(out, expected[k][i], tol);
+        std::string where = pass == 0 ? fmt::format("trial {}: output \"{}\": ", k, d.outputs[i].name)
+                                      : fmt::format("after timing, rotation {} (trial {}'s inputs): output \"{}\": ",
+                                                    k, k, d.outputs[i].name);
+        if (c.verdict == Comparison::Verdict::wrong_shape) return finish(EvalStatus::incorrect_shape, where + c.detail);
+        if (c.verdict == Comparison::Verdict::wrong_dtype) return finish(EvalStatus::incorrect_dtype, where + c.detail);
+        max_abs = std::max(max_abs, c.max_abs);
+        max_rel = std::max(max_rel, c.max_rel);
+        if (pass == 0) {
+          mismatched += c.mismatched;
+          total += c.total;
+        }
+        if (c.verdict == Comparison::Verdict::wrong_values) {
+          ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
+                                                                     mismatched + (pass ? c.mismatched : 0),
+                                                                     total + (pass ? c.total : 0), k + 1)};
+          return finish(EvalStatus::incorrect_numerical,
+                        where + c.detail + (pass ? " (results reused across calls, or work skipped in timed calls)" : ""));
+        }
+      }
+  ev.status = EvalStatus::passed;
+  ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
+                                                             mismatched, total, trials)};
+  std::string summary = "ok";
+  if (r.timing) {
+    const worker::WorkerTiming& t = *r.timing;
+    CallCost cost = ideal_cost(d, ms[0].axes);
+    double seconds = t.median_ms * 1e-3;
+    double gbs = seconds > 0 ? cost.bytes / seconds / 1e9 : 0;
+    std::string implausible =
+        impl.device == Device::cuda
+            ? cuda::implausible_speed(cost.bytes, cost.flops, t.median_ms, t.copy_bandwidth_gbs, t.mma_tflops)
+            : std::string();
+    Performance perf;
+    perf.latency_ms = t.median_ms;
+    perf.extra = fmt::format(
+        R"({{"timing":"{}","worker":true,"graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},)"
+        R"("l2_flushed":{},"input_sets":{},"rotations_checked":{},"stream_check":"{}","sm_clock_mhz":[{},{}],)"
+        R"("sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},"copy_bandwidth_gbs":{},)"
+        R"("fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},"mma_bf16_tflops":{},"implausible":{}}})",
+        impl.device == Device::cuda ? "cuda_events" : "wall_clock", t.graph, t.samples, t.min_ms, t.max_ms,
+        t.rel_noise, impl.device == Device::cuda, trials, trials,
+        r.stream == worker::StreamCheck::same           ? "same_stream"
+        : r.stream == worker::StreamCheck::inconclusive ? "inconclusive"
+                                                        : "not_checked",
+        t.sm_clock_before, t.sm_clock_after, t.sm_clock_max, t.throttled, cost.bytes, gbs, t.copy_bandwidth_gbs,
+        t.copy_bandwidth_gbs > 0 ? gbs / t.copy_bandwidth_gbs : 0, cost.flops,
+        seconds > 0 ? cost.flops / seconds / 1e12 : 0, t.mma_tflops, json_string(implausible));
+    ev.performance = perf;
+    log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", trials);
+    if (!implausible.empty()) {
+      log += "IMPLAUSIBLE speed: " + implausible + "\n";
+      summary = "ok, but IMPLAUSIBLE: " + implausible;
+    }
+  }
+  ev.log = log;
+  EvaluationResult out;
+  out.evaluation = std::move(ev);
+  out.summary = summary;
+  return out;
+}
+
+Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const Implementation& impl,
+                                  const BenchOptions& opt) {
+  const std::shared_ptr<Session>& s = impl.outside;
+  if (!s) return kb::evaluate(d, w, impl, opt);
+  s->timed_out = false;
+  s->verdict.reset();
+  s->call_ms.clear();
+  Plugin& p = *s->plugin;
+  if (p.worker) {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.worker->take_output();  // what an earlier evaluation left behind is not this one's
+  }
+  if (auto why = impl.supports(d); !why.empty())
+    return make_error(Code::unsupported, fmt::format("{} does not handle {}: {}", impl.name, d.name, why));
+  if (p.build_error) {
+    EvaluationResult r;
+    r.evaluation.status = EvalStatus::compile_error;
+    r.evaluation.environment = current_environment(impl.device);
+    r.evaluation.timestamp = iso_timestamp_now();
+    r.evaluation.log = fmt::format("{}\n{}", p.build_note, *p.build_error);
+    // The first diagnostic the compiler printed, for one-line tables.
+    std::string first;
+    std::istringstream lines(*p.build_error);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("error") != std::string::npos) {
+        first = line;
+        break;
+      }
+    r.summary = "compile error: " + (first.empty() ? p.build_note : first);
+    return r;
+  }
+  // CUDA solutions are judged the way kb judges its own (gpu_eval.cpp), in
+  // the worker: all trials in one request, device buffers with guards,
+  // poisoned outputs, a stream check, cold-L2 event timing rotating through
+  // the trials, every rotation judged again. Sampling stays call by call.
+  if (impl.device == Device::cuda && !judged_by_distribution(d)) {
+    auto r = evaluate_in_worker(d, w, impl, opt);
+    std::string output;
+    if (p.worker) {
+      std::lock_guard<std::mutex> lock(p.mutex);
+      output = p.worker->take_output();
+    }
+    if (!r) return r;
+    Evaluation& ev = r->evaluation;
+    if (!p.build_note.empty()) ev.log += p.build_note + "\n";
+    if (!output.empty()) {
+      if (!ev.log.empty() && ev.log.back() != '\n') ev.log += "\n";
+      ev.log += "solution stdout/stderr:\n" + output;
+    }
+    if (ev.status == EvalStatus::timeout) r->summary = "timeout: " + r->summary;
+    return r;
+  }
+  // The harness runs in this process on host tensors; the worker moves them
+  // to the device for a CUDA solution (sampling).
+  Implementation local = impl;
+  local.device = Device::cpu;
+  auto r = kb::evaluate(d, w, local, opt);
+  std::string output;
+  if (p.worker) {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    output = p.worker->take_output();
+  }
+  if (!r) {
+    if (!output.empty()) r = Error{r.error().code, r.error().message + "; solution output: " + output};
+    return r;
+  }
+  Evaluation& ev = r->evaluation;
+  if (impl.device == Device::cuda) ev.environment = current_environment(Device::cuda);
+  if (s->timed_out || s->verdict) {
+    ev.status = s->timed_out ? EvalStatus::timeout : *s->verdict;
+    ev.correctness.reset();
+    ev.performance.reset();
+  }
+  if (ev.performance && opt.time) {
+    // The harness timed the round trip to the worker; the worker timed the
+    // run function itself. Record the latter (after the checked trials and
+    // the warm-up calls).
+    std::size_t skip = static_cast<std::size_t>(std::max(1, opt.trials) + std::max(0, opt.warmup));
+    if (s->call_ms.size() > skip) {
+      std::vector<double> samples(s->call_ms.begin() + static_cast<std::ptrdiff_t>(skip), s->call_ms.end());
+      double harness_ms = ev.performance->latency_ms;
+      ev.performance->latency_ms = median(samples);
+      ev.performance->speedup_factor =
+          ev.performance->latency_ms > 0 ? ev.performance->reference_latency_ms / ev.performance->latency_ms : 0;
+      ev.log += fmt::format("timing: the solution ran in a worker process: latency is the median of {} calls timed "
+                            "there ({}), {:.4f} ms with the round trip\n",
+                            samples.size(), impl.device == Device::cuda ? "wall time, device synchronized" : "wall time",
+                            harness_ms);
+    }
+  }
+  if (!p.build_note.empty()) ev.log += p.build_note + "\n";
+  if (!output.empty()) {
+    if (!ev.log.empty() && ev.log.back() != '\n') ev.log += "\n";
+    ev.log += "solution stdout/stderr:\n" + output;
+  }
+  if (ev.status == EvalStatus::timeout) r->summary = "timeout: " + r->summary;
+  return r;
+}
+
+}  // namespace kb::plugin

@@ -1,0 +1,135 @@
+// The wire format between kb (the parent) and kb-worker, the process that
+// runs outside solutions. Fixed-size, trivially copyable messages over a
+// stream socket; tensor bytes never travel on the socket but live in one
+// shared memory file (memfd) that both processes map.
+//
+//   parent                                   kb-worker <plugin.so>
+//     spawn (fd 3: socket, fd 4: memfd,
+//            fd 1/2: a pipe the parent drains)
+//                                       <-   LoadReply + n SolutionDesc
+//     RunRequest (argument layout)      ->
+//                                       <-   RunReply
+//   kOpRun: one call on the tensors at args[].offset.
+//   kOpEvaluate: n_sets argument sets (trials' inputs, poisoned outputs), set
+//     s of pass p at (p * n_sets + s) * set_stride + args[].offset. The worker
+//     calls the solution once per set, optionally once more on set 0 behind a
+//     stream gate (kFlagStreamCheck), writes pass 0 back; with kFlagTime it
+//     poisons every output again, times calls rotating through the sets (CUDA:
+//     events, cold L2, lib/cuda/timing.hpp) and writes pass 1 back. The parent
+//     judges both passes of every set against the oracle.
+//     ... (EOF on the socket: the worker exits)
+//
+// Nothing the worker sends is trusted: the parent checks every field.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace kb::worker {
+
+inline constexpr std::uint32_t kMagic = 0x6b62776bu;  // "kbwk"
+inline constexpr std::uint32_t kProtocolVersion = 2;
+inline constexpr int kControlFd = 3;  // in the worker
+inline constexpr int kShmFd = 4;      // in the worker
+inline constexpr std::size_t kMaxArgs = 64;
+inline constexpr std::size_t kMaxRank = 16;
+inline constexpr std::size_t kMaxSolutions = 4096;
+inline constexpr std::size_t kMaxNameBytes = 128;
+inline constexpr std::size_t kMessageBytes = 1024;
+inline constexpr std::size_t kDescriptionBytes = 512;
+// Guard bytes before and after every buffer in shared memory, and the
+// alignment of every buffer's first byte.
+inline constexpr std::size_t kGuardBytes = 256;
+inline constexpr std::size_t kAlign = 256;
+
+// Load outcome codes (LoadReply::status); values mirror kb::Code where one fits.
+enum LoadStatus : std::int32_t {
+  kLoadOk = 0,
+  kLoadNotFound = 5,     // dlopen failed or no entry symbol
+  kLoadAbiMismatch = 11, // table abi_version differs, or the entry returned NULL
+  kLoadInvalid = 3,      // malformed table
+};
+
+struct LoadReply {
+  std::uint32_t magic;
+  std::uint32_t protocol;
+  std::int32_t status;  // LoadStatus
+  std::uint32_t n_solutions;
+  char message[kMessageBytes];
+};
+
+struct SolutionDesc {
+  std::uint32_t device;  // kb_plugin_device
+  std::uint32_t has_description;
+  char definition[kMaxNameBytes + 1];
+  char name[kMaxNameBytes + 1];
+  char author[kMaxNameBytes + 1];
+  char description[kDescriptionBytes];
+};
+
+enum ArgKind : std::uint32_t { kArgTensor = 0, kArgInt = 1, kArgFloat = 2, kArgBool = 3 };
+
+struct ArgDesc {
+  std::uint32_t kind;  // ArgKind
+  std::uint8_t code, bits;
+  std::uint16_t lanes;
+  std::int32_t ndim;
+  std::int32_t reserved;
+  std::int64_t shape[kMaxRank];
+  std::uint64_t offset;  // of the data in shared memory
+  std::uint64_t nbytes;
+  std::int64_t int_value;
+  double float_value;
+};
+
+enum Op : std::uint32_t { kOpRun = 1, kOpEvaluate = 2 };
+enum Flags : std::uint32_t { kFlagTime = 1, kFlagStreamCheck = 2 };
+inline constexpr std::size_t kMaxSets = 64;
+
+struct RunRequest {
+  std::uint32_t magic;
+  std::uint32_t op;
+  std::uint32_t solution;  // index into the table
+  std::uint32_t n_inputs;
+  std::uint32_t n_outputs;
+  std::uint32_t n_sets;    // kOpEvaluate: 1..kMaxSets
+  std::uint32_t flags;     // kOpEvaluate: Flags
+  std::uint32_t reserved;
+  std::uint64_t set_stride;  // kOpEvaluate: bytes between consecutive sets
+  std::uint64_t shm_size;  // bytes of the memfd the worker must map
+  ArgDesc args[kMaxArgs];  // inputs then outputs
+};
+
+enum RunStatus : std::int32_t {
+  kRunOk = 0,
+  kRunError = 1,        // the solution returned KB_PLUGIN_ERROR
+  kRunUnsupported = 2,  // the solution declined the shapes
+  kRunBadRequest = 3,   // the worker could not set up the call (kb's fault or limits)
+  kRunDeviceFault = 4,  // a sticky CUDA error: the worker exits after replying
+  kRunWrongShape = 5,   // the solution changed an output's ndim or shape (INCORRECT_SHAPE)
+  kRunWrongDtype = 6,   // the solution changed an output's dtype (INCORRECT_DTYPE)
+};
+
+enum StreamVerdict : std::int32_t { kStreamNotChecked = 0, kStreamSame = 1, kStreamOther = 2, kStreamInconclusive = 3 };
+
+struct RunReply {
+  std::uint32_t magic;
+  std::int32_t status;  // RunStatus
+  double call_ms;       // wall time of the solution's run function (device work synchronized)
+  char message[kMessageBytes];
+  // kOpEvaluate:
+  std::int32_t failed_set;      // the set whose call failed, or -1
+  std::int32_t stream_verdict;  // StreamVerdict
+  std::uint32_t timed, graph;   // timing ran; CUDA graph replay (else stream behind a blocking kernel)
+  std::uint64_t samples;
+  double median_ms, min_ms, max_ms, rel_noise;
+  std::uint32_t sm_clock_before, sm_clock_after, sm_clock_max, throttled;
+  double copy_bandwidth_gbs, mma_tflops;  // measured once per worker (CUDA)
+  char detail[kMessageBytes];             // the stream check's and the timing's lines for the log
+};
+
+static_assert(std::is_trivially_copyable_v<LoadReply> && std::is_trivially_copyable_v<SolutionDesc> &&
+              std::is_trivially_copyable_v<RunRequest> && std::is_trivially_copyable_v<RunReply>);
+
+}  // namespace kb::worker

@@ -1,0 +1,167 @@
+// The parent's side of an isolated worker: a kb-worker process that loads one
+// plugin and runs its solutions on tensors in shared memory, fed and watched
+// by kb. A crash (the signal is named), a hang past the time limit (the
+// worker is killed), a write past a buffer (guard bytes) or into an input are
+// reported as values; the next call starts a fresh worker. Nothing here
+// throws or prints; the worker's stdout/stderr are captured, bounded.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "schema/dtype.hpp"
+#include "schema/model.hpp"
+
+namespace kb::worker {
+
+struct Options {
+  double timeout_s = 30;       // per call
+  double load_timeout_s = 0;   // starting the worker and loading the plugin; <= 0: max(timeout_s, 10)
+  std::string worker_path;  // "" = find_worker_executable("")
+  std::size_t max_output_bytes = 16 * 1024;  // captured stdout/stderr kept per take_output()
+};
+
+// Where kb-worker is: `explicit_path` if set, else $KB_WORKER, else the one
+// built with kb, else the installed one. io_error when none exists.
+Result<std::string> find_worker_executable(const std::string& explicit_path);
+
+// "SIGSEGV (segmentation fault)".
+std::string signal_description(int sig);
+
+struct SolutionInfo {
+  std::string definition, name, author;
+  std::optional<std::string> description;
+  bool cuda = false;
+  bool operator==(const SolutionInfo&) const = default;
+};
+
+// One argument of a call as the parent holds it.
+struct InArg {
+  bool is_tensor = true;
+  DType dtype = DType::float32;
+  std::vector<std::int64_t> shape;
+  const std::byte* data = nullptr;
+  std::size_t nbytes = 0;
+  std::optional<ScalarValue> scalar;  // when !is_tensor
+};
+struct OutArg {
+  DType dtype = DType::float32;
+  std::vector<std::int64_t> shape;
+  std::byte* data = nullptr;  // kb's buffer: copied in (poisoned) before, copied back after
+  std::size_t nbytes = 0;
+};
+
+enum class Outcome {
+  ok,
+  failed,       // the solution reported an error, or broke a rule (guard bytes, inputs written)
+  unsupported,  // the solution declined the shapes
+  crashed,      // the worker died (signal or exit)
+  timed_out,    // the call outran the limit; the worker was killed
+  wrong_shape,  // the solution rewrote an output's shape (INCORRECT_SHAPE)
+  wrong_dtype,  // the solution rewrote an output's dtype (INCORRECT_DTYPE)
+};
+
+struct CallResult {
+  Outcome outcome = Outcome::ok;
+  std::string message;  // "" for ok
+  double call_ms = 0;   // the worker's own timing of the run function
+};
+
+// kOpEvaluate (protocol.hpp): the trials' argument sets in one request, so the
+// worker can check the solution's stream discipline and time it rotating
+// through the sets (CUDA: events, cold L2) with every set's outputs returned
+// twice: after the checked calls and after timing.
+struct SetArgs {
+  std::vector<InArg> inputs;
+  std::vector<OutArg> outputs;        // after the checked call (poison copied in)
+  std::vector<OutArg> timed_outputs;  // after timing (same shapes; used when timing)
+};
+struct EvaluateOptions {
+  bool time = false;
+  bool stream_check = false;  // CUDA solutions
+};
+struct WorkerTiming {
+  double median_ms = 0, min_ms = 0, max_ms = 0, rel_noise = 0;
+  std::size_t samples = 0;
+  bool graph = false, throttled = false;
+  unsigned sm_clock_before = 0, sm_clock_after = 0, sm_clock_max = 0;
+  double copy_bandwidth_gbs = 0, mma_tflops = 0;  // measured by the worker (CUDA)
+};
+enum class StreamCheck { not_checked, same, other, inconclusive };
+struct EvaluateResult {
+  CallResult call;     // outcome of the whole request; message names the set/pass
+  int failed_set = -1; // the set whose call or checks failed
+  bool while_timing = false;
+  StreamCheck stream = StreamCheck::not_checked;
+  std::optional<WorkerTiming> timing;
+  std::string detail;  // the worker's lines for the log
+};
+
+class Worker {
+ public:
+  // Starts a worker for `plugin_path` and loads it. Errors: io_error (cannot
+  // start), not_found (dlopen or entry symbol), abi_mismatch, invalid_data
+  // (malformed table, or the worker crashed/hung while loading). Messages
+  // start with the plugin's path.
+  static Result<std::unique_ptr<Worker>> start(const std::string& plugin_path, const Options& options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  const std::vector<SolutionInfo>& solutions() const { return solutions_; }
+  const std::string& plugin_path() const { return plugin_path_; }
+
+  // Runs solution `index` on copies of the arguments in shared memory; on ok,
+  // the outputs' bytes are copied back. A dead worker is restarted first
+  // (its table must not have changed).
+  CallResult call(std::size_t index, std::span<const InArg> inputs, std::span<const OutArg> outputs,
+                  std::span<const std::string> input_names, std::span<const std::string> output_names);
+
+  // All sets in one request (same shapes in every set; at most 64 sets).
+  // Guards and inputs are checked for both passes; outputs copied back.
+  EvaluateResult evaluate(std::size_t index, std::span<const SetArgs> sets, std::span<const std::string> input_names,
+                          std::span<const std::string> output_names, const EvaluateOptions& options);
+
+  // What the worker wrote to stdout/stderr since the last take (bounded), and
+  // notes on restarts; clears it.
+  std::string take_output();
+  // Number of worker processes started so far.
+  std::size_t starts() const { return starts_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  Worker() = default;
+  Status spawn_and_load();
+  void kill_worker();
+  void drain_output(bool block_until_eof);
+  // Waits for `n` bytes on the control socket until the deadline, draining output.
+  enum class Wait { ok, eof, timeout };
+  Wait receive(void* p, std::size_t n, double deadline_s);
+  std::string describe_exit();  // after the process is gone: "killed by SIGSEGV (...)"
+  bool ensure_shm(std::size_t size);
+
+  std::string plugin_path_;
+  Options options_;
+  std::string executable_;
+  std::vector<SolutionInfo> solutions_;
+  pid_t pid_ = -1;
+  int control_ = -1;
+  int output_ = -1;
+  int shm_fd_ = -1;
+  void* shm_ = nullptr;
+  std::size_t shm_size_ = 0;
+  int exit_status_ = 0;  // waitpid status of the last worker that ended
+  std::string captured_;
+  std::size_t dropped_ = 0;
+  std::size_t starts_ = 0;
+};
+
+}  // namespace kb::worker

@@ -1,0 +1,237 @@
+// GPU faults and anti-gaming on a CUDA device, for outside CUDA solutions (in
+// kb-worker) and in-process ones (kb::evaluate -> gpu_eval.cpp, the hostile
+// plugin's run functions behind an adapter): a kernel that never ends
+// (TIMEOUT, worker killed), an illegal address (RUNTIME_ERROR naming the CUDA
+// error, worker replaced), a write past the output (guard bytes), a result
+// remembered from an earlier call (rotations re-judged after timing), work on
+// another stream (the gated stream check); a good plugin solution and a cuda
+// Solution JSON built with nvcc pass after each fault.
+// Prints "skipped: no CUDA device" and exits 77 without one.
+//
+// usage: test_plugin_gpu [KB_WORKER HOSTILE_CUDA.so DATASET CUDA_SOLUTION.json CACHE_DIR]
+//   defaults: the build's paths; else files next to this executable
+//   (kb-worker, libkb_hostile_cuda_plugin.so) and tests/plugin/... under the working directory.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cuda/device.hpp"
+#include "harness/harness.hpp"
+#include "kb/kb.h"
+#include "plugin/plugin.hpp"
+#include "schema/io.hpp"
+
+namespace {
+
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s: %s\n", ok ? "ok" : "FAIL", what.c_str());
+  std::fflush(stdout);
+  if (!ok) ++failures;
+}
+
+bool exists(const std::string& p) {
+  struct stat st{};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+std::string self_dir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string s(buf, static_cast<std::size_t>(n));
+  return s.substr(0, s.rfind('/'));
+}
+
+std::string pick(int argc, char** argv, int i, const char* built, const std::string& beside) {
+  if (argc > i) return argv[i];
+  if (exists(built)) return built;
+  return beside;
+}
+
+kb::Workload workload(std::int64_t batch) {
+  kb::Workload w;
+  w.uuid = "gpu-batch-" + std::to_string(batch);
+  w.axes = {{"batch_size", batch}};
+  w.inputs = {{"hidden_states", kb::InputSpec{}}, {"weight", kb::InputSpec{}}};
+  return w;
+}
+
+std::string status_of(const kb::Result<kb::EvaluationResult>& r) {
+  return r ? std::string(kb::eval_status_name(r->evaluation.status)) : "error: " + r.error().message;
+}
+
+std::string log_of(const kb::Result<kb::EvaluationResult>& r) {
+  if (!r) return r.error().message;
+  std::string l = r->evaluation.log;
+  return l.size() > 600 ? l.substr(l.size() - 600) : l;
+}
+
+// The hostile plugin's solutions as kb's own in-process CUDA solutions.
+std::vector<kb::Implementation> in_process(const std::string& so) {
+  std::vector<kb::Implementation> out;
+  void* lib = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return out;
+  auto entry = reinterpret_cast<kb_plugin_entry_v1_fn>(::dlsym(lib, KB_PLUGIN_ENTRY_SYMBOL));
+  const kb_plugin_table* t = entry ? entry(KB_PLUGIN_ABI_VERSION) : nullptr;
+  for (std::uint32_t i = 0; t && i < t->n_solutions; ++i) {
+    const kb_plugin_solution sol = t->solutions[i];
+    kb::Implementation impl;
+    impl.name = std::string("inproc_") + sol.name;
+    impl.author = "kb-tests";
+    impl.device = kb::Device::cuda;
+    impl.supports = [](const kb::Definition&) { return std::string(); };
+    impl.run_cuda = [sol](const kb::CudaCall& c) -> kb::Status {
+      std::vector<DLTensor> ts;
+      std::vector<std::vector<std::int64_t>> shapes;
+      auto add = [&](const kb::cuda::DeviceTensor& d) {
+        shapes.push_back(d.shape);
+        DLTensor x{};
+        x.data = d.data;
+        x.device = DLDevice{kDLCUDA, 0};
+        x.ndim = static_cast<int>(d.shape.size());
+        x.dtype = DLDataType{kDLFloat, 32, 1};
+        ts.push_back(x);
+      };
+      for (const auto& a : c.inputs) add(*a.tensor);
+      for (const auto& o : c.outputs) add(o);
+      for (std::size_t k = 0; k < ts.size(); ++k) ts[k].shape = shapes[k].data();
+      std::vector<kb_plugin_arg> ins(c.inputs.size());
+      for (std::size_t k = 0; k < ins.size(); ++k) {
+        ins[k].kind = KB_ARG_TENSOR;
+        ins[k].tensor = &ts[k];
+      }
+      char msg[256] = {0};
+      kb_plugin_call call{};
+      call.struct_size = sizeof call;
+      call.definition = sol.definition;
+      call.inputs = ins.data();
+      call.n_inputs = ins.size();
+      call.outputs = ts.data() + ins.size();
+      call.n_outputs = c.outputs.size();
+      call.stream = c.stream;
+      call.message = msg;
+      call.message_size = sizeof msg;
+      if (sol.run(&call) != KB_PLUGIN_OK) return kb::make_error(kb::Code::invalid_data, msg);
+      return kb::ok_status();
+    };
+    out.push_back(std::move(impl));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto n = kb::cuda::device_count();
+  if (!n) {
+    std::printf("skipped: no CUDA device (%s)\n", n.error().message.c_str());
+    return 77;
+  }
+  const std::string dir = self_dir();
+  const std::string worker = pick(argc, argv, 1, KB_TEST_WORKER, dir + "/kb-worker");
+  const std::string hostile = pick(argc, argv, 2, KB_TEST_HOSTILE_CUDA_PLUGIN, dir + "/libkb_hostile_cuda_plugin.so");
+  const std::string dataset = pick(argc, argv, 3, KB_TEST_DATASET, "tests/plugin/dataset");
+  const std::string json = pick(argc, argv, 4, KB_TEST_CUDA_SOLUTION, "tests/plugin/cuda_solutions/cuda_good.json");
+  const std::string cache = argc > 5 ? argv[5] : (exists(KB_TEST_BUILD_DIR) ? KB_TEST_BUILD_DIR "/gpu-cache" : "/tmp/kb-plugin-gpu-cache");
+  std::printf("worker %s\nplugin %s\ndataset %s\n", worker.c_str(), hostile.c_str(), dataset.c_str());
+
+  auto def = kb::read_definition_file(dataset + "/definitions/rmsnorm/rmsnorm_h64.json");
+  if (!def) {
+    std::printf("FAIL: %s\n", def.error().message.c_str());
+    return 1;
+  }
+  kb::plugin::Options po;
+  po.timeout_s = 5;
+  po.load_timeout_s = 60;
+  po.worker_path = worker;
+  po.cache_dir = cache;
+  auto plugin = kb::plugin::load(hostile, po);
+  if (!plugin) {
+    std::printf("FAIL: loading %s: %s\n", hostile.c_str(), plugin.error().message.c_str());
+    return 1;
+  }
+  auto impls = kb::plugin::implementations(*plugin);
+  auto find = [&](const std::string& name) -> const kb::Implementation* {
+    for (const auto& i : impls)
+      if (i.name == name) return &i;
+    return nullptr;
+  };
+  kb::BenchOptions timed;
+  timed.trials = 2;
+  kb::BenchOptions untimed = timed;
+  untimed.time = false;
+  kb::Workload w = workload(8);
+
+  auto run = [&](const std::string& name, const kb::BenchOptions& o) {
+    const kb::Implementation* impl = find(name);
+    if (!impl) return kb::Result<kb::EvaluationResult>(kb::make_error(kb::Code::not_found, "no " + name));
+    return kb::plugin::evaluate(*def, w, *impl, o);
+  };
+  auto expect = [&](const std::string& name, const kb::BenchOptions& o, const char* status, const char* needle) {
+    auto r = run(name, o);
+    bool ok = status_of(r) == status && (!needle || log_of(r).find(needle) != std::string::npos ||
+                                         (r && r->evaluation.log.find(needle) != std::string::npos));
+    check(ok, "outside " + name + ": " + status_of(r) + (ok ? "" : " | " + log_of(r)));
+    return r;
+  };
+
+  // Outside solutions, in kb-worker.
+  expect("hostile_cuda_good", timed, "PASSED", "rotations re-checked after timing");
+  pid_t before = (*plugin)->worker->pid();
+  expect("hostile_cuda_kernel_hang", untimed, "TIMEOUT", "was killed");
+  check((*plugin)->worker->pid() != before, "the hung worker was replaced");
+  expect("hostile_cuda_good", untimed, "PASSED", nullptr);
+  expect("hostile_cuda_illegal_address", untimed, "RUNTIME_ERROR", "cudaErrorIllegalAddress");
+  expect("hostile_cuda_good", untimed, "PASSED", nullptr);
+  expect("hostile_cuda_write_past_output", untimed, "RUNTIME_ERROR", "wrote outside output");
+  expect("hostile_cuda_stale", timed, "INCORRECT_NUMERICAL", nullptr);
+  expect("hostile_cuda_other_stream", untimed, "RUNTIME_ERROR", "stream other than");
+  auto good = expect("hostile_cuda_good", timed, "PASSED", "stream check: outputs untouched");
+  if (good && good->evaluation.performance) {
+    const auto& extra = good->evaluation.performance->extra.value_or("");
+    check(extra.find("\"timing\":\"cuda_events\"") != std::string::npos && extra.find("\"implausible\":\"\"") != std::string::npos,
+          "worker timing recorded with CUDA events, nothing implausible: " + extra);
+  }
+
+  // A cuda Solution JSON, built with nvcc into the cache, judged in the worker.
+  auto sj = kb::read_solution_file(json);
+  if (!sj) {
+    check(false, "reading " + json + ": " + sj.error().message);
+  } else {
+    auto sp = kb::plugin::load_solution(*sj, *def, po);
+    if (!sp) {
+      check(false, "cuda Solution JSON: " + sp.error().message);
+    } else if ((*sp)->build_error && (*sp)->build_error->find("not found") != std::string::npos) {
+      std::printf("skipped: the cuda Solution JSON (no nvcc on this machine: %s)\n", (*sp)->build_note.c_str());
+    } else {
+      auto simpls = kb::plugin::implementations(*sp);
+      auto r = kb::plugin::evaluate(*def, w, simpls.at(0), timed);
+      check(status_of(r) == "PASSED", "cuda Solution JSON built with nvcc: " + status_of(r) + " | " + log_of(r));
+    }
+  }
+
+  // The same kernels in-process: kb's own CUDA evaluation (gpu_eval.cpp).
+  auto local = in_process(hostile);
+  check(local.size() == 6, "in-process adapters for the hostile plugin");
+  for (const auto& impl : local) {
+    const char* want = nullptr;
+    const char* needle = nullptr;
+    if (impl.name == "inproc_hostile_cuda_good") want = "PASSED", needle = "rotations re-checked after timing";
+    if (impl.name == "inproc_hostile_cuda_write_past_output") want = "RUNTIME_ERROR", needle = "wrote outside output";
+    if (impl.name == "inproc_hostile_cuda_stale") want = "INCORRECT_NUMERICAL", needle = "after timing";
+    if (impl.name == "inproc_hostile_cuda_other_stream") want = "RUNTIME_ERROR", needle = "stream other than";
+    if (!want) continue;  // hangs and illegal addresses would end this process: workers exist for them
+    auto r = kb::evaluate(*def, w, impl, timed);
+    bool ok = status_of(r) == want && r && r->evaluation.log.find(needle) != std::string::npos;
+    check(ok, "in-process " + impl.name + ": " + status_of(r) + (ok ? "" : " | " + log_of(r)));
+  }
+  std::printf("%s\n", failures ? (std::to_string(failures) + " failures").c_str() : "all passed");
+  return failures ? 1 : 0;
+}
