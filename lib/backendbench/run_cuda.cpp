@@ -148,6 +148,10 @@ Status upload_call(Call& call, aten::DeviceArgs& dev, std::vector<std::shared_pt
     dev.set(t, mem.get());
     memory.push_back(std::move(mem));
   }
+  // cudaMemcpy from pageable memory may return before its DMA lands, and the kernels run on a non-blocking
+  // stream that does not wait for the legacy stream: without this, a kernel read the tail of a 1 MiB input
+  // before it arrived (H100, aten.mul.Scalar, zeros in the last ~15% of the output, one run in three).
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return cuda_err("copying inputs to the device", e);
   return ok_status();
 }
 

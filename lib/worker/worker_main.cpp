@@ -359,6 +359,9 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
       e = cudaMemcpy(block, at(0, s, i) - kGuardBytes, a.nbytes + 2 * kGuardBytes, cudaMemcpyHostToDevice);
       dev.data[s][i] = static_cast<char*>(block) + kGuardBytes;
     }
+  // A cudaMemcpy from pageable memory may return before its DMA lands, and dev.stream (non-blocking) does not
+  // wait for the legacy stream: wait here so the solution never reads inputs still in flight.
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
   if (e != cudaSuccess) {
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();

@@ -169,6 +169,8 @@ Outcome run_case(const kb::Implementation& impl, const kb::Definition& d, const 
     const std::size_t shift = misalign ? static_cast<std::size_t>(kb::dtype_bits(t.dtype()) / 8) : 0;
     auto b = std::make_unique<DeviceBuffer>(t.nbytes(), shift);
     check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
+    // pageable cudaMemcpy may return before its DMA lands; kernels run on a non-blocking stream
+    check_cuda(cudaDeviceSynchronize(), "cudaMemcpy (input) landing");
     in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
     args[i].tensor = &in_dt[i];
     in_bufs.push_back(std::move(b));

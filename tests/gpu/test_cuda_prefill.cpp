@@ -300,6 +300,8 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
     auto b = std::make_unique<DeviceBuffer>(t.nbytes());
     if (t.nbytes())
       check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
+      // pageable cudaMemcpy may return before its DMA lands; kernels run on a non-blocking stream
+      check_cuda(cudaDeviceSynchronize(), "cudaMemcpy (input) landing");
     in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
     args[i].tensor = &in_dt[i];
     in_bufs.push_back(std::move(b));

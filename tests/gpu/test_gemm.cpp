@@ -207,6 +207,7 @@ void check_case(const Implementation& impl, const Definition& def, DType t, std:
   for (int trial = 0; trial < 2; ++trial) {
     random_fill(a_host, t, seed * 2 + trial);
     if (!cuda_ok(cudaMemcpy(a_dev, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A")) return;
+    if (!cuda_ok(cudaDeviceSynchronize(), "upload landing")) return;
     if (!cuda_ok(cudaMemset(buf.c, 0xff, c_host.size() * 2), "poison C")) return;  // 0xffff: NaN in f16 and bf16
     Status st = impl.run_cuda(call);
     if (expect_refusal) {
@@ -294,6 +295,7 @@ int main() {
       std::vector<std::uint16_t> b_host(static_cast<std::size_t>(s.N * s.K));
       random_fill(b_host, t, 0x5eed0000 + seed++);
       if (!cuda_ok(cudaMemcpy(buf.b, b_host.data(), b_host.size() * 2, cudaMemcpyHostToDevice), "upload B")) return 1;
+      if (!cuda_ok(cudaDeviceSynchronize(), "upload landing")) return 1;
 
       for (const Implementation& impl : registry.all()) {
         const std::string why = impl.supports(def);

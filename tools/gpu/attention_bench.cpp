@@ -236,6 +236,7 @@ int main(int argc, char** argv) {
     for (auto& x : h) x = to_bf16(nd(rng));
     if (!ok(cudaMalloc(&pool, pool_elems * 2), "pool")) return 1;
     if (!ok(cudaMemcpy(pool, h.data(), pool_elems * 2, cudaMemcpyHostToDevice), "pool upload")) return 1;
+    if (!ok(cudaDeviceSynchronize(), "pool upload landing")) return 1;
   }
 
   if (prefill) {
