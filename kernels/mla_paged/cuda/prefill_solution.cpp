@@ -6,45 +6,22 @@
 #include <fmt/format.h>
 
 #include <string>
-#include <variant>
 
 #include "../../gqa_paged/cuda/prefill_cuda.hpp"
+#include "../../common/attention_solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {
 namespace {
 
-const char* kName = "kb_cuda_mla_paged_prefill";
+using namespace attention_args;
 
-std::string check_dtype(const Definition& d, const char* name, DType want) {
-  const TensorSpec* s = d.find_tensor(name);
-  if (!s) return fmt::format("no tensor {}", name);
-  if (s->dtype != want) return fmt::format("{} is {}; this kernel needs {}", name, dtype_name(s->dtype), dtype_name(want));
-  return {};
-}
+const char* kName = "kb_cuda_mla_paged_prefill";
 
 std::string supports(const Definition& d) {
   if (d.op_type != "mla_paged") return fmt::format("op_type {} is not mla_paged", d.op_type);
   if (!d.find_input("qo_indptr")) return "decode (no qo_indptr): this kernel is prefill only";
-  for (const char* n : {"q_nope", "q_pe", "ckv_cache", "kpe_cache", "qo_indptr", "kv_indptr", "kv_indices", "sm_scale"})
-    if (!d.find_input(n)) return fmt::format("input {} is missing", n);
-  if (!d.find_output("output")) return "output 'output' is missing";
-  for (const auto& s : d.inputs)
-    if (s.name != "q_nope" && s.name != "q_pe" && s.name != "ckv_cache" && s.name != "kpe_cache" &&
-        s.name != "qo_indptr" && s.name != "kv_indptr" && s.name != "kv_indices" && s.name != "kv_last_page_len" &&
-        s.name != "sm_scale")
-      return fmt::format("input {} is not one this kernel understands", s.name);
-  for (const auto& s : d.outputs)
-    if (s.name != "output" && s.name != "lse") return fmt::format("output {} is not one this kernel produces", s.name);
-  for (const char* n : {"q_nope", "q_pe", "ckv_cache", "kpe_cache", "output"})
-    if (auto why = check_dtype(d, n, DType::bfloat16); !why.empty()) return why;
-  for (const char* n : {"qo_indptr", "kv_indptr", "kv_indices"})
-    if (auto why = check_dtype(d, n, DType::int32); !why.empty()) return why;
-  if (d.find_input("kv_last_page_len"))
-    if (auto why = check_dtype(d, "kv_last_page_len", DType::int32); !why.empty()) return why;
-  if (d.find_output("lse"))
-    if (auto why = check_dtype(d, "lse", DType::float32); !why.empty()) return why;
-  if (!d.find_input("sm_scale")->is_scalar()) return "sm_scale must be a scalar (shape null)";
+  if (std::string why = check_signature(d, {"q_nope", "q_pe", "ckv_cache", "kpe_cache"}, {"qo_indptr", "kv_indptr", "kv_indices"}, {"kv_last_page_len"}); !why.empty()) return why;
   if (const Axis* a = d.find_axis("head_dim_ckv"); a && a->kind == AxisKind::const_ && a->value != 512)
     return fmt::format("head_dim_ckv {}: this kernel handles 512", a->value);
   if (const Axis* a = d.find_axis("head_dim_kpe"); a && a->kind == AxisKind::const_ && a->value != 64)
@@ -54,36 +31,23 @@ std::string supports(const Definition& d) {
   return {};
 }
 
-Result<double> scalar_of(const cuda::DeviceArg& a) {
-  if (!a.scalar) return make_error(Code::invalid_argument, std::string(kName) + ": sm_scale must be a scalar");
-  if (const auto* v = std::get_if<double>(&*a.scalar)) return *v;
-  if (const auto* v = std::get_if<std::int64_t>(&*a.scalar)) return static_cast<double>(*v);
-  return make_error(Code::invalid_argument, std::string(kName) + ": sm_scale must be a number");
-}
-
 Status run(const CudaCall& c) {
   const Definition& d = c.definition;
-  if (std::string why = supports(d); !why.empty()) return make_error(Code::unsupported, std::string(kName) + ": " + why);
-  if (c.inputs.size() != d.inputs.size() || c.outputs.size() != d.outputs.size())
-    return make_error(Code::invalid_argument, std::string(kName) + ": wrong number of arguments");
-  auto tensor = [&](const char* n) -> const cuda::DeviceTensor* {
-    auto i = input_index(d, n);
-    return i ? c.inputs[*i].tensor : nullptr;
-  };
-  const cuda::DeviceTensor* qn = tensor("q_nope");
-  const cuda::DeviceTensor* qp = tensor("q_pe");
-  const cuda::DeviceTensor* ckv = tensor("ckv_cache");
-  const cuda::DeviceTensor* kpe = tensor("kpe_cache");
-  const cuda::DeviceTensor* qo = tensor("qo_indptr");
-  const cuda::DeviceTensor* indptr = tensor("kv_indptr");
-  const cuda::DeviceTensor* indices = tensor("kv_indices");
-  const cuda::DeviceTensor* last = tensor("kv_last_page_len");
+  if (Status st = check_call(c, kName, supports); !st) return st;
+  const cuda::DeviceTensor* qn = input_tensor(c, "q_nope");
+  const cuda::DeviceTensor* qp = input_tensor(c, "q_pe");
+  const cuda::DeviceTensor* ckv = input_tensor(c, "ckv_cache");
+  const cuda::DeviceTensor* kpe = input_tensor(c, "kpe_cache");
+  const cuda::DeviceTensor* qo = input_tensor(c, "qo_indptr");
+  const cuda::DeviceTensor* indptr = input_tensor(c, "kv_indptr");
+  const cuda::DeviceTensor* indices = input_tensor(c, "kv_indices");
+  const cuda::DeviceTensor* last = input_tensor(c, "kv_last_page_len");
   if (!qn || !qp || !ckv || !kpe || !qo || !indptr || !indices || (input_index(d, "kv_last_page_len") && !last))
     return make_error(Code::invalid_argument, std::string(kName) + ": every input but sm_scale must be a tensor");
-  auto scale = scalar_of(c.inputs[*input_index(d, "sm_scale")]);
+  auto scale = sm_scale(c, kName);
   if (!scale) return scale.error();
-  const cuda::DeviceTensor& out = c.outputs[*output_index(d, "output")];
-  const cuda::DeviceTensor* lse = output_index(d, "lse") ? &c.outputs[*output_index(d, "lse")] : nullptr;
+  const cuda::DeviceTensor& out = *output_tensor(c, "output");
+  const cuda::DeviceTensor* lse = output_tensor(c, "lse");
 
   if (qn->shape.size() != 3 || qp->shape.size() != 3 || ckv->shape.size() != 3 || kpe->shape.size() != 3 ||
       qo->shape.size() != 1 || indptr->shape.size() != 1 || indices->shape.size() != 1)

@@ -5,84 +5,41 @@
 #include <fmt/format.h>
 
 #include <string>
-#include <variant>
 
 #include "../../gqa_paged/cuda/prefill_cuda.hpp"
+#include "../../common/attention_solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {
 namespace {
 
+using namespace attention_args;
+
 const char* kName = "kb_cuda_mla_ragged_prefill";
-
-std::string check_dtype(const Definition& d, const char* name, DType want) {
-  const TensorSpec* s = d.find_tensor(name);
-  if (!s) return fmt::format("no tensor {}", name);
-  if (s->dtype != want) return fmt::format("{} is {}; this kernel needs {}", name, dtype_name(s->dtype), dtype_name(want));
-  return {};
-}
-
-bool const_is(const Definition& d, const char* axis, std::int64_t want) {
-  const Axis* a = d.find_axis(axis);
-  return !a || a->kind != AxisKind::const_ || a->value == want;
-}
 
 std::string supports(const Definition& d) {
   if (d.op_type != "mla_ragged") return fmt::format("op_type {} is not mla_ragged", d.op_type);
-  for (const char* n : {"q", "k", "v", "qo_indptr", "kv_indptr", "sm_scale"})
-    if (!d.find_input(n)) return fmt::format("input {} is missing", n);
-  if (!d.find_output("output")) return "output 'output' is missing";
-  for (const auto& s : d.inputs)
-    if (s.name != "q" && s.name != "k" && s.name != "v" && s.name != "qo_indptr" && s.name != "kv_indptr" &&
-        s.name != "sm_scale")
-      return fmt::format("input {} is not one this kernel understands", s.name);
-  for (const auto& s : d.outputs)
-    if (s.name != "output" && s.name != "lse") return fmt::format("output {} is not one this kernel produces", s.name);
-  for (const char* n : {"q", "k", "v", "output"})
-    if (auto why = check_dtype(d, n, DType::bfloat16); !why.empty()) return why;
-  for (const char* n : {"qo_indptr", "kv_indptr"})
-    if (auto why = check_dtype(d, n, DType::int32); !why.empty()) return why;
-  if (d.find_output("lse"))
-    if (auto why = check_dtype(d, "lse", DType::float32); !why.empty()) return why;
-  if (!d.find_input("sm_scale")->is_scalar()) return "sm_scale must be a scalar (shape null)";
+  if (std::string why = check_signature(d, {"q", "k", "v"}, {"qo_indptr", "kv_indptr"}); !why.empty()) return why;
   if (!const_is(d, "qk_dim", 192) || !const_is(d, "vo_dim", 128)) return "qk_dim / vo_dim: this kernel handles 192 / 128";
-  const Axis* hq = d.find_axis("num_qo_heads");
-  const Axis* hkv = d.find_axis("num_kv_heads");
-  if (hq && hkv && hq->kind == AxisKind::const_ && hkv->kind == AxisKind::const_ &&
-      (hkv->value < 1 || hq->value % hkv->value != 0))
-    return fmt::format("{} query heads over {} kv heads", hq->value, hkv->value);
+  if (std::string why = check_head_groups(d); !why.empty()) return why;
   auto o = find_oracle(d);
   if (!o) return "no oracle for this definition: " + o.error().message;
   return {};
 }
 
-Result<double> scalar_of(const cuda::DeviceArg& a) {
-  if (!a.scalar) return make_error(Code::invalid_argument, std::string(kName) + ": sm_scale must be a scalar");
-  if (const auto* v = std::get_if<double>(&*a.scalar)) return *v;
-  if (const auto* v = std::get_if<std::int64_t>(&*a.scalar)) return static_cast<double>(*v);
-  return make_error(Code::invalid_argument, std::string(kName) + ": sm_scale must be a number");
-}
-
 Status run(const CudaCall& c) {
-  const Definition& d = c.definition;
-  if (std::string why = supports(d); !why.empty()) return make_error(Code::unsupported, std::string(kName) + ": " + why);
-  if (c.inputs.size() != d.inputs.size() || c.outputs.size() != d.outputs.size())
-    return make_error(Code::invalid_argument, std::string(kName) + ": wrong number of arguments");
-  auto tensor = [&](const char* n) -> const cuda::DeviceTensor* {
-    auto i = input_index(d, n);
-    return i ? c.inputs[*i].tensor : nullptr;
-  };
-  const cuda::DeviceTensor* q = tensor("q");
-  const cuda::DeviceTensor* k = tensor("k");
-  const cuda::DeviceTensor* v = tensor("v");
-  const cuda::DeviceTensor* qo = tensor("qo_indptr");
-  const cuda::DeviceTensor* kvp = tensor("kv_indptr");
+  if (Status st = check_call(c, kName, supports); !st) return st;
+  const cuda::DeviceTensor* q = input_tensor(c, "q");
+  const cuda::DeviceTensor* k = input_tensor(c, "k");
+  const cuda::DeviceTensor* v = input_tensor(c, "v");
+  const cuda::DeviceTensor* qo = input_tensor(c, "qo_indptr");
+  const cuda::DeviceTensor* kvp = input_tensor(c, "kv_indptr");
   if (!q || !k || !v || !qo || !kvp)
     return make_error(Code::invalid_argument, std::string(kName) + ": every input but sm_scale must be a tensor");
-  auto scale = scalar_of(c.inputs[*input_index(d, "sm_scale")]);
+  auto scale = sm_scale(c, kName);
   if (!scale) return scale.error();
-  const cuda::DeviceTensor& out = c.outputs[*output_index(d, "output")];
-  const cuda::DeviceTensor* lse = output_index(d, "lse") ? &c.outputs[*output_index(d, "lse")] : nullptr;
+  const cuda::DeviceTensor& out = *output_tensor(c, "output");
+  const cuda::DeviceTensor* lse = output_tensor(c, "lse");
 
   if (q->shape.size() != 3 || k->shape.size() != 3 || v->shape.size() != 3 || qo->shape.size() != 1 ||
       kvp->shape.size() != 1)
