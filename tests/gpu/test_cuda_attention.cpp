@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "../../kernels/gqa_paged/cuda/decode_cuda.hpp"
+#include "attention_test_support.hpp"
 #include "cuda/device.hpp"
 #include "harness/gpu_eval.hpp"
 #include "harness/implementation.hpp"
@@ -57,55 +58,10 @@ void add_mla_paged_cuda(Registry& r);
 }  // namespace kb::kernels
 
 namespace fs = std::filesystem;
+using namespace kb_gpu_test;
 
 namespace {
 
-int g_failures = 0;
-int g_passes = 0;
-bool g_dry = false;
-std::string g_filter;
-long g_max_workloads = -1;
-long g_shard = 0, g_shards = 1;  // --shard K/N: this process runs items K, K + N, ...
-long g_item = -1;                 // running index over edge cases and shipped workloads
-
-// True when the next item belongs to this shard.
-bool mine() {
-  ++g_item;
-  return g_item % g_shards == g_shard;
-}
-
-struct SkipTest {
-  std::string reason;
-};
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-kb::Definition load_definition(const fs::path& p) {
-  auto d = kb::read_definition_file(p.string());
-  if (!d) throw std::runtime_error("cannot read definition " + p.string() + ": " + d.error().message);
-  return *d;
-}
-
-void set_const(kb::Definition& d, const std::string& axis, std::int64_t v) {
-  for (auto& a : d.axes)
-    if (a.name == axis && a.kind == kb::AxisKind::const_) {
-      a.value = v;
-      return;
-    }
-  throw std::runtime_error(d.name + ": no const axis " + axis);
-}
 
 std::int64_t const_axis(const kb::Definition& d, const std::string& axis) {
   const kb::Axis* a = d.find_axis(axis);
@@ -120,24 +76,7 @@ const kb::Implementation& impl_for(const kb::Registry& reg, const kb::Definition
   return *impl;
 }
 
-bool selected(const std::string& label) { return g_filter.empty() || label.find(g_filter) != std::string::npos; }
-
 // ---- Part 1: shipped definitions and workloads through kb::evaluate_cuda ----
-
-std::vector<kb::Workload> shipped_workloads(const fs::path& file) {
-  std::vector<kb::Workload> out;
-  std::ifstream in(file);
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto t = kb::read_trace(line, file.string() + ":" + std::to_string(n));
-    if (!t) throw std::runtime_error("cannot read workload: " + t.error().message);
-    out.push_back(t->workload);
-  }
-  return out;
-}
 
 // Workloads for definitions FlashInfer-Bench ships none for: (batch, pages).
 std::vector<kb::Workload> synthesized_workloads(const kb::Definition& d) {
@@ -290,12 +229,6 @@ struct Edge {
   std::uint64_t seed = 7;
 };
 
-void store_int32(kb::Tensor& t, const std::vector<std::int64_t>& v) {
-  if (t.dtype() != kb::DType::int32 || t.numel() != static_cast<std::int64_t>(v.size()))
-    throw std::runtime_error("index tensor shape/dtype mismatch");
-  for (std::size_t i = 0; i < v.size(); ++i) t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]);
-}
-
 void run_edge(const kb::Registry& reg, const Edge& c) {
   if (!selected(c.label) || !mine()) return;
   const kb::Definition& d = c.d;
@@ -377,8 +310,6 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
     const kb::Tensor& t = m->tensors[i];
     auto b = std::make_unique<DeviceBuffer>(t.nbytes());
     check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
-    // pageable cudaMemcpy may return before its DMA lands; kernels run on a non-blocking stream
-    check_cuda(cudaDeviceSynchronize(), "cudaMemcpy (input) landing");
     in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
     args[i].tensor = &in_dt[i];
     in_bufs.push_back(std::move(b));
@@ -390,6 +321,9 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
     out_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
     out_bufs.push_back(std::move(b));
   }
+  // cudaMemcpy from pageable memory and cudaMemset may still be in flight on the legacy stream, which
+  // the solution's non-blocking stream does not wait for: let inputs and poison land first.
+  check_cuda(cudaDeviceSynchronize(), "uploads landing");
 
   // Which split count the launcher picks for this shape (same planning as the
   // solution; the launch itself is not used).
@@ -479,14 +413,6 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
   std::fflush(stdout);
   if (ok) ++g_passes;
   else ++g_failures;
-}
-
-std::vector<std::int64_t> random_lengths(std::size_t n, std::int64_t lo, std::int64_t hi, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::int64_t> u(lo, hi);
-  std::vector<std::int64_t> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
 }
 
 void run_edges(const kb::Registry& reg, const fs::path& shared) {

@@ -169,8 +169,6 @@ Outcome run_case(const kb::Implementation& impl, const kb::Definition& d, const 
     const std::size_t shift = misalign ? static_cast<std::size_t>(kb::dtype_bits(t.dtype()) / 8) : 0;
     auto b = std::make_unique<DeviceBuffer>(t.nbytes(), shift);
     check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
-    // pageable cudaMemcpy may return before its DMA lands; kernels run on a non-blocking stream
-    check_cuda(cudaDeviceSynchronize(), "cudaMemcpy (input) landing");
     in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
     args[i].tensor = &in_dt[i];
     in_bufs.push_back(std::move(b));
@@ -183,6 +181,9 @@ Outcome run_case(const kb::Implementation& impl, const kb::Definition& d, const 
     out_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
     out_bufs.push_back(std::move(b));
   }
+  // cudaMemcpy from pageable memory and cudaMemset may still be in flight on the legacy stream, which
+  // the solution's non-blocking stream does not wait for: let inputs and poison land first.
+  check_cuda(cudaDeviceSynchronize(), "uploads landing");
 
   cudaStream_t stream = nullptr;
   check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_test_support.hpp"
 #include "cuda/device.hpp"
 #include "harness/gpu_eval.hpp"
 #include "harness/implementation.hpp"
@@ -58,55 +59,11 @@ void add_mla_ragged_cuda(Registry& r);
 }  // namespace kb::kernels
 
 namespace fs = std::filesystem;
+using namespace kb_gpu_test;
 
 namespace {
 
-int g_failures = 0;
-int g_passes = 0;
-bool g_dry = false;
-std::string g_filter;
-long g_max_workloads = -1;
 double g_max_oracle_gflop = 40;
-long g_shard = 0, g_shards = 1;
-long g_item = -1;
-
-bool mine() {
-  ++g_item;
-  return g_item % g_shards == g_shard;
-}
-
-struct SkipTest {
-  std::string reason;
-};
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-kb::Definition load_definition(const fs::path& p) {
-  auto d = kb::read_definition_file(p.string());
-  if (!d) throw std::runtime_error("cannot read definition " + p.string() + ": " + d.error().message);
-  return *d;
-}
-
-void set_const(kb::Definition& d, const std::string& axis, std::int64_t v) {
-  for (auto& a : d.axes)
-    if (a.name == axis && a.kind == kb::AxisKind::const_) {
-      a.value = v;
-      return;
-    }
-  throw std::runtime_error(d.name + ": no const axis " + axis);
-}
 
 std::int64_t const_or(const kb::Definition& d, const std::string& axis, std::int64_t fallback) {
   const kb::Axis* a = d.find_axis(axis);
@@ -124,8 +81,6 @@ const kb::Implementation& impl_for(const kb::Registry& reg, const kb::Definition
   if (!impl) throw std::runtime_error(std::string("not registered: ") + name);
   return *impl;
 }
-
-bool selected(const std::string& label) { return g_filter.empty() || label.find(g_filter) != std::string::npos; }
 
 double default_scale(const kb::Definition& d) {
   if (d.op_type == "mla_paged" || d.op_type == "mla_ragged") return 1.0 / std::sqrt(192.0);  // DeepSeek: 128 + 64
@@ -198,12 +153,6 @@ struct Edge {
   std::vector<std::size_t> empty_last_page;  // paged: sequences given one page holding no key
   std::uint64_t seed = 7;
 };
-
-void store_int32(kb::Tensor& t, const std::vector<std::int64_t>& v) {
-  if (t.dtype() != kb::DType::int32 || t.numel() != static_cast<std::int64_t>(v.size()))
-    throw std::runtime_error("index tensor shape/dtype mismatch");
-  for (std::size_t i = 0; i < v.size(); ++i) t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]);
-}
 
 void run_edge(const kb::Registry& reg, const Edge& c) {
   if (!selected(c.label) || !mine()) return;
@@ -300,8 +249,6 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
     auto b = std::make_unique<DeviceBuffer>(t.nbytes());
     if (t.nbytes())
       check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
-      // pageable cudaMemcpy may return before its DMA lands; kernels run on a non-blocking stream
-      check_cuda(cudaDeviceSynchronize(), "cudaMemcpy (input) landing");
     in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
     args[i].tensor = &in_dt[i];
     in_bufs.push_back(std::move(b));
@@ -313,6 +260,9 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
     out_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
     out_bufs.push_back(std::move(b));
   }
+  // cudaMemcpy from pageable memory and cudaMemset may still be in flight on the legacy stream, which
+  // the solution's non-blocking stream does not wait for: let inputs and poison land first.
+  check_cuda(cudaDeviceSynchronize(), "uploads landing");
 
   cudaStream_t stream = nullptr;
   check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -367,14 +317,6 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
   std::fflush(stdout);
   if (ok) ++g_passes;
   else ++g_failures;
-}
-
-std::vector<std::int64_t> random_lengths(std::size_t n, std::int64_t lo, std::int64_t hi, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::int64_t> u(lo, hi);
-  std::vector<std::int64_t> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
 }
 
 // keys = queries + a random prefix of 0..extra.
@@ -442,21 +384,6 @@ void run_edges(const kb::Registry& reg, const fs::path& shared) {
 }
 
 // ---- Part 2: shipped definitions and workloads through kb::evaluate_cuda ----
-
-std::vector<kb::Workload> shipped_workloads(const fs::path& file) {
-  std::vector<kb::Workload> out;
-  std::ifstream in(file);
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto t = kb::read_trace(line, file.string() + ":" + std::to_string(n));
-    if (!t) throw std::runtime_error("cannot read workload: " + t.error().message);
-    out.push_back(t->workload);
-  }
-  return out;
-}
 
 // Workloads for definitions FlashInfer-Bench ships none for: (sequences, total
 // queries, total keys).
