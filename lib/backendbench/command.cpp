@@ -22,6 +22,7 @@ const char* const kParseUsage = R"USAGE(usage: kb backendbench parse FILE
                                 [--baseline JSON] [--seed N] [--lines] [--reps N]
                                 [--markdown FILE] [--oracle-limit N] [--oracle-flops N]
                                 [--gpu-reference] [--time-limit S]
+                                [--save-lines FILE] [--resume FILE,...]
 parse   Parse a BackendBench / TritonBench operator trace file ("Operator: NAME"
         lines, each followed by "cnt: N, ((args...), {kwargs})" lines). Prints
         every line that does not parse as FILE:LINE:COL: message, then
@@ -49,6 +50,10 @@ run     Run the operators kb implements on the file's lines and print the
         against kb's fp64 GPU reference instead (its own CUDA plans in fp64,
         see run.hpp; counted separately). --time-limit S: lines not started
         after S seconds are reported as not run (the report is still written).
+        --save-lines FILE writes every line's outcome (not the lines not
+        run) as JSON; --resume FILE,... (--device cuda) takes the lines saved
+        there as they are (with the baseline times of their own session) and
+        runs the others: a run cut by --time-limit continues in a new call.
         Exit 0 when every line run passed, 1 otherwise.
 Exit status 2 on bad usage.
 )USAGE";
@@ -125,7 +130,8 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   std::string file, device = "cpu", baseline_path;
   RunOptions opt;
   CudaRunOptions copt;
-  std::string markdown_path;
+  std::string markdown_path, save_path;
+  std::vector<std::string> resume_paths;
   bool list_lines = false;
   for (std::size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -174,6 +180,14 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
       std::uint64_t n = 0;
       if (!v || !parse_u64(*v, n)) return usage_error(err, "run: --time-limit needs seconds");
       copt.time_limit_s = static_cast<double>(n);
+    } else if (a == "--save-lines") {
+      auto v = value("--save-lines");
+      if (!v) return usage_error(err, "run: --save-lines needs a file");
+      save_path = *v;
+    } else if (a == "--resume") {
+      auto v = value("--resume");
+      if (!v) return usage_error(err, "run: --resume needs files");
+      resume_paths = split_commas(*v);
     } else if (a == "--gpu-reference") {
       copt.gpu_reference = true;
     } else if (a == "--reps") {
@@ -192,6 +206,15 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
     }
   }
   if (file.empty()) return usage_error(err, "run: expected a FILE");
+  if (!resume_paths.empty() && device != "cuda") return usage_error(err, "run: --resume needs --device cuda");
+  for (const std::string& p : resume_paths) {
+    auto saved = read_saved_lines(p);
+    if (!saved) {
+      fmt::print(err, "kb backendbench run: {}\n", saved.error().message);
+      return 1;
+    }
+    for (auto& [k, v] : *saved) copt.resume[k] = std::move(v);
+  }
   if (device == "cuda" && !cuda_runs_available()) {
     fmt::print(err, "kb backendbench run: --device cuda: this kb was built without CUDA; run with --device cpu\n");
     return 1;
@@ -229,6 +252,11 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
                "own CUDA events, L2 warm: the policy of tools/backendbench/torch_baseline.py.\n",
                device_name, copt.reps, copt.warmup);
     if (!rep->fatal.empty()) fmt::print(out, "STOPPED EARLY: {}\n", rep->fatal);
+    const DevicePhases& ph = rep->phases;
+    fmt::print(out, "time (s): inputs to the device {:.1f}, GPU reference {:.1f}, candidate's first run {:.1f}, judging {:.1f}, "
+                    "timed calls {:.1f}, waiting for the host side {:.1f}\n",
+               ph.upload_s, ph.reference_s, ph.candidate_s, ph.judge_s, ph.timing_s, ph.host_wait_s);
+    if (rep->resumed_lines) fmt::print(out, "resumed: {} lines taken from --resume files, not run again\n", rep->resumed_lines);
   } else {
     fmt::print(out, "device: cpu (kb's fp64 oracles). A CPU run validates output shapes and dtypes against the meta call,\n"
                     "determinism and materialization (strides, value ranges, valid indices); judging numerical\n"
@@ -306,6 +334,11 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
                "so: {} more operators, {} more lines ({})\n",
                ref_lines, full_ref_ops, full_ref_lines,
                pct(static_cast<double>(full_ref_lines), static_cast<double>(rep->total_lines)));
+  if (!save_path.empty())
+    if (auto st = write_saved_lines(*rep, device_name, save_path); !st) {
+      fmt::print(err, "kb backendbench run: {}\n", st.error().message);
+      return 1;
+    }
   if (!markdown_path.empty()) {
     std::FILE* md = std::fopen(markdown_path.c_str(), "w");
     if (!md) {

@@ -38,7 +38,8 @@ std::uint64_t line_seed(std::uint64_t seed, std::string_view op, std::size_t lin
   return r.next();
 }
 
-Result<HostTensor> materialize_tensor(const Value& v, Rng& rng, bool meta, std::int64_t max_elements) {
+Result<HostTensor> materialize_tensor(const Value& v, Rng& rng, bool meta, std::int64_t max_elements,
+                                      std::int64_t defer_above) {
   if (v.kind != Kind::tensor) return make_error(Code::invalid_argument, "not a tensor");
   std::vector<std::int64_t> strides = v.has_strides() ? v.strides : contiguous_strides(v.shape);
   if (strides.size() != v.shape.size())
@@ -50,6 +51,13 @@ Result<HostTensor> materialize_tensor(const Value& v, Rng& rng, bool meta, std::
     return make_error(Code::limit_exceeded,
                       fmt::format("tensor {} needs {} storage elements, over the limit of {}", shape_text(v.shape),
                                   probe.span(), max_elements));
+  if (!meta && defer_above > 0 && probe.span() > defer_above && (is_floating(v.dtype) || v.dtype == Dtype::b8)) {
+    HostTensor t = empty_strided(v.dtype, v.shape, strides, true);
+    t.storage = std::make_shared<std::vector<std::byte>>();
+    t.device_fill = rng.state();
+    rng.skip(static_cast<std::uint64_t>(probe.span()));  // one draw per element, as below
+    return t;
+  }
   HostTensor t = empty_strided(v.dtype, v.shape, strides, meta);
   if (meta) return t;
   const std::int64_t n = t.span();
@@ -86,17 +94,17 @@ Result<HostTensor> materialize_tensor(const Value& v, Rng& rng, bool meta, std::
 }
 
 namespace {
-Result<CallArg> materialize_arg(const Value& v, Rng& rng, bool meta) {
+Result<CallArg> materialize_arg(const Value& v, Rng& rng, bool meta, std::int64_t defer_above) {
   CallArg a;
   a.value = &v;
   if (v.kind == Kind::tensor) {
-    auto t = materialize_tensor(v, rng, meta);
+    auto t = materialize_tensor(v, rng, meta, std::int64_t{1} << 34, defer_above);
     if (!t) return std::move(t).error();
     a.tensor = std::move(*t);
   } else if (v.kind == Kind::list || v.kind == Kind::tuple) {
     for (const Value& e : v.children) {
       if (e.kind != Kind::tensor) continue;
-      auto t = materialize_tensor(e, rng, meta);
+      auto t = materialize_tensor(e, rng, meta, std::int64_t{1} << 34, defer_above);
       if (!t) return std::move(t).error();
       a.tensors.push_back(std::move(*t));
     }
@@ -106,18 +114,18 @@ Result<CallArg> materialize_arg(const Value& v, Rng& rng, bool meta) {
 }  // namespace
 
 Result<Call> materialize_call(std::string_view op, const Args& args, std::uint64_t seed, std::size_t line_index,
-                              bool meta) {
+                              bool meta, std::int64_t defer_above) {
   Call c;
   c.op = op;
   c.meta = meta;
   Rng rng(line_seed(seed, op, line_index));
   for (std::size_t i = 0; i < args.positional.size(); ++i) {
-    auto a = materialize_arg(args.positional[i], rng, meta);
+    auto a = materialize_arg(args.positional[i], rng, meta, defer_above);
     if (!a) return make_error(a.error().code, fmt::format("argument {}: {}", i, a.error().message));
     c.positional.push_back(std::move(*a));
   }
   for (const Kwarg& kw : args.kwargs) {
-    auto a = materialize_arg(kw.value, rng, meta);
+    auto a = materialize_arg(kw.value, rng, meta, defer_above);
     if (!a) return make_error(a.error().code, fmt::format("argument {}: {}", kw.key.str_value, a.error().message));
     c.kwargs.emplace_back(kw.key.str_value, std::move(*a));
   }

@@ -21,13 +21,16 @@ inline constexpr std::uint64_t default_seed = 20240917;
 
 // A tensor of value `v` (Kind::tensor): strides as written or contiguous.
 // meta: shape/dtype only. Refuses views over `max_elements` storage elements.
+// defer_above > 0: a floating or bool tensor of more storage elements is not
+// filled here; it gets HostTensor::device_fill and empty storage instead (the
+// device generates the same values, without a host pass or a copy).
 Result<HostTensor> materialize_tensor(const Value& v, Rng& rng, bool meta,
-                                      std::int64_t max_elements = std::int64_t{1} << 34);
+                                      std::int64_t max_elements = std::int64_t{1} << 34, std::int64_t defer_above = 0);
 
 // The whole call of one line. `args` must outlive the Call (it points into it).
 // The seed mixes `seed`, the operator name and `line_index` (0-based within the operator).
 Result<Call> materialize_call(std::string_view op, const Args& args, std::uint64_t seed, std::size_t line_index,
-                              bool meta);
+                              bool meta, std::int64_t defer_above = 0);
 
 // Per-line seed used by materialize_call (the same for a prepare function's Rng).
 std::uint64_t line_seed(std::uint64_t seed, std::string_view op, std::size_t line_index);

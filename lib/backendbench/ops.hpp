@@ -49,6 +49,9 @@ class Rng {
   std::uint64_t next();                         // splitmix64
   double uniform();                             // [0, 1)
   std::int64_t below(std::int64_t n);           // [0, n), n > 0
+  // The stream is counter-based: draw k (k = 1, 2, ...) mixes state() + k * 0x9E3779B97F4A7C15.
+  std::uint64_t state() const { return state_; }
+  void skip(std::uint64_t draws) { state_ += draws * 0x9E3779B97F4A7C15ull; }
  private:
   std::uint64_t state_;
 };

@@ -234,4 +234,72 @@ Result<std::map<std::string, std::map<std::size_t, double>>> read_baseline(const
   return out;
 }
 
+Status write_saved_lines(const RunReport& report, const std::string& device, const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return make_error(Code::io_error, fmt::format("{}: cannot write", path));
+  fmt::print(f, "{{\"format\": \"kb-backendbench-lines-1\", \"device\": {}, \"lines\": [", json::quote(device));
+  bool first = true;
+  for (const LineOutcome& l : report.lines) {
+    if (l.problem.rfind("not run", 0) == 0) continue;
+    fmt::print(f, "{}\n{{\"op\": {}, \"index\": {}, \"source_line\": {}, \"passed\": {}, \"kb_ms\": {}, "
+                  "\"baseline_ms\": {}, \"by_reference\": {}, \"problem\": {}}}",
+               first ? "" : ",", json::quote(l.op), l.index, l.source_line, l.passed, l.kb_ms,
+               l.baseline_ms ? fmt::format("{}", *l.baseline_ms) : std::string("null"), l.by_reference,
+               json::quote(l.problem));
+    first = false;
+  }
+  fmt::print(f, "\n]}}\n");
+  const bool failed = std::ferror(f) != 0;
+  if (std::fclose(f) != 0 || failed) return make_error(Code::io_error, fmt::format("{}: write failed", path));
+  return ok_status();
+}
+
+Result<std::map<std::pair<std::string, std::size_t>, LineOutcome>> read_saved_lines(const std::string& path) {
+  auto text = json::read_text_file(path);
+  if (!text) return std::move(text).error();
+  auto doc = json::parse(*text, path);
+  if (!doc) return std::move(doc).error();
+  json::Object root;
+  std::string_view format;
+  if (doc->root().get_object().get(root) || root["format"].get_string().get(format) ||
+      format != "kb-backendbench-lines-1")
+    return make_error(Code::invalid_data, fmt::format("{}: expected an object with format \"kb-backendbench-lines-1\"", path));
+  json::Array lines;
+  if (root["lines"].get_array().get(lines))
+    return make_error(Code::invalid_data, fmt::format("{}: lines: expected an array", path));
+  std::map<std::pair<std::string, std::size_t>, LineOutcome> out;
+  std::size_t k = 0;
+  for (auto v : lines) {
+    json::Object o;
+    LineOutcome l;
+    std::string_view op, problem;
+    std::uint64_t index = 0, source_line = 0;
+    bool passed = false, by_ref = false;
+    double kb_ms = 0;
+    if (v.get_object().get(o) || o["op"].get_string().get(op) || o["index"].get_uint64().get(index) ||
+        o["source_line"].get_uint64().get(source_line) || o["passed"].get_bool().get(passed) ||
+        o["kb_ms"].get_double().get(kb_ms) || o["by_reference"].get_bool().get(by_ref) ||
+        o["problem"].get_string().get(problem))
+      return make_error(Code::invalid_data, fmt::format("{}: lines[{}]: expected op, index, source_line, passed, kb_ms, "
+                                                        "baseline_ms, by_reference and problem", path, k));
+    auto b = o["baseline_ms"];
+    double bms = 0;
+    if (!b.is_null()) {
+      if (b.get_double().get(bms) || !(bms > 0))
+        return make_error(Code::invalid_data, fmt::format("{}: lines[{}].baseline_ms: expected a positive number or null", path, k));
+      l.baseline_ms = bms;
+    }
+    l.op = op;
+    l.index = index;
+    l.source_line = source_line;
+    l.passed = passed;
+    l.kb_ms = kb_ms;
+    l.by_reference = by_ref;
+    l.problem = problem;
+    out[{l.op, l.index}] = std::move(l);
+    ++k;
+  }
+  return out;
+}
+
 }  // namespace kb::backendbench

@@ -48,6 +48,26 @@ struct CoverageRow {
   std::uint64_t count = 0;  // sum of cnt
 };
 
+// Where a --device cuda run spent its time (seconds, summed over lines): the
+// device side's steps, and its waits for the host side (materialization and
+// CPU oracles run on a thread pool a batch of lines ahead).
+struct DevicePhases {
+  double upload_s = 0;     // inputs to the device
+  double reference_s = 0;  // the GPU reference (its input copy, plan and run)
+  double candidate_s = 0;  // the candidate's plan and first run
+  double judge_s = 0;      // comparing outputs (on the device, or copied back and on the host)
+  double timing_s = 0;     // warm-up and timed calls
+  double host_wait_s = 0;  // the device side idle, waiting for prepared lines
+  void add(const DevicePhases& o) {
+    upload_s += o.upload_s;
+    reference_s += o.reference_s;
+    candidate_s += o.candidate_s;
+    judge_s += o.judge_s;
+    timing_s += o.timing_s;
+    host_wait_s += o.host_wait_s;
+  }
+};
+
 struct RunReport {
   std::vector<OpScore> ops;            // implemented operators run, in file order
   std::vector<LineOutcome> lines;
@@ -58,6 +78,8 @@ struct RunReport {
   std::uint64_t total_count = 0;
   std::vector<std::string> unknown_ops;    // --ops names kb does not implement or the file lacks
   std::string fatal;                       // a CUDA run stopped early (the context broke): why
+  DevicePhases phases;                     // --device cuda
+  std::size_t resumed_lines = 0;           // taken from CudaRunOptions::resume, not run
 };
 
 // --device cuda: lines of the operators with a CUDA kernel (kernels/aten/*/cuda/)
@@ -84,6 +106,11 @@ struct CudaRunOptions {
   // lines within budget); it checks their precision and large-size paths.
   bool gpu_reference = false;
   double time_limit_s = 0;  // > 0: lines not started by then are reported "not run: time limit" (the report is still written)
+  // Lines already run (read_saved_lines, keyed by operator and line index):
+  // taken as they are instead of being run again, so a run cut by a time
+  // limit continues in another call (their baseline times come with them:
+  // each line's speedup is measured within one session).
+  std::map<std::pair<std::string, std::size_t>, LineOutcome> resume;
 };
 // False in builds without CUDA (run_cuda_trace then answers Code::unsupported).
 bool cuda_runs_available();
@@ -98,6 +125,13 @@ std::vector<Operator> merge_operators(const TraceFile& trace);
 std::vector<std::size_t> sample_lines(const Operator& op, std::size_t limit);
 
 Result<RunReport> run_cpu_trace(const TraceFile& trace, const RunOptions& options);
+
+// Every line outcome of a report as JSON ({"format": "kb-backendbench-lines-1",
+// "device": ..., "lines": [{"op", "index", "source_line", "passed", "kb_ms",
+// "baseline_ms" (or null), "by_reference", "problem"}]}), and back. Lines
+// reported "not run" are not written (a resumed run runs them).
+Status write_saved_lines(const RunReport& report, const std::string& device, const std::string& path);
+Result<std::map<std::pair<std::string, std::size_t>, LineOutcome>> read_saved_lines(const std::string& path);
 
 // Reads a baseline JSON written by tools/backendbench/torch_baseline.py:
 //   {"format": "kb-backendbench-baseline-1", "device": "...", "times_ms": {"aten.add.Tensor": {"0": 0.01, ...}}}

@@ -30,6 +30,8 @@
 #include "../../kernels/aten/common/args.hpp"
 #include "../../kernels/aten/common/cuda_engine.hpp"
 #include "../../kernels/aten/cuda_families.hpp"
+#include "backendbench/device_judge.hpp"
+#include "backendbench/device_materialize.hpp"
 #include "backendbench/materialize.hpp"
 #include "backendbench/run.hpp"
 
@@ -42,6 +44,9 @@ using aten::DView;
 Error cuda_err(const char* what, cudaError_t e) {
   return make_error(Code::cuda_error, fmt::format("{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e)));
 }
+
+// Storage elements over which a tensor of a line judged by the GPU reference is generated on the device.
+constexpr std::int64_t kDeferAbove = std::int64_t{1} << 16;
 
 struct HostSide {
   std::optional<Call> call;          // inputs as materialized (what the device gets)
@@ -74,7 +79,8 @@ HostSide host_side(const OpInfo& info, const ArgLine& line, std::size_t index, s
     return h;
   }
   h.meta = std::move(*meta);
-  auto call = materialize_call(info.name, line.args, seed, index, false);
+  // Lines for the GPU reference leave their large floating inputs to the device (device_materialize.hpp).
+  auto call = materialize_call(info.name, line.args, seed, index, false, oracle ? 0 : kDeferAbove);
   if (!call) {
     h.problem = "materialize: " + call.error().message;
     return h;
@@ -137,14 +143,25 @@ Result<HostTensor> download(const DView& v) {
   return h;
 }
 
-// Copies every tensor's whole storage to fresh device memory (views keep their strides and offsets).
+// Bytes of a tensor's whole storage (on the host, or to be generated on the device).
+std::size_t storage_bytes(const HostTensor& t) {
+  if (t.device_fill) return static_cast<std::size_t>(t.offset + t.span()) * dtype_size(t.dtype);
+  return t.storage ? t.storage->size() : 0;
+}
+
+// Copies every tensor's whole storage to fresh device memory (views keep their strides and offsets);
+// tensors left to the device (HostTensor::device_fill) are generated there instead.
 Status upload_call(Call& call, aten::DeviceArgs& dev, std::vector<std::shared_ptr<void>>& memory) {
   for (HostTensor* t : call_tensors(call)) {
-    const std::size_t bytes = t->storage ? t->storage->size() : 0;
+    const std::size_t bytes = storage_bytes(*t);
     auto mem = aten::cuda::device_alloc(bytes);  // throws bad_alloc
-    if (bytes)
+    if (bytes && t->device_fill) {
+      const auto elements = static_cast<std::int64_t>(bytes / dtype_size(t->dtype));
+      if (auto st = device_fill(mem.get(), t->dtype, elements, *t->device_fill, nullptr); !st) return st;
+    } else if (bytes) {
       if (cudaError_t e = cudaMemcpy(mem.get(), t->storage->data(), bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
         return cuda_err("copying an input to the device", e);
+    }
     dev.set(t, mem.get());
     memory.push_back(std::move(mem));
   }
@@ -179,13 +196,24 @@ struct ReferenceMode {
   ~ReferenceMode() { aten::cuda::set_reference_mode(false); }
 };
 
-// The GPU fp64 reference's outputs for a line (its own copy of the inputs, so
-// in-place operators start from the same values as the candidate).
-Result<std::vector<HostTensor>> reference_outputs(const OpInfo& info, aten::CudaPlanFn plan_fn, Call& call,
-                                                  const std::vector<HostTensor>& meta, cudaStream_t stream) {
+// The GPU fp64 reference's outputs for a line, left on the device. It runs on
+// a device-to-device copy of the candidate's inputs (uploaded once), so
+// in-place operators start from the same values as the candidate; `memory`
+// keeps that copy (which outputs may view) alive until the judgment.
+Result<std::vector<DView>> reference_on_device(const OpInfo& info, aten::CudaPlanFn plan_fn, Call& call,
+                                               const aten::DeviceArgs& inputs, const std::vector<HostTensor>& meta,
+                                               cudaStream_t stream, std::vector<std::shared_ptr<void>>& memory) {
   aten::DeviceArgs dev;
-  std::vector<std::shared_ptr<void>> memory;
-  if (auto st = upload_call(call, dev, memory); !st) return st.error();
+  for (HostTensor* t : call_tensors(call)) {
+    const std::size_t bytes = storage_bytes(*t);
+    auto mem = aten::cuda::device_alloc(bytes);  // throws bad_alloc
+    if (bytes)
+      if (cudaError_t e = cudaMemcpyAsync(mem.get(), inputs.base(*t), bytes, cudaMemcpyDeviceToDevice, stream);
+          e != cudaSuccess)
+        return cuda_err("copying the reference's inputs", e);
+    dev.set(t, mem.get());
+    memory.push_back(std::move(mem));
+  }
   std::vector<DView> outs = make_outputs(info, call, dev, meta);
   aten::Launch launch;
   {
@@ -194,8 +222,12 @@ Result<std::vector<HostTensor>> reference_outputs(const OpInfo& info, aten::Cuda
   }
   if (auto st = launch(stream); !st) return st.error();
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_err("running the reference", e);
+  return outs;
+}
+
+Result<std::vector<HostTensor>> download_all(const std::vector<DView>& views) {
   std::vector<HostTensor> out;
-  for (const DView& o : outs) {
+  for (const DView& o : views) {
     auto h = download(o);
     if (!h) return h.error();
     out.push_back(std::move(*h));
@@ -255,7 +287,12 @@ struct DeviceLine {
   double ms = 0;
   bool fatal = false;  // the context is unusable: stop the run
   bool by_reference = false;
+  DevicePhases phases;
 };
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 DeviceLine device_side(const OpInfo& info, aten::CudaPlanFn plan_fn, HostSide& h, cudaStream_t stream,
                        const CudaRunOptions& copt) {
@@ -264,22 +301,29 @@ DeviceLine device_side(const OpInfo& info, aten::CudaPlanFn plan_fn, HostSide& h
   aten::DeviceArgs dev;
   std::vector<std::shared_ptr<void>> memory;
   try {
+    auto t0 = std::chrono::steady_clock::now();
+    if (auto st = upload_call(call, dev, memory); !st) {
+      d.problem = st.error().message;
+      d.fatal = true;
+      return d;
+    }
+    d.phases.upload_s = seconds_since(t0);
+    std::vector<DView> expected_on_device;
+    std::vector<std::shared_ptr<void>> reference_memory;
     if (h.reference) {
       d.by_reference = true;
-      auto ref = reference_outputs(info, plan_fn, call, h.meta, stream);
+      t0 = std::chrono::steady_clock::now();
+      auto ref = reference_on_device(info, plan_fn, call, dev, h.meta, stream, reference_memory);
+      d.phases.reference_s = seconds_since(t0);
       if (!ref) {
         d.problem = "GPU reference: " + ref.error().message;
         (void)cudaGetLastError();
         d.fatal = cudaStreamSynchronize(stream) != cudaSuccess;
         return d;
       }
-      h.expected = std::move(*ref);
+      expected_on_device = std::move(*ref);
     }
-    if (auto st = upload_call(call, dev, memory); !st) {
-      d.problem = st.error().message;
-      d.fatal = true;
-      return d;
-    }
+    t0 = std::chrono::steady_clock::now();
     std::vector<DView> outs = make_outputs(info, call, dev, h.meta);
     aten::Launch launch = plan_fn(call, dev, outs);
     if (auto st = launch(stream); !st) {
@@ -295,17 +339,41 @@ DeviceLine device_side(const OpInfo& info, aten::CudaPlanFn plan_fn, HostSide& h
       d.fatal = true;
       return d;
     }
-    std::vector<HostTensor> actual;
-    for (const DView& o : outs) {
-      auto hst = download(o);
-      if (!hst) {
-        d.problem = hst.error().message;
+    d.phases.candidate_s = seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    const unsigned jt = copt.judge_threads ? copt.judge_threads : std::max(1u, std::thread::hardware_concurrency());
+    Judgment j;
+    std::optional<Judgment> on_device;
+    if (h.reference) {
+      auto dj = device_judge(expected_on_device, outs, stream);
+      if (dj) {
+        on_device = std::move(*dj);
+      } else if (dj.error().code != Code::unsupported) {
+        d.problem = dj.error().message;
+        d.fatal = cudaStreamSynchronize(stream) != cudaSuccess;
+        return d;
+      } else {  // complex outputs: judged on the host
+        auto ref = download_all(expected_on_device);
+        if (!ref) {
+          d.problem = ref.error().message;
+          return d;
+        }
+        h.expected = std::move(*ref);
+      }
+      expected_on_device.clear();
+      reference_memory.clear();
+    }
+    if (on_device) {
+      j = std::move(*on_device);
+    } else {
+      auto actual = download_all(outs);
+      if (!actual) {
+        d.problem = actual.error().message;
         return d;
       }
-      actual.push_back(std::move(*hst));
+      j = parallel_judge(h.expected, *actual, std::min(jt, 64u));
     }
-    const unsigned jt = copt.judge_threads ? copt.judge_threads : std::max(1u, std::thread::hardware_concurrency());
-    Judgment j = parallel_judge(h.expected, actual, std::min(jt, 64u));
+    d.phases.judge_s = seconds_since(t0);
     if (j.verdict != Verdict::passed) {
       d.problem = fmt::format("{}: {} (max abs error {:.3g}, max rel error {:.3g})", verdict_name(j.verdict), j.detail,
                               j.max_abs_error, j.max_rel_error);
@@ -313,6 +381,7 @@ DeviceLine device_side(const OpInfo& info, aten::CudaPlanFn plan_fn, HostSide& h
     }
     d.passed = true;
     // Timing, the policy of torch_baseline.py (see the top of this file).
+    t0 = std::chrono::steady_clock::now();
     cudaEvent_t start = nullptr, stop = nullptr;
     cudaEventCreate(&start);
     cudaEventCreate(&stop);
@@ -342,6 +411,7 @@ DeviceLine device_side(const OpInfo& info, aten::CudaPlanFn plan_fn, HostSide& h
       d.fatal = true;
       return d;
     }
+    d.phases.timing_s = seconds_since(t0);
     if (!times.empty()) {
       std::sort(times.begin(), times.end());
       std::size_t n = times.size();
@@ -442,7 +512,22 @@ Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& optio
     if (!info || !cinfo || (!wanted.empty() && !wanted.count(op.name))) continue;
     seen.insert(op.name);
     std::vector<LineScore> scores;
-    const std::vector<std::size_t> idx = sample_lines(op, options.limit_per_op);
+    // Lines saved by an earlier call (--resume) are taken as they are; the rest run.
+    std::vector<std::size_t> idx;
+    for (std::size_t i : sample_lines(op, options.limit_per_op)) {
+      auto saved = copt.resume.find({op.name, i});
+      if (saved == copt.resume.end()) {
+        idx.push_back(i);
+        continue;
+      }
+      const LineOutcome& o = saved->second;
+      LineScore s;
+      s.passed = o.passed;
+      if (o.passed && o.baseline_ms && o.kb_ms > 0) s.speedup = *o.baseline_ms / o.kb_ms;
+      scores.push_back(s);
+      r.lines.push_back(o);
+      ++r.resumed_lines;
+    }
     // The host side of a batch of lines, on `threads` threads; the next batch is
     // prepared while the device works through the current one.
     auto prepare_batch = [&, info](std::size_t at) {
@@ -466,7 +551,9 @@ Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& optio
     std::future<std::vector<HostSide>> pending;
     if (!idx.empty()) pending = std::async(std::launch::async, prepare_batch, std::size_t{0});
     for (std::size_t at = 0; at < idx.size() && !stop_all; at += threads) {
+      const auto wait_from = std::chrono::steady_clock::now();
       std::vector<HostSide> hs = pending.get();
+      r.phases.host_wait_s += seconds_since(wait_from);
       const std::size_t n = hs.size();
       if (at + threads < idx.size()) pending = std::async(std::launch::async, prepare_batch, at + threads);
       for (std::size_t k = 0; k < n; ++k) {
@@ -485,6 +572,7 @@ Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& optio
           o.problem = d.problem;
           o.kb_ms = d.ms;
           o.by_reference = d.by_reference;
+          r.phases.add(d.phases);
           if (d.fatal) {
             stop_all = true;
             r.fatal = fmt::format("{} line {}: {}", op.name, o.source_line, d.problem);

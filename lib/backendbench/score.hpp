@@ -31,6 +31,11 @@ struct Judgment {
   std::string detail;         // "output 1: dtype f32, expected f16", ...
 };
 
+// The count, undefined/defined, dtype and shape checks of judge() alone
+// (storage is not read: meta tensors are fine).
+Judgment judge_signature(const std::vector<HostTensor>& expected, const std::vector<HostTensor>& actual);
+// judge()'s words for the first element that is not allclose.
+std::string numerical_failure_detail(std::size_t output, std::int64_t element, double actual, double expected);
 // expected: the reference's outputs; actual: the candidate's.
 Judgment judge(const std::vector<HostTensor>& expected, const std::vector<HostTensor>& actual,
                double atol = judge_atol, double rtol = judge_rtol);

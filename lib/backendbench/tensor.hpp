@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,11 @@ struct HostTensor {
   std::int64_t offset = 0;            // elements into storage
   std::shared_ptr<std::vector<std::byte>> storage;  // null: meta tensor
   bool undefined = false;  // an output PyTorch returns as None (e.g. output_mask False)
+  // Values left for the device to generate (materialize_call's `defer_above`):
+  // storage is empty, and the values are materialize_tensor's splitmix64
+  // stream from this state (device_materialize.hpp fills device memory with
+  // exactly the bytes the host would have written).
+  std::optional<std::uint64_t> device_fill;
 
   std::size_t rank() const { return shape.size(); }
   std::int64_t numel() const;

@@ -489,3 +489,50 @@ TEST_CASE("ops and run --device cuda without a device") {
   CHECK(run({"run", file, "--device", "cuda", "--oracle-limit", "x"}, out, err) == 2);
   std::remove(file.c_str());
 }
+
+TEST_CASE("saved lines: write, read back, refuse bad files") {
+  bb::RunReport rep;
+  bb::LineOutcome a;
+  a.op = "aten.add.Tensor";
+  a.index = 3;
+  a.source_line = 17;
+  a.passed = true;
+  a.kb_ms = 0.0125;
+  a.baseline_ms = 0.02;
+  a.by_reference = true;
+  bb::LineOutcome b;
+  b.op = "aten.mm.default";
+  b.index = 0;
+  b.source_line = 900;
+  b.problem = "INCORRECT_NUMERICAL: output 0: element 5 is 1, expected \"2\"\n";
+  bb::LineOutcome c = b;
+  c.index = 1;
+  c.problem = "not run: --time-limit reached";
+  rep.lines = {a, b, c};
+  const std::string path = "test_saved_lines.json";
+  REQUIRE(bb::write_saved_lines(rep, "NVIDIA H100 \"80GB\"", path));
+  auto back = bb::read_saved_lines(path);
+  REQUIRE(back);
+  CHECK(back->size() == 2);  // the line not run is left for a resumed run
+  const bb::LineOutcome& ra = back->at({"aten.add.Tensor", 3});
+  CHECK(ra.source_line == 17);
+  CHECK(ra.passed);
+  CHECK(ra.kb_ms == 0.0125);
+  REQUIRE(ra.baseline_ms);
+  CHECK(*ra.baseline_ms == 0.02);
+  CHECK(ra.by_reference);
+  const bb::LineOutcome& rb = back->at({"aten.mm.default", 0});
+  CHECK_FALSE(rb.passed);
+  CHECK_FALSE(rb.baseline_ms);
+  CHECK(rb.problem == b.problem);
+  CHECK(back->count({"aten.mm.default", 1}) == 0);
+
+  std::ofstream(path) << R"({"format": "kb-backendbench-lines-1", "lines": [{"op": "aten.add.Tensor", "index": -1}]})";
+  auto bad = bb::read_saved_lines(path);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message.find(path + ": lines[0]") != std::string::npos);
+  std::ofstream(path) << R"({"format": "other", "lines": []})";
+  CHECK_FALSE(bb::read_saved_lines(path));
+  std::remove(path.c_str());
+  CHECK_FALSE(bb::read_saved_lines(path));  // missing file
+}

@@ -6,6 +6,11 @@
 //     0-D tensors, type promotion, reductions over inner and outer dims,
 //     softmax along a strided dim, transposed and batched matmuls, addmm's bias;
 //     the same lines again judged against the GPU fp64 reference (--gpu-reference);
+//     the device judge (device_judge.hpp) against the host judge on outputs
+//     with NaN pairs, infinities, values at the tolerance edge, integers and
+//     strided views: same verdict, message and largest errors;
+//     inputs generated on the device (device_materialize.hpp) against the
+//     host's materialization of the same line: the same bytes;
 //  2. the shared trace's smallest lines of a few operators of each family
 //     (KB_SHARED_DIR), when the file is there.
 // Exit codes: 0 all passed, 1 a failure, 77 skipped (no usable CUDA device).
@@ -16,6 +21,14 @@
 #include <filesystem>
 #include <string>
 
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backendbench/device_judge.hpp"
+#include "backendbench/device_materialize.hpp"
+#include "backendbench/materialize.hpp"
 #include "backendbench/run.hpp"
 #include "backendbench/trace.hpp"
 
@@ -115,6 +128,143 @@ bool run(const TraceFile& trace, const RunOptions& opt, const char* what, Judge 
   return ok;
 }
 
+// A host tensor of `dtype` holding `values` (converted as the CPU oracles store them), viewed with `shape`/`strides`.
+HostTensor host_tensor(Dtype dtype, const std::vector<double>& values, std::vector<std::int64_t> shape,
+                       std::vector<std::int64_t> strides) {
+  HostTensor t = empty_tensor(dtype, {static_cast<std::int64_t>(values.size())});
+  for (std::size_t i = 0; i < values.size(); ++i) t.store(static_cast<std::int64_t>(i), values[i]);
+  t.shape = std::move(shape);
+  t.strides = std::move(strides);
+  return t;
+}
+
+struct OnDevice {
+  std::vector<std::shared_ptr<void>> memory;
+  kb::backendbench::aten::DView put(const HostTensor& t) {
+    void* p = nullptr;
+    cudaMalloc(&p, t.storage->size());
+    cudaMemcpy(p, t.storage->data(), t.storage->size(), cudaMemcpyHostToDevice);
+    memory.emplace_back(p, [](void* q) { cudaFree(q); });
+    kb::backendbench::aten::DView v;
+    v.dtype = t.dtype;
+    v.shape = t.shape;
+    v.strides = t.strides;
+    v.offset = t.offset;
+    v.base = p;
+    return v;
+  }
+};
+
+bool same_judgment(const char* what, const std::vector<HostTensor>& e, const std::vector<HostTensor>& a,
+                   Verdict expect) {
+  OnDevice dev;
+  std::vector<kb::backendbench::aten::DView> de, da;
+  for (const auto& t : e) de.push_back(dev.put(t));
+  for (const auto& t : a) da.push_back(dev.put(t));
+  Judgment host = judge(e, a);
+  auto gpu = device_judge(de, da, nullptr);
+  if (!gpu) {
+    std::printf("FAIL device judge %s: %s\n", what, gpu.error().message.c_str());
+    return false;
+  }
+  bool same = host.verdict == gpu->verdict && host.detail == gpu->detail &&
+              std::memcmp(&host.max_abs_error, &gpu->max_abs_error, sizeof(double)) == 0 &&
+              std::memcmp(&host.max_rel_error, &gpu->max_rel_error, sizeof(double)) == 0;
+  bool ok = same && host.verdict == expect;
+  std::printf("%s device judge %s: host %s \"%s\" (%g, %g), device %s \"%s\" (%g, %g)\n", ok ? "PASS" : "FAIL", what,
+              verdict_name(host.verdict), host.detail.c_str(), host.max_abs_error, host.max_rel_error,
+              verdict_name(gpu->verdict), gpu->detail.c_str(), gpu->max_abs_error, gpu->max_rel_error);
+  return ok;
+}
+
+bool check_device_judge() {
+  bool ok = true;
+  const double nan = NAN, inf = INFINITY;
+  // NaN pairs, equal infinities, an error just inside atol + rtol * |e|: passes.
+  std::vector<double> ev = {1.0, nan, inf, -inf, 0.0, 100.0, -3.0, 0.5};
+  std::vector<double> av = {1.015, nan, inf, -inf, 0.0099, 100.9, -3.04, 0.5};
+  ok &= same_judgment("pass f32", {host_tensor(Dtype::f32, ev, {8}, {1})}, {host_tensor(Dtype::f32, av, {8}, {1})},
+                      Verdict::passed);
+  // NaN against a number, an infinity against a number, one value out of tolerance: the first failing element is reported.
+  std::vector<double> bad = {1.0, 2.0, inf, -inf, 0.0, 102.0, -3.0, 0.5};
+  ok &= same_judgment("fail f32", {host_tensor(Dtype::f32, ev, {8}, {1})}, {host_tensor(Dtype::f32, bad, {8}, {1})},
+                      Verdict::incorrect_numerical);
+  std::vector<double> late = ev;
+  late[6] = -3.2;
+  ok &= same_judgment("fail late f16", {host_tensor(Dtype::f16, ev, {8}, {1})}, {host_tensor(Dtype::f16, late, {8}, {1})},
+                      Verdict::incorrect_numerical);
+  // A transposed (strided) candidate against a contiguous expected: element order is row-major over the shape.
+  std::vector<double> rows = {1, 2, 3, 4, 5, 6};        // [2, 3] contiguous
+  std::vector<double> cols = {1, 4, 2, 5, 3, 6.5};      // the same [2, 3] stored column-major, last element off
+  ok &= same_judgment("strided bf16", {host_tensor(Dtype::bf16, rows, {2, 3}, {3, 1})},
+                      {host_tensor(Dtype::bf16, cols, {2, 3}, {1, 2})}, Verdict::incorrect_numerical);
+  cols[5] = 6;
+  ok &= same_judgment("strided pass bf16", {host_tensor(Dtype::bf16, rows, {2, 3}, {3, 1})},
+                      {host_tensor(Dtype::bf16, cols, {2, 3}, {1, 2})}, Verdict::passed);
+  // Integers and booleans, several outputs (the second fails), and a dtype mismatch.
+  ok &= same_judgment("i64 + b8", {host_tensor(Dtype::i64, {5, -7, 1LL << 40}, {3}, {1}), host_tensor(Dtype::b8, {1, 0}, {2}, {1})},
+                      {host_tensor(Dtype::i64, {5, -7, 1LL << 40}, {3}, {1}), host_tensor(Dtype::b8, {1, 1}, {2}, {1})},
+                      Verdict::incorrect_numerical);
+  ok &= same_judgment("dtype", {host_tensor(Dtype::f32, {1}, {1}, {1})}, {host_tensor(Dtype::f16, {1}, {1}, {1})},
+                      Verdict::incorrect_dtype);
+  // A large output (many blocks, atomics across them): one bad element near the end.
+  std::vector<double> big(3'000'001);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = std::sin(static_cast<double>(i));
+  std::vector<double> big_bad = big;
+  big_bad[2'999'000] += 0.5;
+  big_bad[2'999'999] += 0.7;
+  ok &= same_judgment("large f32", {host_tensor(Dtype::f32, big, {3'000'001}, {1})},
+                      {host_tensor(Dtype::f32, big_bad, {3'000'001}, {1})}, Verdict::incorrect_numerical);
+  return ok;
+}
+
+// One line materialized on the host, and again with its tensors left to the device: same bytes.
+bool check_device_materialize() {
+  ParseReport line = parse_text(
+      "Operator: aten.where.self\n"
+      "cnt: 1, ((T([300, 7], f16, stride=(10, 1)), T([64, 33], bf16), T([5, 1000], f32, stride=(1, 5)), "
+      "T([2000], f64), T([70, 3], b8), T([40], i64), T([1000], f16)), {})\n",
+      "device-materialize");
+  if (!line.ok()) {
+    std::printf("FAIL device materialize: the line does not parse\n");
+    return false;
+  }
+  const Args& args = line.trace.operators[0].lines[0].args;
+  auto host = materialize_call("aten.where.self", args, 7, 3, false);
+  auto deferred = materialize_call("aten.where.self", args, 7, 3, false, 100);
+  if (!host || !deferred) {
+    std::printf("FAIL device materialize: materialize_call\n");
+    return false;
+  }
+  bool ok = true;
+  std::size_t left_to_device = 0;
+  for (std::size_t k = 0; k < args.positional.size(); ++k) {
+    const HostTensor& h = *host->positional[k].tensor;
+    const HostTensor& d = *deferred->positional[k].tensor;
+    if (!d.device_fill) {  // small or integral: filled on the host either way
+      ok &= d.storage && *d.storage == *h.storage;
+      continue;
+    }
+    ++left_to_device;
+    const std::size_t bytes = h.storage->size();
+    void* p = nullptr;
+    cudaMalloc(&p, bytes);
+    auto st = device_fill(p, d.dtype, h.span(), *d.device_fill, nullptr);
+    std::vector<std::byte> back(bytes);
+    cudaMemcpy(back.data(), p, bytes, cudaMemcpyDeviceToHost);
+    cudaFree(p);
+    const bool same = st && back == *h.storage;
+    std::printf("%s device materialize argument %zu (%s, %lld storage elements)\n", same ? "PASS" : "FAIL", k,
+                dtype_abbrev(d.dtype), static_cast<long long>(h.span()));
+    ok &= same;
+  }
+  if (left_to_device != 6) {
+    std::printf("FAIL device materialize: %zu tensors left to the device, expected 6\n", left_to_device);
+    ok = false;
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main() {
@@ -129,6 +279,8 @@ int main() {
     std::printf("FAIL hand-written lines do not parse: %s\n", hand.format_error(hand.errors[0]).c_str());
     return 1;
   }
+  ok &= check_device_judge();
+  ok &= check_device_materialize();
   ok &= run(hand.trace, RunOptions{}, "hand");
   ok &= run(hand.trace, RunOptions{}, "hand-vs-gpu-reference", Judge::reference);
   const char* shared = std::getenv("KB_SHARED_DIR");
