@@ -296,6 +296,65 @@ __global__ void elementwise_kernel(const ElemParams P) {
   }
 }
 
+// The contiguous fast path: every tensor operand and the output walk one
+// stride-1 dim (after merging) in one dtype DT (f16, bf16 or f32), 16-byte
+// aligned. Each thread loads whole 16-byte vectors of every input and stores
+// one of the output, with the same conversions and math as the generic kernel
+// (so results are bitwise the same); the generic kernel's per-element offset
+// arithmetic and 2-byte accesses ran big f16 tensors at a fifth of torch's speed.
+template <int DT>
+__device__ __forceinline__ float vec_lane(const uint4& v, int e) {
+  if constexpr (DT == kF32) {
+    return reinterpret_cast<const float*>(&v)[e];
+  } else if constexpr (DT == kF16) {
+    return __half2float(reinterpret_cast<const __half*>(&v)[e]);
+  } else {
+    return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(&v)[e]);
+  }
+}
+template <int DT>
+__device__ __forceinline__ void vec_set(uint4& v, int e, float x) {
+  if constexpr (DT == kF32) {
+    reinterpret_cast<float*>(&v)[e] = x;
+  } else if constexpr (DT == kF16) {
+    reinterpret_cast<__half*>(&v)[e] = __float2half_rn(x);
+  } else {
+    reinterpret_cast<__nv_bfloat16*>(&v)[e] = __float2bfloat16_rn(x);
+  }
+}
+
+template <int DT>
+__global__ void elementwise_vec_kernel(const ElemParams P) {
+  constexpr int E = DT == kF32 ? 4 : 8;  // elements per 16 bytes
+  const std::int64_t nvec = P.n / E;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (std::int64_t v = tid; v < nvec; v += step) {
+    uint4 in[3];
+#pragma unroll
+    for (int k = 0; k < 3; ++k)
+      if (k < P.nin && !P.o[k + 1].is_const) in[k] = reinterpret_cast<const uint4*>(P.o[k + 1].ptr)[v];
+    uint4 out;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      float x[3] = {0.f, 0.f, 0.f};
+#pragma unroll
+      for (int k = 0; k < 3; ++k)
+        if (k < P.nin) x[k] = P.o[k + 1].is_const ? static_cast<float>(P.o[k + 1].cval) : vec_lane<DT>(in[k], e);
+      vec_set<DT>(out, e, apply<float>(P.op, x[0], x[1], x[2], P.p));
+    }
+    reinterpret_cast<uint4*>(P.o[0].ptr)[v] = out;
+  }
+  for (std::int64_t i = nvec * E + tid; i < P.n; i += step) {  // the last n % E elements
+    float x[3] = {0.f, 0.f, 0.f};
+    for (int k = 0; k < P.nin; ++k) {
+      const Operand& o = P.o[k + 1];
+      x[k] = o.is_const ? static_cast<float>(o.cval) : load<float>(o.ptr + i * o.esize, o.dtype);
+    }
+    store<float>(P.o[0].ptr + i * P.o[0].esize, P.o[0].dtype, apply<float>(P.op, x[0], x[1], x[2], P.p));
+  }
+}
+
 int dt_code(Dtype d) {
   if (is_complex(d)) fail(std::string("complex dtype ") + dtype_abbrev(d) + " is not supported on CUDA");
   return static_cast<int>(d);
@@ -428,6 +487,26 @@ Launch elementwise(EOp op, const DView& out, std::vector<EIn> ins, std::array<do
   }
   const bool narrow = reach < (std::int64_t{1} << 31) && !g_reference;
   const int threads = 256, grid = grid_for((P.n + kIlp - 1) / kIlp, threads);
+  // The contiguous fast path (elementwise_vec_kernel): one dtype, stride 1, 16-byte aligned.
+  int vec = -1;
+  if (!use_double && P.rank == 1 && (out.dtype == Dtype::f16 || out.dtype == Dtype::bf16 || out.dtype == Dtype::f32)) {
+    vec = dt_code(out.dtype);
+    for (int k = 0; k <= P.nin && vec >= 0; ++k) {
+      const Operand& o = P.o[k];
+      if (k > 0 && o.is_const) continue;
+      if (o.dtype != vec || (P.n > 1 && o.stride[0] != 1) || reinterpret_cast<std::uintptr_t>(o.ptr) % 16 != 0) vec = -1;
+    }
+  }
+  if (vec >= 0) {
+    const int vgrid = grid_for((P.n + 7) / 8, threads);
+    return [P, vgrid, vec, keep](void* stream) -> Status {
+      auto s = static_cast<cudaStream_t>(stream);
+      if (vec == kF16) elementwise_vec_kernel<kF16><<<vgrid, threads, 0, s>>>(P);
+      else if (vec == kBF16) elementwise_vec_kernel<kBF16><<<vgrid, threads, 0, s>>>(P);
+      else elementwise_vec_kernel<kF32><<<vgrid, threads, 0, s>>>(P);
+      return check_launch("elementwise kernel");
+    };
+  }
   return [P, grid, use_double, narrow, keep](void* stream) -> Status {
     auto s = static_cast<cudaStream_t>(stream);
     if (use_double) {
@@ -863,11 +942,12 @@ __global__ void row_kernel(const RowParams P) {
   }
 }
 
-Launch launch_rows(const RowParams& P, std::vector<std::shared_ptr<void>> keep) {
+// exact: compute in fp64 (the GPU reference always; see softmax_backward for the other use).
+Launch launch_rows(const RowParams& P, std::vector<std::shared_ptr<void>> keep, bool exact) {
   if (P.nrows == 0 || P.L == 0) {
     if (P.mode != kLayerNorm || P.nrows == 0) return [](void*) { return ok_status(); };
   }
-  const bool wide = P.L > 1024, exact = g_reference;
+  const bool wide = P.L > 1024;
   return [P, wide, exact, keep](void* stream) -> Status {
     auto s = static_cast<cudaStream_t>(stream);
     const int rows = static_cast<int>(std::min<std::int64_t>(P.nrows, 65535 * 8));
@@ -924,7 +1004,7 @@ Launch softmax(const DView& out, const DView& x, std::int64_t dim, bool log) {
   P.as = scalar ? 0 : x.strides[static_cast<std::size_t>(dim)];
   P.os = scalar ? 0 : out.strides[static_cast<std::size_t>(dim)];
   row_layout(P, x.shape, scalar ? 0 : static_cast<std::size_t>(dim), x, out, nullptr);
-  return launch_rows(P, {out.keep, x.keep});
+  return launch_rows(P, {out.keep, x.keep}, g_reference);
 }
 
 Launch softmax_backward(const DView& out, const DView& grad, const DView& y, std::int64_t dim, bool log) {
@@ -946,7 +1026,11 @@ Launch softmax_backward(const DView& out, const DView& grad, const DView& y, std
   P.bs = scalar ? 0 : y.strides[d];
   P.os = scalar ? 0 : out.strides[d];
   row_layout(P, grad.shape, scalar ? 0 : d, grad, out, &y);
-  return launch_rows(P, {out.keep, grad.keep, y.keep});
+  // log_softmax's backward, grad - exp(y) * sum(grad), reaches the f16 overflow edge on long rows (vocabulary-
+  // sized sums of ~L/2), where fp32 rounding decides between -inf and -65504 against the fp64 oracle; an
+  // fp64 pass rounds once, like the oracle. The kernel stays memory-bound on Hopper's fp64 rate.
+  const bool exact = g_reference || (log && out.dtype == Dtype::f16 && P.L > 1024);
+  return launch_rows(P, {out.keep, grad.keep, y.keep}, exact);
 }
 
 Launch layer_norm(const DView& out, const DView& mean, const DView& rstd, const DView& x, const DView* w,
@@ -1001,7 +1085,8 @@ Launch layer_norm(const DView& out, const DView& mean, const DView& rstd, const 
   P.eps = eps;
   if (rows == 0) return sequence(std::move(steps));
   steps.push_back(launch_rows(P, {out.keep, x.keep, xs.keep, mean.keep, rstd.keep, w ? w->keep : nullptr,
-                                  b ? b->keep : nullptr}));
+                                  b ? b->keep : nullptr},
+                              g_reference));
   return sequence(std::move(steps));
 }
 
@@ -1076,7 +1161,7 @@ Launch layer_norm_backward(const DView& gx, const DView& gw, const DView& gb, co
     Q.out = at_offset(gx);
     Q.odt = dt_code(gx.dtype);
     Q.oes = static_cast<int>(dtype_size(gx.dtype));
-    steps.push_back(launch_rows(Q, keep));
+    steps.push_back(launch_rows(Q, keep, g_reference));
   }
   if (!gw.undefined || !gb.undefined) {
     auto acc_mem = device_alloc(static_cast<std::size_t>(2 * std::max<std::int64_t>(L, 1)) * sizeof(double));
