@@ -4,6 +4,7 @@
 usage: torch_baseline.py TRACE_FILE --out BASELINE.json [--ops A,B] [--limit-per-op N]
                          [--warmup 3] [--reps 20] [--seed 0]
                          [--max-elements 8388608] [--max-flops 4294967296] [--time-limit S]
+                         [--skip-saved LINES.json]
 
 For each line it builds the same tensors kb builds (same shapes, strides and
 dtypes: a storage buffer of 1 + sum((size-1)*stride) elements viewed with
@@ -168,7 +169,11 @@ def resolve(spelling):
     parts = spelling.split(".")
     if parts[0] != "aten" or len(parts) != 3:
         raise ValueError(f"not an aten overload: {spelling}")
-    return getattr(getattr(torch.ops.aten, parts[1]), parts[2])
+    packet = getattr(torch.ops.aten, parts[1])
+    if not hasattr(packet, parts[2]) and spelling in CANONICAL:
+        # traces name some overloads by their symbolic-shape spelling (aten.sum.SymInt), which torch.ops lacks
+        parts = CANONICAL[spelling].split(".")
+    return getattr(packet, parts[2])
 
 
 def time_line(fn, args, kwargs, warmup, reps):
@@ -198,10 +203,16 @@ def main():
     p.add_argument("--max-elements", type=int, default=1 << 23)
     p.add_argument("--max-flops", type=float, default=float(1 << 32))
     p.add_argument("--time-limit", type=float, default=0, help="seconds; later lines are skipped, the file is still written")
+    p.add_argument("--skip-saved", default="", help="a `kb backendbench run --save-lines` file: its lines are not timed "
+                   "(a resumed kb run keeps their baseline times from their own session)")
     o = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("torch_baseline.py: no CUDA device (the baseline is PyTorch eager on the GPU)")
     wanted = {CANONICAL.get(x, x) for x in o.ops.split(",") if x}
+    saved = set()
+    if o.skip_saved:
+        with open(o.skip_saved) as f:
+            saved = {(l["op"], l["index"]) for l in json.load(f)["lines"]}
     per_op = {}
     for op, spelling, n, text in read_trace(o.trace):
         per_op.setdefault(op, []).append((spelling, n, text))
@@ -217,7 +228,7 @@ def main():
             idx = sorted(sorted(idx, key=lambda i: input_elements(parsed[i]))[:o.limit_per_op])
         for i in idx:
             spelling, n, _ = lines[i]
-            if over_budget(op, parsed[i], o.max_elements, o.max_flops):
+            if (op, i) in saved or over_budget(op, parsed[i], o.max_elements, o.max_flops):
                 continue
             if o.time_limit and time.monotonic() - started > o.time_limit:
                 errors.setdefault(op, {})[str(i)] = "not run: --time-limit reached"

@@ -100,23 +100,30 @@ if [[ $what == *plugin-gpu* ]]; then
   rc=$?; echo "test_plugin_gpu.py: exit $rc"; tail -15 "$out/plugin_gpu_cli.log"; [ $rc -eq 0 ] || status=1
 fi
 if [[ $what == *aten-bb* ]]; then
-  # kb's CUDA ATen kernels on the BackendBench trace (judged against the CPU oracles, lines over the oracle budget not
-  # run) and PyTorch eager on the same lines in this session; writes backendbench.md (device, per-operator speedup,
-  # geomean, coverage). Both time each call between its own CUDA events, L2 warm, median of 20 after 3 warm-up calls.
-  # Every line (big ones against kb's GPU fp64 reference; estimated 8-10 min, untested): BB_KB_ARGS=--gpu-reference
-  #   BB_TORCH_ARGS="--max-elements 0 --max-flops 0" BB_TORCH_TIMEOUT=150 BB_KB_TIMEOUT=420 (one call must stay under 10 min)
+  # kb's CUDA ATen kernels on the BackendBench trace and PyTorch eager on the same lines in this session; writes
+  # backendbench.md (device, per-operator speedup, geomean, coverage) and backendbench_lines.json (every line's
+  # outcome). Both time each call between its own CUDA events, L2 warm, median of 20 after 3 warm-up calls.
+  #   aten-bb:      lines within the CPU oracle budget, judged against the CPU oracles (the rest not judged)
+  #   aten-bb-full: every line; those over the budget judged against kb's GPU fp64 reference (on the device)
+  # A run cut by its time limit continues in the next call: copy its backendbench_lines.json to
+  # .devcarry/bb_saved.json before the call (kb takes those lines as they are; torch skips them).
   bb=.devcarry/shared/backendbench/tritonbench-op-traces.txt
   bbops=$($kb backendbench ops --device cuda)
+  kb_args=(); torch_args=(); saved=()
+  if [[ $what == *aten-bb-full* ]]; then kb_args=(--gpu-reference); torch_args=(--max-elements 0 --max-flops 0); fi
+  [ -s .devcarry/bb_saved.json ] && saved=(.devcarry/bb_saved.json)
   tt=${BB_TORCH_TIMEOUT:-240}
   timeout $tt python3 tools/backendbench/torch_baseline.py "$bb" --ops "$bbops" --time-limit $((tt - 30)) \
-      --out "$out/torch_baseline.json" ${BB_TORCH_ARGS:-} > "$out/torch_baseline.log" 2>&1
+      --out "$out/torch_baseline.json" "${torch_args[@]}" ${saved[@]+--skip-saved "${saved[@]}"} ${BB_TORCH_ARGS:-} \
+      > "$out/torch_baseline.log" 2>&1
   echo "torch baseline: exit $?"; tail -2 "$out/torch_baseline.log"
   kbt=${BB_KB_TIMEOUT:-330}; base=()
   [ -s "$out/torch_baseline.json" ] && base=(--baseline "$out/torch_baseline.json")
   timeout $kbt $kb backendbench run "$bb" --device cuda ${base[@]+"${base[@]}"} --time-limit $((kbt - 40)) \
-      --markdown "$out/backendbench.md" ${BB_KB_ARGS:-} > "$out/backendbench.txt" 2>&1
+      --markdown "$out/backendbench.md" --save-lines "$out/backendbench_lines.json" "${kb_args[@]}" \
+      ${saved[@]+--resume "${saved[@]}"} ${BB_KB_ARGS:-} > "$out/backendbench.txt" 2>&1
   rc=$?; echo "kb backendbench run --device cuda: exit $rc"
-  grep -E "^device|^score|^coverage|^fully correct|not judged|not run|GPU fp64 reference|STOPPED" "$out/backendbench.txt"
+  grep -E "^device|^score|^coverage|^fully correct|^time|^resumed|not judged|not run|GPU fp64 reference|STOPPED" "$out/backendbench.txt"
   [ $rc -le 1 ] || status=1
 fi
 exit $status
