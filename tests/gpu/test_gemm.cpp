@@ -6,8 +6,8 @@
 // Shapes: N x K of real definitions (4096 x 4096, 128 x 2048, 256 x 7168,
 // 28672 x 4096 with small M) and awkward ones (N = 97 with K = 72, a multiple
 // of 8 but not of the kernel's 64-wide step; K = 70, not a multiple of 8: the
-// gemv refuses it and kb_cuda_gemm falls back to cuBLASLt), M in {1, 3, 16,
-// 17, 128, 257}, float16 and bfloat16, plus a call with A misaligned by 2
+// gemv refuses it and kb_cuda_gemm falls back to cuBLASLt), M in {1, 3, 8,
+// 16, 17, 128, 257}, float16 and bfloat16, plus a call with A misaligned by 2
 // bytes (gemv refuses, cuBLASLt must cope). Every case runs twice with fresh
 // random A (B fresh per shape), on a non-blocking stream, with C poisoned
 // (NaN) before each run: the second run also checks that the gemv's split-K
@@ -280,7 +280,7 @@ int main() {
   cudaStream_t stream = nullptr;
   if (!cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
 
-  const std::vector<std::int64_t> all_m = {1, 3, 16, 17, 128, 257};
+  const std::vector<std::int64_t> all_m = {1, 3, 8, 16, 17, 128, 257};
   const std::vector<Shape> shapes = {
       {4096, 4096, all_m},       {128, 2048, all_m}, {256, 7168, {1, 16, 17}},
       {28672, 4096, {1, 3, 16, 17}}, {97, 72, all_m},    {97, 70, all_m},
