@@ -36,6 +36,10 @@ using namespace kb::backendbench;
 
 namespace {
 
+// The 512 x 1024 x 384 mm and addmm and the bf16 bmm are over matmul_cuda.cpp's
+// kMinTunedFlops: their first plan times cuBLASLt's candidates, which write
+// the output (addmm with beta != 0: its bias copy must still come first); the
+// repeated mm takes the cached algorithm.
 const char* const kLines = R"TRACE(Operator: aten.add.Tensor
 cnt: 1, ((T([2, 3, 5], f16), T([5], f16)), {})
 cnt: 1, ((T([4, 8], f32, stride=(1, 4)), T([4, 1], f32)), {'alpha': 2})
@@ -74,10 +78,14 @@ cnt: 1, ((T([4, 8, 5, 5], f16), T([4, 8, 5, 5], f16), T([8], f16), T([8], f16), 
 Operator: aten.mm.default
 cnt: 1, ((T([33, 40], f16), T([40, 17], f16)), {})
 cnt: 1, ((T([33, 40], f32, stride=(1, 33)), T([40, 17], f32, stride=(1, 40))), {})
+cnt: 1, ((T([512, 1024], f16), T([1024, 384], f16)), {})
+cnt: 1, ((T([512, 1024], f16), T([1024, 384], f16)), {})
 Operator: aten.bmm.default
 cnt: 1, ((T([3, 16, 24], f16), T([3, 24, 8], f16, stride=(192, 1, 24))), {})
+cnt: 1, ((T([4, 256, 512], bf16), T([4, 512, 256], bf16, stride=(131072, 1, 512))), {})
 Operator: aten.addmm.default
 cnt: 1, ((T([17], f16), T([33, 40], f16), T([40, 17], f16, stride=(1, 40))), {})
+cnt: 1, ((T([384], f16), T([512, 1024], f16), T([1024, 384], f16, stride=(1, 1024))), {'beta': 0.5, 'alpha': 2})
 Operator: aten.cat.default
 cnt: 1, (([T([2, 3], f16), T([2, 5], f16), T([0], f16)], 1), {})
 Operator: aten.constant_pad_nd.default

@@ -6,12 +6,16 @@
 // Shapes: N x K of real definitions (4096 x 4096, 128 x 2048, 256 x 7168,
 // 28672 x 4096 with small M) and awkward ones (N = 97 with K = 72, a multiple
 // of 8 but not of the kernel's 64-wide step; K = 70, not a multiple of 8: the
-// gemv refuses it and kb_cuda_gemm falls back to cuBLASLt), M in {1, 3, 16,
-// 17, 128, 257}, float16 and bfloat16, plus a call with A misaligned by 2
+// gemv refuses it and kb_cuda_gemm falls back to cuBLASLt), M in {1, 3, 8,
+// 16, 17, 128, 257}, float16 and bfloat16, plus a call with A misaligned by 2
 // bytes (gemv refuses, cuBLASLt must cope). Every case runs twice with fresh
 // random A (B fresh per shape), on a non-blocking stream, with C poisoned
 // (NaN) before each run: the second run also checks that the gemv's split-K
-// counters were left at zero and that cached plans still work.
+// counters were left at zero and that cached plans still work. cuBLASLt
+// plans are autotuned on their first call (the candidates write C before the
+// real run does); one case (M = 129, 4096 x 4096) runs with
+// KB_CUBLASLT_AUTOTUNE=0, and every plan's note is printed at the end: none
+// may be left untimed or have had no candidate run.
 //
 // Without a usable device it prints "skipped: no CUDA device (<reason>)" and
 // exits 77 (meson's skip code).
@@ -22,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -275,7 +280,7 @@ int main() {
   cudaStream_t stream = nullptr;
   if (!cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
 
-  const std::vector<std::int64_t> all_m = {1, 3, 16, 17, 128, 257};
+  const std::vector<std::int64_t> all_m = {1, 3, 8, 16, 17, 128, 257};
   const std::vector<Shape> shapes = {
       {4096, 4096, all_m},       {128, 2048, all_m}, {256, 7168, {1, 16, 17}},
       {28672, 4096, {1, 3, 16, 17}}, {97, 72, all_m},    {97, 70, all_m},
@@ -316,10 +321,35 @@ int main() {
         }
         for (std::int64_t M : s.Ms) check_case(impl, def, t, M, s.N, s.K, false, b_host, buf, stream, seed++);
         if (s.N == 4096 && s.K == 4096) check_case(impl, def, t, 3, s.N, s.K, true, b_host, buf, stream, seed++);
+        if (s.N == 4096 && s.K == 4096 && impl.name == "kb_cublaslt_gemm") {
+          // A new plan with autotuning off: the heuristic's first algorithm.
+          setenv("KB_CUBLASLT_AUTOTUNE", "0", 1);
+          check_case(impl, def, t, 129, s.N, s.K, false, b_host, buf, stream, seed++);
+          unsetenv("KB_CUBLASLT_AUTOTUNE");
+          const std::string problem = fmt::format(": {} M=129 N=4096 K=4096:", dtype_name(t));
+          bool found = false;
+          for (const std::string& note : kb::kernels::gemm_cuda::cublaslt_plan_notes())
+            if (note.find(problem) != std::string::npos) {
+              found = true;
+              if (note.find("autotuning off") == std::string::npos)
+                fail(fmt::format("KB_CUBLASLT_AUTOTUNE=0 did not keep the heuristic's choice: {}", note));
+            }
+          if (!found) fail(fmt::format("no cuBLASLt plan note for {}", problem));
+        }
       }
     }
   }
   cudaStreamDestroy(stream);
+  // Every plan was first called on an uncaptured stream: each must be tuned
+  // (or have had one candidate only, or autotuning off), with a candidate run.
+  const std::vector<std::string> notes = kb::kernels::gemm_cuda::cublaslt_plan_notes();
+  if (notes.size() != kb::kernels::gemm_cuda::cublaslt_plan_count())
+    fail(fmt::format("{} plan notes for {} plans", notes.size(), kb::kernels::gemm_cuda::cublaslt_plan_count()));
+  for (const std::string& note : notes) {
+    std::printf("plan %s\n", note.c_str());
+    if (note.find("not timed yet") != std::string::npos || note.find("none of its") != std::string::npos)
+      fail("cuBLASLt plan not autotuned: " + note);
+  }
   if (skipped_impls) std::printf("note: %d (implementation, shape) pairs skipped: cuBLASLt not found\n", skipped_impls);
   std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "passed", g_failures);
   return g_failures ? 1 : 0;

@@ -1,42 +1,144 @@
 #!/usr/bin/env python3
-"""kb against PyTorch on the same shapes, in one run on one GPU (issue 4).
+"""kb against PyTorch on the same shapes, on one GPU (issue 4).
 
-1. Writes a dataset of benchmark workloads (the shipped gemm and rmsnorm
-   definitions and kb's bundled silu_and_mul ones, batch sizes 1..32768) and
-   runs `kb bench --device cuda --trials 1` on it: every kb CUDA solution is
-   judged against kb's oracle and timed by kb (CUDA events, L2 flushed,
-   graph-captured samples).
-2. Times PyTorch on the same shapes with the same method in spirit: CUDA
-   events around each call, L2 flushed before each sample (a buffer twice the
-   L2 size), samples queued behind torch.cuda._sleep so host launch gaps are
-   not timed, median of the samples.
-3. Measures the device copy bandwidth (torch copy of 1 GiB) and an empty
-   kernel, and writes benchmark.md (ratios, bars) and benchmark.json.
+Per op family (gemm, rmsnorm, silu_and_mul; --families picks some):
+1. Times PyTorch on the family's shapes: CUDA events around each call, L2
+   flushed before each sample (a buffer twice the L2 size), samples queued
+   behind torch.cuda._sleep so host launch gaps are not timed, median.
+2. Writes a dataset of those shapes (the shipped gemm and rmsnorm definitions
+   and kb's bundled silu_and_mul ones, batch sizes 1..32768) and runs
+   `kb bench --device cuda --trials 1` on it: every kb CUDA solution is judged
+   against kb's oracle and timed by kb (CUDA events, L2 flushed,
+   graph-captured samples, median).
+3. Rewrites benchmark.md (ratios) and benchmark.json with every family done
+   so far, so a run cut short keeps what it measured.
+The device copy bandwidth (torch copy of 1 GiB) and an empty kernel are
+measured first. Progress lines carry the time since the start.
+
+Where time goes: kb bench makes fresh inputs and judges every (workload,
+solution) before timing it (up to 1.5 s of samples each), so the gemm
+family's big shapes dominate. Each kb code path is measured once: for
+M <= kCudaGemmGemvMaxM (kernels/gemm/cuda/gemm_cuda.hpp) kb_cuda_gemm runs the
+gemv kernel (kb_cuda_gemv's path) and kb_cublaslt_gemm is measured beside it;
+above, kb_cuda_gemm is kb_cublaslt_gemm's path and runs alone
+(--all-solutions runs all three everywhere). To fit a device call, run one
+family per call, split a family with --shard K/N, and set --time-limit below
+the caller's timeout; --merge joins the benchmark.json files of several calls.
 """
 import argparse
 import glob
 import json
 import os
+import re
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
-import torch
-import torch.nn.functional as F
-
+FAMILIES = ("gemm", "rmsnorm", "silu_and_mul")
 GEMM_M = [1, 2, 4, 8, 16, 32, 128, 512, 2048, 8192]
 NORM_B = [1, 16, 128, 1024, 4096, 16384, 32768]
+NORM_NAMES = ("rmsnorm_h4096", "rmsnorm_h7168", "fused_add_rmsnorm_h4096", "fused_add_rmsnorm_h7168",
+              "rmsnorm_h2048", "rmsnorm_h128")
 
 p = argparse.ArgumentParser()
-p.add_argument("--kb", required=True)
-p.add_argument("--definitions", required=True, help="FlashInfer-Bench definitions dir")
-p.add_argument("--bundled", required=True, help="kb's kernels/ dir")
+p.add_argument("--kb")
+p.add_argument("--definitions", help="FlashInfer-Bench definitions dir")
+p.add_argument("--bundled", help="kb's kernels/ dir")
 p.add_argument("--out", required=True)
 p.add_argument("--quick", action="store_true", help="fewer shapes")
+p.add_argument("--families", default=",".join(FAMILIES), help="comma-separated, of " + ", ".join(FAMILIES))
+p.add_argument("--shard", default="1/1", help="K/N: the K-th of N slices of each family's definitions")
+p.add_argument("--only", default="", help="comma-separated definition names (default: all of the families')")
+p.add_argument("--all-solutions", action="store_true",
+               help="every kb solution at every shape, even where two run the same code")
+p.add_argument("--time-limit", type=float, default=0,
+               help="seconds: start no kb run after this and stop a running one; 0: none")
+p.add_argument("--merge", nargs="+", metavar="JSON", help="join these benchmark.json files into --out; no GPU")
 args = p.parse_args()
+
+T0 = time.time()
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')} +{time.time() - T0:6.1f}s] {msg}", flush=True)
+
+
+def fmt_num(x, digits=4):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def write_outputs(meta, rows, parts=None):
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "benchmark.json"), "w") as fh:
+        json.dump({"meta": meta, "rows": rows, **({"parts": parts} if parts else {})}, fh, indent=1)
+    metas = parts or [meta]
+    lines = [f"# kb vs PyTorch on {metas[0]['device']}", ""]
+    for m in metas:
+        lines.append(f"torch {m['torch']}; copy bandwidth (torch, 1 GiB D2D, read+write) {m['copy_bandwidth_gbs']:.0f} "
+                     f"GB/s; empty kernel {m['empty_kernel_ms'] * 1000:.1f} us; families done: "
+                     f"{', '.join(m['families_done']) or 'none'}"
+                     + (f"; not finished: {', '.join(m['families_cut'])}" if m.get("families_cut") else "")
+                     + (f"; definitions shard {m['shard']}" if m.get("shard", "1/1") != "1/1" else "")
+                     + f" ({m['elapsed_s']:.0f} s).")
+    lines += ["", "Latencies are medians of cold samples (L2 flushed). ratio = kb / torch (below 1: kb faster). "
+              "All kb rows were judged against kb's oracle in the same run.", "",
+              "| definition | batch | solution | status | kb ms | torch ms | baseline | ratio | kb % copy BW |",
+              "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: |"]
+    for r in sorted(rows, key=lambda r: (r["definition"], r["value"], r["solution"])):
+        frac = r["kb_fraction_of_copy_bw"]
+        lines.append(f"| {r['definition']} | {r['value']} | {r['solution']} | {r['status']} | {fmt_num(r['kb_ms'])} | "
+                     f"{fmt_num(r['torch_ms'])} | {r['baseline']} | {fmt_num(r['ratio'], 3)} | "
+                     f"{'-' if frac is None else f'{100 * frac:.0f}%'} |")
+    with open(os.path.join(args.out, "benchmark.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return lines
+
+
+if args.merge:
+    parts, rows = [], []
+    for f in args.merge:
+        with open(f) as fh:
+            doc = json.load(fh)
+        parts += doc.get("parts") or [doc["meta"]]
+        rows += doc["rows"]
+    merged = dict(parts[0], families_done=sorted({f for m in parts for f in m["families_done"]}),
+                  families_cut=sorted({f for m in parts for f in m.get("families_cut", [])}),
+                  elapsed_s=sum(m["elapsed_s"] for m in parts))
+    print("\n".join(write_outputs(merged, rows, parts)))
+    sys.exit(0)
+
+for need in ("kb", "definitions", "bundled"):
+    if not getattr(args, need):
+        p.error(f"--{need} is required (unless --merge)")
+families = [f for f in args.families.split(",") if f]
+if not families or any(f not in FAMILIES for f in families):
+    p.error(f"--families takes some of {', '.join(FAMILIES)}; got {args.families!r}")
+m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
+if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+    p.error(f"--shard is K/N with 1 <= K <= N; got {args.shard!r}")
+shard_k, shard_n = int(m.group(1)), int(m.group(2))
+only = {n for n in args.only.split(",") if n}
+deadline = T0 + args.time_limit if args.time_limit > 0 else None
+
+
+class Stop(Exception):
+    """SIGTERM (e.g. from `timeout`): write what was measured, then exit."""
+
+
+def on_term(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop; a second must not cut the writing of results
+    raise Stop(f"signal {signum}")
+
+
+signal.signal(signal.SIGTERM, on_term)
+
+import torch  # noqa: E402 (not needed by --merge)
+import torch.nn.functional as F  # noqa: E402
 
 dev = torch.device("cuda")
 props = torch.cuda.get_device_properties(0)
@@ -80,57 +182,61 @@ def load_defs(pattern):
     return out
 
 
-gemm_defs = load_defs(os.path.join(args.definitions, "gemm", "*.json"))
-norm_defs = [d for d in load_defs(os.path.join(args.definitions, "rmsnorm", "*.json"))
-             if d["name"] in ("rmsnorm_h4096", "rmsnorm_h7168", "fused_add_rmsnorm_h4096", "fused_add_rmsnorm_h7168",
-                              "rmsnorm_h2048", "rmsnorm_h128")]
-silu_defs = load_defs(os.path.join(args.bundled, "silu_and_mul", "definitions", "*.json"))
-if args.quick:  # what fits one 10-minute device call
-    GEMM_M = [1, 16, 128, 1024, 8192]
-    NORM_B = [1, 128, 4096, 32768]
-    gemm_defs = [d for d in gemm_defs if d["name"] in ("gemm_n4096_k4096", "gemm_n28672_k4096")]
-    norm_defs = [d for d in norm_defs if d["name"] in ("rmsnorm_h4096", "rmsnorm_h7168", "fused_add_rmsnorm_h7168")]
-    silu_defs = [d for d in silu_defs if d["name"] == "silu_and_mul_i14336"]
+def gemv_max_m():
+    """kb_cuda_gemm's gemv/cuBLASLt crossover, read from its header; None if not found."""
+    try:
+        with open(os.path.join(args.bundled, "gemm", "cuda", "gemm_cuda.hpp")) as fh:
+            found = re.search(r"kCudaGemmGemvMaxM\s*=\s*(\d+)", fh.read())
+        return int(found.group(1)) if found else None
+    except OSError:
+        return None
 
-# 1. the dataset and kb's run
-tmp = tempfile.mkdtemp(prefix="kb-compare-")
-os.makedirs(os.path.join(tmp, "definitions"))
-os.makedirs(os.path.join(tmp, "workloads"))
-cases = []  # (definition, axis name, value)
-for d, axis, values in ([(d, "M", GEMM_M) for d in gemm_defs] + [(d, "batch_size", NORM_B) for d in norm_defs] +
-                        [(d, "num_tokens", NORM_B) for d in silu_defs]):
-    with open(os.path.join(tmp, "definitions", d["name"] + ".json"), "w") as fh:
-        json.dump(d, fh)
-    with open(os.path.join(tmp, "workloads", d["name"] + ".jsonl"), "w") as fh:
-        for v in values:
-            wl = {"uuid": str(uuid.uuid4()), "axes": {axis: v}, "inputs": {k: {"type": "random"} for k in d["inputs"]}}
-            fh.write(json.dumps({"definition": d["name"], "workload": wl, "solution": None, "evaluation": None}) + "\n")
-            cases.append((d, axis, v))
 
-kb_out = os.path.join(args.out, "compare-kb")
-t0 = time.time()
-r = subprocess.run([args.kb, "bench", tmp, "--device", "cuda", "--trials", "1", "--out", kb_out],
-                   capture_output=True, text=True)
-print(r.stdout[-6000:])
-print(r.stderr[-3000:], file=sys.stderr)
-print(f"kb bench took {time.time() - t0:.0f} s", file=sys.stderr)
-kb_results = {}  # (definition, value) -> {solution: (status, latency_ms, extra)}
-for f in glob.glob(os.path.join(kb_out, "traces", "*", "*", "*.jsonl")):
-    for line in open(f):
-        t = json.loads(line)
-        ev = t["evaluation"]
-        v = list(t["workload"]["axes"].values())[0]
-        perf = ev.get("performance") or {}
-        kb_results.setdefault((t["definition"], v), {})[t["solution"]] = (
-            ev["status"], perf.get("latency_ms"), perf.get("extra") or {})
+def family_plan(family):
+    """[(run name, [(definition, axis, value)], kb solutions or None for all)] for one family."""
+    gemm_m, norm_b = GEMM_M, NORM_B
+    if family == "gemm":
+        defs = load_defs(os.path.join(args.definitions, "gemm", "*.json"))
+        if args.quick:  # what fits one 10-minute device call
+            gemm_m = [1, 16, 128, 1024, 8192]
+            defs = [d for d in defs if d["name"] in ("gemm_n4096_k4096", "gemm_n28672_k4096")]
+        axis, values = "M", gemm_m
+    elif family == "rmsnorm":
+        defs = [d for d in load_defs(os.path.join(args.definitions, "rmsnorm", "*.json")) if d["name"] in NORM_NAMES]
+        if args.quick:
+            norm_b = [1, 128, 4096, 32768]
+            defs = [d for d in defs if d["name"] in ("rmsnorm_h4096", "rmsnorm_h7168", "fused_add_rmsnorm_h7168")]
+        axis, values = "batch_size", norm_b
+    else:
+        defs = load_defs(os.path.join(args.bundled, "silu_and_mul", "definitions", "*.json"))
+        if args.quick:
+            norm_b = [1, 128, 4096, 32768]
+            defs = [d for d in defs if d["name"] == "silu_and_mul_i14336"]
+        axis, values = "num_tokens", norm_b
+    if only:
+        defs = [d for d in defs if d["name"] in only]
+    defs = defs[shard_k - 1::shard_n]
+    cases = lambda vs: [(d, axis, v) for d in defs for v in vs]  # noqa: E731
+    crossover = gemv_max_m() if family == "gemm" else None
+    if family != "gemm" or args.all_solutions or crossover is None:
+        if family == "gemm" and not args.all_solutions:
+            log("gemm: kCudaGemmGemvMaxM not found in kernels/gemm/cuda/gemm_cuda.hpp; running every solution")
+        return [(family, cases(values), None)]
+    small = [v for v in values if v <= crossover]
+    large = [v for v in values if v > crossover]
+    runs = []
+    if small:  # kb_cuda_gemm = the gemv kernel here; cuBLASLt beside it
+        runs.append((f"gemm-m-le-{crossover}", cases(small), ["kb_cuda_gemm", "kb_cublaslt_gemm"]))
+    if large:  # kb_cuda_gemm = kb_cublaslt_gemm's path here
+        runs.append((f"gemm-m-gt-{crossover}", cases(large), ["kb_cuda_gemm"]))
+    return runs
 
-# 2. PyTorch on the same shapes
+
 torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-rows = []
-bw = copy_bandwidth_gbs()
-empty_ms = time_torch(lambda: torch.cuda._sleep(0))
-for d, axis, v in cases:
-    name = d["name"]
+
+
+def torch_case(d, axis, v):
+    """(median ms, bytes, flops, baseline name) of PyTorch on one shape."""
     ax = {k: a.get("value") for k, a in d["axes"].items()}
     ax[axis] = v
     if d["op_type"] == "gemm":
@@ -138,10 +244,8 @@ for d, axis, v in cases:
         A = torch.randn(v, ax["K"], dtype=dt, device=dev)
         B = torch.randn(ax["N"], ax["K"], dtype=dt, device=dev)
         ms = time_torch(lambda: torch.matmul(A, B.T))
-        nbytes = (A.numel() + B.numel() + v * ax["N"]) * A.element_size()
-        flops = 2 * v * ax["N"] * ax["K"]
-        baseline = "torch.matmul"
-    elif d["op_type"] == "rmsnorm":
+        return ms, (A.numel() + B.numel() + v * ax["N"]) * A.element_size(), 2 * v * ax["N"] * ax["K"], "torch.matmul"
+    if d["op_type"] == "rmsnorm":
         h = ax["hidden_size"]
         x = torch.randn(v, h, dtype=torch.bfloat16, device=dev)
         w = torch.randn(h, dtype=torch.bfloat16, device=dev)
@@ -149,50 +253,165 @@ for d, axis, v in cases:
         if "residual" in d["inputs"]:
             res = torch.randn_like(x)
             ms = time_torch(lambda: F.rms_norm(x + res, (h,), w, eps))
-            nbytes = 3 * x.numel() * 2 + h * 2  # read x and r, write out
-            baseline = "F.rms_norm(x + r)"
-        else:
-            ms = time_torch(lambda: F.rms_norm(x, (h,), w, eps))
-            nbytes = 2 * x.numel() * 2 + h * 2
-            baseline = "F.rms_norm"
-        flops = 0
-    else:  # silu_and_mul
-        i = ax["intermediate_size"]
-        x = torch.randn(v, 2 * i, dtype=torch.bfloat16, device=dev)
-        ms = time_torch(lambda: F.silu(x[:, :i]) * x[:, i:])
-        nbytes = 3 * v * i * 2
-        flops = 0
-        baseline = "F.silu(x1) * x2"
-    sols = kb_results.get((name, v), {})
-    for sol, (status, lat, extra) in sorted(sols.items()):
-        rows.append({"definition": name, "axis": axis, "value": v, "solution": sol, "status": status,
-                     "kb_ms": lat, "torch_ms": ms, "baseline": baseline, "bytes": nbytes, "flops": flops,
-                     "ratio": (lat / ms) if lat else None,
-                     "kb_fraction_of_copy_bw": (nbytes / (lat * 1e-3) / 1e9 / bw) if lat else None,
-                     "kb_copy_bw_gbs": extra.get("copy_bandwidth_gbs"), "graph": extra.get("graph")})
-    if not sols:
-        rows.append({"definition": name, "axis": axis, "value": v, "solution": "-", "status": "NOT RUN",
-                     "kb_ms": None, "torch_ms": ms, "baseline": baseline, "bytes": nbytes, "flops": flops,
-                     "ratio": None, "kb_fraction_of_copy_bw": None})
+            return ms, 3 * x.numel() * 2 + h * 2, 0, "F.rms_norm(x + r)"  # read x and r, write out
+        ms = time_torch(lambda: F.rms_norm(x, (h,), w, eps))
+        return ms, 2 * x.numel() * 2 + h * 2, 0, "F.rms_norm"
+    i = ax["intermediate_size"]  # silu_and_mul
+    x = torch.randn(v, 2 * i, dtype=torch.bfloat16, device=dev)
+    ms = time_torch(lambda: F.silu(x[:, :i]) * x[:, i:])
+    return ms, 3 * v * i * 2, 0, "F.silu(x1) * x2"
 
-os.makedirs(args.out, exist_ok=True)
+
+def time_torch_cases(cases):
+    """{(definition, value): torch_case(...)}, logged per definition."""
+    out, t, current = {}, time.time(), None
+    for d, axis, v in cases:
+        if current not in (None, d["name"]):
+            log(f"torch {current}: done ({time.time() - t:.1f} s)")
+            t = time.time()
+        current = d["name"]
+        out[(d["name"], v)] = torch_case(d, axis, v)
+    if current:
+        log(f"torch {current}: done ({time.time() - t:.1f} s)")
+    torch.cuda.empty_cache()  # leave the device memory to kb
+    return out
+
+
+kb_proc = None
+stopped = None  # set when SIGTERM came
+
+
+def read_kb_traces(out):
+    """{(definition, value): {solution: (status, ms, extra)}} from the traces kb bench wrote under out."""
+    results = {}
+    for f in glob.glob(os.path.join(out, "traces", "*", "*", "*.jsonl")):
+        for tline in open(f):
+            try:
+                tr = json.loads(tline)
+            except json.JSONDecodeError:  # a line cut by a kill
+                continue
+            ev = tr["evaluation"]
+            v = list(tr["workload"]["axes"].values())[0]
+            perf = ev.get("performance") or {}
+            results.setdefault((tr["definition"], v), {})[tr["solution"]] = (
+                ev["status"], perf.get("latency_ms"), perf.get("extra") or {})
+    return results
+
+
+def run_kb(name, cases, solutions):
+    """Runs kb bench on the cases: (read_kb_traces' results, whether it finished). After SIGTERM it stops kb, sets
+    `stopped` and returns what kb had recorded."""
+    global kb_proc, stopped
+    if deadline and time.time() >= deadline:
+        log(f"kb bench {name}: not started (time limit)")
+        return {}, False
+    tmp = tempfile.mkdtemp(prefix=f"kb-compare-{name}-")
+    os.makedirs(os.path.join(tmp, "definitions"))
+    os.makedirs(os.path.join(tmp, "workloads"))
+    by_def = {}
+    for d, axis, v in cases:
+        by_def.setdefault(d["name"], (d, axis, []))[2].append(v)
+    for dname, (d, axis, values) in by_def.items():
+        with open(os.path.join(tmp, "definitions", dname + ".json"), "w") as fh:
+            json.dump(d, fh)
+        with open(os.path.join(tmp, "workloads", dname + ".jsonl"), "w") as fh:
+            for v in values:
+                wl = {"uuid": str(uuid.uuid4()), "axes": {axis: v},
+                      "inputs": {k: {"type": "random"} for k in d["inputs"]}}
+                fh.write(json.dumps({"definition": dname, "workload": wl, "solution": None, "evaluation": None}) + "\n")
+    out = os.path.join(args.out, "compare-kb", name)
+    cmd = [args.kb, "bench", tmp, "--device", "cuda", "--trials", "1", "--out", out]
+    if solutions:
+        cmd += ["--solutions", ",".join(solutions)]
+    jobs = f"{len(cases) * len(solutions)}" if solutions else f"{len(cases)}+"  # every solution: at least one each
+    log(f"kb bench {name}: {len(by_def)} definitions, {len(cases)} shapes, "
+        f"{'solutions ' + ','.join(solutions) if solutions else 'every solution'} ({jobs} evaluations)")
+    t, done, cut = time.time(), 0, False
+    kb_proc = proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    timer = None
+    if deadline:
+        def expire():
+            nonlocal cut
+            cut = True
+            proc.kill()
+        timer = threading.Timer(max(0.0, deadline - time.time()), expire)
+        timer.start()
+    try:
+        for line in kb_proc.stdout:
+            line = line.rstrip()
+            if re.match(r"\S+ +\S+=\d+ ", line):  # a result row: definition, axes, solution, status, ...
+                done += 1
+                log(f"kb [{done}/{jobs}] {line}")
+            elif line:
+                log(f"kb: {line}")
+        rc = kb_proc.wait()
+    except Stop as e:
+        stopped, rc = str(e), None
+    finally:
+        if timer:
+            timer.cancel()
+        if kb_proc.poll() is None:
+            kb_proc.kill()
+            kb_proc.wait()
+        kb_proc = None
+    how = f"stopped by {stopped}" if stopped else "STOPPED at the time limit" if cut else f"exit {rc}"
+    log(f"kb bench {name}: {how} after {time.time() - t:.0f} s")
+    return read_kb_traces(out), not cut and not stopped
+
+
+log(f"families {','.join(families)}, shard {args.shard}" + (f", time limit {args.time_limit:.0f} s" if deadline else ""))
+bw = copy_bandwidth_gbs()
+empty_ms = time_torch(lambda: torch.cuda._sleep(0))
+log(f"copy bandwidth {bw:.0f} GB/s, empty kernel {empty_ms * 1000:.1f} us")
 meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_bandwidth_gbs": bw,
-        "empty_kernel_ms": empty_ms, "l2_bytes": L2}
-with open(os.path.join(args.out, "benchmark.json"), "w") as fh:
-    json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+        "empty_kernel_ms": empty_ms, "l2_bytes": L2, "families_requested": families, "families_done": [],
+        "families_cut": [], "shard": args.shard, "elapsed_s": 0.0}
+rows = []
+try:
+    for family in families:
+        finished = True
+        for name, cases, solutions in family_plan(family):
+            if deadline and time.time() >= deadline:
+                log(f"{name}: not started (time limit)")
+                finished = False
+                kb, ran = {}, False
+                torch_ms = {}
+            else:
+                torch_ms = time_torch_cases(cases)
+                kb, ran = run_kb(name, cases, solutions)
+                finished &= ran
+            for d, axis, v in cases:
+                t_ms, nbytes, flops, baseline = torch_ms.get((d["name"], v), (None, None, None, "-"))
+                sols = kb.get((d["name"], v), {})
+                for sol, (status, lat, extra) in sorted(sols.items()):
+                    rows.append({"definition": d["name"], "axis": axis, "value": v, "solution": sol, "status": status,
+                                 "kb_ms": lat, "torch_ms": t_ms, "baseline": baseline, "bytes": nbytes,
+                                 "flops": flops, "ratio": (lat / t_ms) if lat and t_ms else None,
+                                 "kb_fraction_of_copy_bw": (nbytes / (lat * 1e-3) / 1e9 / bw) if lat and nbytes else None,
+                                 "kb_copy_bw_gbs": extra.get("copy_bandwidth_gbs"), "graph": extra.get("graph")})
+                if not sols:
+                    rows.append({"definition": d["name"], "axis": axis, "value": v, "solution": "-",
+                                 "status": "NOT RUN" if ran else "NOT RUN (time limit)", "kb_ms": None,
+                                 "torch_ms": t_ms, "baseline": baseline, "bytes": nbytes, "flops": flops,
+                                 "ratio": None, "kb_fraction_of_copy_bw": None})
+            meta["elapsed_s"] = time.time() - T0
+            write_outputs(meta, rows)  # partial results after every kb run
+            if stopped:
+                raise Stop(stopped)
+        meta["families_done" if finished else "families_cut"].append(family)
+        meta["elapsed_s"] = time.time() - T0
+        write_outputs(meta, rows)
+        log(f"{family}: {'done' if finished else 'not finished (time limit)'}; {args.out}/benchmark.md written")
+except Stop as e:
+    stopped = str(e)
+    if kb_proc is not None and kb_proc.poll() is None:  # stopped while reading kb's output
+        kb_proc.kill()
+    meta["families_cut"] = [f for f in families if f not in meta["families_done"]]
+    meta["elapsed_s"] = time.time() - T0
+    write_outputs(meta, rows)
+    log(f"stopped by {stopped}: partial results in {args.out}/benchmark.md")
 
-lines = [f"# kb vs PyTorch on {meta['device']}", "",
-         f"torch {meta['torch']}; copy bandwidth (torch, 1 GiB D2D, read+write) {bw:.0f} GB/s; "
-         f"empty kernel {empty_ms*1000:.1f} us. Latencies are medians of cold samples (L2 flushed). "
-         "ratio = kb / torch (below 1: kb faster). All kb rows were judged against kb's oracle in the same run.", "",
-         "| definition | batch | solution | status | kb ms | torch ms | baseline | ratio | kb % copy BW |",
-         "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: |"]
-for r_ in rows:
-    f = lambda x, p=4: "-" if x is None else f"{x:.{p}f}"
-    frac = r_["kb_fraction_of_copy_bw"]
-    frac_text = "-" if frac is None else f"{100 * frac:.0f}%"
-    lines.append(f"| {r_['definition']} | {r_['value']} | {r_['solution']} | {r_['status']} | {f(r_['kb_ms'])} | "
-                 f"{f(r_['torch_ms'])} | {r_['baseline']} | {f(r_['ratio'], 3)} | {frac_text} |")
-with open(os.path.join(args.out, "benchmark.md"), "w") as fh:
-    fh.write("\n".join(lines) + "\n")
-print("\n".join(lines))
+print("\n".join(write_outputs(meta, rows)), flush=True)
+log(f"families done: {', '.join(meta['families_done']) or 'none'}"
+    + (f"; not finished: {', '.join(meta['families_cut'])}" if meta["families_cut"] else ""))
+sys.exit(3 if stopped or meta["families_cut"] else 0)

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -26,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../common/cublaslt_autotune.hpp"
 #include "gemv.hpp"
 
 namespace kb::kernels::gemm_cuda {
@@ -50,6 +52,7 @@ struct LtApi {
   decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
   decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
   decltype(&cublasLtMatmul) matmul = nullptr;
+  decltype(&cublasLtMatmulAlgoConfigGetAttribute) algo_config_get = nullptr;  // optional: describes algorithms
 };
 
 template <class Fn>
@@ -90,6 +93,7 @@ LtApi load_api() {
   }
   std::string optional;
   bind(api.lib, "cublasLtGetStatusString", api.status_string, optional);
+  bind(api.lib, "cublasLtMatmulAlgoConfigGetAttribute", api.algo_config_get, optional);
   return api;
 }
 
@@ -111,6 +115,24 @@ Error lt_error(const char* what, cublasStatus_t s) {
   return make_error(code, fmt::format("{}: {}", what, lt_status(s)));
 }
 
+// "algo 21 tile 23 stages 12 split-K 1": cuBLASLt's configuration ids
+// (cublasLt.h's enums), or "configuration unknown".
+std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
+  const LtApi& lt = api();
+  if (!lt.algo_config_get) return "configuration unknown";
+  std::int32_t id = -1, split_k = 1;
+  std::uint32_t tile = 0, stages = 0;
+  std::size_t written = 0;
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr, void* value, std::size_t bytes) {
+    return lt.algo_config_get(&algo, attr, value, bytes, &written) == CUBLAS_STATUS_SUCCESS;
+  };
+  if (!get(CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id)) return "configuration unknown";
+  get(CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+  get(CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages);
+  get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k, sizeof split_k);
+  return fmt::format("algo {} tile {} stages {} split-K {}", id, tile, stages, split_k);
+}
+
 Error cuda_failure(const char* what, cudaError_t e) {
   return make_error(e == cudaErrorMemoryAllocation ? Code::out_of_memory : Code::cuda_error,
                     fmt::format("{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e)));
@@ -118,10 +140,10 @@ Error cuda_failure(const char* what, cudaError_t e) {
 
 // ---- per-device handles, per-stream scratch, per-problem plans ----------------
 
-// How many of the heuristic's algorithms the first call of a problem times,
-// and how many back-to-back runs each.
-constexpr int kTuneCandidates = 6;
-constexpr int kTuneReps = 5;
+struct Candidate {
+  cublasLtMatmulAlgo_t algo{};
+  int rank = 0;  // its place in the heuristic's answer (0: the heuristic's choice)
+};
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -129,10 +151,12 @@ struct Plan {
   cublasLtMatrixLayout_t b = nullptr;  // describes A's buffer (cuBLAS "B")
   cublasLtMatrixLayout_t c = nullptr;  // C and D
   cublasLtMatmulAlgo_t algo{};
-  // The heuristic's best few algorithms, in its order; `algo` is the first
-  // until the plan is tuned (see tune_plan_locked), then the fastest measured.
-  std::vector<cublasLtMatmulAlgo_t> candidates;
+  // The heuristic's algorithms that fit kb's workspace, in its order; `algo`
+  // is the first until the plan is tuned (tune_plan_locked), then the fastest.
+  std::vector<Candidate> candidates;
   bool tuned = false;
+  std::string problem;  // "bfloat16 M=.. N=.. K=.."
+  std::string note;     // how `algo` was chosen, for cublaslt_plan_notes()
 };
 
 struct PlanKey {
@@ -257,40 +281,50 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
     if (auto s = lt.pref_set(pref, attr, &value, sizeof value); s != CUBLAS_STATUS_SUCCESS)
       return lt_error("cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)", s);
 
-  cublasLtMatmulHeuristicResult_t results[kTuneCandidates]{};
+  cublasLtMatmulHeuristicResult_t results[kLtTuneCandidates]{};
   int count = 0;
   cublasStatus_t s =
-      lt.heuristic(handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, kTuneCandidates, results, &count);
-  const cublasLtMatmulHeuristicResult_t& result = results[0];
-  if (s != CUBLAS_STATUS_SUCCESS || count < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
-    std::string why = s != CUBLAS_STATUS_SUCCESS ? lt_status(s)
-                      : count < 1                ? std::string("no algorithm returned")
-                                                 : lt_status(result.state);
+      lt.heuristic(handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, kLtTuneCandidates, results, &count);
+  std::string why = s != CUBLAS_STATUS_SUCCESS ? lt_status(s) : std::string("no algorithm returned");
+  for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < count && i < kLtTuneCandidates; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) {
+      why = lt_status(results[i].state);
+    } else if (results[i].workspaceSize > workspace_bytes) {  // the preference should rule these out already
+      why = fmt::format("algorithm wants {} bytes of workspace, more than {}", results[i].workspaceSize, workspace_bytes);
+    } else {
+      plan->candidates.push_back(Candidate{results[i].algo, i});
+    }
+  }
+  if (plan->candidates.empty())
     return make_error(Code::unsupported,
                       fmt::format("cuBLASLt has no algorithm for {} gemm M={} N={} K={} (alignment A {} B {} C {}): {}",
                                   dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K, key.align_a,
                                   key.align_b, key.align_c, why));
+  plan->algo = plan->candidates.front().algo;
+  plan->problem = fmt::format("{} M={} N={} K={}", dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K);
+  const std::string& problem = plan->problem;
+  if (!cublaslt_autotune_enabled()) {
+    plan->tuned = true;
+    plan->note = fmt::format("{}: the heuristic's first of {} ({}; autotuning off: KB_CUBLASLT_AUTOTUNE=0)", problem,
+                             plan->candidates.size(), describe_algo(plan->algo));
+  } else if (plan->candidates.size() == 1) {
+    plan->tuned = true;
+    plan->note = fmt::format("{}: the heuristic's only algorithm ({})", problem, describe_algo(plan->algo));
+  } else {
+    plan->note = fmt::format("{}: the heuristic's first of {}, not timed yet", problem, plan->candidates.size());
   }
-  if (result.workspaceSize > workspace_bytes)
-    return make_error(Code::internal, fmt::format("cuBLASLt algorithm wants {} bytes of workspace, more than {}",
-                                                  result.workspaceSize, workspace_bytes));
-  plan->algo = result.algo;
-  for (int i = 0; i < count && i < kTuneCandidates; ++i)
-    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspace_bytes)
-      plan->candidates.push_back(results[i].algo);
-  plan->tuned = plan->candidates.size() <= 1;
   guard.p = nullptr;
   return plan;
 }
 
-// The heuristic's first choice is not always the fastest (it predicts; it
-// does not measure). The first call of a problem on a stream that is not
-// being captured times each candidate (one untimed run, then kTuneReps timed
-// back to back, on the caller's buffers: beta = 0, so C is only written and
-// the caller's final call overwrites it) and keeps the fastest. This is
-// planning, done once per problem like cuBLASLt's own heuristic query, so it
-// happens in a solution's warm-up, never inside timed samples. A candidate
-// that fails to run is skipped; if none runs, the heuristic's choice stays.
+// Times the plan's candidates on the caller's operands and stream and keeps
+// the fastest (kernels/common/cublaslt_autotune.hpp): the first call of a
+// problem on a stream that is not being captured, so in a solution's
+// correctness call, never inside timed samples; a captured first call leaves
+// the heuristic's choice until a later uncaptured call. Samples are cold (L2
+// flushed), as kb times solutions. beta = 0: C is only written, and the
+// caller's own run overwrites it. If no candidate runs, the heuristic's
+// choice stays.
 Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const GemmProblem& p, const StreamScratch& scratch) {
   const LtApi& lt = api();
   auto stream = static_cast<cudaStream_t>(p.stream);
@@ -298,40 +332,34 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const GemmProblem& 
   if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
     return cuda_failure("cudaStreamIsCapturing", e);
   if (capture != cudaStreamCaptureStatusNone) return ok_status();  // tune on a later, uncaptured call
-  cudaEvent_t start = nullptr, stop = nullptr;
-  if (cudaError_t e = cudaEventCreate(&start); e != cudaSuccess) return cuda_failure("cudaEventCreate", e);
-  if (cudaError_t e = cudaEventCreate(&stop); e != cudaSuccess) {
-    cudaEventDestroy(start);
-    return cuda_failure("cudaEventCreate", e);
-  }
   const float alpha = 1.f, beta = 0.f;
-  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
-    return lt.matmul(handle, plan.op, &alpha, p.B, plan.a, p.A, plan.b, &beta, p.C, plan.c, p.C, plan.c, &algo,
-                     scratch.lt_workspace, scratch.lt_bytes, stream);
+  auto run = [&](int c, void* s) -> Status {
+    const cublasLtMatmulAlgo_t& algo = plan.candidates[static_cast<std::size_t>(c)].algo;
+    cublasStatus_t st = lt.matmul(handle, plan.op, &alpha, p.B, plan.a, p.A, plan.b, &beta, p.C, plan.c, p.C, plan.c,
+                                  &algo, scratch.lt_workspace, scratch.lt_bytes, static_cast<cudaStream_t>(s));
+    return st == CUBLAS_STATUS_SUCCESS ? ok_status() : lt_error("cublasLtMatmul (autotuning)", st);
   };
-  float best_ms = 0.f;
-  Status status = ok_status();
-  for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
-    if (run(algo) != CUBLAS_STATUS_SUCCESS) continue;
-    bool ran = cudaEventRecord(start, stream) == cudaSuccess;
-    for (int r = 0; ran && r < kTuneReps; ++r) ran = run(algo) == CUBLAS_STATUS_SUCCESS;
-    ran = ran && cudaEventRecord(stop, stream) == cudaSuccess;
-    float ms = 0.f;
-    if (cudaError_t e = cudaEventSynchronize(stop); e != cudaSuccess) {
-      status = cuda_failure("timing cuBLASLt candidates (cudaEventSynchronize)", e);
-      break;
-    }
-    if (!ran || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) continue;
-    if (best_ms == 0.f || ms < best_ms) {
-      best_ms = ms;
-      plan.algo = algo;
-    }
+  auto ms = median_ms_of_candidates(static_cast<int>(plan.candidates.size()), run, p.stream, /*cold_l2=*/true);
+  if (!ms) return ms.error();
+  std::size_t best = plan.candidates.size();
+  for (std::size_t i = 0; i < ms->size(); ++i)
+    if ((*ms)[i] >= 0 && (best == plan.candidates.size() || (*ms)[i] < (*ms)[best])) best = i;
+  std::string times;  // "#0 0.0502, #1 0.0491, ..." by heuristic rank
+  for (std::size_t i = 0; i < ms->size(); ++i)
+    times += fmt::format("{}#{} {}", i ? ", " : "", plan.candidates[i].rank,
+                         (*ms)[i] >= 0 ? fmt::format("{:.4f}", (*ms)[i]) : std::string("failed"));
+  if (best == plan.candidates.size()) {
+    plan.note = fmt::format("{}: the heuristic's first; none of its {} algorithms ran when timed", plan.problem,
+                            plan.candidates.size());
+  } else {
+    plan.algo = plan.candidates[best].algo;
+    plan.note = fmt::format("{}: autotuned: the heuristic's #{} ({}) at {:.4f} ms; median ms of {} cold samples "
+                            "(#0: the heuristic's choice): {}",
+                            plan.problem, plan.candidates[best].rank, describe_algo(plan.algo), (*ms)[best],
+                            kLtTuneSamples, times);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  (void)cudaGetLastError();  // a candidate's launch error is not the caller's
-  if (status.ok()) plan.tuned = true;
-  return status;
+  plan.tuned = true;
+  return ok_status();
 }
 
 Result<const StreamScratch*> scratch_locked(State& st, int device, void* stream) {
@@ -428,6 +456,16 @@ std::size_t cublaslt_plan_count() {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
   return st.plans.size();
+}
+
+std::vector<std::string> cublaslt_plan_notes() {
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  std::vector<std::string> notes;
+  for (const auto& [key, plan] : st.plans)
+    notes.push_back(fmt::format("device {}: {}", key.device, plan->note));
+  std::sort(notes.begin(), notes.end());
+  return notes;
 }
 
 }  // namespace kb::kernels::gemm_cuda

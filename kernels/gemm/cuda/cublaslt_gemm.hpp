@@ -14,16 +14,22 @@
 //   timing it or capturing it in a CUDA graph; later calls allocate nothing.
 // - One plan per problem: (device, M, N, K, dtype, alignment of A, B and C)
 //   -> matmul and layout descriptors plus the algorithm to use. The
-//   heuristic (cublasLtMatmulAlgoGetHeuristic) is asked once per key for its
-//   best few algorithms; the first call of the key on a stream that is not
-//   being captured times each of them on the caller's buffers and keeps the
-//   fastest (a few ms, once: planning, like FlashInfer's plan step; that call
-//   synchronizes the stream). Plans are never freed (a var axis M has few
+//   heuristic (cublasLtMatmulAlgoGetHeuristic) is asked once per key for up
+//   to 8 algorithms (split-K reductions in fp32 only); the first call of the
+//   key on a stream that is not being captured times each of them on the
+//   caller's buffers with kb's timer (cold L2, median of 5 after 2 warm-up
+//   runs; kernels/common/cublaslt_autotune.hpp) and keeps the fastest. That
+//   is planning, once per key, like FlashInfer's plan step: it costs up to
+//   8 x 7 runs of the product plus L2 flushes, synchronizes the stream, and
+//   uses kb's L2 flush buffer (twice the L2 size, allocated once per
+//   device). Warm a stream up before timing it. KB_CUBLASLT_AUTOTUNE=0 keeps the heuristic's
+//   first algorithm instead. Plans are never freed (a var axis M has few
 //   distinct values in practice).
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "common/result.hpp"
 #include "gemm_problem.hpp"
@@ -48,5 +54,10 @@ Status cublaslt_gemm(const GemmProblem& p);
 
 // Number of cached plans (heuristic queries made so far), for tests.
 std::size_t cublaslt_plan_count();
+
+// One line per cached plan: the problem, which algorithm it runs and why
+// (autotuned: the winner's heuristic rank and configuration, every
+// candidate's median; or the heuristic's choice, and why not tuned).
+std::vector<std::string> cublaslt_plan_notes();
 
 }  // namespace kb::kernels::gemm_cuda

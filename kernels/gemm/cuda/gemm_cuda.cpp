@@ -142,7 +142,8 @@ void add_gemm_cuda(Registry& r) {
   gemm.device = Device::cuda;
   gemm.description = fmt::format(
       "C = A @ B.T, float16/bfloat16, fp32 accumulation: M <= {} -> kb's gemv kernel (tensor-core mma.sync, "
-      "streams B once), else cuBLASLt (TN, heuristic cached per shape)",
+      "streams B once), else cuBLASLt (TN, the heuristic's best 8 algorithms timed on first use per shape, the "
+      "fastest cached)",
       kCudaGemmGemvMaxM);
   gemm.supports = lt_supports;
   gemm.run_cuda = run_cuda_gemm;
@@ -152,8 +153,9 @@ void add_gemm_cuda(Registry& r) {
   lt.name = "kb_cublaslt_gemm";
   lt.author = "kb";
   lt.device = Device::cuda;
-  lt.description = "C = A @ B.T through cublasLtMatmul (TN, fp32 compute, 32 MiB workspace per stream, "
-                   "heuristic cached per shape); cuBLASLt opened at run time";
+  lt.description = "C = A @ B.T through cublasLtMatmul (TN, fp32 compute, 32 MiB workspace per stream, the "
+                   "heuristic's best 8 algorithms timed on first use per shape, the fastest cached; "
+                   "KB_CUBLASLT_AUTOTUNE=0: the heuristic's first); cuBLASLt opened at run time";
   lt.supports = lt_supports;
   lt.run_cuda = run_cublaslt_gemm;
   r.add(std::move(lt));

@@ -56,21 +56,40 @@
 //    K is also split across blocks (grid.y = splits): up to one resident
 //    wave, at least one 64-wide step per warp, and at most kMaxFinalLoads
 //    partials per thread in the final sum (so large M splits less). On an
-//    H200 (132 SMs): 4096 x 4096 runs 128 x 3 blocks of 8 warps at M <= 4
-//    (3 blocks/SM by registers) and 128 x 2 at M > 4; 256 x 7168 at M = 1
-//    runs 8 x 28 blocks of 4 warps; 28672 x 4096 runs 896 x 1 blocks over
-//    several waves (blocks are small, so the tail wave is short).
+//    H100 or H200 (132 SMs), with CUDA 13.0's register counts (70-80 at
+//    M <= 8, 91-102 above: 3 and 2 blocks of 256 threads per SM): 4096 x 4096
+//    runs 128 x 3 blocks of 8 warps at M <= 8 (12 MiB of weight loads in
+//    flight per round, 2-3 K steps per warp) and 128 x 2 above (8 MiB, 4
+//    steps); 256 x 7168 at M = 1 runs 8 x 28 blocks of 4 warps; 28672 x 4096
+//    runs 896 x 1 blocks over several waves (blocks are small, so the tail
+//    wave is short).
 //  - Split-K blocks write fp32 partials to per-stream scratch; the last block
 //    of a row block to arrive (atomic counter) sums the partials in split
 //    order (deterministic), writes C and resets the counter to zero.
 //
 // The weight is read with ld.global.nc.L1::no_allocate (read once: keep L1
-// for the activations, which every warp re-reads) and a 256-byte L2 prefetch
-// hint (a few percent faster than plain ld.global.nc in the same test);
-// activations with plain __ldg.
+// for the activations, which every warp re-reads), a 256-byte L2 prefetch
+// hint (a few percent faster than plain ld.global.nc in the same test) and
+// an L2 evict_first policy (read once: its lines go first, not lines other
+// work keeps in L2); activations with plain __ldg.
 //
-// Measured (H200, bf16, CUDA events around one call after a 256 MiB L2
-// flush, median of 30; kb_cuda_gemv vs kb_cublaslt_gemm, microseconds):
+// What bounds a cold sample. The L2 flush before it (kb's timer, and torch's
+// in tools/gpu/compare_torch.py) is a memset, which leaves L2 full of dirty
+// lines: a read that allocates a line in place of one makes L2 write it back
+// first. H200 (copy 4.24 TB/s read + write, 60 MiB L2, empty kernel 3.1 us),
+// reading the 33.6 MB of 4096 x 4096: 3.1 + 33.6 / 4.24 = 11.0 us without
+// write-backs, 3.1 + 67.1 / 4.24 = 18.9 us if each weight line evicts a
+// dirty one; measured torch.matmul 18.4-19.1, cuBLASLt 17.6-18.7, this kernel
+// (before evict_first) 15.5-17.6. Larger weights agree with the write-back
+// model (capped at the L2 size), not the other: 28672 x 4096, 58.5 vs 73.3 us
+// modelled, 67.6-71.7 measured; 128256 x 4096, 251 vs 266, 257-275. So
+// the split, the occupancy and the one-launch split-K tail (the last block
+// of a row block sums 2-3 partial tiles of M x 32 floats) are not what is
+// left; evict_first is, if L2 then replaces the kernel's own clean lines
+// instead of the flush's dirty ones (not yet measured).
+//
+// Measured before evict_first (H200, bf16, CUDA events around one call after
+// a 256 MiB L2 flush, median of 30; kb_cuda_gemv vs kb_cublaslt_gemm, us):
 //   N x K            M=1          M=8          M=16
 //   4096 x 4096      16.4 / 17.6  15.5 / 17.7  17.1 / 17.9
 //   28672 x 4096     70.4 / 68.7  67.6 / 70.9  70.9 / 71.0
@@ -118,11 +137,21 @@ struct Params {
   float* partials;         // [row_blocks][splits][M][kRowsPerBlock] (splits > 1)
 };
 
-__device__ __forceinline__ uint4 load_weight(const std::uint16_t* p) {
+// L2 policy for the weight stream: evict_first. Each weight byte is read
+// once, so its lines should be the next ones replaced, not lines other work
+// keeps in L2 (activations, KV, other kernels' dirty outputs, which would
+// have to be written back first).
+__device__ __forceinline__ std::uint64_t weight_l2_policy() {
+  std::uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ uint4 load_weight(const std::uint16_t* p, std::uint64_t policy) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+               : "l"(p), "l"(policy));
   return v;
 }
 
@@ -193,6 +222,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
     arow[mt] = p.A + static_cast<std::size_t>(aok[mt] ? 8 * mt + g : 0) * p.K + 8 * t;
   }
 
+  const std::uint64_t policy = weight_l2_policy();
   float acc[2][MT][4];
 #pragma unroll
   for (int rt = 0; rt < 2; ++rt)
@@ -210,7 +240,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
     uint4 v[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      v[j] = (bok[j] && kb + 8 * s8 < p.K) ? load_weight(brow[j] + kb) : make_uint4(0, 0, 0, 0);
+      v[j] = (bok[j] && kb + 8 * s8 < p.K) ? load_weight(brow[j] + kb, policy) : make_uint4(0, 0, 0, 0);
     uint4 x[kUnroll][MT];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {

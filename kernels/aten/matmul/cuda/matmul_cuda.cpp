@@ -8,14 +8,26 @@
 // with its own leading dimension, so transposed views need no copy. Other
 // layouts are copied to contiguous scratch first. bmm uses strided batches;
 // addmm broadcasts its bias into the output and runs with beta. fp32
-// accumulation and scale (CUBLAS_COMPUTE_32F), as PyTorch's default.
+// accumulation and scale (CUBLAS_COMPUTE_32F), as PyTorch's default; split-K
+// partial sums of f16/bf16 products reduced in fp32 too.
+//
+// The algorithm: one per problem key (device, dtypes, transposes, sizes,
+// leading dimensions, batch strides, alignments), cached for the process. On
+// a key's first plan, the heuristic's best kLtTuneCandidates algorithms are
+// timed on the plan's operands (kernels/common/cublaslt_autotune.hpp; warm
+// L2, as BackendBench lines are timed) and the fastest kept: plan time, never
+// inside a timed launch. Not tuned: the fp64 GPU reference
+// (cuda::reference_mode), products under kMinTunedFlops (all candidates take
+// about a launch's time), and KB_CUBLASLT_AUTOTUNE=0.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <map>
 #include <mutex>
 
+#include "../../../common/cublaslt_autotune.hpp"
 #include "../../common/args.hpp"
 #include "../../common/cuda_engine.hpp"
 #include "../../cuda_families.hpp"
@@ -43,6 +55,32 @@ struct Lt {
   void* workspace = nullptr;
   std::size_t workspace_bytes = std::size_t{32} << 20;
 };
+
+// Below this many flops (2 * batch * M * N * K) a product takes about a
+// kernel launch's time on Hopper, so timing candidates would rank noise.
+constexpr double kMinTunedFlops = double(1 << 27);
+
+// Everything the heuristic's answer depends on (the workspace size is fixed).
+struct AlgoKey {
+  int device = 0;
+  Dtype dtype = Dtype::f32;
+  std::int32_t trans_a = 0, trans_b = 0;
+  std::int64_t B = 0, M = 0, N = 0, K = 0, ld_a = 0, ld_b = 0, stride_a = 0, stride_b = 0;
+  std::uint32_t align_a = 0, align_b = 0, align_c = 0;
+  auto operator<=>(const AlgoKey&) const = default;
+};
+
+struct AlgoCache {
+  std::mutex mu;
+  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
+  void* tune_workspace = nullptr;  // candidates are timed here, never in a workspace a launch may be using
+};
+
+// Leaked on purpose, like the handle and workspace.
+AlgoCache& algo_cache() {
+  static AlgoCache* c = new AlgoCache;
+  return *c;
+}
 
 template <class Fn>
 void bind(void* lib, const char* name, Fn& fn, std::string& missing) {
@@ -143,6 +181,42 @@ char* ptr_of(const DView& v) {
   return static_cast<char*>(v.base) + v.offset * static_cast<std::int64_t>(dtype_size(v.dtype));
 }
 
+// Index of the fastest of `candidates` (the heuristic's order; 0 when none
+// could be timed), each run on the plan's operands with its real alpha and
+// beta: whatever they leave in pc, the launch rewrites (beta == 0), or its
+// addmm bias copy does first. Timed on a stream of its own, synchronized
+// before returning, in a workspace of its own (a launch on another stream may
+// be using the shared one). Called with cache.mu held.
+std::size_t fastest_locked(AlgoCache& cache, const std::vector<cublasLtMatmulAlgo_t>& candidates, const LtPlan& plan,
+                           const void* pa, const void* pb, void* pc, float alpha, float beta) {
+  const Lt& api = lt();
+  if (!cache.tune_workspace && cudaMalloc(&cache.tune_workspace, api.workspace_bytes) != cudaSuccess) {
+    cache.tune_workspace = nullptr;
+    (void)cudaGetLastError();
+    return 0;  // no memory to time in: the heuristic's choice
+  }
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  auto run = [&](int c, void* s) -> Status {
+    cublasStatus_t st = api.matmul(api.handle, plan.op, &alpha, pa, plan.la, pb, plan.lb, &beta, pc, plan.lc, pc,
+                                   plan.lc, &candidates[static_cast<std::size_t>(c)], cache.tune_workspace,
+                                   api.workspace_bytes, static_cast<cudaStream_t>(s));
+    return st == CUBLAS_STATUS_SUCCESS
+               ? ok_status()
+               : make_error(Code::cuda_error, fmt::format("cublasLtMatmul: status {}", static_cast<int>(st)));
+  };
+  auto ms = kb::kernels::median_ms_of_candidates(static_cast<int>(candidates.size()), run, stream, /*cold_l2=*/false);
+  cudaStreamDestroy(stream);
+  if (!ms) fail("timing cuBLASLt candidates: " + ms.error().message);  // the CUDA context broke
+  std::size_t best = 0;
+  for (std::size_t i = 0; i < ms->size(); ++i)
+    if ((*ms)[i] >= 0 && ((*ms)[best] < 0 || (*ms)[i] < (*ms)[best])) best = i;
+  return best;
+}
+
 Launch lt_matmul_in(const DView& out3, DView a3, DView m3, double alpha, double beta);
 
 // Rank-3 views (batch first) of a, m and out; out contiguous. The GPU
@@ -204,27 +278,63 @@ Launch lt_matmul_in(const DView& out3, DView a3, DView m3, double alpha, double 
   char* pa = ptr_of(m3);
   char* pb = ptr_of(a3);
   char* pc = ptr_of(out3);
-  cublasLtMatmulPreference_t pref = nullptr;
-  check_lt(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
-  std::uint64_t ws = api.workspace_bytes;
-  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   // Copied operands are not allocated yet when the plan is made: assume their 256-byte alignment.
   const std::uint32_t al_a = steps.empty() ? alignment_of(pa) : 16, al_b = steps.empty() ? alignment_of(pb) : 16;
   const std::uint32_t al_c = alignment_of(pc);
-  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
-  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
-  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
-  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  cublasStatus_t s = api.heuristic(api.handle, plan->op, plan->la, plan->lb, plan->lc, plan->lc, pref, 1, &result, &found);
-  api.pref_destroy(pref);
-  if (s != CUBLAS_STATUS_SUCCESS || found < 1)
-    fail(fmt::format("cuBLASLt has no algorithm for M={} N={} K={} batch={} ({})", M, N, K, B, static_cast<int>(s)));
-  plan->algo = result.algo;
   // Scale factors in the scale type: fp32, or fp64 for the reference.
   const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
   const double da = alpha, db = beta;
+
+  AlgoKey key;
+  if (cudaGetDevice(&key.device) != cudaSuccess) fail("cudaGetDevice failed");
+  key.dtype = a3.dtype;
+  key.trans_a = ta;
+  key.trans_b = tb;
+  key.B = B, key.M = M, key.N = N, key.K = K;
+  key.ld_a = om.ld, key.ld_b = oa.ld;
+  key.stride_a = B > 1 ? m3.strides[0] : 0, key.stride_b = B > 1 ? a3.strides[0] : 0;
+  key.align_a = al_a, key.align_b = al_b, key.align_c = al_c;
+  // Planned under the cache's lock: a key is asked of the heuristic (and tuned) once.
+  AlgoCache& cache = algo_cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  if (auto it = cache.algos.find(key); it != cache.algos.end()) {
+    plan->algo = it->second;
+  } else {
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_lt(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+    std::uint64_t ws = api.workspace_bytes;
+    api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (a3.dtype == Dtype::f16 || a3.dtype == Dtype::bf16) {
+      // Split-K partial sums reduced in the 16-bit output type lose up to half an output ulp each; keep them in
+      // fp32, as kernels/gemm/cuda/cublaslt_gemm.cpp does (tuning picks split-K algorithms more often than the
+      // heuristic's first choice).
+      const std::uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      api.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
+    }
+    api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+    api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
+    constexpr int kAsk = kb::kernels::kLtTuneCandidates;
+    cublasLtMatmulHeuristicResult_t results[kAsk]{};
+    int found = 0;
+    cublasStatus_t s =
+        api.heuristic(api.handle, plan->op, plan->la, plan->lb, plan->lc, plan->lc, pref, kAsk, results, &found);
+    api.pref_destroy(pref);
+    std::vector<cublasLtMatmulAlgo_t> candidates;
+    for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < found && i < kAsk; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= api.workspace_bytes)
+        candidates.push_back(results[i].algo);
+    if (candidates.empty())
+      fail(fmt::format("cuBLASLt has no algorithm for M={} N={} K={} batch={} ({})", M, N, K, B, static_cast<int>(s)));
+    plan->algo = candidates.front();
+    const double flops = 2.0 * static_cast<double>(B) * static_cast<double>(M) * static_cast<double>(N) *
+                         static_cast<double>(K);
+    if (candidates.size() > 1 && !f64 && !cuda::reference_mode() && flops >= kMinTunedFlops &&
+        kb::kernels::cublaslt_autotune_enabled())
+      plan->algo = candidates[fastest_locked(cache, candidates, *plan, pa, pb, pc, fa, fb)];
+    cache.algos.emplace(key, plan->algo);
+  }
   std::vector<std::shared_ptr<void>> keep{out3.keep, a3.keep, m3.keep};
   steps.push_back([plan, pa, pb, pc, fa, fb, da, db, f64, keep](void* stream) -> Status {
     const Lt& api = lt();
