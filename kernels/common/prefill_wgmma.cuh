@@ -84,6 +84,12 @@ __device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 
+// Arrive on the mbarrier once every cp.async this thread issued so far has
+// landed; .noinc: the arrival counts against the barrier's expected count.
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(std::uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
@@ -219,19 +225,29 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const std::uint
 
 }  // namespace wg
 
-// Tile shapes of one instantiation. BN keys per tile (64 or 128), STAGES
-// K/V stages in shared memory, OVERLAP: softmax of tile j + 1 under P(j) V(j).
-template <int BN_, int STAGES_, bool OVERLAP_>
+// Tile shapes of one instantiation.
+//  BN: keys per tile (64 or 128); STAGES: K / V stages in shared memory.
+//  OVERLAP: a consumer issues S(j) = Q K(j)^T and O += P(j-1) V(j-1)
+//    together and runs the softmax of tile j while P(j-1) V(j-1) runs.
+//  ASYNC: the producer signals `full` with cp.async.mbarrier.arrive.noinc
+//    (the arrival lands when the thread's copies have) and never blocks on
+//    its own copies; consumers run fence.proxy.async after the wait. Without
+//    it the producer waits for tile t - 1's copies (cp.async.wait_group 1)
+//    after issuing tile t, fences, and arrives: `full` of tile j then needs
+//    stage (j + 1) % STAGES free, which an OVERLAP consumer (holding V(j - 1)
+//    while it waits for K(j)) only guarantees with 3 stages or more.
+template <int BN_, int STAGES_, bool OVERLAP_, bool ASYNC_>
 struct WgmmaConfig {
   static constexpr int D = 128;  // head_dim of q, k and v
   static constexpr int BN = BN_, STAGES = STAGES_;
-  static constexpr bool OVERLAP = OVERLAP_;
+  static constexpr bool OVERLAP = OVERLAP_, ASYNC = ASYNC_;
   static constexpr int kConsumers = 2;
   static constexpr int BM = 64 * kConsumers;  // query rows (tokens) per CTA
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 128 * 40 + 256 * 232 <= 65536
   static_assert(BN == 64 || BN == 128, "S = Q K^T is one m64nBNk16 wgmma chain");
-  static_assert(STAGES >= 2, "the producer signals tile t - 1 after issuing tile t");
+  static_assert(STAGES >= 2, "two stages at least");
+  static_assert(ASYNC || !OVERLAP || STAGES >= 3, "deadlock: see ASYNC above");
   static constexpr std::uint32_t kHalf = 128;                     // bytes of one 64-column row half
   static constexpr std::uint32_t q_half_bytes = 64 * kHalf;       // 8 KB
   static constexpr std::uint32_t q_bytes = 2 * q_half_bytes;      // one consumer's Q
@@ -242,7 +258,7 @@ struct WgmmaConfig {
   static constexpr std::uint32_t v_off = k_off + STAGES * kv_bytes;
   static constexpr std::uint32_t tok_off = v_off + STAGES * kv_bytes;
   static constexpr std::uint32_t bar_off = tok_off + 2 * BN * sizeof(int);
-  static constexpr std::uint32_t used_bytes = bar_off + 2 * STAGES * 8;
+  static constexpr std::uint32_t used_bytes = bar_off + 4 * STAGES * 8;  // full K / V, empty K / V
   static constexpr std::size_t smem_bytes = used_bytes + 1024;  // slack to align the base to 1024
   static_assert(smem_bytes <= 227 * 1024, "shared memory of one CTA on sm_90");
   static_assert(k_off % 1024 == 0 && v_off % 1024 == 0 && kv_half_bytes % 1024 == 0, "swizzle atoms");
@@ -295,15 +311,19 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
   const std::uint32_t sbase = raw + pad;  // shared address, 1024-aligned
   unsigned char* gbase = smem_raw + pad;  // the same, generic pointer
   int* tok_s = reinterpret_cast<int*>(gbase + C::tok_off);
-  const std::uint32_t full_bar = sbase + C::bar_off;        // full[s] at full_bar + 8 s
-  const std::uint32_t empty_bar = full_bar + 8 * STAGES;    // empty[s] at empty_bar + 8 s
+  // mbarriers, 8 bytes each, [STAGES] per kind: stage s of kind k at bars + 8 (k STAGES + s).
+  const std::uint32_t bars = sbase + C::bar_off;
+  const std::uint32_t full_k = bars, full_v = bars + 8 * STAGES;
+  const std::uint32_t empty_k = bars + 16 * STAGES, empty_v = bars + 24 * STAGES;
 
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
-      wg::mbar_init(full_bar + 8 * s, 128);                // every producer thread
-      wg::mbar_init(empty_bar + 8 * s, 4 * C::kConsumers);  // every consumer warp
+      wg::mbar_init(full_k + 8 * s, 128);                // every producer thread
+      wg::mbar_init(full_v + 8 * s, 128);
+      wg::mbar_init(empty_k + 8 * s, 4 * C::kConsumers);  // every consumer warp
+      wg::mbar_init(empty_v + 8 * s, 4 * C::kConsumers);
     }
   }
   __syncthreads();
@@ -334,34 +354,50 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
     const int cc = pt % 16, r0 = pt / 16;
     const std::uint32_t dst0 = static_cast<std::uint32_t>(cc / 8) * C::kv_half_bytes + r0 * C::kHalf +
                                ((static_cast<std::uint32_t>(cc % 8) ^ static_cast<std::uint32_t>(r0)) << 4);
-    int reg_tok = (pt < BN && n > 0) ? tok_of(0, pt) : -1;
-    for (int t = 0; t < n; ++t) {
-      const int s = t % STAGES;
-      if (t >= STAGES) wg::mbar_wait(empty_bar + 8 * s, static_cast<std::uint32_t>((t / STAGES + 1) & 1));
-      int* toks = tok_s + (t & 1) * BN;
-      if (pt < BN) toks[pt] = reg_tok;
-      wg::named_bar_sync(1, 128);  // toks of tile t written (and everyone done with tile t - 2's)
-      reg_tok = (pt < BN && t + 1 < n) ? tok_of(t + 1, pt) : -1;  // next tile's row, in flight meanwhile
-      const std::uint32_t kd = sbase + C::k_off + s * C::kv_bytes + dst0;
-      const std::uint32_t vd = sbase + C::v_off + s * C::kv_bytes + dst0;
+    // One K or V tile: rows from toks, into the stage at `dst` (+ dst0).
+    auto copy_tile = [&](const int* toks, std::uint32_t dst, const std::uint16_t* base) {
 #pragma unroll
       for (int i = 0; i < BN / 8; ++i) {
         const int tok = toks[r0 + 8 * i];
         const std::int64_t off = static_cast<std::int64_t>(tok < 0 ? 0 : tok) * stride + cc * 8;
-        wg::cp_async16(kd + i * 8 * C::kHalf, k_base + off, tok >= 0);
-        wg::cp_async16(vd + i * 8 * C::kHalf, v_base + off, tok >= 0);
+        wg::cp_async16(dst + dst0 + i * 8 * C::kHalf, base + off, tok >= 0);
       }
-      cp_async_commit();
-      if (t > 0) {
-        cp_async_wait<1>();  // this thread's copies of tile t - 1 have landed
-        wg::fence_proxy_async();
-        wg::mbar_arrive(full_bar + 8 * ((t - 1) % STAGES));
+    };
+    int reg_tok = (pt < BN && n > 0) ? tok_of(0, pt) : -1;
+    for (int t = 0; t < n; ++t) {
+      const int s = t % STAGES;
+      const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
+      if (t >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
+      int* toks = tok_s + (t & 1) * BN;
+      if (pt < BN) toks[pt] = reg_tok;
+      wg::named_bar_sync(1, 128);  // toks of tile t written (and everyone done with tile t - 2's)
+      reg_tok = (pt < BN && t + 1 < n) ? tok_of(t + 1, pt) : -1;  // next tile's row, in flight meanwhile
+      copy_tile(toks, sbase + C::k_off + s * C::kv_bytes, k_base);
+      if constexpr (C::ASYNC) wg::cp_async_mbar_arrive_noinc(full_k + 8 * s);
+      if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
+      copy_tile(toks, sbase + C::v_off + s * C::kv_bytes, v_base);
+      if constexpr (C::ASYNC) {
+        wg::cp_async_mbar_arrive_noinc(full_v + 8 * s);
+      } else {
+        cp_async_commit();
+        if (t > 0) {
+          cp_async_wait<1>();  // this thread's copies of tile t - 1 have landed
+          wg::fence_proxy_async();
+          const int sp = (t - 1) % STAGES;
+          wg::mbar_arrive(full_k + 8 * sp);
+          wg::mbar_arrive(full_v + 8 * sp);
+        }
       }
     }
-    if (n > 0) {
-      cp_async_wait<0>();
-      wg::fence_proxy_async();
-      wg::mbar_arrive(full_bar + 8 * ((n - 1) % STAGES));
+    if constexpr (!C::ASYNC) {
+      if (n > 0) {
+        cp_async_wait<0>();
+        wg::fence_proxy_async();
+        wg::mbar_arrive(full_k + 8 * ((n - 1) % STAGES));
+        wg::mbar_arrive(full_v + 8 * ((n - 1) % STAGES));
+      }
+    } else {
+      cp_async_wait<0>();  // nothing of this thread in flight at exit
     }
   } else {
     // ---------------- consumers: 64 query rows each ----------------
@@ -387,8 +423,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
       }
       cp_async_commit();
       cp_async_wait<0>();
-      wg::fence_proxy_async();             // generic-proxy writes, read by wgmma (async proxy)
-      wg::named_bar_sync(2 + cw, 128);    // the whole warpgroup's Q rows
+      wg::fence_proxy_async();           // generic-proxy writes, read by wgmma (async proxy)
+      wg::named_bar_sync(2 + cw, 128);  // the whole warpgroup's Q rows
     }
 
     // Tiles this warpgroup computes: 0 .. nw - 1 (later ones hold no key of its
@@ -421,9 +457,21 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
     for (int k = 0; k < KP; ++k) pa[k][0] = pa[k][1] = pa[k][2] = pa[k][3] = 0u;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
 
-    // S = Q K^T of the tile in stage st (issue only).
-    auto issue_s = [&](int st) {
-      const std::uint64_t kd = wg::desc_add(k_desc0, st * C::kv_bytes);
+    // Wait until K (or V) of tile j is in its stage; reconverge the warp
+    // before the .aligned wgmma instructions.
+    auto wait_full = [&](std::uint32_t bar_kind, int j) {
+      wg::mbar_wait(bar_kind + 8 * (j % STAGES), static_cast<std::uint32_t>((j / STAGES) & 1));
+      if constexpr (C::ASYNC) wg::fence_proxy_async();  // cp.async writes (generic proxy) -> wgmma reads
+      __syncwarp();
+    };
+    // One arrival per warp: this warp's wgmma reads of K (or V) of tile j are done.
+    auto release = [&](std::uint32_t bar_kind, int j) {
+      __syncwarp();
+      if (lane == 0) wg::mbar_arrive(bar_kind + 8 * (j % STAGES));
+    };
+    // S = Q K(j)^T (issue only).
+    auto issue_s = [&](int j) {
+      const std::uint64_t kd = wg::desc_add(k_desc0, (j % STAGES) * C::kv_bytes);
 #pragma unroll
       for (int kk = 0; kk < KQ; ++kk) {
         const std::uint32_t qo = (kk / 4) * C::q_half_bytes + (kk % 4) * 32;
@@ -432,14 +480,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
         else wg::wgmma_ss_n64(s, wg::desc_add(q_desc, qo), wg::desc_add(kd, ko), kk > 0);
       }
     };
-    // O += P V of the tile in stage st (issue only).
-    auto issue_pv = [&](int st) {
-      const std::uint64_t vd = wg::desc_add(v_desc0, st * C::kv_bytes);
+    // O += P V(j) (issue only).
+    auto issue_pv = [&](int j) {
+      const std::uint64_t vd = wg::desc_add(v_desc0, (j % STAGES) * C::kv_bytes);
 #pragma unroll
       for (int kk = 0; kk < KP; ++kk) wg::wgmma_rs_n128_tb(o, pa[kk], wg::desc_add(vd, kk * 16 * C::kHalf), 1);
     };
     // Mask tile j, online softmax: s <- P = exp2(S * scale - m) (fp32), l
-    // updated; returns the factor O must be scaled by.
+    // updated; alpha: the factor O must be scaled by.
     auto softmax = [&](int j, float (&alpha)[2]) {
       float mx[2] = {-INFINITY, -INFINITY};
       const bool need_mask = (j + 1) * BN > full_end;
@@ -476,11 +524,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
 #pragma unroll
       for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + rs[h];
     };
-    // Wait until tile j is in stage st; reconverge the warp before the .aligned wgmma instructions.
-    auto wait_full = [&](int st, int j) {
-      wg::mbar_wait(full_bar + 8 * st, static_cast<std::uint32_t>((j / STAGES) & 1));
-      __syncwarp();
-    };
     auto rescale_o = [&](const float (&alpha)[2]) {
 #pragma unroll
       for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
@@ -495,88 +538,85 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
     };
 
     if constexpr (!C::OVERLAP) {
-      for (int j = 0; j < n; ++j) {
-        const int st = j % STAGES;
-        wait_full(st, j);
-        if (j < nw) {
-          wg::reg_fence(s);
-          wg::wgmma_fence();
-          issue_s(st);
-          wg::wgmma_commit();
-          wg::wgmma_wait<0>();
-          wg::reg_fence(s);
-          float alpha[2];
-          softmax(j, alpha);
-          rescale_o(alpha);
-          convert_p();
-          wg::reg_fence(o);
-          wg::reg_fence(pa);
-          wg::wgmma_fence();
-          issue_pv(st);
-          wg::wgmma_commit();
-          wg::wgmma_wait<0>();
-          wg::reg_fence(o);
-          wg::reg_fence(pa);
-        }
-        __syncwarp();
-        if (lane == 0) wg::mbar_arrive(empty_bar + 8 * st);
-      }
-    } else {
-      if (nw > 0) {
-        // Tile 0: S, softmax (O is still zero: no rescale needed).
-        wait_full(0, 0);
+      for (int j = 0; j < nw; ++j) {
+        wait_full(full_k, j);
         wg::reg_fence(s);
         wg::wgmma_fence();
-        issue_s(0);
+        issue_s(j);
         wg::wgmma_commit();
         wg::wgmma_wait<0>();
         wg::reg_fence(s);
-        {
-          float alpha[2];
-          softmax(0, alpha);
-        }
+        release(empty_k, j);
+        float alpha[2];
+        softmax(j, alpha);
+        rescale_o(alpha);
         convert_p();
-        for (int j = 1; j < nw; ++j) {
-          const int st = j % STAGES, prev = (j - 1) % STAGES;
-          wait_full(st, j);
-          wg::reg_fence(s);
-          wg::reg_fence(o);
-          wg::reg_fence(pa);
-          wg::wgmma_fence();
-          issue_s(st);  // S(j): group 1
-          wg::wgmma_commit();
-          issue_pv(prev);  // O += P(j - 1) V(j - 1): group 2
-          wg::wgmma_commit();
-          wg::wgmma_wait<1>();  // S(j) done, P V may still run
-          wg::reg_fence(s);
-          float alpha[2];
-          softmax(j, alpha);  // reads / writes s only (and m, l)
-          wg::wgmma_wait<0>();  // P(j - 1) V(j - 1) done: O and pa are free, stage j - 1 too
-          wg::reg_fence(o);
-          wg::reg_fence(pa);
-          __syncwarp();
-          if (lane == 0) wg::mbar_arrive(empty_bar + 8 * prev);
-          rescale_o(alpha);
-          convert_p();
-        }
-        const int stl = (nw - 1) % STAGES;
+        wait_full(full_v, j);
         wg::reg_fence(o);
         wg::reg_fence(pa);
         wg::wgmma_fence();
-        issue_pv(stl);
+        issue_pv(j);
         wg::wgmma_commit();
         wg::wgmma_wait<0>();
         wg::reg_fence(o);
         wg::reg_fence(pa);
-        __syncwarp();
-        if (lane == 0) wg::mbar_arrive(empty_bar + 8 * stl);
+        release(empty_v, j);
       }
-      // Tiles the other warpgroup needs but this one does not: wait, release.
-      for (int j = nw; j < n; ++j) {
-        const int st = j % STAGES;
-        wait_full(st, j);
-        if (lane == 0) wg::mbar_arrive(empty_bar + 8 * st);
+    } else if (nw > 0) {
+      // Tile 0: S, softmax (O is still zero: no rescale needed).
+      wait_full(full_k, 0);
+      wg::reg_fence(s);
+      wg::wgmma_fence();
+      issue_s(0);
+      wg::wgmma_commit();
+      wg::wgmma_wait<0>();
+      wg::reg_fence(s);
+      release(empty_k, 0);
+      {
+        float alpha[2];
+        softmax(0, alpha);
       }
+      convert_p();
+      for (int j = 1; j < nw; ++j) {
+        wait_full(full_k, j);
+        wait_full(full_v, j - 1);
+        wg::reg_fence(s);
+        wg::reg_fence(o);
+        wg::reg_fence(pa);
+        wg::wgmma_fence();
+        issue_s(j);  // S(j): the older group
+        wg::wgmma_commit();
+        issue_pv(j - 1);  // O += P(j - 1) V(j - 1)
+        wg::wgmma_commit();
+        wg::wgmma_wait<1>();  // S(j) done; P V may still run
+        wg::reg_fence(s);
+        release(empty_k, j);
+        float alpha[2];
+        softmax(j, alpha);  // s, m, l only
+        wg::wgmma_wait<0>();  // P(j - 1) V(j - 1) done: O and pa are free
+        wg::reg_fence(o);
+        wg::reg_fence(pa);
+        release(empty_v, j - 1);
+        rescale_o(alpha);
+        convert_p();
+      }
+      wait_full(full_v, nw - 1);
+      wg::reg_fence(o);
+      wg::reg_fence(pa);
+      wg::wgmma_fence();
+      issue_pv(nw - 1);
+      wg::wgmma_commit();
+      wg::wgmma_wait<0>();
+      wg::reg_fence(o);
+      wg::reg_fence(pa);
+      release(empty_v, nw - 1);
+    }
+    // Tiles the other warpgroup needs but this one does not: wait, release.
+    for (int j = nw; j < n; ++j) {
+      wait_full(full_k, j);
+      release(empty_k, j);
+      wait_full(full_v, j);
+      release(empty_v, j);
     }
 
     // Row sums over the quad, normalise, store.
@@ -592,7 +632,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
       std::uint16_t* orow = p.out + grow * D;
 #pragma unroll
       for (int jb = 0; jb < D / 8; ++jb)
-        *reinterpret_cast<std::uint32_t*>(orow + 8 * jb + 2 * tq) = pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
+        *reinterpret_cast<std::uint32_t*>(orow + 8 * jb + 2 * tq) =
+            pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
       if (tq == 0 && p.lse) p.lse[grow] = l > 0.f ? m_run[h] + log2f(l) : -INFINITY;
     }
   }
@@ -674,8 +715,8 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   return cudaGetLastError();
 }
 
-// The default configuration: 128-key tiles, two stages, no softmax / P V overlap.
-using WgmmaDefault = WgmmaConfig<128, 2, false>;
+// The default configuration: 128-key tiles, two stages, no softmax / P V overlap, a blocking producer.
+using WgmmaDefault = WgmmaConfig<128, 2, false, false>;
 
 inline cudaError_t launch_wgmma(Params p, Mode mode, cudaStream_t stream, int head_dim_qk = 128,
                                 int head_dim_vo = 128) {

@@ -14,7 +14,8 @@
 //                                        the first mismatches of every kernel
 //       options: --no-time, --no-check, --verbose (first mismatches of every
 //       failing layout), --reps N (default 20), --only NAME (variant name)
-// Exit status: 0 when every check passes, 1 on any FAIL, 2 on a CUDA error.
+// Exit status: 0 when every check passes, 1 on any FAIL, 2 on a CUDA error,
+// 3 when a kernel has not finished after 30 s (a hang).
 //
 // Checks: outputs (bf16) within 2e-2 absolute of the reference, lse (base 2)
 // within 1e-3; NaN poison in every output before each run (an unwritten
@@ -27,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -34,6 +36,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/prefill.cuh"
@@ -70,19 +73,22 @@ std::vector<Variant> variants() {
   return {
       {"mma.sync", [](pf::Params p, pf::Mode m, cudaStream_t s) { return pf::launch<Gqa128, 2>(p, m, s); }},
       {"wgmma-128x2", [](pf::Params p, pf::Mode m, cudaStream_t s) {
-         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 2, false>>(p, m, s);
+         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 2, false, false>>(p, m, s);
        }},
-      {"wgmma-128x2-ov", [](pf::Params p, pf::Mode m, cudaStream_t s) {
-         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 2, true>>(p, m, s);
+      {"wgmma-128x2-as", [](pf::Params p, pf::Mode m, cudaStream_t s) {
+         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 2, false, true>>(p, m, s);
        }},
-      {"wgmma-128x3", [](pf::Params p, pf::Mode m, cudaStream_t s) {
-         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 3, false>>(p, m, s);
+      {"wgmma-128x2-ov-as", [](pf::Params p, pf::Mode m, cudaStream_t s) {
+         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 2, true, true>>(p, m, s);
        }},
       {"wgmma-128x3-ov", [](pf::Params p, pf::Mode m, cudaStream_t s) {
-         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 3, true>>(p, m, s);
+         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 3, true, false>>(p, m, s);
        }},
-      {"wgmma-64x4-ov", [](pf::Params p, pf::Mode m, cudaStream_t s) {
-         return pf::launch_wgmma_config<pf::WgmmaConfig<64, 4, true>>(p, m, s);
+      {"wgmma-128x3-ov-as", [](pf::Params p, pf::Mode m, cudaStream_t s) {
+         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 3, true, true>>(p, m, s);
+       }},
+      {"wgmma-64x4-ov-as", [](pf::Params p, pf::Mode m, cudaStream_t s) {
+         return pf::launch_wgmma_config<pf::WgmmaConfig<64, 4, true, true>>(p, m, s);
        }},
       {"launch_wgmma", [](pf::Params p, pf::Mode m, cudaStream_t s) { return pf::launch_wgmma(p, m, s); }},
   };
@@ -431,6 +437,26 @@ Cmp compare(const Problem& P, const std::vector<std::uint16_t>& out, const std::
   return c;
 }
 
+// Waits for `st`, at most `seconds`: a kernel that hangs (a barrier protocol
+// bug) ends the program with a message naming it instead of a silent timeout.
+void sync_or_die(cudaStream_t st, double seconds, const std::string& what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(st);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) {
+      std::printf("CUDA error %s in %s\n", cudaGetErrorName(e), what.c_str());
+      std::exit(2);
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) {
+      std::printf("TIMEOUT: %s still running after %.0f s (hang?)\n", what.c_str(), seconds);
+      std::fflush(stdout);
+      std::_Exit(3);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 struct Options {
   bool tiny = false, time = true, check = true, verbose = false;
   int reps = 20;
@@ -463,7 +489,7 @@ bool check_layout(const Layout& L, const Options& opt, int print_max) {
       all = false;
       continue;
     }
-    CK(cudaStreamSynchronize(st));
+    sync_or_die(st, 30.0, std::string(var.name) + " on " + L.name);
     CK(cudaGetLastError());
     const Cmp c = compare(P, dp.out.download(), dp.lse.download(), rout, rlse, print_max, var.name);
     std::printf("  %-16s max|out err| %.3e  max|lse err| %.3e  bad out %lld  bad lse %lld  %s\n", var.name, c.out_err,
@@ -552,7 +578,7 @@ void time_layout(const Layout& L, const Options& opt, std::vector<TimeRow>& rows
       continue;
     }
     for (int i = 0; i < 3; ++i) CK(var.launch(p, pf::Mode::run_only, st));
-    CK(cudaStreamSynchronize(st));
+    sync_or_die(st, 60.0, std::string(var.name) + " warm-up on " + L.name);
     std::vector<float> ts;
     for (int i = 0; i < opt.reps; ++i) {
       CK(cudaEventRecord(e0, st));
@@ -599,6 +625,7 @@ std::vector<Layout> time_layouts() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // partial output survives a kill
   Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
