@@ -15,20 +15,25 @@
 //  * warpgroup 0 is the producer (setmaxnreg down to 40 registers): it gathers
 //    the K and V rows of each tile of BN keys (page lookup per row, so page
 //    size 1 and 64 and ragged are one code path) with cp.async, 16 bytes per
-//    thread, into a STAGES-deep ring in shared memory. Per tile it waits on
-//    the stage's `empty` mbarrier, issues the copies, and, once the previous
-//    tile's copies have landed (cp.async.wait_group 1), runs
-//    fence.proxy.async.shared::cta (the copies are generic-proxy writes that
-//    wgmma reads through the async proxy) and arrives on that stage's `full`
-//    mbarrier (128 arrivals).
+//    thread, into a STAGES-deep ring in shared memory. Per tile: wait on the
+//    stage's empty_k mbarrier, copy K, wait on empty_v, copy V. Then either
+//    (default) wait for the previous tile's copies (cp.async.wait_group 1),
+//    run fence.proxy.async.shared::cta (the copies are generic-proxy writes
+//    that wgmma reads through the async proxy) and arrive on that tile's
+//    full_k / full_v (128 arrivals each), or (ASYNC) let
+//    cp.async.mbarrier.arrive.noinc arrive on this tile's full_k / full_v when
+//    the copies land, the consumers fencing after their wait.
 //  * warpgroups 1 and 2 are consumers (setmaxnreg up to 232 registers), 64
 //    query rows each: per tile S = Q K^T (wgmma m64nBNk16, Q and K from shared
-//    memory, 8 k-steps over head_dim), mask / online softmax in registers
-//    (fp32, exp2), then O += P V (wgmma m64n128k16, P from registers as bf16,
-//    V from shared memory with the transpose bit), then one arrival per warp
-//    on the stage's `empty` mbarrier (8 arrivals). OVERLAP = true issues
-//    S(j+1) and P(j)V(j) together and runs the softmax of tile j+1 while the
-//    tensor cores do P(j)V(j) (two wgmma groups in flight).
+//    memory, 8 k-steps over head_dim), one arrival per warp on empty_k (8
+//    arrivals: K is free), mask / online softmax in registers (fp32, exp2),
+//    then O += P V (wgmma m64n128k16, P from registers as bf16, V from shared
+//    memory with the transpose bit), one arrival per warp on empty_v.
+//    OVERLAP issues S(j) and P(j-1) V(j-1) together and runs the softmax of
+//    tile j while the tensor cores do P(j-1) V(j-1) (two wgmma groups in
+//    flight). A warpgroup whose rows see fewer tiles than the CTA loads (the
+//    first 64 rows, one tile fewer on the diagonal) only waits and releases
+//    the rest. tools/gpu/wgmma_pipeline_model.py models this protocol.
 //
 // Shared memory layout (the base rounded up to 1024 bytes): every operand is
 // stored in 64-column halves, [half][row][64 bf16] with rows of 128 bytes and
@@ -39,7 +44,7 @@
 //   K   [STAGES][2 halves][BN keys][128 B]             STAGES * BN * 256 B
 //   V   [STAGES][2 halves][BN keys][128 B]             STAGES * BN * 256 B
 //   tok [2][BN] int (cache row of every key of a tile, -1: zero-fill)
-//   full[STAGES], empty[STAGES] mbarriers
+//   full_k, full_v, empty_k, empty_v [STAGES] mbarriers
 // wgmma descriptors (PTX ISA "Matrix Descriptor Format"; bits 0-13 start
 // address >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset
 // >> 4, 49-51 base offset 0, 62-63 swizzle mode 1 = 128B):
@@ -54,6 +59,9 @@
 // {0, 1}, as d[4j + {0, 1}] and d[4j + {2, 3}] -- per 8 columns exactly the
 // mma.sync m16n8 layout, so P converts to the register A operand as in
 // prefill.cuh (a[i] = bf16x2 of d[8k + 2i], d[8k + 2i + 1] for k-step k).
+// tools/gpu/wgmma_layout_model.py replays the stores and descriptors against
+// the PTX ISA's canonical layouts on the host; tools/gpu/prefill_wgmma_check.cu
+// checks and times the kernel on a GPU.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -373,13 +381,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
       wg::named_bar_sync(1, 128);  // toks of tile t written (and everyone done with tile t - 2's)
       reg_tok = (pt < BN && t + 1 < n) ? tok_of(t + 1, pt) : -1;  // next tile's row, in flight meanwhile
       copy_tile(toks, sbase + C::k_off + s * C::kv_bytes, k_base);
-      if constexpr (C::ASYNC) wg::cp_async_mbar_arrive_noinc(full_k + 8 * s);
+      if constexpr (C::ASYNC) {
+        cp_async_commit();
+        wg::cp_async_mbar_arrive_noinc(full_k + 8 * s);
+      }
       if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
       copy_tile(toks, sbase + C::v_off + s * C::kv_bytes, v_base);
+      cp_async_commit();
       if constexpr (C::ASYNC) {
         wg::cp_async_mbar_arrive_noinc(full_v + 8 * s);
       } else {
-        cp_async_commit();
         if (t > 0) {
           cp_async_wait<1>();  // this thread's copies of tile t - 1 have landed
           wg::fence_proxy_async();
