@@ -10,8 +10,9 @@
 //
 // Run:  ./prefill_wgmma_check            checks every layout, then times
 //       ./prefill_wgmma_check --tiny     debug: one sequence of 64 queries /
-//                                        64 keys, one head, four probes; prints
-//                                        the first mismatches of every kernel
+//                                        64 keys, one head, four probes (then
+//                                        128 queries / 192 keys); prints the
+//                                        first mismatches of every kernel
 //       options: --no-time, --no-check, --verbose (first mismatches of every
 //       failing layout), --reps N (default 20), --only NAME (one variant, plus
 //       mma.sync). --tiny prints up to 8 mismatches per kernel and probe: send
@@ -676,6 +677,17 @@ int main(int argc, char** argv) {
         summary.push_back({L.name, r});
         ok = ok && r;
       }
+    {
+      // Both consumer warpgroups (128 queries), two 128-key tiles, prefix of 64 keys.
+      Layout L;
+      L.name = "tiny random 128 q / 192 kv";
+      L.hq = L.hkv = 1;
+      L.seqs = {{128, 192}};
+      L.seed = 43;
+      const bool r = check_layout(L, opt, 8);
+      summary.push_back({L.name, r});
+      ok = ok && r;
+    }
   } else if (opt.check) {
     for (const auto& L : check_layouts()) {
       const bool r = check_layout(L, opt, 0);
