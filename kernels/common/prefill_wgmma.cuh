@@ -1,0 +1,737 @@
+// Causal attention prefill for GQA / MHA with head_dim 128 (qk and vo) on
+// Hopper's warpgroup MMA (wgmma, sm_90a). Same Params, Mode, plan and
+// semantics as the mma.sync kernel in prefill.cuh (read its header first):
+// paged (any page size; int32 CSR page table, kv_last_page_len) or ragged KV,
+// bottom-right aligned causal mask, rows with no visible key -> output 0 and
+// lse -inf, base-2 lse in fp32, bf16 in / fp32 accumulate / bf16 out.
+//
+// launch_wgmma(p, mode, stream) returns cudaErrorNotSupported where this
+// kernel does not apply (head dims other than 128/128, MLA, several heads per
+// CTA, sm_scale <= 0, a device that is not compute capability 9.0), so the
+// caller can fall back to prefill::launch.
+//
+// CTA = 3 warpgroups (384 threads), one (work item, query head) per CTA, the
+// plan's work list (prefill.cuh's plan_kernel, 128 tokens per item):
+//  * warpgroup 0 is the producer (setmaxnreg down to 40 registers): it gathers
+//    the K and V rows of each tile of BN keys (page lookup per row, so page
+//    size 1 and 64 and ragged are one code path) with cp.async, 16 bytes per
+//    thread, into a STAGES-deep ring in shared memory. Per tile: wait on the
+//    stage's empty_k mbarrier, copy K, wait on empty_v, copy V. Then either
+//    (default) wait for the previous tile's copies (cp.async.wait_group 1),
+//    run fence.proxy.async.shared::cta (the copies are generic-proxy writes
+//    that wgmma reads through the async proxy) and arrive on that tile's
+//    full_k / full_v (128 arrivals each), or (ASYNC) let
+//    cp.async.mbarrier.arrive.noinc arrive on this tile's full_k / full_v when
+//    the copies land, the consumers fencing after their wait.
+//  * warpgroups 1 and 2 are consumers (setmaxnreg up to 232 registers), 64
+//    query rows each: per tile S = Q K^T (wgmma m64nBNk16, Q and K from shared
+//    memory, 8 k-steps over head_dim), one arrival per warp on empty_k (8
+//    arrivals: K is free), mask / online softmax in registers (fp32, exp2),
+//    then O += P V (wgmma m64n128k16, P from registers as bf16, V from shared
+//    memory with the transpose bit), one arrival per warp on empty_v.
+//    OVERLAP issues S(j) and P(j-1) V(j-1) together and runs the softmax of
+//    tile j while the tensor cores do P(j-1) V(j-1) (two wgmma groups in
+//    flight). A warpgroup whose rows see fewer tiles than the CTA loads (the
+//    first 64 rows, one tile fewer on the diagonal) only waits and releases
+//    the rest. tools/gpu/wgmma_pipeline_model.py models this protocol.
+//
+// Shared memory layout (the base rounded up to 1024 bytes): every operand is
+// stored in 64-column halves, [half][row][64 bf16] with rows of 128 bytes and
+// the 128-byte swizzle (16-byte chunk c of row r stored at chunk c ^ (r % 8);
+// each half starts on a 1024-byte boundary, so the swizzle phase is the row
+// index, descriptor base offset 0):
+//   Q   [2 consumers][2 halves][64 rows][128 B]        32 KB
+//   K   [STAGES][2 halves][BN keys][128 B]             STAGES * BN * 256 B
+//   V   [STAGES][2 halves][BN keys][128 B]             STAGES * BN * 256 B
+//   tok [2][BN] int (cache row of every key of a tile, -1: zero-fill)
+//   full_k, full_v, empty_k, empty_v [STAGES] mbarriers
+// wgmma descriptors (PTX ISA "Matrix Descriptor Format"; bits 0-13 start
+// address >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset
+// >> 4, 49-51 base offset 0, 62-63 swizzle mode 1 = 128B):
+//   Q (A) and K (B), K-major: start = half base + (k-step % 4) * 32 bytes
+//     (half = k-step / 4), LBO unused for swizzled K-major (encoded 1),
+//     SBO = 1024 (next 8 rows).
+//   V (B, N-major, imm-trans-b 1): start = V stage + k-step * 16 rows * 128 B,
+//     LBO = BN * 128 (the next 64 value columns = the other half),
+//     SBO = 1024 (the next 8 keys).
+// Accumulator layout (m64nN, fp32): warp w of the warpgroup owns rows
+// 16w .. 16w + 15; lane l holds rows l/4 and l/4 + 8, columns 8j + 2(l%4) +
+// {0, 1}, as d[4j + {0, 1}] and d[4j + {2, 3}] -- per 8 columns exactly the
+// mma.sync m16n8 layout, so P converts to the register A operand as in
+// prefill.cuh (a[i] = bf16x2 of d[8k + 2i], d[8k + 2i + 1] for k-step k).
+// tools/gpu/wgmma_layout_model.py replays the stores and descriptors against
+// the PTX ISA's canonical layouts on the host; tools/gpu/prefill_wgmma_check.cu
+// checks and times the kernel on a GPU.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "prefill.cuh"
+
+namespace kb::kernels::prefill {
+
+namespace wg {
+
+// ---- PTX wrappers (sm_90a) ----------------------------------------------------------
+
+__device__ __forceinline__ std::uint32_t saddr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared (shared address); `valid` false: 16 zero bytes, nothing read.
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+// Arrive on the mbarrier once every cp.async this thread issued so far has
+// landed; .noinc: the arrival counts against the barrier's expected count.
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(std::uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Arrive (release, CTA scope).
+__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+
+// Wait (acquire, CTA scope) until the phase with parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Orders later (ordinary) uses of the registers after the preceding asm
+// (wgmma.wait_group): the compiler sees them rewritten here.
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N, int M>
+__device__ __forceinline__ void reg_fence(std::uint32_t (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int k = 0; k < M; ++k) asm volatile("" : "+r"(r[i][k])::"memory");
+}
+
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// Shared memory matrix descriptor, 128-byte swizzle.
+__device__ __forceinline__ std::uint64_t make_desc(std::uint32_t smem, std::uint32_t lbo, std::uint32_t sbo) {
+  return static_cast<std::uint64_t>((smem & 0x3FFFFu) >> 4) | (static_cast<std::uint64_t>((lbo & 0x3FFFFu) >> 4) << 16) |
+         (static_cast<std::uint64_t>((sbo & 0x3FFFFu) >> 4) << 32) | (std::uint64_t{1} << 62);
+}
+// The same descriptor `bytes` further on (bytes % 16 == 0; the start field cannot overflow
+// since shared addresses stay under 256 KB).
+__device__ __forceinline__ std::uint64_t desc_add(std::uint64_t d, std::uint32_t bytes) { return d + (bytes >> 4); }
+
+// D[64 x 64] (+)= A[64 x 16] * B[16 x 64]: A and B from shared memory (K-major descriptors);
+// `accumulate` 0: D = A * B.
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], std::uint64_t desc_a, std::uint64_t desc_b,
+                                             int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate)
+      : "memory");
+}
+
+// D[64 x 128] (+)= A[64 x 16] * B[16 x 128]: A and B from shared memory (K-major descriptors);
+// `accumulate` 0: D = A * B.
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b,
+                                             int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate)
+      : "memory");
+}
+
+// D[64 x 128] (+)= A[64 x 16] * B[16 x 128]: A from registers (four bf16x2 per thread), B from
+// shared memory N-major (imm-trans-b 1); `accumulate` 0: D = A * B.
+__device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc_b,
+                                                int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)
+      : "memory");
+}
+
+}  // namespace wg
+
+// Tile shapes of one instantiation.
+//  BN: keys per tile (64 or 128); STAGES: K / V stages in shared memory.
+//  OVERLAP: a consumer issues S(j) = Q K(j)^T and O += P(j-1) V(j-1)
+//    together and runs the softmax of tile j while P(j-1) V(j-1) runs.
+//  ASYNC: the producer signals `full` with cp.async.mbarrier.arrive.noinc
+//    (the arrival lands when the thread's copies have) and never blocks on
+//    its own copies; consumers run fence.proxy.async after the wait. Without
+//    it the producer waits for tile t - 1's copies (cp.async.wait_group 1)
+//    after issuing tile t, fences, and arrives: `full` of tile j then needs
+//    stage (j + 1) % STAGES free, which an OVERLAP consumer (holding V(j - 1)
+//    while it waits for K(j)) only guarantees with 3 stages or more.
+template <int BN_, int STAGES_, bool OVERLAP_, bool ASYNC_>
+struct WgmmaConfig {
+  static constexpr int D = 128;  // head_dim of q, k and v
+  static constexpr int BN = BN_, STAGES = STAGES_;
+  static constexpr bool OVERLAP = OVERLAP_, ASYNC = ASYNC_;
+  static constexpr int kConsumers = 2;
+  static constexpr int BM = 64 * kConsumers;  // query rows (tokens) per CTA
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 128 * 40 + 256 * 232 <= 65536
+  static_assert(BN == 64 || BN == 128, "S = Q K^T is one m64nBNk16 wgmma chain");
+  static_assert(STAGES >= 2, "two stages at least");
+  static_assert(ASYNC || !OVERLAP || STAGES >= 3, "deadlock: see ASYNC above");
+  static constexpr std::uint32_t kHalf = 128;                     // bytes of one 64-column row half
+  static constexpr std::uint32_t q_half_bytes = 64 * kHalf;       // 8 KB
+  static constexpr std::uint32_t q_bytes = 2 * q_half_bytes;      // one consumer's Q
+  static constexpr std::uint32_t kv_half_bytes = BN * kHalf;      // one half of a K or V tile
+  static constexpr std::uint32_t kv_bytes = 2 * kv_half_bytes;    // one K or V tile
+  static constexpr std::uint32_t q_off = 0;
+  static constexpr std::uint32_t k_off = q_off + kConsumers * q_bytes;
+  static constexpr std::uint32_t v_off = k_off + STAGES * kv_bytes;
+  static constexpr std::uint32_t tok_off = v_off + STAGES * kv_bytes;
+  static constexpr std::uint32_t bar_off = tok_off + 2 * BN * sizeof(int);
+  static constexpr std::uint32_t used_bytes = bar_off + 4 * STAGES * 8;  // full K / V, empty K / V
+  static constexpr std::size_t smem_bytes = used_bytes + 1024;  // slack to align the base to 1024
+  static_assert(smem_bytes <= 227 * 1024, "shared memory of one CTA on sm_90");
+  static_assert(k_off % 1024 == 0 && v_off % 1024 == 0 && kv_half_bytes % 1024 == 0, "swizzle atoms");
+};
+
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES;
+  constexpr int NS = BN / 2;   // S accumulators per thread
+  constexpr int NO = D / 2;    // O accumulators per thread
+  constexpr int KQ = D / 16;   // k-steps of S = Q K^T
+  constexpr int KP = BN / 16;  // k-steps of O += P V
+
+  const int item = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.head_blocks));
+  const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.head_blocks));
+  if (item >= *p.item_count) return;  // past the plan (the grid is an upper bound)
+
+  const int2 it = p.items[item];
+  const int b = it.x;
+  const int q_start = p.qo_indptr[b];
+  const int q_len = p.qo_indptr[b + 1] - q_start;
+  const int tok0 = it.y * p.tokens_per_cta;
+  // Tokens of this item; never past total_q (malformed indptr is the oracle's to reject).
+  const int ntok = min(min(p.tokens_per_cta, q_len - tok0), p.total_q - q_start - tok0);
+  if (q_start < 0 || ntok <= 0 || head >= p.num_qo_heads) return;
+  const int kv_first = p.kv_indptr[b];
+  int kv_len = 0;
+  {
+    const int nn = p.kv_indptr[b + 1] - kv_first;
+    if (p.paged) {
+      if (nn > 0) {
+        int last = p.page_size;
+        if (p.last_page_len) last = max(0, min(p.last_page_len[b], p.page_size));
+        kv_len = (nn - 1) * p.page_size + last;
+      }
+    } else {
+      kv_len = max(0, nn);
+    }
+  }
+  const int delta = kv_len - q_len;  // query token t sees keys 0 .. t + delta
+  const int kvh = head / p.group;
+  // Keys [0, kv_end) are seen by some row of this CTA: tiles 0 .. n - 1 are loaded.
+  const int kv_end = max(0, min(kv_len, tok0 + ntok + delta));
+  const int n = (kv_end + BN - 1) / BN;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const std::uint32_t raw = wg::saddr(smem_raw);
+  const std::uint32_t pad = (1024u - (raw & 1023u)) & 1023u;
+  const std::uint32_t sbase = raw + pad;  // shared address, 1024-aligned
+  unsigned char* gbase = smem_raw + pad;  // the same, generic pointer
+  int* tok_s = reinterpret_cast<int*>(gbase + C::tok_off);
+  // mbarriers, 8 bytes each, [STAGES] per kind: stage s of kind k at bars + 8 (k STAGES + s).
+  const std::uint32_t bars = sbase + C::bar_off;
+  const std::uint32_t full_k = bars, full_v = bars + 8 * STAGES;
+  const std::uint32_t empty_k = bars + 16 * STAGES, empty_v = bars + 24 * STAGES;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      wg::mbar_init(full_k + 8 * s, 128);                // every producer thread
+      wg::mbar_init(full_v + 8 * s, 128);
+      wg::mbar_init(empty_k + 8 * s, 4 * C::kConsumers);  // every consumer warp
+      wg::mbar_init(empty_v + 8 * s, 4 * C::kConsumers);
+    }
+  }
+  __syncthreads();
+
+  const int wgi = tid / 128;
+  if (wgi == 0) {
+    // ---------------- producer: K / V tiles through cp.async ----------------
+    wg::setmaxnreg_dec<C::kProducerRegs>();
+    const int pt = tid;  // 0 .. 127
+    // Cache row of key `row` of tile `tile`, or -1 (zero-filled, masked).
+    auto tok_of = [&](int tile, int row) -> int {
+      const int t = tile * BN + row;
+      if (t >= kv_end) return -1;
+      if (p.paged) {
+        const int page = __ldg(p.kv_indices + kv_first + t / p.page_size);
+        if (page < 0 || page >= p.kv_limit) return -1;
+        return page * p.page_size + t % p.page_size;
+      }
+      const int r = kv_first + t;
+      return r < p.kv_limit ? r : -1;
+    };
+    const std::int64_t stride = static_cast<std::int64_t>(p.num_kv_heads) * D;  // elements between cache rows
+    const std::uint16_t* k_base = p.k + static_cast<std::int64_t>(kvh) * D;
+    const std::uint16_t* v_base = p.v + static_cast<std::int64_t>(kvh) * D;
+    // Thread pt copies 16-byte chunk cc of rows r0, r0 + 8, r0 + 16, ... of
+    // every tile: a warp reads two whole 256-byte rows per instruction. All of
+    // its rows have the swizzle phase r0 % 8 = r0.
+    const int cc = pt % 16, r0 = pt / 16;
+    const std::uint32_t dst0 = static_cast<std::uint32_t>(cc / 8) * C::kv_half_bytes + r0 * C::kHalf +
+                               ((static_cast<std::uint32_t>(cc % 8) ^ static_cast<std::uint32_t>(r0)) << 4);
+    // One K or V tile: rows from toks, into the stage at `dst` (+ dst0).
+    auto copy_tile = [&](const int* toks, std::uint32_t dst, const std::uint16_t* base) {
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) {
+        const int tok = toks[r0 + 8 * i];
+        const std::int64_t off = static_cast<std::int64_t>(tok < 0 ? 0 : tok) * stride + cc * 8;
+        wg::cp_async16(dst + dst0 + i * 8 * C::kHalf, base + off, tok >= 0);
+      }
+    };
+    int reg_tok = (pt < BN && n > 0) ? tok_of(0, pt) : -1;
+    for (int t = 0; t < n; ++t) {
+      const int s = t % STAGES;
+      const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
+      if (t >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
+      int* toks = tok_s + (t & 1) * BN;
+      if (pt < BN) toks[pt] = reg_tok;
+      wg::named_bar_sync(1, 128);  // toks of tile t written (and everyone done with tile t - 2's)
+      reg_tok = (pt < BN && t + 1 < n) ? tok_of(t + 1, pt) : -1;  // next tile's row, in flight meanwhile
+      copy_tile(toks, sbase + C::k_off + s * C::kv_bytes, k_base);
+      if constexpr (C::ASYNC) {
+        cp_async_commit();
+        wg::cp_async_mbar_arrive_noinc(full_k + 8 * s);
+      }
+      if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
+      copy_tile(toks, sbase + C::v_off + s * C::kv_bytes, v_base);
+      cp_async_commit();
+      if constexpr (C::ASYNC) {
+        wg::cp_async_mbar_arrive_noinc(full_v + 8 * s);
+      } else {
+        if (t > 0) {
+          cp_async_wait<1>();  // this thread's copies of tile t - 1 have landed
+          wg::fence_proxy_async();
+          const int sp = (t - 1) % STAGES;
+          wg::mbar_arrive(full_k + 8 * sp);
+          wg::mbar_arrive(full_v + 8 * sp);
+        }
+      }
+    }
+    if constexpr (!C::ASYNC) {
+      if (n > 0) {
+        cp_async_wait<0>();
+        wg::fence_proxy_async();
+        wg::mbar_arrive(full_k + 8 * ((n - 1) % STAGES));
+        wg::mbar_arrive(full_v + 8 * ((n - 1) % STAGES));
+      }
+    } else {
+      cp_async_wait<0>();  // nothing of this thread in flight at exit
+    }
+  } else {
+    // ---------------- consumers: 64 query rows each ----------------
+    wg::setmaxnreg_inc<C::kConsumerRegs>();
+    const int cw = wgi - 1;  // consumer index
+    const int wt = tid % 128;
+    const int wq = wt / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
+    const int row0 = cw * 64;  // first CTA row (token of the item) of this warpgroup
+
+    // Q rows -> shared (swizzled), zero rows past the item's tokens.
+    const std::uint32_t q_sm = sbase + C::q_off + cw * C::q_bytes;
+    {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int c = wt + 128 * i;
+        const int r = c / 16, ch = c % 16;
+        const bool valid = row0 + r < ntok;
+        const std::int64_t qrow = static_cast<std::int64_t>(q_start + tok0 + row0 + r) * p.num_qo_heads + head;
+        const std::uint16_t* src = valid ? p.q + qrow * D + ch * 8 : p.q;
+        const std::uint32_t dst = q_sm + static_cast<std::uint32_t>(ch / 8) * C::q_half_bytes + r * C::kHalf +
+                                  ((static_cast<std::uint32_t>(ch % 8) ^ static_cast<std::uint32_t>(r % 8)) << 4);
+        wg::cp_async16(dst, src, valid);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      wg::fence_proxy_async();           // generic-proxy writes, read by wgmma (async proxy)
+      wg::named_bar_sync(2 + cw, 128);  // the whole warpgroup's Q rows
+    }
+
+    // Tiles this warpgroup computes: 0 .. nw - 1 (later ones hold no key of its
+    // rows); tiles before full_end need no mask.
+    int nw = 0, full_end = 0;
+    if (row0 < ntok) {
+      const int last = min(ntok, row0 + 64) - 1;
+      const int end = max(0, min(kv_len, tok0 + last + 1 + delta));
+      nw = min(n, (end + BN - 1) / BN);
+      full_end = max(0, min(kv_len, tok0 + row0 + 1 + delta));
+    }
+    // This thread's rows (CTA rows row0 + 16 wq + g + 8 h): the last key each sees.
+    int lim[2];
+    lim[0] = tok0 + row0 + 16 * wq + g + delta;
+    lim[1] = lim[0] + 8;
+    const float scale = p.scale_log2;
+
+    const std::uint64_t q_desc = wg::make_desc(q_sm, 16, 1024);
+    const std::uint64_t k_desc0 = wg::make_desc(sbase + C::k_off, 16, 1024);
+    const std::uint64_t v_desc0 = wg::make_desc(sbase + C::v_off, C::kv_half_bytes, 1024);
+
+    float o[NO];
+#pragma unroll
+    for (int i = 0; i < NO; ++i) o[i] = 0.f;
+    float s[NS];
+#pragma unroll
+    for (int i = 0; i < NS; ++i) s[i] = 0.f;
+    std::uint32_t pa[KP][4];
+#pragma unroll
+    for (int k = 0; k < KP; ++k) pa[k][0] = pa[k][1] = pa[k][2] = pa[k][3] = 0u;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+
+    // Wait until K (or V) of tile j is in its stage; reconverge the warp
+    // before the .aligned wgmma instructions.
+    auto wait_full = [&](std::uint32_t bar_kind, int j) {
+      wg::mbar_wait(bar_kind + 8 * (j % STAGES), static_cast<std::uint32_t>((j / STAGES) & 1));
+      if constexpr (C::ASYNC) wg::fence_proxy_async();  // cp.async writes (generic proxy) -> wgmma reads
+      __syncwarp();
+    };
+    // One arrival per warp: this warp's wgmma reads of K (or V) of tile j are done.
+    auto release = [&](std::uint32_t bar_kind, int j) {
+      __syncwarp();
+      if (lane == 0) wg::mbar_arrive(bar_kind + 8 * (j % STAGES));
+    };
+    // S = Q K(j)^T (issue only).
+    auto issue_s = [&](int j) {
+      const std::uint64_t kd = wg::desc_add(k_desc0, (j % STAGES) * C::kv_bytes);
+#pragma unroll
+      for (int kk = 0; kk < KQ; ++kk) {
+        const std::uint32_t qo = (kk / 4) * C::q_half_bytes + (kk % 4) * 32;
+        const std::uint32_t ko = (kk / 4) * C::kv_half_bytes + (kk % 4) * 32;
+        if constexpr (BN == 128) wg::wgmma_ss_n128(s, wg::desc_add(q_desc, qo), wg::desc_add(kd, ko), kk > 0);
+        else wg::wgmma_ss_n64(s, wg::desc_add(q_desc, qo), wg::desc_add(kd, ko), kk > 0);
+      }
+    };
+    // O += P V(j) (issue only).
+    auto issue_pv = [&](int j) {
+      const std::uint64_t vd = wg::desc_add(v_desc0, (j % STAGES) * C::kv_bytes);
+#pragma unroll
+      for (int kk = 0; kk < KP; ++kk) wg::wgmma_rs_n128_tb(o, pa[kk], wg::desc_add(vd, kk * 16 * C::kHalf), 1);
+    };
+    // Mask tile j, online softmax: s <- P = exp2(S * scale - m) (fp32), l
+    // updated; alpha: the factor O must be scaled by.
+    auto softmax = [&](int j, float (&alpha)[2]) {
+      float mx[2] = {-INFINITY, -INFINITY};
+      const bool need_mask = (j + 1) * BN > full_end;
+#pragma unroll
+      for (int jb = 0; jb < BN / 8; ++jb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[4 * jb + e];
+          if (need_mask) {
+            const int key = j * BN + 8 * jb + 2 * tq + (e & 1);
+            if (key > lim[e >> 1] || key >= kv_len) x = -INFINITY;
+          }
+          s[4 * jb + e] = x;
+          mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        }
+      float neg_m[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        const float m_new = fmaxf(m_run[h], mx[h] * scale);  // scale > 0: the max commutes
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // no key yet: exp2(-inf) = 0, never NaN
+        alpha[h] = fast_exp2(m_run[h] - m_use);
+        m_run[h] = m_new;
+        neg_m[h] = -m_use;
+      }
+      float rs[2] = {0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < NS; ++i) {
+        const float pv = fast_exp2(fmaf(s[i], scale, neg_m[(i >> 1) & 1]));
+        s[i] = pv;
+        rs[(i >> 1) & 1] += pv;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + rs[h];
+    };
+    auto rescale_o = [&](const float (&alpha)[2]) {
+#pragma unroll
+      for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+    };
+    // P (fp32 in s) -> bf16 A fragments: k-step k covers keys 16k .. 16k + 15,
+    // i.e. accumulator column blocks 2k and 2k + 1.
+    auto convert_p = [&]() {
+#pragma unroll
+      for (int k = 0; k < KP; ++k)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) pa[k][i] = pack_bf16(s[8 * k + 2 * i], s[8 * k + 2 * i + 1]);
+    };
+
+    if constexpr (!C::OVERLAP) {
+      for (int j = 0; j < nw; ++j) {
+        wait_full(full_k, j);
+        wg::reg_fence(s);
+        wg::wgmma_fence();
+        issue_s(j);
+        wg::wgmma_commit();
+        wg::wgmma_wait<0>();
+        wg::reg_fence(s);
+        release(empty_k, j);
+        float alpha[2];
+        softmax(j, alpha);
+        rescale_o(alpha);
+        convert_p();
+        wait_full(full_v, j);
+        wg::reg_fence(o);
+        wg::reg_fence(pa);
+        wg::wgmma_fence();
+        issue_pv(j);
+        wg::wgmma_commit();
+        wg::wgmma_wait<0>();
+        wg::reg_fence(o);
+        wg::reg_fence(pa);
+        release(empty_v, j);
+      }
+    } else if (nw > 0) {
+      // Tile 0: S, softmax (O is still zero: no rescale needed).
+      wait_full(full_k, 0);
+      wg::reg_fence(s);
+      wg::wgmma_fence();
+      issue_s(0);
+      wg::wgmma_commit();
+      wg::wgmma_wait<0>();
+      wg::reg_fence(s);
+      release(empty_k, 0);
+      {
+        float alpha[2];
+        softmax(0, alpha);
+      }
+      convert_p();
+      for (int j = 1; j < nw; ++j) {
+        wait_full(full_k, j);
+        wait_full(full_v, j - 1);
+        wg::reg_fence(s);
+        wg::reg_fence(o);
+        wg::reg_fence(pa);
+        wg::wgmma_fence();
+        issue_s(j);  // S(j): the older group
+        wg::wgmma_commit();
+        issue_pv(j - 1);  // O += P(j - 1) V(j - 1)
+        wg::wgmma_commit();
+        wg::wgmma_wait<1>();  // S(j) done; P V may still run
+        wg::reg_fence(s);
+        release(empty_k, j);
+        float alpha[2];
+        softmax(j, alpha);  // s, m, l only
+        wg::wgmma_wait<0>();  // P(j - 1) V(j - 1) done: O and pa are free
+        wg::reg_fence(o);
+        wg::reg_fence(pa);
+        release(empty_v, j - 1);
+        rescale_o(alpha);
+        convert_p();
+      }
+      wait_full(full_v, nw - 1);
+      wg::reg_fence(o);
+      wg::reg_fence(pa);
+      wg::wgmma_fence();
+      issue_pv(nw - 1);
+      wg::wgmma_commit();
+      wg::wgmma_wait<0>();
+      wg::reg_fence(o);
+      wg::reg_fence(pa);
+      release(empty_v, nw - 1);
+    }
+    // Tiles the other warpgroup needs but this one does not: wait, release.
+    for (int j = nw; j < n; ++j) {
+      wait_full(full_k, j);
+      release(empty_k, j);
+      wait_full(full_v, j);
+      release(empty_v, j);
+    }
+
+    // Row sums over the quad, normalise, store.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = l_run[h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int r = row0 + 16 * wq + g + 8 * h;
+      if (r >= ntok) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const std::int64_t grow = static_cast<std::int64_t>(q_start + tok0 + r) * p.num_qo_heads + head;
+      std::uint16_t* orow = p.out + grow * D;
+#pragma unroll
+      for (int jb = 0; jb < D / 8; ++jb)
+        *reinterpret_cast<std::uint32_t*>(orow + 8 * jb + 2 * tq) =
+            pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
+      if (tq == 0 && p.lse) p.lse[grow] = l > 0.f ? m_run[h] + log2f(l) : -INFINITY;
+    }
+  }
+#else
+  __trap();  // built without sm_90a: launch_wgmma must not be used
+#endif
+}
+
+// ---- Host side -------------------------------------------------------------------------
+
+// Sets the kernel's shared memory limit once per device; false if the device
+// is not compute capability 9.0 (the kernel is sm_90a code).
+template <class C>
+cudaError_t prepare_wgmma_kernel() {
+  constexpr int kMaxDevices = 64;
+  static std::array<std::atomic<int>, kMaxDevices> state{};  // 0 unknown, 1 ready, 2 unsupported
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
+  const int st = state[device].load();
+  if (st == 1) return cudaSuccess;
+  if (st == 2) return cudaErrorNotSupported;
+  int major = 0, minor = 0;
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
+    return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device); e != cudaSuccess)
+    return e;
+  if (major != 9 || minor != 0) {
+    state[device].store(2);
+    return cudaErrorNotSupported;
+  }
+  auto kernel = prefill_wgmma_kernel<C>;
+  if (cudaError_t e =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::smem_bytes));
+      e != cudaSuccess)
+    return e;
+  state[device].store(1);
+  return cudaSuccess;
+}
+
+// Plans and/or launches one GQA prefill on the wgmma kernel. `p` as for
+// prefill::launch (every field but items / item_count / tokens_per_cta /
+// head_blocks); head dims are not in Params: pass them (default 128 / 128).
+// The plan is prefill.cuh's (same per-stream workspace, 128 tokens per item,
+// as prefill::launch with Config<128, 128, 1, 8, 1, 64, false>), so a plan
+// made by either launcher serves run_only calls of the other.
+template <class C>
+cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int head_dim_qk = 128,
+                                int head_dim_vo = 128) {
+  if (head_dim_qk != C::D || head_dim_vo != C::D || p.q_pe != nullptr || p.heads_per_cta != 1)
+    return cudaErrorNotSupported;
+  if (!(p.scale_log2 > 0.f) || !std::isfinite(p.scale_log2)) return cudaErrorNotSupported;
+  if (p.group < 1 || p.num_kv_heads < 1 || p.page_size < 1) return cudaErrorInvalidValue;
+  p.tokens_per_cta = C::BM;
+  p.head_blocks = p.num_qo_heads;
+  const std::int64_t max_items = static_cast<std::int64_t>(p.total_q) / p.tokens_per_cta + p.batch;
+  if (max_items <= 0 || p.head_blocks <= 0) return cudaSuccess;
+  if (max_items * p.head_blocks > INT_MAX) return cudaErrorInvalidConfiguration;
+  if (cudaError_t e = prepare_wgmma_kernel<C>(); e != cudaSuccess) return e;
+  const std::size_t items_bytes = static_cast<std::size_t>(max_items) * sizeof(int2);
+  const std::size_t off_bytes = (static_cast<std::size_t>(p.batch) + 1) * sizeof(int);
+  void* ws = nullptr;
+  if (cudaError_t e = workspace_for(stream, items_bytes + 16 + off_bytes, &ws, mode != Mode::run_only);
+      e != cudaSuccess)
+    return e;
+  auto* items = static_cast<int2*>(ws);
+  auto* count = reinterpret_cast<int*>(static_cast<unsigned char*>(ws) + items_bytes);
+  auto* seq_off = reinterpret_cast<int*>(static_cast<unsigned char*>(ws) + items_bytes + 16);
+  if (mode != Mode::run_only) {
+    plan_kernel<<<1, kPlanThreads, 0, stream>>>(p.qo_indptr, p.batch, p.tokens_per_cta, static_cast<int>(max_items),
+                                                seq_off, items, count);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  if (mode == Mode::plan_only) return cudaSuccess;
+  p.items = items;
+  p.item_count = count;
+  prefill_wgmma_kernel<C>
+      <<<static_cast<unsigned>(max_items * p.head_blocks), C::kThreads, C::smem_bytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// The default configuration: 128-key tiles, two stages, no softmax / P V overlap, a blocking producer.
+using WgmmaDefault = WgmmaConfig<128, 2, false, false>;
+
+inline cudaError_t launch_wgmma(Params p, Mode mode, cudaStream_t stream, int head_dim_qk = 128,
+                                int head_dim_vo = 128) {
+  return launch_wgmma_config<WgmmaDefault>(p, mode, stream, head_dim_qk, head_dim_vo);
+}
+
+}  // namespace kb::kernels::prefill
