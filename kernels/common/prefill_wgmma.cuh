@@ -752,10 +752,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // its last, so each barrier sees as many arrivals as waits.
     int turn = 0;
     auto turn_begin = [&]() {
-      if constexpr (C::PP) wg::named_bar_sync(4 + cw, 256);
+      if constexpr (C::PP) {
+        __syncwarp();  // bar.sync is .aligned
+        wg::named_bar_sync(4 + cw, 256);
+      }
     };
     auto turn_end = [&]() {
       if constexpr (C::PP) {
+        __syncwarp();
         if (!(cw == 1 && turn == n)) wg::named_bar_arrive(4 + (cw ^ 1), 256);
         ++turn;
       }
