@@ -64,6 +64,7 @@
 // checks and times the kernel on a GPU.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap and its enums (the encoder is fetched at run time: no -lcuda)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -73,6 +74,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "prefill.cuh"
 
@@ -102,6 +104,36 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Arrive on named barrier `id` without waiting (the other side waits with bar.sync).
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Non-.aligned barrier (threads of a warp may arrive from different places).
+__device__ __forceinline__ void named_bar_sync_unaligned(int id, int threads) {
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Arrive (release, CTA scope) and add `bytes` to the transaction count of the current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+// Tensor copy (TMA) of one 3-D box global -> shared, completing `bytes` on the mbarrier.
+__device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                            std::uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
 }
 
 __device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
@@ -244,11 +276,35 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const std::uint
 //    after issuing tile t, fences, and arrives: `full` of tile j then needs
 //    stage (j + 1) % STAGES free, which an OVERLAP consumer (holding V(j - 1)
 //    while it waits for K(j)) only guarantees with 3 stages or more.
-template <int BN_, int STAGES_, bool OVERLAP_, bool ASYNC_>
+//  OPT (bits, 0 = the original kernel):
+//   kWgSoftmax2: the softmax in two compiled forms (the causal mask only on
+//    tiles that need it; the original computes the mask predicates of every
+//    tile and selects), P and the row sums pinned before the wait for
+//    P(j-1) V(j-1) (the compiler otherwise sinks the exp2 / sums below that
+//    wait, losing the overlap), and O rescaled only when the running max of
+//    some row of the warp changed (alpha == 1 exactly otherwise: bitwise the
+//    same result).
+//   kWgPingPong (OVERLAP only): the two consumer warpgroups take turns issuing
+//    their wgmma groups (named barriers 4 and 5), so one warpgroup's softmax
+//    runs while the other's GEMMs hold the tensor cores.
+//   kWgTma (ASYNC only): K / V tiles by the tensor copy engine
+//    (cp.async.bulk.tensor, one thread, 64-row boxes with the 128-byte swizzle)
+//    for ragged KV and page sizes that are multiples of 64, where every row
+//    of the tile is a key of the sequence (rows of a box contiguous); other
+//    tiles (the last, partial one; a bad page id) by cp.async from all 128
+//    producer threads (blocking), other page sizes by the ASYNC producer.
+enum : int { kWgSoftmax2 = 1, kWgPingPong = 2, kWgTma = 4 };
+
+template <int BN_, int STAGES_, bool OVERLAP_, bool ASYNC_, int OPT_ = 0>
 struct WgmmaConfig {
   static constexpr int D = 128;  // head_dim of q, k and v
   static constexpr int BN = BN_, STAGES = STAGES_;
   static constexpr bool OVERLAP = OVERLAP_, ASYNC = ASYNC_;
+  static constexpr bool SM2 = (OPT_ & kWgSoftmax2) != 0, PP = (OPT_ & kWgPingPong) != 0,
+                        TMA = (OPT_ & kWgTma) != 0;
+  static_assert(!PP || OVERLAP, "ping-pong is written for the OVERLAP loop");
+  static_assert(!TMA || ASYNC, "TMA falls back to the ASYNC producer (page sizes not a multiple of 64)");
+  static_assert(!TMA || BN % 64 == 0, "64-row boxes");
   static constexpr int kConsumers = 2;
   static constexpr int BM = 64 * kConsumers;  // query rows (tokens) per CTA
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -272,8 +328,17 @@ struct WgmmaConfig {
   static_assert(k_off % 1024 == 0 && v_off % 1024 == 0 && kv_half_bytes % 1024 == 0, "swizzle atoms");
 };
 
+// Tensor maps of K and V for kWgTma configs: [rows][H_kv][128] bf16, boxes of
+// 64 rows x 1 head x 64 columns, 128-byte swizzle. use == 0: no maps (other
+// configs, page sizes not a multiple of 64, a failed encode): cp.async only.
+struct WgmmaTma {
+  CUtensorMap k, v;
+  int use;
+};
+
 template <class C>
-__global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Params p) {
+__global__ void __launch_bounds__(C::kThreads, 1)
+    prefill_wgmma_kernel(const Params p, const __grid_constant__ WgmmaTma tma) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES;
   constexpr int NS = BN / 2;   // S accumulators per thread
@@ -325,14 +390,19 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
   const std::uint32_t empty_k = bars + 16 * STAGES, empty_v = bars + 24 * STAGES;
 
   const int tid = static_cast<int>(threadIdx.x);
+  // kWgTma with maps: one arrival on `full` per tile (the thread that issues the
+  // tensor copies, or thread 0 after the cp.async fallback); else every producer thread.
+  const bool use_tma = C::TMA && tma.use != 0;
   if (tid == 0) {
+    const int full_count = use_tma ? 1 : 128;
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
-      wg::mbar_init(full_k + 8 * s, 128);                // every producer thread
-      wg::mbar_init(full_v + 8 * s, 128);
+      wg::mbar_init(full_k + 8 * s, full_count);
+      wg::mbar_init(full_v + 8 * s, full_count);
       wg::mbar_init(empty_k + 8 * s, 4 * C::kConsumers);  // every consumer warp
       wg::mbar_init(empty_v + 8 * s, 4 * C::kConsumers);
     }
+    if constexpr (C::TMA) wg::fence_proxy_async();  // the initialised barriers, seen by the copy engine
   }
   __syncthreads();
 
@@ -371,6 +441,76 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
         wg::cp_async16(dst + dst0 + i * 8 * C::kHalf, base + off, tok >= 0);
       }
     };
+    if (C::TMA && use_tma) {
+      // Tile t: TMA when all of its keys are keys of the sequence (below
+      // kv_end) and every 64-row box lies in one page / inside the cache.
+      if (pt == 0) {
+        wg::tma_prefetch_desc(&tma.k);
+        wg::tma_prefetch_desc(&tma.v);
+      }
+      constexpr int kBoxes = BN / 64;
+      for (int t = 0; t < n; ++t) {
+        const int s = t % STAGES;
+        const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
+        bool ok = (t + 1) * BN <= kv_end;
+        int rows[kBoxes];
+        if (ok) {
+#pragma unroll
+          for (int bx = 0; bx < kBoxes; ++bx) {
+            const int key0 = t * BN + 64 * bx;
+            if (p.paged) {
+              const int page = __ldg(p.kv_indices + kv_first + key0 / p.page_size);  // the same for every thread
+              ok = ok && page >= 0 && page < p.kv_limit;
+              rows[bx] = page * p.page_size + key0 % p.page_size;
+            } else {
+              ok = ok && kv_first + key0 + 64 <= p.kv_limit;
+              rows[bx] = kv_first + key0;
+            }
+          }
+        }
+        if (ok) {
+          if (pt == 0) {
+            const std::uint32_t ks = sbase + C::k_off + s * C::kv_bytes, vs = sbase + C::v_off + s * C::kv_bytes;
+            if (t >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
+            wg::mbar_arrive_expect_tx(full_k + 8 * s, C::kv_bytes);
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int bx = 0; bx < kBoxes; ++bx)
+                wg::tma_load_3d(ks + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.k, 64 * h, kvh, rows[bx],
+                                full_k + 8 * s);
+            if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
+            wg::mbar_arrive_expect_tx(full_v + 8 * s, C::kv_bytes);
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int bx = 0; bx < kBoxes; ++bx)
+                wg::tma_load_3d(vs + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.v, 64 * h, kvh, rows[bx],
+                                full_v + 8 * s);
+          }
+        } else {
+          // Partial tile (or a bad page): cp.async from every producer thread,
+          // zero rows past kv_end; then thread 0 arrives (full count 1).
+          if (t >= STAGES) {
+            wg::mbar_wait(empty_k + 8 * s, par);
+            wg::mbar_wait(empty_v + 8 * s, par);
+          }
+          if (pt < BN) tok_s[pt] = tok_of(t, pt);
+          wg::named_bar_sync_unaligned(1, 128);  // toks written
+          copy_tile(tok_s, sbase + C::k_off + s * C::kv_bytes, k_base);
+          copy_tile(tok_s, sbase + C::v_off + s * C::kv_bytes, v_base);
+          cp_async_commit();
+          cp_async_wait<0>();
+          wg::fence_proxy_async();               // generic-proxy writes, read by wgmma (async proxy)
+          wg::named_bar_sync_unaligned(1, 128);  // every thread's copies landed (and toks read)
+          if (pt == 0) {
+            wg::mbar_arrive(full_k + 8 * s);
+            wg::mbar_arrive(full_v + 8 * s);
+          }
+        }
+      }
+      return;
+    }
     int reg_tok = (pt < BN && n > 0) ? tok_of(0, pt) : -1;
     for (int t = 0; t < n; ++t) {
       const int s = t % STAGES;
@@ -472,7 +612,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
     // before the .aligned wgmma instructions.
     auto wait_full = [&](std::uint32_t bar_kind, int j) {
       wg::mbar_wait(bar_kind + 8 * (j % STAGES), static_cast<std::uint32_t>((j / STAGES) & 1));
-      if constexpr (C::ASYNC) wg::fence_proxy_async();  // cp.async writes (generic proxy) -> wgmma reads
+      if constexpr (C::ASYNC) {
+        if (!use_tma) wg::fence_proxy_async();  // cp.async writes (generic proxy) -> wgmma reads
+      }
       __syncwarp();
     };
     // One arrival per warp: this warp's wgmma reads of K (or V) of tile j are done.
@@ -535,7 +677,60 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
 #pragma unroll
       for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + rs[h];
     };
+    // kWgSoftmax2: the same, with the mask only where kMask (a tile that needs
+    // it), two partial max / sum chains per row, and P / l pinned at the end.
+    auto softmax2 = [&](auto mask_tag, int j, float (&alpha)[2]) {
+      constexpr bool kMask = decltype(mask_tag)::value;
+      float mx[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+#pragma unroll
+      for (int jb = 0; jb < BN / 8; ++jb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[4 * jb + e];
+          if constexpr (kMask) {
+            const int key = j * BN + 8 * jb + 2 * tq + (e & 1);
+            if (key > lim[e >> 1] || key >= kv_len) x = -INFINITY;
+            s[4 * jb + e] = x;
+          }
+          mx[e >> 1][jb & 1] = fmaxf(mx[e >> 1][jb & 1], x);
+        }
+      float neg_m[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float m = fmaxf(mx[h][0], mx[h][1]);
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        const float m_new = fmaxf(m_run[h], m * scale);        // scale > 0: the max commutes
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // no key yet: exp2(-inf) = 0, never NaN
+        alpha[h] = fast_exp2(m_run[h] - m_use);                // exactly 1 when the max did not change
+        m_run[h] = m_new;
+        neg_m[h] = -m_use;
+      }
+      float rs[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+#pragma unroll
+      for (int i = 0; i < NS; ++i) {
+        const float pv = fast_exp2(fmaf(s[i], scale, neg_m[(i >> 1) & 1]));
+        s[i] = pv;
+        rs[(i >> 1) & 1][(i >> 2) & 1] += pv;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + (rs[h][0] + rs[h][1]);
+      wg::reg_fence(s);
+      wg::reg_fence(l_run);
+    };
+    auto softmax_any = [&](int j, float (&alpha)[2]) {
+      if constexpr (C::SM2) {
+        if ((j + 1) * BN > full_end) softmax2(std::true_type{}, j, alpha);
+        else softmax2(std::false_type{}, j, alpha);
+      } else {
+        softmax(j, alpha);
+      }
+    };
     auto rescale_o = [&](const float (&alpha)[2]) {
+      if constexpr (C::SM2) {
+        // alpha == 1 (the running max of both rows unchanged) is a no-op: skip it when the whole warp agrees.
+        if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+      }
 #pragma unroll
       for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
     };
@@ -548,6 +743,32 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
         for (int i = 0; i < 4; ++i) pa[k][i] = pack_bf16(s[8 * k + 2 * i], s[8 * k + 2 * i + 1]);
     };
 
+    // kWgPingPong: both warpgroups take turns 0 .. n (tile 0's S; S(j) with
+    // P(j-1) V(j-1) for j = 1 .. nw-1; the last P V; one per tile a warpgroup
+    // only drains; one more when it had no tile), alternating 0, 1, 0, 1, ...:
+    // warpgroup cw waits on barrier 4 + cw (bar.sync, 256 = its 128 threads +
+    // the other's 128 arrivals) and hands over with bar.arrive on the other's.
+    // Warpgroup 1 opens warpgroup 0's first turn and does not hand over after
+    // its last, so each barrier sees as many arrivals as waits.
+    int turn = 0;
+    auto turn_begin = [&]() {
+      if constexpr (C::PP) {
+        __syncwarp();  // bar.sync is .aligned
+        wg::named_bar_sync(4 + cw, 256);
+      }
+    };
+    auto turn_end = [&]() {
+      if constexpr (C::PP) {
+        __syncwarp();
+        if (!(cw == 1 && turn == n)) wg::named_bar_arrive(4 + (cw ^ 1), 256);
+        ++turn;
+      }
+    };
+    if constexpr (C::PP) {
+      if (cw == 1 && n > 0) wg::named_bar_arrive(4, 256);
+    }
+    (void)turn;
+
     if constexpr (!C::OVERLAP) {
       for (int j = 0; j < nw; ++j) {
         wait_full(full_k, j);
@@ -559,7 +780,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
         wg::reg_fence(s);
         release(empty_k, j);
         float alpha[2];
-        softmax(j, alpha);
+        softmax_any(j, alpha);
         rescale_o(alpha);
         convert_p();
         wait_full(full_v, j);
@@ -576,21 +797,24 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
     } else if (nw > 0) {
       // Tile 0: S, softmax (O is still zero: no rescale needed).
       wait_full(full_k, 0);
+      turn_begin();
       wg::reg_fence(s);
       wg::wgmma_fence();
       issue_s(0);
       wg::wgmma_commit();
+      turn_end();
       wg::wgmma_wait<0>();
       wg::reg_fence(s);
       release(empty_k, 0);
       {
         float alpha[2];
-        softmax(0, alpha);
+        softmax_any(0, alpha);
       }
       convert_p();
       for (int j = 1; j < nw; ++j) {
         wait_full(full_k, j);
         wait_full(full_v, j - 1);
+        turn_begin();
         wg::reg_fence(s);
         wg::reg_fence(o);
         wg::reg_fence(pa);
@@ -599,11 +823,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
         wg::wgmma_commit();
         issue_pv(j - 1);  // O += P(j - 1) V(j - 1)
         wg::wgmma_commit();
+        turn_end();
         wg::wgmma_wait<1>();  // S(j) done; P V may still run
         wg::reg_fence(s);
         release(empty_k, j);
         float alpha[2];
-        softmax(j, alpha);  // s, m, l only
+        softmax_any(j, alpha);  // s, m, l only
         wg::wgmma_wait<0>();  // P(j - 1) V(j - 1) done: O and pa are free
         wg::reg_fence(o);
         wg::reg_fence(pa);
@@ -612,22 +837,33 @@ __global__ void __launch_bounds__(C::kThreads, 1) prefill_wgmma_kernel(const Par
         convert_p();
       }
       wait_full(full_v, nw - 1);
+      turn_begin();
       wg::reg_fence(o);
       wg::reg_fence(pa);
       wg::wgmma_fence();
       issue_pv(nw - 1);
       wg::wgmma_commit();
+      turn_end();
       wg::wgmma_wait<0>();
       wg::reg_fence(o);
       wg::reg_fence(pa);
       release(empty_v, nw - 1);
     }
-    // Tiles the other warpgroup needs but this one does not: wait, release.
+    // Tiles the other warpgroup needs but this one does not: wait, release
+    // (kWgPingPong: one turn each, taken before the wait).
     for (int j = nw; j < n; ++j) {
+      turn_begin();
+      turn_end();
       wait_full(full_k, j);
       release(empty_k, j);
       wait_full(full_v, j);
       release(empty_v, j);
+    }
+    if constexpr (C::PP) {
+      if (n > 0 && nw == 0) {  // the last turn (n + 1 in all)
+        turn_begin();
+        turn_end();
+      }
     }
 
     // Row sums over the quad, normalise, store.
@@ -685,6 +921,46 @@ cudaError_t prepare_wgmma_kernel() {
   return cudaSuccess;
 }
 
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no link
+// against libcuda); null when the driver does not provide it.
+using TensorMapEncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                          const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
+                                          CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                          CUtensorMapFloatOOBfill);
+inline TensorMapEncodeTiled tensor_map_encoder() {
+  static const TensorMapEncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q);
+#endif
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<TensorMapEncodeTiled>(f);
+  }();
+  return fn;
+}
+
+// K or V cache [rows][hkv][128] bf16 as a 3-D tensor map (dims innermost first:
+// 128 columns, hkv heads, rows), boxes of 64 columns x 1 head x 64 rows, the
+// 128-byte swizzle (the kernel's shared layout); false where it cannot be encoded.
+inline bool encode_kv_tensor_map(CUtensorMap* map, const void* base, std::uint64_t rows, int hkv) {
+  const TensorMapEncodeTiled enc = tensor_map_encoder();
+  if (!enc || base == nullptr || reinterpret_cast<std::uintptr_t>(base) % 16 != 0) return false;
+  if (rows == 0 || rows > (std::uint64_t{1} << 31) || hkv < 1) return false;  // int row coordinates in the kernel
+  const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(hkv), rows};
+  const cuuint64_t strides[2] = {128 * 2, static_cast<cuuint64_t>(hkv) * 128 * 2};  // bytes, dims 1 and 2
+  const cuuint32_t box[3] = {64, 1, 64};
+  const cuuint32_t elem[3] = {1, 1, 1};
+  return enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, elem,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // Plans and/or launches one GQA prefill on the wgmma kernel. `p` as for
 // prefill::launch (every field but items / item_count / tokens_per_cta /
 // head_blocks); head dims are not in Params: pass them (default 128 / 128).
@@ -721,8 +997,20 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   if (mode == Mode::plan_only) return cudaSuccess;
   p.items = items;
   p.item_count = count;
+  WgmmaTma tma{};
+  if constexpr (C::TMA) {
+    // Ragged, or pages of a multiple of 64 rows (a 64-row box never crosses a page); else cp.async.
+    if (!p.paged || p.page_size % 64 == 0) {
+      const std::uint64_t rows =
+          static_cast<std::uint64_t>(p.kv_limit) * static_cast<std::uint64_t>(p.paged ? p.page_size : 1);
+      tma.use = p.kv_limit > 0 && encode_kv_tensor_map(&tma.k, p.k, rows, p.num_kv_heads) &&
+                        encode_kv_tensor_map(&tma.v, p.v, rows, p.num_kv_heads)
+                    ? 1
+                    : 0;
+    }
+  }
   prefill_wgmma_kernel<C>
-      <<<static_cast<unsigned>(max_items * p.head_blocks), C::kThreads, C::smem_bytes, stream>>>(p);
+      <<<static_cast<unsigned>(max_items * p.head_blocks), C::kThreads, C::smem_bytes, stream>>>(p, tma);
   return cudaGetLastError();
 }
 

@@ -17,8 +17,10 @@
 //       failing layout), --reps N (default 20), --only NAME (one variant, plus
 //       mma.sync). --tiny prints up to 8 mismatches per kernel and probe: send
 //       the output to a file ($OUT on the device machine).
-// Variants: wgmma-BNxSTAGES[-ov][-as] = WgmmaConfig<BN, STAGES, OVERLAP, ASYNC>
-// (kernels/common/prefill_wgmma.cuh); launch_wgmma is the default config.
+// Variants: wgmma-BNxSTAGES[-ov][-as|-tma][-s2][-pp] = WgmmaConfig<BN, STAGES,
+// OVERLAP, ASYNC, OPT> (kernels/common/prefill_wgmma.cuh; OPT bits: -tma
+// kWgTma (ASYNC implied), -s2 kWgSoftmax2, -pp kWgPingPong); launch_wgmma is the
+// default config.
 // Exit status: 0 when every check passes, 1 on any FAIL, 2 on a CUDA error,
 // 3 when a kernel has not finished after 30 s (a hang).
 //
@@ -94,6 +96,25 @@ std::vector<Variant> variants() {
        }},
       {"wgmma-64x4-ov-as", [](pf::Params p, pf::Mode m, cudaStream_t s) {
          return pf::launch_wgmma_config<pf::WgmmaConfig<64, 4, true, true>>(p, m, s);
+       }},
+      // kWgSoftmax2 (-s2), kWgPingPong (-pp), kWgTma (-tma; -as implied: its fallback producer).
+      {"wgmma-128x3-ov-as-s2", [](pf::Params p, pf::Mode m, cudaStream_t s) {
+         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 3, true, true, pf::kWgSoftmax2>>(p, m, s);
+       }},
+      {"wgmma-128x3-ov-as-s2-pp", [](pf::Params p, pf::Mode m, cudaStream_t s) {
+         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 3, true, true, pf::kWgSoftmax2 | pf::kWgPingPong>>(
+             p, m, s);
+       }},
+      {"wgmma-128x3-ov-tma-s2", [](pf::Params p, pf::Mode m, cudaStream_t s) {
+         return pf::launch_wgmma_config<pf::WgmmaConfig<128, 3, true, true, pf::kWgSoftmax2 | pf::kWgTma>>(p, m, s);
+       }},
+      {"wgmma-128x3-ov-tma-s2-pp", [](pf::Params p, pf::Mode m, cudaStream_t s) {
+         return pf::launch_wgmma_config<
+             pf::WgmmaConfig<128, 3, true, true, pf::kWgSoftmax2 | pf::kWgPingPong | pf::kWgTma>>(p, m, s);
+       }},
+      {"wgmma-128x2-ov-tma-s2-pp", [](pf::Params p, pf::Mode m, cudaStream_t s) {
+         return pf::launch_wgmma_config<
+             pf::WgmmaConfig<128, 2, true, true, pf::kWgSoftmax2 | pf::kWgPingPong | pf::kWgTma>>(p, m, s);
        }},
       {"launch_wgmma", [](pf::Params p, pf::Mode m, cudaStream_t s) { return pf::launch_wgmma(p, m, s); }},
   };
@@ -497,7 +518,7 @@ bool check_layout(const Layout& L, const Options& opt, int print_max) {
     sync_or_die(st, 30.0, std::string(var.name) + " on " + L.name);
     CK(cudaGetLastError());
     const Cmp c = compare(P, dp.out.download(), dp.lse.download(), rout, rlse, print_max, var.name);
-    std::printf("  %-16s max|out err| %.3e  max|lse err| %.3e  bad out %lld  bad lse %lld  %s\n", var.name, c.out_err,
+    std::printf("  %-24s max|out err| %.3e  max|lse err| %.3e  bad out %lld  bad lse %lld  %s\n", var.name, c.out_err,
                 c.lse_err, c.bad_out, c.bad_lse, c.ok() ? "PASS" : "FAIL");
     if (!c.ok()) {
       all = false;
@@ -597,7 +618,7 @@ void time_layout(const Layout& L, const Options& opt, std::vector<TimeRow>& rows
     CK(cudaGetLastError());
     const double ms = median(ts);
     TimeRow r{L.name, var.name, ms, flops / (ms * 1e-3) / 1e12};
-    std::printf("  %-28s %-16s %9.3f ms  %7.1f TFLOP/s\n", r.problem.c_str(), r.variant.c_str(), r.ms, r.tflops);
+    std::printf("  %-28s %-24s %9.3f ms  %7.1f TFLOP/s\n", r.problem.c_str(), r.variant.c_str(), r.ms, r.tflops);
     rows.push_back(r);
   }
   CK(cudaEventDestroy(e0));
@@ -709,7 +730,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> vars;
     for (const auto& r : rows)
       if (std::find(vars.begin(), vars.end(), r.variant) == vars.end()) vars.push_back(r.variant);
-    for (const auto& vn : vars) std::printf(" %15s", vn.c_str());
+    for (const auto& vn : vars) std::printf(" %*s", std::max<int>(15, static_cast<int>(vn.size())), vn.c_str());
     std::printf("\n");
     std::vector<std::string> probs;
     for (const auto& r : rows)
@@ -720,7 +741,7 @@ int main(int argc, char** argv) {
         double t = 0;
         for (const auto& r : rows)
           if (r.problem == pn && r.variant == vn) t = r.tflops;
-        std::printf(" %15.1f", t);
+        std::printf(" %*.1f", std::max<int>(15, static_cast<int>(vn.size())), t);
       }
       std::printf("\n");
     }
