@@ -41,10 +41,15 @@ const char* gqa_config() {
   return c;
 }
 
-// The fastest variant of tools/gpu/prefill_wgmma_check.cu on an H100 (2026-11-24): 128-key tiles, three
-// stages, the softmax of tile j overlapping P V of tile j-1, a producer that never waits on its own copies:
-// 420-430 TFLOP/s on 8192-16384 causal tokens (32/8 heads), against 279-289 for mma.sync.
-using GqaWgmma = prefill::WgmmaConfig<128, 3, true, true>;
+// The fastest variants of tools/gpu/prefill_wgmma_check.cu on an H100 (2026-11-24, 32/8 heads, causal,
+// benchmarks/h100-2026-11-24/prefill_wgmma_check.txt), all with 128-key tiles, three stages, the softmax
+// of tile j overlapping P V of tile j-1, a producer that never waits on its own copies, and the mask only
+// on diagonal tiles:
+//  - rows contiguous in runs of 64 (ragged, page sizes multiple of 64): K / V by TMA and the two consumer
+//    warpgroups taking turns: 507-546 TFLOP/s ragged, 478 paged ps64 (mma.sync: 258-289);
+//  - other page sizes (rows gathered one by one): cp.async, no turns: 419 TFLOP/s at ps1.
+using GqaWgmmaTma = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong>;
+using GqaWgmmaGather = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2>;
 
 }  // namespace
 
@@ -99,7 +104,9 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
   else if (std::strcmp(gqa_config(), "b") == 0) e = prefill::launch<Gqa128b, 1>(p, m, s);
   else if (std::strcmp(gqa_config(), "a") == 0) e = prefill::launch<Gqa128, 2>(p, m, s);
   else {
-    e = prefill::launch_wgmma_config<GqaWgmma>(p, m, s);
+    const bool runs_of_64 = !p.paged || p.page_size % 64 == 0;
+    e = runs_of_64 ? prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s)
+                   : prefill::launch_wgmma_config<GqaWgmmaGather>(p, m, s);
     if (e == cudaErrorNotSupported) {  // not an sm_90 device, or outside the Hopper kernel's case
       (void)cudaGetLastError();
       e = prefill::launch<Gqa128, 2>(p, m, s);
