@@ -355,6 +355,97 @@ __global__ void elementwise_vec_kernel(const ElemParams P) {
   }
 }
 
+// The strided vector path: the output's innermost (merged) dim has stride 1,
+// but operands need not be flat: broadcast operands (innermost stride 0: a
+// bias over channels, a 0-dim tensor, x.expand), views with row gaps (a cat or
+// pad slice of the output, a cropped input) or another dtype. A thread takes E
+// consecutive output elements (E = 16 bytes of DT), finds their coordinates
+// once (not once per element as the generic kernel does), and loads each
+// operand as one 16-byte vector where it is stride 1, DT and aligned there, as
+// one broadcast value where its innermost stride is 0, else element by
+// element; the output is stored the same way. Vectors that cross a row (the
+// innermost size not a multiple of E) take the generic per-element path.
+// Same conversions and math as the generic kernel: bitwise the same results.
+// The generic kernel ran these at ~0.2x of torch (mul_ by a 0-dim tensor,
+// div.Scalar of an expanded [N, C, 1, 1] mean, add of a [C] bias).
+template <int DT, class I>
+__global__ void elementwise_strided_vec_kernel(const ElemParams P) {
+  constexpr int E = DT == kF32 ? 4 : 8;
+  constexpr int ES = DT == kF32 ? 4 : 2;
+  const I n = static_cast<I>(P.n);
+  const I S = static_cast<I>(P.size[P.rank - 1]);
+  const I nvec = (n + E - 1) / E;
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I v = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; v < nvec; v += step) {
+    const I i0 = v * E;
+    if (i0 % S + E <= S) {  // E elements of one row
+      I off[4];
+      offsets_of<I>(P, i0, off);
+      float x[3][E];
+#pragma unroll
+      for (int k = 0; k < 3; ++k) {
+        if (k >= P.nin) {
+#pragma unroll
+          for (int e = 0; e < E; ++e) x[k][e] = 0.f;
+          continue;
+        }
+        const Operand& o = P.o[k + 1];
+        const std::int64_t st = o.stride[P.rank - 1];
+        const char* p = o.ptr + static_cast<std::int64_t>(off[k + 1]) * o.esize;
+        if (o.is_const || st == 0) {
+          const float c = o.is_const ? static_cast<float>(o.cval) : load<float>(p, o.dtype);
+#pragma unroll
+          for (int e = 0; e < E; ++e) x[k][e] = c;
+        } else if (st == 1 && o.dtype == DT && reinterpret_cast<std::uintptr_t>(p) % 16 == 0) {
+          const uint4 w = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+          for (int e = 0; e < E; ++e) x[k][e] = vec_lane<DT>(w, e);
+        } else {
+#pragma unroll
+          for (int e = 0; e < E; ++e) x[k][e] = load<float>(p + e * st * o.esize, o.dtype);
+        }
+      }
+      char* q = P.o[0].ptr + static_cast<std::int64_t>(off[0]) * ES;
+      if (reinterpret_cast<std::uintptr_t>(q) % 16 == 0) {  // the output's innermost stride is 1
+        uint4 w;
+#pragma unroll
+        for (int e = 0; e < E; ++e) vec_set<DT>(w, e, apply<float>(P.op, x[0][e], x[1][e], x[2][e], P.p));
+        *reinterpret_cast<uint4*>(q) = w;
+      } else {
+        float y[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) y[e] = apply<float>(P.op, x[0][e], x[1][e], x[2][e], P.p);
+#pragma unroll
+        for (int e = 0; e < E; ++e) store<float>(q + e * ES, DT, y[e]);
+      }
+    } else {  // a vector across rows (or the end): element by element, loads before stores
+      float y[E];
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const I i = i0 + e;
+        if (i >= n) break;
+        I off[4];
+        offsets_of<I>(P, i, off);
+        float x[3] = {0.f, 0.f, 0.f};
+        for (int k = 0; k < P.nin; ++k) {
+          const Operand& o = P.o[k + 1];
+          x[k] = o.is_const ? static_cast<float>(o.cval)
+                            : load<float>(o.ptr + static_cast<std::int64_t>(off[k + 1]) * o.esize, o.dtype);
+        }
+        y[e] = apply<float>(P.op, x[0], x[1], x[2], P.p);
+      }
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const I i = i0 + e;
+        if (i >= n) break;
+        I off[4];
+        offsets_of<I>(P, i, off);
+        store<float>(P.o[0].ptr + static_cast<std::int64_t>(off[0]) * ES, DT, y[e]);
+      }
+    }
+  }
+}
+
 int dt_code(Dtype d) {
   if (is_complex(d)) fail(std::string("complex dtype ") + dtype_abbrev(d) + " is not supported on CUDA");
   return static_cast<int>(d);
@@ -496,6 +587,29 @@ Launch elementwise(EOp op, const DView& out, std::vector<EIn> ins, std::array<do
       if (k > 0 && o.is_const) continue;
       if (o.dtype != vec || (P.n > 1 && o.stride[0] != 1) || reinterpret_cast<std::uintptr_t>(o.ptr) % 16 != 0) vec = -1;
     }
+  }
+  // The strided vector path (elementwise_strided_vec_kernel): fp32 compute, an f16/bf16/f32 output whose
+  // innermost merged dim is stride 1 and at least a vector long; any other layout of the inputs.
+  int svec = -1;
+  if (vec < 0 && !use_double && P.o[0].stride[P.rank - 1] == 1 &&
+      (out.dtype == Dtype::f16 || out.dtype == Dtype::bf16 || out.dtype == Dtype::f32) &&
+      P.size[P.rank - 1] >= (out.dtype == Dtype::f32 ? 4 : 8))
+    svec = dt_code(out.dtype);
+  if (svec >= 0) {
+    const int vgrid = grid_for((P.n + 7) / 8, threads);
+    return [P, vgrid, svec, narrow, keep](void* stream) -> Status {
+      auto s = static_cast<cudaStream_t>(stream);
+      if (narrow) {
+        if (svec == kF16) elementwise_strided_vec_kernel<kF16, std::int32_t><<<vgrid, threads, 0, s>>>(P);
+        else if (svec == kBF16) elementwise_strided_vec_kernel<kBF16, std::int32_t><<<vgrid, threads, 0, s>>>(P);
+        else elementwise_strided_vec_kernel<kF32, std::int32_t><<<vgrid, threads, 0, s>>>(P);
+      } else {
+        if (svec == kF16) elementwise_strided_vec_kernel<kF16, std::int64_t><<<vgrid, threads, 0, s>>>(P);
+        else if (svec == kBF16) elementwise_strided_vec_kernel<kBF16, std::int64_t><<<vgrid, threads, 0, s>>>(P);
+        else elementwise_strided_vec_kernel<kF32, std::int64_t><<<vgrid, threads, 0, s>>>(P);
+      }
+      return check_launch("elementwise kernel");
+    };
   }
   if (vec >= 0) {
     const int vgrid = grid_for((P.n + 7) / 8, threads);
