@@ -243,11 +243,15 @@ struct ElemParams {
 
 // Offsets of element i for every operand (I: the index type; 32-bit when
 // every offset fits, since 64-bit division is several times slower).
+// Every one of the 4 operand slots is computed (unused ones have stride 0), so
+// the unrolled off[] stays in registers instead of a local-memory array.
 template <class I>
 __device__ __forceinline__ void offsets_of(const ElemParams& P, I i, I* off) {
-  for (int k = 0; k <= P.nin; ++k) off[k] = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) off[k] = 0;
   if (P.rank == 1) {
-    for (int k = 0; k <= P.nin; ++k) off[k] = i * static_cast<I>(P.o[k].stride[0]);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) off[k] = i * static_cast<I>(P.o[k].stride[0]);
     return;
   }
   I r = i;
@@ -255,7 +259,8 @@ __device__ __forceinline__ void offsets_of(const ElemParams& P, I i, I* off) {
     const I sz = static_cast<I>(P.size[d]);
     const I idx = r % sz;
     r /= sz;
-    for (int k = 0; k <= P.nin; ++k) off[k] += idx * static_cast<I>(P.o[k].stride[d]);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) off[k] += idx * static_cast<I>(P.o[k].stride[d]);
   }
 }
 
@@ -427,10 +432,12 @@ __global__ void elementwise_strided_vec_kernel(const ElemParams P) {
         I off[4];
         offsets_of<I>(P, i, off);
         float x[3] = {0.f, 0.f, 0.f};
-        for (int k = 0; k < P.nin; ++k) {
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
           const Operand& o = P.o[k + 1];
-          x[k] = o.is_const ? static_cast<float>(o.cval)
-                            : load<float>(o.ptr + static_cast<std::int64_t>(off[k + 1]) * o.esize, o.dtype);
+          if (k < P.nin)
+            x[k] = o.is_const ? static_cast<float>(o.cval)
+                              : load<float>(o.ptr + static_cast<std::int64_t>(off[k + 1]) * o.esize, o.dtype);
         }
         y[e] = apply<float>(P.op, x[0], x[1], x[2], P.p);
       }
@@ -858,6 +865,172 @@ __global__ void reduce_combine_kernel(const ReduceParams P, const double* partia
   store<double>(P.out + ob * P.oes, P.odt, r_final(P.op, acc, P.R));
 }
 
+// Why the split reductions below: reduce_block_kernel gives an output one
+// block, so a full reduction (sum of [8, 512, 30522]) ran on one block, 1000x
+// slower than torch; and a block per output of a few thousand elements with
+// 2-byte loads ran mean over H, W at ~0.2x. Here a group of G lanes (G <= 32,
+// shuffles only) reduces one chunk of one output's range, loading 16-byte
+// vectors of DT where the range is contiguous and aligned (DT < 0: element by
+// element); with few outputs the range is split into `splits` chunks whose
+// fp64 partials reduce_partials_kernel combines in a fixed order (no atomics:
+// run to run deterministic). Accumulation stays in fp64 as before.
+template <int DT>
+struct VecOf {
+  static constexpr int size = DT == kF32 ? 4 : DT == kB8 ? 1 : 2;
+  static constexpr int E = DT < 0 ? 1 : 16 / size;
+};
+
+template <int DT, int G>
+__global__ void reduce_group_kernel(const ReduceParams P, double* partial, std::int64_t splits, std::int64_t chunk) {
+  constexpr int E = VecOf<DT>::E;
+  const int lane = threadIdx.x % G;
+  const std::int64_t total = P.nout * splits;
+  const std::int64_t gstep = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / G);
+  // Whole warps iterate together (the shuffles need every lane), invalid groups idle.
+  const std::int64_t gfirst = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+  const std::int64_t wfirst = gfirst - (threadIdx.x % 32) / G;
+  for (std::int64_t gw = wfirst, g = gfirst; gw < total; gw += gstep, g += gstep) {
+    const bool valid = g < total;
+    const std::int64_t o = valid ? g / splits : 0, sp = valid ? g % splits : 0;
+    double acc = r_init(P.op);
+    std::int64_t xb = 0, ob = 0;
+    if (valid) {
+      decode(P.kept, o, xb, ob);
+      const std::int64_t r0 = sp * chunk, r1 = r0 + chunk < P.R ? r0 + chunk : P.R;
+      if constexpr (DT >= 0) {
+        constexpr int U = 4;  // vectors in flight per lane
+        for (std::int64_t r = r0 + static_cast<std::int64_t>(lane) * E; r < r1; r += std::int64_t{U} * G * E) {
+          uint4 w[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const std::int64_t rr = r + static_cast<std::int64_t>(u) * G * E;
+            if (rr < r1) {
+              std::int64_t xo, unused;
+              decode(P.reduced, rr, xo, unused);
+              w[u] = *reinterpret_cast<const uint4*>(P.x + (xb + xo) * VecOf<DT>::size);
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (r + static_cast<std::int64_t>(u) * G * E >= r1) break;
+#pragma unroll
+            for (int e = 0; e < E; ++e)
+              acc = r_step(P.op, acc, load<double>(reinterpret_cast<const char*>(&w[u]) + e * VecOf<DT>::size, DT));
+          }
+        }
+      } else {
+        for (std::int64_t r = r0 + lane; r < r1; r += G) {
+          std::int64_t xo, unused;
+          decode(P.reduced, r, xo, unused);
+          acc = r_step(P.op, acc, load<double>(P.x + (xb + xo) * P.xes, P.xdt));
+        }
+      }
+    }
+#pragma unroll
+    for (int m = G / 2; m > 0; m >>= 1) acc = r_step(P.op, acc, __shfl_xor_sync(0xffffffffu, acc, m));
+    if (valid && lane == 0) {
+      if (splits == 1) store<double>(P.out + ob * P.oes, P.odt, r_final(P.op, acc, P.R));
+      else partial[o * splits + sp] = acc;
+    }
+  }
+}
+
+// W threads per output (a warp, or a 256-thread block for many partials): each
+// takes a fixed strided subset of the output's partials (4 loads in flight),
+// then a fixed shuffle tree and, for a block, the warps' sums in order: the
+// same order every run.
+template <int W>
+__global__ void reduce_partials_kernel(const ReduceParams P, const double* partial, std::int64_t splits) {
+  __shared__ double sm[W / 32];
+  const std::int64_t o = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / W;
+  const int t = threadIdx.x % W;
+  if (o >= P.nout) return;  // whole groups leave together (blockDim is a multiple of W)
+  const double* q = partial + o * splits;
+  double acc = r_init(P.op);
+  std::int64_t s = t;
+  for (; s + 3 * W < splits; s += 4 * W) {
+    const double a = q[s], b = q[s + W], c = q[s + 2 * W], d = q[s + 3 * W];
+    acc = r_step(P.op, r_step(P.op, acc, a), r_step(P.op, r_step(P.op, b, c), d));
+  }
+  for (; s < splits; s += W) acc = r_step(P.op, acc, q[s]);
+  for (int m = 16; m > 0; m >>= 1) acc = r_step(P.op, acc, __shfl_xor_sync(0xffffffffu, acc, m));
+  if constexpr (W > 32) {
+    if (t % 32 == 0) sm[t / 32] = acc;
+    __syncthreads();
+    acc = sm[0];
+    for (int w = 1; w < W / 32; ++w) acc = r_step(P.op, acc, sm[w]);
+  }
+  if (t == 0) {
+    std::int64_t xb, ob;
+    decode(P.kept, o, xb, ob);
+    store<double>(P.out + ob * P.oes, P.odt, r_final(P.op, acc, P.R));
+  }
+}
+
+// Reductions over outer dims (the kept innermost dim contiguous in x), e.g. a
+// bias gradient sum([401536, 64], 0): a block is TW lanes across the outputs
+// (each E of them, as 16-byte vectors of DT when aligned) by TR lanes down the
+// reduced range, several rows in flight; the TR partial sums meet in shared
+// memory in a fixed order, and the range splits over blockIdx.y into fp64
+// partials (reduce_partials_kernel). reduce_columns_kernel gave each output
+// one thread, so 64 outputs used 64 of 256 threads with 2-byte loads (0.1x).
+template <int DT>
+__global__ void reduce_columns_vec_kernel(const ReduceParams P, double* partial, std::int64_t chunk, int tw) {
+  constexpr int E = VecOf<DT>::E;
+  const int ES = DT >= 0 ? VecOf<DT>::size : P.xes;
+  __shared__ double sm[256 * E];
+  const int tx = threadIdx.x % tw, ty = threadIdx.x / tw, tr = blockDim.x / tw;
+  const std::int64_t o0 = (static_cast<std::int64_t>(blockIdx.x) * tw + tx) * E;  // first of E outputs
+  const bool valid = o0 < P.nout;
+  std::int64_t xb = 0, ob = 0;
+  if (valid) decode(P.kept, o0, xb, ob);
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * chunk;
+  const std::int64_t r1 = r0 + chunk < P.R ? r0 + chunk : P.R;
+  double acc[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) acc[e] = r_init(P.op);
+  if (valid) {
+    constexpr int U = 4;
+    for (std::int64_t r = r0 + ty; r < r1; r += std::int64_t{U} * tr) {
+      uint4 w[U];
+      double d[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const std::int64_t rr = r + static_cast<std::int64_t>(u) * tr;
+        if (rr < r1) {
+          std::int64_t xo, unused;
+          decode(P.reduced, rr, xo, unused);
+          if constexpr (DT >= 0) w[u] = *reinterpret_cast<const uint4*>(P.x + (xb + xo) * ES);
+          else d[u] = load<double>(P.x + (xb + xo) * ES, P.xdt);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (r + static_cast<std::int64_t>(u) * tr >= r1) break;
+        if constexpr (DT >= 0) {
+#pragma unroll
+          for (int e = 0; e < E; ++e)
+            acc[e] = r_step(P.op, acc[e], load<double>(reinterpret_cast<const char*>(&w[u]) + e * ES, DT));
+        } else {
+          acc[0] = r_step(P.op, acc[0], d[u]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) sm[threadIdx.x * E + e] = acc[e];
+  __syncthreads();
+  if (ty != 0 || !valid) return;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    double a = sm[tx * E + e];
+    for (int y = 1; y < tr; ++y) a = r_step(P.op, a, sm[(y * tw + tx) * E + e]);
+    const std::int64_t o = o0 + e;
+    if (gridDim.y == 1) store<double>(P.out + (ob + e * P.kept.stride2[P.kept.rank - 1]) * P.oes, P.odt, r_final(P.op, a, P.R));
+    else partial[o * gridDim.y + blockIdx.y] = a;
+  }
+}
+
 void set_strided(Strided& s, std::vector<std::int64_t> size, std::vector<std::vector<std::int64_t>> st) {
   collapse(size, st);
   if (size.size() > kMaxDims) fail("more than 8 dims after merging; not supported on CUDA");
@@ -867,6 +1040,96 @@ void set_strided(Strided& s, std::vector<std::int64_t> size, std::vector<std::ve
     s.stride[d] = st[0][static_cast<std::size_t>(d)];
     s.stride2[d] = st.size() > 1 ? st[1][static_cast<std::size_t>(d)] : 0;
   }
+}
+
+// The vector dtype code for x when every 16-byte vector the split kernels load
+// along the contiguous dim (reduced innermost, or kept innermost for columns)
+// lies in one run and is aligned; -1: load element by element.
+int reduce_vec_dt(const ReduceParams& P, const DView& x, bool columns) {
+  int dt = -1;
+  if (x.dtype == Dtype::f16) dt = kF16;
+  else if (x.dtype == Dtype::bf16) dt = kBF16;
+  else if (x.dtype == Dtype::f32) dt = kF32;
+  else if (x.dtype == Dtype::b8) dt = kB8;
+  if (dt < 0 || reinterpret_cast<std::uintptr_t>(P.x) % 16 != 0) return -1;
+  const std::int64_t E = 16 / P.xes;
+  const Strided& run = columns ? P.kept : P.reduced;
+  if (run.rank < 1 || run.stride[run.rank - 1] != 1 || run.size[run.rank - 1] % E != 0) return -1;
+  for (int d = 0; d < P.kept.rank; ++d)
+    if (P.kept.stride[d] % E != 0 && !(columns && d == P.kept.rank - 1)) return -1;
+  for (int d = 0; d < P.reduced.rank; ++d)
+    if (P.reduced.stride[d] % E != 0 && !(!columns && d == P.reduced.rank - 1)) return -1;
+  return dt;
+}
+
+template <int DT>
+void launch_group(const ReduceParams& P, double* part, std::int64_t splits, std::int64_t chunk, int G, int blocks,
+                  cudaStream_t s) {
+  if (G == 32) reduce_group_kernel<DT, 32><<<blocks, 256, 0, s>>>(P, part, splits, chunk);
+  else if (G == 16) reduce_group_kernel<DT, 16><<<blocks, 256, 0, s>>>(P, part, splits, chunk);
+  else reduce_group_kernel<DT, 4><<<blocks, 256, 0, s>>>(P, part, splits, chunk);
+}
+
+// Plans the split reductions (reduce_group_kernel, or reduce_columns_vec_kernel
+// for outer dims) and the combine of their partials.
+Launch reduce_split(const ReduceParams& P, std::vector<std::shared_ptr<void>> keep, bool columns, const DView& x) {
+  const int dt = reduce_vec_dt(P, x, columns);
+  const std::int64_t E = dt >= 0 ? 16 / P.xes : 1;
+  const std::int64_t sms = sm_count();
+  std::int64_t splits = 1, chunk = std::max<std::int64_t>(P.R, 1);
+  int G = 32, tw = 1, gridx = 1;
+  if (columns) {
+    const std::int64_t units = (P.nout + E - 1) / E;
+    std::int64_t w = 1;
+    while (w < units && w < 256) w *= 2;
+    tw = static_cast<int>(w);
+    const std::int64_t tr = 256 / tw;
+    gridx = static_cast<int>((units + tw - 1) / tw);
+    const std::int64_t want = sms * 8 / gridx;  // 256-thread blocks: 8 an SM
+    splits = std::max<std::int64_t>(1, std::min<std::int64_t>({want, (P.R + 4 * tr - 1) / (4 * tr), 4096}));
+    chunk = (P.R + splits - 1) / splits;
+    splits = (P.R + chunk - 1) / chunk;
+    if (gridx > 65535 * 256) fail("reduction: too many outputs");
+  } else {
+    const std::int64_t units = P.R / E;
+    G = units >= 128 ? 32 : units >= 32 ? 16 : 4;
+    const std::int64_t want = sms * 2048 / G;  // groups to fill the GPU
+    splits = std::max<std::int64_t>(1, std::min<std::int64_t>({want / P.nout, units / (4 * G), 4096}));
+    if (P.R > 0) {
+      chunk = (P.R + splits - 1) / splits;
+      chunk = (chunk + E - 1) / E * E;
+      splits = (P.R + chunk - 1) / chunk;
+    }
+  }
+  double* part = nullptr;
+  if (splits > 1) {
+    auto partial = device_alloc(static_cast<std::size_t>(splits * P.nout) * sizeof(double));
+    part = static_cast<double*>(partial.get());
+    keep.push_back(partial);
+  }
+  const std::int64_t groups_blocks = (P.nout * splits * G + 255) / 256;
+  const int blocks = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(groups_blocks, sms * 32)));
+  return [P, dt, columns, part, splits, chunk, G, tw, gridx, blocks, keep](void* stream) -> Status {
+    auto s = static_cast<cudaStream_t>(stream);
+    if (columns) {
+      const dim3 grid(static_cast<unsigned>(gridx), static_cast<unsigned>(splits));
+      if (dt == kF16) reduce_columns_vec_kernel<kF16><<<grid, 256, 0, s>>>(P, part, chunk, tw);
+      else if (dt == kBF16) reduce_columns_vec_kernel<kBF16><<<grid, 256, 0, s>>>(P, part, chunk, tw);
+      else if (dt == kF32) reduce_columns_vec_kernel<kF32><<<grid, 256, 0, s>>>(P, part, chunk, tw);
+      else if (dt == kB8) reduce_columns_vec_kernel<kB8><<<grid, 256, 0, s>>>(P, part, chunk, tw);
+      else reduce_columns_vec_kernel<-1><<<grid, 256, 0, s>>>(P, part, chunk, tw);
+    } else {
+      if (dt == kF16) launch_group<kF16>(P, part, splits, chunk, G, blocks, s);
+      else if (dt == kBF16) launch_group<kBF16>(P, part, splits, chunk, G, blocks, s);
+      else if (dt == kF32) launch_group<kF32>(P, part, splits, chunk, G, blocks, s);
+      else if (dt == kB8) launch_group<kB8>(P, part, splits, chunk, G, blocks, s);
+      else launch_group<-1>(P, part, splits, chunk, G, blocks, s);
+    }
+    if (splits > 256) reduce_partials_kernel<256><<<static_cast<unsigned>(P.nout), 256, 0, s>>>(P, part, splits);
+    else if (splits > 1)
+      reduce_partials_kernel<32><<<static_cast<unsigned>((P.nout * 32 + 255) / 256), 256, 0, s>>>(P, part, splits);
+    return check_launch("reduce kernel");
+  };
 }
 
 }  // namespace
@@ -905,8 +1168,13 @@ Launch reduce(ROp op, const DView& out, const DView& x, const std::vector<std::i
   set_strided(P.reduced, rsize, {rx});
   auto keep = std::vector<std::shared_ptr<void>>{out.keep, x.keep};
   if (P.nout == 0) return [](void*) { return ok_status(); };
-  const bool columns = P.kept.rank >= 1 && P.kept.stride[P.kept.rank - 1] == 1 && P.nout >= 64 && P.R > 32 &&
-                       !(P.reduced.rank >= 1 && P.reduced.stride[P.reduced.rank - 1] == 1);
+  const bool kept_inner = P.kept.rank >= 1 && P.kept.stride[P.kept.rank - 1] == 1;
+  const bool reduced_inner = P.reduced.rank >= 1 && P.reduced.stride[P.reduced.rank - 1] == 1;
+  const bool columns = kept_inner && P.nout >= 64 && P.R > 32 && !reduced_inner;
+  // Short reductions with many outputs: a thread each (as before).
+  const bool per_thread = P.R <= 32 && P.nout >= 4 * 1024;
+  // Everything else runs split (the GPU reference keeps the kernels below).
+  if (!g_reference && !per_thread) return reduce_split(P, std::move(keep), kept_inner && !reduced_inner && P.R > 32, x);
   if (columns) {
     const std::int64_t want = std::int64_t{sm_count()} * 2048;  // threads to fill the GPU
     std::int64_t splits = std::max<std::int64_t>(1, std::min<std::int64_t>(want / P.nout, P.R / 32));
@@ -925,7 +1193,6 @@ Launch reduce(ROp op, const DView& out, const DView& x, const std::vector<std::i
     };
   }
   // Long reductions get a block each; short ones with many outputs a thread each.
-  const bool per_thread = P.R <= 32 && P.nout >= 4 * 1024;
   return [P, per_thread, keep](void* stream) -> Status {
     auto s = static_cast<cudaStream_t>(stream);
     if (per_thread) reduce_thread_kernel<<<grid_for(P.nout, 256), 256, 0, s>>>(P);
