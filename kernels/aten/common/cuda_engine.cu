@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "args.hpp"
 #include "cuda_engine.hpp"
@@ -1344,6 +1345,181 @@ Launch launch_rows(const RowParams& P, std::vector<std::shared_ptr<void>> keep, 
   };
 }
 
+// The softmax family over contiguous rows (stride 1 along dim) of one dtype DT
+// (f16, bf16, f32), computed in T like row_kernel and with its formulas: each
+// pass loads 16-byte vectors (a scalar head up to the first aligned element,
+// vectors, a scalar tail), where row_kernel loaded 2 bytes per element through
+// a dtype switch and ran [256, 1024, 1024] softmax at ~0.23x of torch. G lanes
+// per row: 4 for short rows (L <= 64: [12544, 4, 16, 16] left 16 of 32 lanes
+// idle), a warp up to 1024, else the block. The plan checks that every tensor
+// has the same row strides and the same address mod 16 (so one head fits all).
+template <int N>
+using Ic = std::integral_constant<int, N>;
+
+template <int DT, class T, int N>
+__device__ __forceinline__ void row_ld(const char* row, std::int64_t k, T* x) {
+  constexpr int ES = DT == kF32 ? 4 : 2;
+  if constexpr (N == 1) {
+    x[0] = load<T>(row + k * ES, DT);
+  } else {
+    const uint4 w = *reinterpret_cast<const uint4*>(row + k * ES);
+#pragma unroll
+    for (int e = 0; e < N; ++e) x[e] = load<T>(reinterpret_cast<const char*>(&w) + e * ES, DT);
+  }
+}
+template <int DT, class T, int N>
+__device__ __forceinline__ void row_st(char* row, std::int64_t k, const T* y) {
+  constexpr int ES = DT == kF32 ? 4 : 2;
+  if constexpr (N == 1) {
+    store<T>(row + k * ES, DT, y[0]);
+  } else {
+    uint4 w;
+#pragma unroll
+    for (int e = 0; e < N; ++e) store<T>(reinterpret_cast<char*>(&w) + e * ES, DT, y[e]);
+    *reinterpret_cast<uint4*>(row + k * ES) = w;
+  }
+}
+
+template <int DT, class T, int G>
+__global__ void softmax_vec_kernel(const RowParams P) {
+  constexpr int E = DT == kF32 ? 4 : 8;
+  constexpr int ES = DT == kF32 ? 4 : 2;
+  __shared__ T smem[32];
+  const int gsize = G > 0 ? G : blockDim.x;
+  const int lane = G > 0 ? threadIdx.x % G : threadIdx.x;
+  const std::int64_t per_block = G > 0 ? blockDim.x / G : 1;
+  const std::int64_t gfirst = G > 0 ? (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G : blockIdx.x;
+  const std::int64_t wfirst = G > 0 && G < 32 ? gfirst - (threadIdx.x % 32) / G : gfirst;  // warps iterate together
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * per_block;
+  auto red = [&](T v, int kind) -> T {
+    if constexpr (G == 0) {
+      return block_reduce(v, kind, smem);
+    } else {
+#pragma unroll
+      for (int m = G / 2; m > 0; m >>= 1) {
+        const T w = __shfl_xor_sync(0xffffffffu, v, m);
+        v = kind == 0 ? v + w : ((m_isnan(v) || m_isnan(w)) ? v + w : m_max(v, w));
+      }
+      return v;
+    }
+  };
+  for (std::int64_t rw = wfirst, row = gfirst; rw < P.nrows; rw += step, row += step) {
+    const bool valid = row < P.nrows;
+    std::int64_t ab = 0, ob = 0, bb = 0;
+    for (std::int64_t i = valid ? row : 0, d = P.rows.rank - 1; d >= 0; --d) {
+      const std::int64_t idx = i % P.rows.size[d];
+      i /= P.rows.size[d];
+      ab += idx * P.rows.stride[d];
+      ob += idx * P.rows.stride2[d];
+      bb += idx * P.brow[d];
+    }
+    const char* a = P.a + ab * ES;
+    const char* b = P.b ? P.b + bb * ES : nullptr;
+    char* out = P.out + ob * ES;
+    const std::int64_t L = valid ? P.L : 0;
+    const int mis = static_cast<int>(reinterpret_cast<std::uintptr_t>(a) % 16) / ES;
+    const std::int64_t head = mis ? (E - mis < L ? E - mis : L) : 0;
+    const std::int64_t nvec = (L - head) / E, tail = head + nvec * E;
+    auto pass = [&](auto f) {
+      for (std::int64_t k = lane; k < head; k += gsize) f(k, Ic<1>{});
+      for (std::int64_t v = lane; v < nvec; v += gsize) f(head + v * E, Ic<E>{});
+      for (std::int64_t k = tail + lane; k < L; k += gsize) f(k, Ic<1>{});
+    };
+    if (P.mode == kSoftmax || P.mode == kLogSoftmax) {
+      T m = T(-INFINITY);
+      pass([&](std::int64_t k, auto n) {
+        T x[decltype(n)::value];
+        row_ld<DT, T, decltype(n)::value>(a, k, x);
+#pragma unroll
+        for (int e = 0; e < decltype(n)::value; ++e) m = (m_isnan(m) || m_isnan(x[e])) ? m + x[e] : m_max(m, x[e]);
+      });
+      m = red(m, 1);
+      if (m == T(-INFINITY)) m = T(0);
+      T s = T(0);
+      pass([&](std::int64_t k, auto n) {
+        T x[decltype(n)::value];
+        row_ld<DT, T, decltype(n)::value>(a, k, x);
+#pragma unroll
+        for (int e = 0; e < decltype(n)::value; ++e) s += m_exp(x[e] - m);
+      });
+      s = red(s, 0);
+      const T ls = m_log(s), inv = T(1) / s;
+      const bool lg = P.mode == kLogSoftmax;
+      pass([&](std::int64_t k, auto n) {
+        T x[decltype(n)::value];
+        row_ld<DT, T, decltype(n)::value>(a, k, x);
+#pragma unroll
+        for (int e = 0; e < decltype(n)::value; ++e) {
+          const T v = x[e] - m;
+          x[e] = lg ? v - ls : m_exp(v) * inv;
+        }
+        row_st<DT, T, decltype(n)::value>(out, k, x);
+      });
+    } else {  // backward: a = grad, b = y (the forward's output)
+      const bool lg = P.mode == kLogSoftmaxBw;
+      T s = T(0);
+      pass([&](std::int64_t k, auto n) {
+        T g[decltype(n)::value], y[decltype(n)::value];
+        row_ld<DT, T, decltype(n)::value>(a, k, g);
+        if (!lg) row_ld<DT, T, decltype(n)::value>(b, k, y);
+#pragma unroll
+        for (int e = 0; e < decltype(n)::value; ++e) s += lg ? g[e] : g[e] * y[e];
+      });
+      s = red(s, 0);
+      pass([&](std::int64_t k, auto n) {
+        T g[decltype(n)::value], y[decltype(n)::value];
+        row_ld<DT, T, decltype(n)::value>(a, k, g);
+        row_ld<DT, T, decltype(n)::value>(b, k, y);
+#pragma unroll
+        for (int e = 0; e < decltype(n)::value; ++e) g[e] = lg ? g[e] - m_exp(y[e]) * s : y[e] * (g[e] - s);
+        row_st<DT, T, decltype(n)::value>(out, k, g);
+      });
+    }
+  }
+}
+
+template <int DT, class T>
+void launch_softmax_vec(const RowParams& P, int G, cudaStream_t s) {
+  if (G == 0) {
+    softmax_vec_kernel<DT, T, 0><<<static_cast<int>(std::min<std::int64_t>(P.nrows, 65535 * 8)), 512, 0, s>>>(P);
+  } else {
+    const int blocks = grid_for(P.nrows * G, 256);
+    if (G == 4) softmax_vec_kernel<DT, T, 4><<<blocks, 256, 0, s>>>(P);
+    else softmax_vec_kernel<DT, T, 32><<<blocks, 256, 0, s>>>(P);
+  }
+}
+
+// softmax_vec_kernel where it applies (see there), else row_kernel.
+Launch launch_softmax_rows(const RowParams& P, std::vector<std::shared_ptr<void>> keep, bool exact, Dtype dtype,
+                           bool backward) {
+  bool vec = !g_reference && P.nrows > 0 && P.L > 0 && P.as == 1 && P.os == 1 && (!backward || P.bs == 1) &&
+             (dtype == Dtype::f16 || dtype == Dtype::bf16 || dtype == Dtype::f32) && P.adt == P.odt &&
+             (!backward || P.bdt == P.adt) && P.adt == dt_code(dtype);
+  const auto mod16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16; };
+  vec = vec && mod16(P.a) == mod16(P.out) && (!backward || mod16(P.b) == mod16(P.a));
+  for (int d = 0; vec && d < P.rows.rank; ++d)
+    vec = P.rows.stride[d] == P.rows.stride2[d] && (!backward || P.brow[d] == P.rows.stride[d]);
+  if (!vec) return launch_rows(P, std::move(keep), exact);
+  RowParams Q = P;
+  if (!backward) Q.b = nullptr;
+  const int G = P.L <= 64 ? 4 : P.L <= 1024 ? 32 : 0;
+  const int dt = dt_code(dtype);
+  return [Q, G, dt, exact, keep](void* stream) -> Status {
+    auto s = static_cast<cudaStream_t>(stream);
+    if (dt == kF16) {
+      if (exact) launch_softmax_vec<kF16, double>(Q, G, s);
+      else launch_softmax_vec<kF16, float>(Q, G, s);
+    } else if (dt == kBF16) {
+      if (exact) launch_softmax_vec<kBF16, double>(Q, G, s);
+      else launch_softmax_vec<kBF16, float>(Q, G, s);
+    } else {
+      if (exact) launch_softmax_vec<kF32, double>(Q, G, s);
+      else launch_softmax_vec<kF32, float>(Q, G, s);
+    }
+    return check_launch("softmax kernel");
+  };
+}
+
 // Row dims of `t` (all but `dim`), merged; strides of up to three tensors.
 void row_layout(RowParams& P, const std::vector<std::int64_t>& shape, std::size_t dim, const DView& a, const DView& o,
                 const DView* b) {
@@ -1385,7 +1561,7 @@ Launch softmax(const DView& out, const DView& x, std::int64_t dim, bool log) {
   P.as = scalar ? 0 : x.strides[static_cast<std::size_t>(dim)];
   P.os = scalar ? 0 : out.strides[static_cast<std::size_t>(dim)];
   row_layout(P, x.shape, scalar ? 0 : static_cast<std::size_t>(dim), x, out, nullptr);
-  return launch_rows(P, {out.keep, x.keep}, g_reference);
+  return launch_softmax_rows(P, {out.keep, x.keep}, g_reference, x.dtype, false);
 }
 
 Launch softmax_backward(const DView& out, const DView& grad, const DView& y, std::int64_t dim, bool log) {
@@ -1411,7 +1587,7 @@ Launch softmax_backward(const DView& out, const DView& grad, const DView& y, std
   // sized sums of ~L/2), where fp32 rounding decides between -inf and -65504 against the fp64 oracle; an
   // fp64 pass rounds once, like the oracle. The kernel stays memory-bound on Hopper's fp64 rate.
   const bool exact = g_reference || (log && out.dtype == Dtype::f16 && P.L > 1024);
-  return launch_rows(P, {out.keep, grad.keep, y.keep}, exact);
+  return launch_softmax_rows(P, {out.keep, grad.keep, y.keep}, exact, grad.dtype, true);
 }
 
 Launch layer_norm(const DView& out, const DView& mean, const DView& rstd, const DView& x, const DView* w,
