@@ -135,11 +135,15 @@ Operator: aten.split.Tensor
 cnt: 1, ((T([10, 4], f16), 3), {})
 Operator: aten.index_select.default
 cnt: 1, ((T([10, 6], f16), 0, T([4], i64)), {})
+cnt: 1, ((T([100, 24], f16, stride=(40, 1)), 0, T([300], i64)), {})
+cnt: 1, ((T([64, 12], f32), 0, T([33], i64)), {})
+cnt: 1, ((T([64, 12], f16), 0, T([33], i64)), {})
 cnt: 1, ((T([5, 7], f32, stride=(1, 5)), 1, T([3], i64)), {})
 Operator: aten.gather.default
 cnt: 1, ((T([4, 9], f32), 1, T([4, 3], i64)), {})
 Operator: aten.embedding.default
 cnt: 1, ((T([50, 8], f16), T([2, 5], i64)), {})
+cnt: 1, ((T([50, 64], f16), T([4, 7], i64)), {})
 Operator: aten._to_copy.default
 cnt: 1, ((T([5, 5], f32),), {'dtype': torch.float16})
 Operator: aten.div.Scalar
