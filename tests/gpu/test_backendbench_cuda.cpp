@@ -46,8 +46,19 @@ cnt: 1, ((T([4, 8], f32, stride=(1, 4)), T([4, 1], f32)), {'alpha': 2})
 cnt: 1, ((T([3, 4], f16), 1.5), {})
 cnt: 1, ((T([6, 7], i64), T([], f32)), {})
 cnt: 1, ((T([2, 3, 4], bf16, stride=(24, 1, 6)), T([2, 3, 4], f32)), {})
+cnt: 1, ((T([3, 5, 40], f16), T([40], f16)), {})
+cnt: 1, ((T([64, 33], f16), T([1, 33], f16)), {})
+cnt: 1, ((T([7, 16], bf16), T([7, 1], bf16)), {})
+cnt: 1, ((T([4, 9, 16], f32), T([4, 1, 16], f32)), {'alpha': -0.5})
+cnt: 1, ((T([6, 24], f16), T([6, 24], f32)), {})
+cnt: 1, ((T([0, 16], f16), T([16], f16)), {})
+cnt: 1, ((T([5, 3], f16), T([3], f16)), {})
+cnt: 1, ((T([16, 40], f16, stride=(41, 1)), T([16, 40], f16, stride=(1, 16))), {})
 Operator: aten.mul_.Tensor
 cnt: 1, ((T([4, 6], f16, stride=(12, 2)), T([6], f16)), {})
+cnt: 1, ((T([6, 8, 12, 12], f16), T([], f16)), {})
+cnt: 1, ((T([5, 40], f16, stride=(41, 1)), T([5, 1], f16)), {})
+cnt: 1, ((T([300, 24], f16), T([300, 1], f16)), {})
 Operator: aten.threshold_backward.default
 cnt: 1, ((T([2, 16, 9, 9], f16, stride=(1296, 1, 144, 16)), T([2, 16, 9, 9], f16, stride=(1296, 1, 144, 16)), 0), {})
 Operator: aten.where.self
@@ -58,18 +69,39 @@ Operator: aten.sum.dim_IntList
 cnt: 1, ((T([64, 300], f16), [0]), {})
 cnt: 1, ((T([5, 7, 11], f32, stride=(1, 55, 5)), [-1, 0], True), {})
 cnt: 1, ((T([3, 100000], f16), [1]), {})
+cnt: 1, ((T([4001, 64], f16), [0], True), {})
+cnt: 1, ((T([1000, 24], f32), [0]), {})
+cnt: 1, ((T([300, 13], f16), [0]), {})
+cnt: 1, ((T([2, 48, 48, 16], f16, stride=(36864, 48, 1, 2304)), [0, 1, 2], True), {})
+cnt: 1, ((T([40, 29, 3, 37], f16), [0, 1], True), {})
+cnt: 1, ((T([3, 0, 5], f16), [1]), {})
 Operator: aten.mean.dim
 cnt: 1, ((T([2, 64, 7, 7], f16), [-1, -2], True), {})
+cnt: 1, ((T([8, 64, 14, 14], f16), [2, 3], True), {})
+cnt: 1, ((T([4, 32, 8, 8], f16), [-1, -2], True), {})
+cnt: 1, ((T([2, 40, 56, 56], bf16), [2, 3]), {})
 Operator: aten._softmax.default
 cnt: 1, ((T([4, 12, 33, 33], f16), -1, False), {})
 cnt: 1, ((T([4, 2000, 3], f32, stride=(6000, 1, 2000)), 1, False), {})
+cnt: 1, ((T([64, 16], f16), -1, False), {})
+cnt: 1, ((T([50, 49], f16), -1, False), {})
+cnt: 1, ((T([6, 7], f16), -1, False), {})
+cnt: 1, ((T([8, 1000], f32), -1, False), {})
+cnt: 1, ((T([4, 3001], f16), -1, False), {})
+cnt: 1, ((T([4, 2048], bf16), 1, False), {})
+cnt: 1, ((T([0, 64], f16), -1, False), {})
 Operator: aten._log_softmax_backward_data.default
 cnt: 1, ((T([16, 5000], f32), T([16, 5000], f32), 1, f32), {})
+cnt: 1, ((T([16, 3001], f16), T([16, 3001], f16), 1, f16), {})
+cnt: 1, ((T([64, 100], f16), T([64, 100], f16), 1, f16), {})
+cnt: 1, ((T([8, 2000], f32), T([8, 2000], f32), 1, f32), {})
 Operator: aten.native_layer_norm.default
 cnt: 1, ((T([4, 7, 96], f16), [96], T([96], f16), T([96], f16), 1e-05), {})
 Operator: aten.native_layer_norm_backward.default
 cnt: 1, ((T([3, 5, 40], f16), T([3, 5, 40], f16), [40], T([3, 5, 1], f32), T([3, 5, 1], f32), T([40], f16), T([40], f16), [True, True, True]), {})
 cnt: 1, ((T([6, 2000], f32), T([6, 2000], f32), [2000], T([6, 1], f32), T([6, 1], f32), None, None, [True, False, False]), {})
+cnt: 1, ((T([64, 50, 64], f16), T([64, 50, 64], f16), [64], T([64, 50, 1], f32), T([64, 50, 1], f32), T([64], f16), T([64], f16), [True, True, True]), {})
+cnt: 1, ((T([8, 20, 768], f16), T([8, 20, 768], f16, stride=(15360, 1, 20)), [768], T([8, 20, 1], f32), T([8, 20, 1], f32), T([768], f16), T([768], f16), [False, True, True]), {})
 Operator: aten.native_batch_norm.default
 cnt: 1, ((T([4, 8, 5, 5], f16), T([8], f16), T([8], f16), T([8], f16), T([8], f16), True, 0.1, 1e-05), {})
 cnt: 1, ((T([4, 8, 5, 5], f32, stride=(200, 1, 40, 8)), T([8], f32), T([8], f32), T([8], f32), T([8], f32), False, 0.1, 1e-05), {})
@@ -88,8 +120,14 @@ cnt: 1, ((T([17], f16), T([33, 40], f16), T([40, 17], f16, stride=(1, 40))), {})
 cnt: 1, ((T([384], f16), T([512, 1024], f16), T([1024, 384], f16, stride=(1, 1024))), {'beta': 0.5, 'alpha': 2})
 Operator: aten.cat.default
 cnt: 1, (([T([2, 3], f16), T([2, 5], f16), T([0], f16)], 1), {})
+cnt: 1, (([T([2, 3, 8], f16), T([2, 5, 8], f16)], 1), {})
+cnt: 1, (([T([3, 7], f16), T([3, 9], f16), T([3, 17], f16)], 1), {})
+cnt: 1, (([T([4, 12], f32), T([4, 20], f32)], 1), {})
 Operator: aten.constant_pad_nd.default
 cnt: 1, ((T([2, 3, 4], f32), [1, -1, 2, 0]), {})
+cnt: 1, ((T([2, 3, 17, 17], f16), [0, -1, 0, -1]), {})
+cnt: 1, ((T([2, 3, 16, 16], f16), [1, 1, 1, 1], 0.5), {})
+cnt: 1, ((T([2, 3, 16, 16], f16), [-1, 2, 0, -2]), {})
 Operator: aten.slice_backward.default
 cnt: 1, ((T([4, 3], f16), [4, 9], 1, 1, 9223372036854775807, 3), {})
 Operator: aten._unsafe_view.default
@@ -99,13 +137,41 @@ Operator: aten.split.Tensor
 cnt: 1, ((T([10, 4], f16), 3), {})
 Operator: aten.index_select.default
 cnt: 1, ((T([10, 6], f16), 0, T([4], i64)), {})
+cnt: 1, ((T([100, 24], f16, stride=(40, 1)), 0, T([300], i64)), {})
+cnt: 1, ((T([64, 12], f32), 0, T([33], i64)), {})
+cnt: 1, ((T([64, 12], f16), 0, T([33], i64)), {})
 cnt: 1, ((T([5, 7], f32, stride=(1, 5)), 1, T([3], i64)), {})
 Operator: aten.gather.default
 cnt: 1, ((T([4, 9], f32), 1, T([4, 3], i64)), {})
 Operator: aten.embedding.default
 cnt: 1, ((T([50, 8], f16), T([2, 5], i64)), {})
+cnt: 1, ((T([50, 64], f16), T([4, 7], i64)), {})
 Operator: aten._to_copy.default
 cnt: 1, ((T([5, 5], f32),), {'dtype': torch.float16})
+Operator: aten.div.Scalar
+cnt: 1, ((T([4, 24, 9, 9], f16, stride=(24, 1, 0, 0)), 81), {})
+cnt: 1, ((T([2, 16, 8, 8], f16, stride=(16, 1, 0, 0)), 64), {})
+Operator: aten.sum.default
+cnt: 1, ((T([3, 1000, 37], f16),), {})
+cnt: 1, ((T([1001], f32),), {})
+cnt: 1, ((T([6, 474], f16, stride=(948, 2)),), {})
+cnt: 1, ((T([2048, 2048], f16),), {})
+cnt: 1, ((T([5, 0], f16),), {})
+Operator: aten.mean.default
+cnt: 1, ((T([6, 3, 35, 35], f16),), {})
+cnt: 1, ((T([64, 1024], bf16),), {})
+Operator: aten.any.default
+cnt: 1, ((T([2, 64, 1024], b8),), {})
+cnt: 1, ((T([1001], b8),), {})
+Operator: aten.max.default
+cnt: 1, ((T([300, 33], f16),), {})
+Operator: aten._log_softmax.default
+cnt: 1, ((T([16, 5003], f16), 1, False), {})
+cnt: 1, ((T([32, 128], f16), 1, False), {})
+Operator: aten._softmax_backward_data.default
+cnt: 1, ((T([8, 4, 49, 49], f16), T([8, 4, 49, 49], f16), -1, f16), {})
+cnt: 1, ((T([4, 1024], f32), T([4, 1024], f32), -1, f32), {})
+cnt: 1, ((T([6, 3000], bf16), T([6, 3000], bf16), 1, bf16), {})
 )TRACE";
 
 // reference: every line over the budget, so judged against the GPU fp64 reference;

@@ -91,14 +91,18 @@ Launch constant_pad_nd(Call& c, const DeviceArgs& d, Outs& o) {
   for (std::size_t i = 0; i < pad.size() / 2; ++i) lo[x.rank() - 1 - i] = pad[2 * i];
   std::vector<Launch> steps{cuda::fill(o[0], value)};
   DView src = d.view(x), dst = o[0];
+  bool covers = true;  // the copy writes every output element (no positive pad: a crop)
   for (std::size_t k = 0; k < x.rank(); ++k) {
     std::int64_t in_start = std::max<std::int64_t>(0, -lo[k]);
     std::int64_t out_start = std::max<std::int64_t>(0, lo[k]);
     std::int64_t len = std::min(x.shape[k] - in_start, o[0].shape[k] - out_start);
     if (len <= 0) return sequence(std::move(steps));
+    covers = covers && out_start == 0 && len == o[0].shape[k];
     src = narrow(src, k, in_start, len);
     dst = narrow(dst, k, out_start, len);
   }
+  // Why: a crop (pads <= 0, e.g. [0, -1, 0, -1]) filled the whole output only to overwrite it; skip the fill.
+  if (covers) steps.clear();
   steps.push_back(cuda::copy(dst, src));
   return sequence(std::move(steps));
 }
