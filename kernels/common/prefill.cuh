@@ -624,18 +624,18 @@ cudaError_t prepare_kernel() {
   return cudaSuccess;
 }
 
-// Plans and/or launches one prefill. `p` has every field but items /
-// item_count / tokens_per_cta / head_blocks set (heads_per_cta included).
-template <class C, int MINB>
-cudaError_t launch(Params p, Mode mode, cudaStream_t stream) {
-  if (p.heads_per_cta < 1 || p.heads_per_cta > C::BM) return cudaErrorInvalidValue;
-  p.tokens_per_cta = C::BM / p.heads_per_cta;
-  p.head_blocks = (p.num_qo_heads + p.heads_per_cta - 1) / p.heads_per_cta;
+// The work list every prefill launcher shares (this file's launch and
+// prefill_wgmma.cuh's): bounds the (sequence, query tile) items of p's
+// layout, reserves the stream's workspace for them and, unless mode is
+// run_only, runs plan_kernel into it; sets p.items / p.item_count. Needs
+// p.tokens_per_cta and p.head_blocks. *max_items is the grid's item bound;
+// 0 means there is nothing to launch (also after plan_only).
+inline cudaError_t plan_work(Params& p, Mode mode, cudaStream_t stream, std::int64_t* max_items_out) {
+  *max_items_out = 0;
   // Items: sum_b ceil(q_len_b / tpc) <= total_q / tpc + batch.
   const std::int64_t max_items = static_cast<std::int64_t>(p.total_q) / p.tokens_per_cta + p.batch;
   if (max_items <= 0 || p.head_blocks <= 0) return cudaSuccess;
   if (max_items * p.head_blocks > INT_MAX) return cudaErrorInvalidConfiguration;
-  if (cudaError_t e = prepare_kernel<C, MINB>(); e != cudaSuccess) return e;
   const std::size_t items_bytes = static_cast<std::size_t>(max_items) * sizeof(int2);
   const std::size_t off_bytes = (static_cast<std::size_t>(p.batch) + 1) * sizeof(int);
   void* ws = nullptr;
@@ -653,6 +653,20 @@ cudaError_t launch(Params p, Mode mode, cudaStream_t stream) {
   if (mode == Mode::plan_only) return cudaSuccess;
   p.items = items;
   p.item_count = count;
+  *max_items_out = max_items;
+  return cudaSuccess;
+}
+
+// Plans and/or launches one prefill. `p` has every field but items /
+// item_count / tokens_per_cta / head_blocks set (heads_per_cta included).
+template <class C, int MINB>
+cudaError_t launch(Params p, Mode mode, cudaStream_t stream) {
+  if (p.heads_per_cta < 1 || p.heads_per_cta > C::BM) return cudaErrorInvalidValue;
+  p.tokens_per_cta = C::BM / p.heads_per_cta;
+  p.head_blocks = (p.num_qo_heads + p.heads_per_cta - 1) / p.heads_per_cta;
+  std::int64_t max_items = 0;
+  if (cudaError_t e = plan_work(p, mode, stream, &max_items); e != cudaSuccess || max_items == 0) return e;
+  if (cudaError_t e = prepare_kernel<C, MINB>(); e != cudaSuccess) return e;
   prefill_kernel<C, MINB><<<static_cast<unsigned>(max_items * p.head_blocks), C::kThreads, C::smem_bytes, stream>>>(p);
   return cudaGetLastError();
 }

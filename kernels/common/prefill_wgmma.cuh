@@ -976,27 +976,9 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   if (p.group < 1 || p.num_kv_heads < 1 || p.page_size < 1) return cudaErrorInvalidValue;
   p.tokens_per_cta = C::BM;
   p.head_blocks = p.num_qo_heads;
-  const std::int64_t max_items = static_cast<std::int64_t>(p.total_q) / p.tokens_per_cta + p.batch;
-  if (max_items <= 0 || p.head_blocks <= 0) return cudaSuccess;
-  if (max_items * p.head_blocks > INT_MAX) return cudaErrorInvalidConfiguration;
+  std::int64_t max_items = 0;
+  if (cudaError_t e = plan_work(p, mode, stream, &max_items); e != cudaSuccess || max_items == 0) return e;
   if (cudaError_t e = prepare_wgmma_kernel<C>(); e != cudaSuccess) return e;
-  const std::size_t items_bytes = static_cast<std::size_t>(max_items) * sizeof(int2);
-  const std::size_t off_bytes = (static_cast<std::size_t>(p.batch) + 1) * sizeof(int);
-  void* ws = nullptr;
-  if (cudaError_t e = workspace_for(stream, items_bytes + 16 + off_bytes, &ws, mode != Mode::run_only);
-      e != cudaSuccess)
-    return e;
-  auto* items = static_cast<int2*>(ws);
-  auto* count = reinterpret_cast<int*>(static_cast<unsigned char*>(ws) + items_bytes);
-  auto* seq_off = reinterpret_cast<int*>(static_cast<unsigned char*>(ws) + items_bytes + 16);
-  if (mode != Mode::run_only) {
-    plan_kernel<<<1, kPlanThreads, 0, stream>>>(p.qo_indptr, p.batch, p.tokens_per_cta, static_cast<int>(max_items),
-                                                seq_off, items, count);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  }
-  if (mode == Mode::plan_only) return cudaSuccess;
-  p.items = items;
-  p.item_count = count;
   WgmmaTma tma{};
   if constexpr (C::TMA) {
     // Ragged, or pages of a multiple of 64 rows (a 64-row box never crosses a page); else cp.async.
