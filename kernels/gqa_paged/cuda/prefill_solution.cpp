@@ -96,10 +96,10 @@ void add_gqa_paged_prefill_cuda(Registry& r) {
   impl.author = "kb";
   impl.device = Device::cuda;
   impl.description =
-      "FlashAttention-2 style causal prefill on tensor cores (mma.sync bf16, fp32 online softmax in base 2): a device "
-      "plan of (sequence, 128-token tile) items, heaviest tiles first; one CTA (8 warps x 16 rows) per (item, query "
-      "head), 64-key tiles of the paged cache streamed by cp.async with page ids looked up a tile ahead, causal tiles "
-      "skipped and masks only on the diagonal";
+      "causal prefill on Hopper tensor cores (wgmma bf16, fp32 online softmax in base 2; kernels/common/prefill_wgmma.cuh): a device "
+      "plan of (sequence, 128-token tile) items, heaviest tiles first; per (item, query head) a producer warpgroup "
+      "feeding two consumer warpgroups 128-key tiles, K / V by TMA for page sizes that are multiples of 64, by a cp.async gather otherwise, masks only on diagonal tiles; "
+      "head dims other than 128 on the mma.sync kernel of kernels/common/prefill.cuh";
   impl.supports = supports;
   impl.run_cuda = run;
   r.add(std::move(impl));
