@@ -749,42 +749,37 @@ Launch gather(const DView& out, const DView& src, const std::vector<std::int64_t
 // ---- group reductions (a group of G threads, G = 32 or the block) ----
 namespace {
 
+// kind 0 sum, 1 max, 2 min; max and min propagate NaN as PyTorch does.
+template <class T>
+__device__ __forceinline__ T combine(int kind, T a, T b) {
+  if (kind == 0) return a + b;
+  if (m_isnan(a) || m_isnan(b)) return a + b;
+  return kind == 1 ? m_max(a, b) : m_min(a, b);
+}
+template <class T>
+__device__ __forceinline__ T warp_reduce(T v, int kind) {
+  for (int o = 16; o > 0; o >>= 1) v = combine(kind, v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
+  return warp_reduce(v, 0);
 }
 template <class T>
 __device__ __forceinline__ T warp_max(T v) {
-  for (int o = 16; o > 0; o >>= 1) {
-    T w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = (m_isnan(v) || m_isnan(w)) ? v + w : m_max(v, w);
-  }
-  return v;
-}
-template <class T>
-__device__ __forceinline__ T warp_min(T v) {
-  for (int o = 16; o > 0; o >>= 1) {
-    T w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = (m_isnan(v) || m_isnan(w)) ? v + w : m_min(v, w);
-  }
-  return v;
+  return warp_reduce(v, 1);
 }
 
 // Block-wide reduce (kind 0 sum, 1 max, 2 min); every thread gets the result.
 template <class T>
 __device__ T block_reduce(T v, int kind, T* smem) {
-  v = kind == 0 ? warp_sum(v) : kind == 1 ? warp_max(v) : warp_min(v);
+  v = warp_reduce(v, kind);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
   __syncthreads();
   if (lane == 0) smem[warp] = v;
   __syncthreads();
   T r = smem[0];
-  for (int w = 1; w < nw; ++w) {
-    T x = smem[w];
-    r = kind == 0 ? r + x : kind == 1 ? ((m_isnan(r) || m_isnan(x)) ? r + x : m_max(r, x))
-                                      : ((m_isnan(r) || m_isnan(x)) ? r + x : m_min(r, x));
-  }
+  for (int w = 1; w < nw; ++w) r = combine(kind, r, smem[w]);
   return r;
 }
 
