@@ -1,6 +1,7 @@
-// GPU oracle for gemm: C = A @ B.T with fp32 multiply-add in plain CUDA cores
+// GPU oracle for gemm: C = A @ B.T with fp64 multiply-add in plain CUDA cores
 // (16x16 shared-memory tiles), rounded once to C's dtype. Slow by design;
-// only its correctness matters.
+// only its correctness matters. fp64, not fp32: over K = 21504 a sequential
+// fp32 sum drifts by ~1e-3, the same order as the tensor-core errors it judges.
 #include <string>
 
 #include "../common/cuda_types.cuh"
@@ -12,24 +13,24 @@ namespace {
 constexpr int kTile = 16;
 
 template <class T>
-__global__ void gemm_tn_fp32(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, long long m,
+__global__ void gemm_tn_fp64(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, long long m,
                              long long n, long long k) {
-  __shared__ float as[kTile][kTile + 1];
-  __shared__ float bs[kTile][kTile + 1];
+  __shared__ double as[kTile][kTile + 1];
+  __shared__ double bs[kTile][kTile + 1];
   long long row = static_cast<long long>(blockIdx.y) * kTile + threadIdx.y;  // of A / C
   long long col = static_cast<long long>(blockIdx.x) * kTile + threadIdx.x;  // of B / C
-  float acc = 0.f;
+  double acc = 0.0;
   for (long long k0 = 0; k0 < k; k0 += kTile) {
     long long ka = k0 + threadIdx.x, kb_ = k0 + threadIdx.y;
-    as[threadIdx.y][threadIdx.x] = (row < m && ka < k) ? to_f32(a[row * k + ka]) : 0.f;
+    as[threadIdx.y][threadIdx.x] = (row < m && ka < k) ? static_cast<double>(to_f32(a[row * k + ka])) : 0.0;
     long long brow = static_cast<long long>(blockIdx.x) * kTile + threadIdx.y;
-    bs[threadIdx.y][threadIdx.x] = (brow < n && k0 + threadIdx.x < k) ? to_f32(b[brow * k + k0 + threadIdx.x]) : 0.f;
+    bs[threadIdx.y][threadIdx.x] = (brow < n && k0 + threadIdx.x < k) ? static_cast<double>(to_f32(b[brow * k + k0 + threadIdx.x])) : 0.0;
     __syncthreads();
-    for (int kk = 0; kk < kTile; ++kk) acc = fmaf(as[threadIdx.y][kk], bs[threadIdx.x][kk], acc);
+    for (int kk = 0; kk < kTile; ++kk) acc = fma(as[threadIdx.y][kk], bs[threadIdx.x][kk], acc);
     __syncthreads();
     (void)kb_;
   }
-  if (row < m && col < n) c[row * n + col] = from_f32<T>(acc);
+  if (row < m && col < n) c[row * n + col] = from_f32<T>(static_cast<float>(acc));
 }
 
 template <class T>
@@ -41,7 +42,7 @@ Status launch(const GpuOracleCall& call) {
   dim3 block(kTile, kTile);
   dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
   if (grid.y > 65535) return make_error(Code::unsupported, "gemm GPU oracle: M = " + std::to_string(m) + " is too large");
-  gemm_tn_fp32<T><<<grid, block, 0, static_cast<cudaStream_t>(call.stream)>>>(A.as<T>(), B.as<T>(), C.as<T>(), m, n, k);
+  gemm_tn_fp64<T><<<grid, block, 0, static_cast<cudaStream_t>(call.stream)>>>(A.as<T>(), B.as<T>(), C.as<T>(), m, n, k);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return make_error(Code::cuda_error, std::string("gemm GPU oracle: ") + cudaGetErrorString(e) + "");
   return ok_status();

@@ -81,15 +81,28 @@ std::string TimingResult::method() const {
 }
 
 Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, void* stream_ptr,
-                              const TimingOptions& opt) {
+                              const TimingOptions& opt, std::vector<double>* samples_out) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   int device = 0;
   KB_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
   auto flush = flush_buffer(device);
   if (!flush) return flush.error();
 
-  for (int w = 0; w < opt.warmup; ++w) KB_TRY(launch(w, stream));
-  KB_TRY(check(cudaStreamSynchronize(stream), "warm-up"));
+  // Warm-up: opt.warmup calls, then doubling rounds until opt.warmup_ms of
+  // wall time has passed, so the SM clock has left its idle state (an idle
+  // H100 sits at a few hundred MHz and needs milliseconds to boost).
+  {
+    auto w0 = std::chrono::steady_clock::now();
+    int done = 0, round = opt.warmup;
+    while (round > 0) {
+      for (int w = 0; w < round; ++w) KB_TRY(launch(done + w, stream));
+      done += round;
+      KB_TRY(check(cudaStreamSynchronize(stream), "warm-up"));
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
+      if (ms >= opt.warmup_ms || done >= (1 << 16)) break;
+      round = done;
+    }
+  }
 
   TimingResult r;
   r.sm_clock_mhz_max = max_sm_clock_mhz(device);
@@ -169,7 +182,8 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
     ++batch;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     auto s = stats(samples);
-    bool enough = static_cast<int>(samples.size()) >= opt.min_samples && s.rel_noise <= opt.target_rel_noise;
+    bool enough = static_cast<int>(samples.size()) >= opt.min_samples &&
+                  s.rel_noise / std::sqrt(static_cast<double>(samples.size())) <= opt.target_rel_error;
     if (enough || static_cast<int>(samples.size()) >= opt.max_samples || elapsed >= opt.max_time_s) break;
   }
   if (exec) cudaGraphExecDestroy(exec);
@@ -180,6 +194,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   }
 
   r.sm_clock_mhz_after = sm_clock_mhz(device);
+  if (samples_out) *samples_out = samples;
   auto s = stats(samples);
   r.median_ms = s.median;
   r.min_ms = s.min;

@@ -5,8 +5,9 @@
 //  - no host launch gaps inside a sample: samples are captured in a CUDA graph
 //    (flush, start event, work, stop event; many samples per graph) and
 //    replayed, so the GPU never waits for the host between the events;
-//  - warm-up outside timing; an adaptive stop (minimum samples, target
-//    relative noise, time cap); median, spread and count reported;
+//  - warm-up outside timing (a count and a duration, for the clock to boost);
+//  - an adaptive stop (minimum samples, target relative standard error of the
+//    mean, time cap); median, spread and count reported;
 //  - the SM clock read through NVML before and after, to flag throttling.
 // Work that cannot be captured in a graph is timed on the stream instead,
 // behind a blocking kernel that holds the GPU until all samples are queued.
@@ -15,16 +16,23 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/result.hpp"
 
 namespace kb::cuda {
 
 struct TimingOptions {
-  int warmup = 3;
+  int warmup = 3;                   // calls before timing, at least
+  double warmup_ms = 10.0;          // and at least this much wall time of calls (0: count only)
   int min_samples = 10;
   int max_samples = 2000;
-  double target_rel_noise = 0.005;  // stop once stdev/mean of the samples is below this
+  // Stop once the standard error of the mean, relative (stdev / mean / sqrt(n)),
+  // is below this. Not stdev / mean itself: a kernel whose samples spread by 4%
+  // then ran to max_samples, 2000 back-to-back GEMMs, and the H100's clock
+  // fell from 1980 to 1515 MHz under the sustained power (2026-11-24): the
+  // median measured the throttle, not the kernel.
+  double target_rel_error = 0.005;
   double max_time_s = 1.5;          // wall-clock cap per measurement
   bool flush_l2 = true;             // cold samples
   int samples_per_graph = 16;
@@ -45,9 +53,10 @@ struct TimingResult {
 
 // Times `launch(sample_index, stream)`. The callback must enqueue the work on
 // the given stream only, without synchronizing; sample_index lets it rotate
-// input sets so a result cannot be reused across samples.
+// input sets so a result cannot be reused across samples. samples_out, when
+// given, receives every sample's ms in the order they ran.
 Result<TimingResult> time_gpu(const std::function<Status(int sample, void* stream)>& launch, void* stream,
-                              const TimingOptions& opt = {});
+                              const TimingOptions& opt = {}, std::vector<double>* samples_out = nullptr);
 
 // Device ceilings kb measures once per run with the same timer.
 struct Ceilings {

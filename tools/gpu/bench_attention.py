@@ -31,6 +31,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_timing import time_like_kb  # noqa: E402 (kb's timing procedure, for torch)
+
+MAX_TIME = 0.3  # seconds of samples per case at most, kb's side (--max-time) and torch's alike
+
 p = argparse.ArgumentParser()
 p.add_argument("--driver", required=True, help="test_attention_bench binary")
 p.add_argument("--out", required=True)
@@ -56,7 +61,7 @@ t_start = time.time()
 
 def run_driver(kind, extra):
     cmd = [args.driver, "--kind", kind, "--batches", ",".join(map(str, BATCHES)), "--keys", ",".join(map(str, KEYS)),
-           "--page-sizes", "1,64", "--max-kv-gib", str(args.max_kv_gib), "--max-time", "0.3"] + extra
+           "--page-sizes", "1,64", "--max-kv-gib", str(args.max_kv_gib), "--max-time", str(MAX_TIME)] + extra
     print("+", " ".join(cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
     rows, copy = [], None
@@ -99,24 +104,9 @@ L2 = getattr(props, "L2_cache_size", 50 << 20)
 flush_buf = torch.empty(2 * L2, dtype=torch.uint8, device=dev)
 
 
-def time_torch(fn, samples=30, batch=10):
-    """Median ms of fn() over cold samples (L2 flushed), no host gaps timed."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    while len(times) < samples:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(batch)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(batch)]
-        torch.cuda._sleep(20_000_000)  # hold the GPU while the batch is queued
-        for k in range(batch):
-            flush_buf.zero_()
-            starts[k].record()
-            fn()
-            ends[k].record()
-        torch.cuda.synchronize()
-        times += [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    return statistics.median(times)
+def time_torch(fn, **_):
+    """Median ms of fn() over cold samples, timed as kb times its kernels (torch_timing.py)."""
+    return time_like_kb(fn, flush_buf, max_time_s=MAX_TIME)
 
 
 sdpa = {}

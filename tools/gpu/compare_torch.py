@@ -140,30 +140,18 @@ signal.signal(signal.SIGTERM, on_term)
 import torch  # noqa: E402 (not needed by --merge)
 import torch.nn.functional as F  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_timing import time_like_kb  # noqa: E402 (kb's timing procedure, for torch)
+
 dev = torch.device("cuda")
 props = torch.cuda.get_device_properties(0)
 L2 = getattr(props, "L2_cache_size", 50 << 20)
 flush_buf = torch.empty(2 * L2, dtype=torch.uint8, device=dev)
 
 
-def time_torch(fn, samples=40, batch=10):
-    """Median ms of fn() over cold samples (L2 flushed), no host gaps timed."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    while len(times) < samples:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(batch)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(batch)]
-        torch.cuda._sleep(20_000_000)  # hold the GPU while the batch is queued
-        for k in range(batch):
-            flush_buf.zero_()
-            starts[k].record()
-            fn()
-            ends[k].record()
-        torch.cuda.synchronize()
-        times += [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    return statistics.median(times)
+def time_torch(fn, **_):
+    """Median ms of fn() over cold samples, timed as kb times its kernels (torch_timing.py)."""
+    return time_like_kb(fn, flush_buf, max_time_s=1.5)
 
 
 def copy_bandwidth_gbs():

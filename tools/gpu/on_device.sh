@@ -6,6 +6,7 @@
 #        bash tools/gpu/on_device.sh attn-check attention   (paged decode tests / benchmark vs SDPA; not in all)
 #        bash tools/gpu/on_device.sh prefill-check          (causal prefill tests vs the CPU oracle; not in all)
 #        bash tools/gpu/on_device.sh plugin-gpu             (outside CUDA solutions: faults, anti-gaming; not in all)
+#        bash tools/gpu/on_device.sh gemm-precision         (torch.matmul's split-K precision: speed and fp64 error; not in all)
 #        bash tools/gpu/on_device.sh aten-bb                (kb's ATen CUDA kernels vs PyTorch eager on the BackendBench trace; not in all)
 set -u
 cd "$(dirname "$0")/../.."
@@ -103,6 +104,11 @@ if [[ $what == *plugin-gpu* ]]; then
   timeout ${PLUGIN_GPU_TIMEOUT:-300} python3 tests/plugin/test_plugin_gpu.py $kb "$KB_WORKER" tests/plugin/dataset "$cache" cuda \
       .devcarry/lib/libkb_hostile_cuda_plugin.so .devcarry/lib/libkb_example_cuda_plugin.so > "$out/plugin_gpu_cli.log" 2>&1
   rc=$?; echo "test_plugin_gpu.py: exit $rc"; tail -15 "$out/plugin_gpu_cli.log"; [ $rc -eq 0 ] || status=1
+fi
+if [[ $what == *gemm-precision* ]]; then
+  # torch.matmul with and without fp16/bf16 split-K reductions, timed and judged against fp64 (gemm_precision.py)
+  timeout ${GEMM_PRECISION_TIMEOUT:-240} python3 tools/gpu/gemm_precision.py --out "$out" > "$out/gemm_precision.log" 2>&1
+  echo "gemm-precision: exit $?"; cat "$out/gemm_precision.log" | tail -12
 fi
 if [[ $what == *aten-bb* ]]; then
   # kb's CUDA ATen kernels on the BackendBench trace and PyTorch eager on the same lines in this session; writes

@@ -356,9 +356,10 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const GemmProblem& 
     plan.note = fmt::format("{}: autotuned: the heuristic's #{} ({}) at {:.4f} ms; median ms of {} cold samples "
                             "(#0: the heuristic's choice): {}",
                             plan.problem, plan.candidates[best].rank, describe_algo(plan.algo), (*ms)[best],
-                            kLtTuneSamples, times);
+                            kLtTuneRounds * kLtTuneSamples, times);
   }
   plan.tuned = true;
+  if (cublaslt_log_enabled()) fmt::print(stderr, "kb cuBLASLt plan: {}\n", plan.note);
   return ok_status();
 }
 

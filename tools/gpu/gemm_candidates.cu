@@ -1,0 +1,149 @@
+// Which cuBLAS kernels can kb reach for one fp16 GEMM, and how fast are they?
+// A diagnostic for issue 4's M >= 128 bar (kb trailed torch.matmul by up to
+// 14% on some shapes although it autotunes cuBLASLt's top 16): times, cold
+// (L2 flushed) and side by side in one process,
+//   - every algorithm cuBLASLt's heuristic returns (up to 64) under kb's
+//     preferences (fp32 compute, fp32 split-K reductions only, 32 MiB workspace),
+//   - cublasGemmEx with CUBLAS_GEMM_DEFAULT_TENSOR_OP, what torch.matmul calls.
+// Row-major C[M,N] = A[M,K] B[N,K]^T mapped as kernels/gemm/cuda/cublaslt_gemm.cpp maps it.
+// build: nvcc -std=c++20 -O2 -o gemm_candidates tools/gpu/gemm_candidates.cu -lcublasLt -lcublas
+// usage: gemm_candidates M N K [M N K ...]
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#define CK(x)                                                                        \
+  do {                                                                               \
+    auto e_ = (x);                                                                   \
+    if (e_ != 0) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, (int)e_); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+__global__ void fill(__half* p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned x = (unsigned)i * 2654435761u ^ seed;
+    x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
+    p[i] = __float2half(((x & 0xFFFF) / 65536.f - 0.5f) * 3.f);
+  }
+}
+
+static void* g_flush;
+static size_t g_flush_bytes;
+
+// median ms of `run` over 20 cold samples, after 3 warm-ups; -1 if it failed
+static double time_cold(const std::function<int()>& run) {
+  for (int w = 0; w < 3; ++w)
+    if (run() != 0) return -1;
+  CK(cudaDeviceSynchronize());
+  std::vector<double> ms;
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int s = 0; s < 20; ++s) {
+    CK(cudaMemsetAsync(g_flush, s & 0xFF, g_flush_bytes));
+    CK(cudaEventRecord(a));
+    run();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float t;
+    CK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  if (argc < 4 || (argc - 1) % 3) {
+    std::fprintf(stderr, "usage: %s M N K [M N K ...]\n", argv[0]);
+    return 2;
+  }
+  int l2 = 0;
+  CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  g_flush_bytes = 2 * (size_t)l2;
+  CK(cudaMalloc(&g_flush, g_flush_bytes));
+  const size_t ws_bytes = 32u << 20;
+  void* ws;
+  CK(cudaMalloc(&ws, ws_bytes));
+  cublasLtHandle_t lt;
+  CK(cublasLtCreate(&lt));
+  cublasHandle_t blas;
+  CK(cublasCreate(&blas));
+  CK(cublasSetWorkspace(blas, ws, ws_bytes));
+  for (int arg = 1; arg + 2 < argc; arg += 3) {
+    long M = std::atol(argv[arg]), N = std::atol(argv[arg + 1]), K = std::atol(argv[arg + 2]);
+    __half *A, *B, *C;
+    CK(cudaMalloc(&A, M * K * 2));
+    CK(cudaMalloc(&B, N * K * 2));
+    CK(cudaMalloc(&C, M * N * 2));
+    fill<<<1024, 256>>>(A, M * K, 1);
+    fill<<<1024, 256>>>(B, N * K, 2);
+    const float alpha = 1, beta = 0;
+    double gemmex = time_cold([&] {
+      return (int)cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16F, K, A, CUDA_R_16F, K,
+                               &beta, C, CUDA_R_16F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+    });
+    cublasLtMatmulDesc_t op;
+    CK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    cublasLtMatrixLayout_t la, lb, lc;
+    CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, K, N, K));
+    CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, K, M, K));
+    CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, N, M, N));
+    for (int mask_kind = 0; mask_kind < 2; ++mask_kind) {
+      cublasLtMatmulPreference_t pref;
+      CK(cublasLtMatmulPreferenceCreate(&pref));
+      uint64_t wsb = ws_bytes;
+      CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+      uint32_t mask = mask_kind == 0 ? (CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
+                                     : CUBLASLT_REDUCTION_SCHEME_MASK;
+      CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask));
+      cublasLtMatmulHeuristicResult_t res[64];
+      int count = 0;
+      CK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 64, res, &count));
+      std::vector<std::pair<double, int>> t;
+      for (int i = 0; i < count; ++i) {
+        double ms = time_cold([&] {
+          return (int)cublasLtMatmul(lt, op, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &res[i].algo, ws, ws_bytes, 0);
+        });
+        t.push_back({ms, i});
+      }
+      auto best = *std::min_element(t.begin(), t.end(), [](auto x, auto y) {
+        return (x.first < 0 ? 1e30 : x.first) < (y.first < 0 ? 1e30 : y.first);
+      });
+      double best16 = 1e30;
+      for (auto& [ms, i] : t)
+        if (i < 16 && ms >= 0) best16 = std::min(best16, ms);
+      std::printf("M=%ld N=%ld K=%ld %s: GemmEx %.4f ms | Lt #0 %.4f, best of top16 %.4f, best of %d %.4f (#%d) | "
+                  "best/GemmEx %.3f\n",
+                  M, N, K, mask_kind == 0 ? "fp32-reductions" : "any-reduction", gemmex, t[0].first, best16, count,
+                  best.first, best.second, best.first / gemmex);
+      std::printf("   all:");
+      for (auto& [ms, i] : t) std::printf(" #%d %.4f", i, ms);
+      std::printf("\n");
+      fflush(stdout);
+      cublasLtMatmulPreferenceDestroy(pref);
+    }
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+  }
+  return 0;
+}
