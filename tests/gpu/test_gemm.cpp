@@ -7,7 +7,8 @@
 // 28672 x 4096 with small M) and awkward ones (N = 97 with K = 72, a multiple
 // of 8 but not of the kernel's 64-wide step; K = 70, not a multiple of 8: the
 // gemv refuses it and kb_cuda_gemm falls back to cuBLASLt), M in {1, 3, 8,
-// 16, 17, 128, 257}, float16 and bfloat16, plus a call with A misaligned by 2
+// 16, 17, 128, 257}, N = 97 with K = 20488 and 28680 (the long-K path:
+// uneven and even chunks through kb's fp32 buffer), float16 and bfloat16, plus a call with A misaligned by 2
 // bytes (gemv refuses, cuBLASLt must cope). Every case runs twice with fresh
 // random A (B fresh per shape), on a non-blocking stream, with C poisoned
 // (NaN) before each run: the second run also checks that the gemv's split-K
@@ -33,6 +34,7 @@
 
 #include "../../kernels/gemm/cuda/cublaslt_gemm.hpp"
 #include "../../kernels/gemm/cuda/gemv.hpp"
+#include "../../kernels/gemm/cuda/long_k.hpp"
 #include "cuda/device.hpp"
 #include "harness/implementation.hpp"
 #include "tensor/convert.hpp"
@@ -181,7 +183,7 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   const bool gemv = impl.name == "kb_cuda_gemv" ||
                     (impl.name == "kb_cuda_gemm" && M <= 16 && K % 8 == 0 &&
                      (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b)) % 16 == 0);
-  if (!gemv || M < 1 || M > kGemvMaxM || K % 8 != 0) return "cuBLASLt";
+  if (!gemv || M < 1 || M > kGemvMaxM || K % 8 != 0) return K > kLongK ? "cuBLASLt, long-K chunks" : "cuBLASLt";
   GemmProblem p{t, M, N, K, a, b, reinterpret_cast<void*>(16), nullptr};
   GemvPlan plan;
   if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
@@ -284,6 +286,8 @@ int main() {
   const std::vector<Shape> shapes = {
       {4096, 4096, all_m},       {128, 2048, all_m}, {256, 7168, {1, 16, 17}},
       {28672, 4096, {1, 3, 16, 17}}, {97, 72, all_m},    {97, 70, all_m},
+      // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240; three of 9560
+      {97, 20488, {3, 17, 257}}, {97, 28680, {1, 17, 130}},
   };
 
   std::uint64_t seed = 1;

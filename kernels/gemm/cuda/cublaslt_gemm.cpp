@@ -29,6 +29,7 @@
 
 #include "../../common/cublaslt_autotune.hpp"
 #include "gemv.hpp"
+#include "long_k.hpp"
 
 namespace kb::kernels::gemm_cuda {
 namespace {
@@ -164,6 +165,7 @@ struct PlanKey {
   std::int64_t M, N, K;
   int dtype;
   unsigned align_a, align_b, align_c;
+  std::int64_t chunk = 0;  // long-K path (long_k.hpp): this chunk's K, fp32 C and D; 0: the whole product
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -175,6 +177,7 @@ struct PlanKeyHash {
     mix(static_cast<std::uint64_t>(k.K));
     mix((static_cast<std::uint64_t>(k.device) << 8) | static_cast<std::uint64_t>(k.dtype));
     mix((std::uint64_t{k.align_a} << 32) ^ (std::uint64_t{k.align_b} << 16) ^ k.align_c);
+    mix(static_cast<std::uint64_t>(k.chunk));
     return h;
   }
 };
@@ -184,6 +187,7 @@ struct State {
   std::map<int, cublasLtHandle_t> handles;                         // device -> handle
   std::map<std::pair<int, void*>, std::unique_ptr<StreamScratch>> scratch;  // (device, stream)
   std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
+  std::map<std::pair<int, void*>, std::pair<void*, std::size_t>> acc32;  // (device, stream) -> long-K fp32 buffer
 };
 
 // Leaked on purpose: handles, descriptors and device memory live until the
@@ -244,12 +248,15 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
 
   const auto M = static_cast<std::uint64_t>(key.M);
   const auto N = static_cast<std::uint64_t>(key.N);
-  const auto K = static_cast<std::uint64_t>(key.K);
+  // A chunk of the long-K path reads K columns [k0, k0 + chunk) of A and B
+  // (rows still key.K apart) and writes fp32.
+  const auto K = static_cast<std::uint64_t>(key.chunk > 0 ? key.chunk : key.K);
+  const cudaDataType_t c_type = key.chunk > 0 ? CUDA_R_32F : type;
   if (auto s = lt.layout_create(&plan->a, type, K, N, key.K); s != CUBLAS_STATUS_SUCCESS)
     return lt_error("cublasLtMatrixLayoutCreate(B as K x N)", s);
   if (auto s = lt.layout_create(&plan->b, type, K, M, key.K); s != CUBLAS_STATUS_SUCCESS)
     return lt_error("cublasLtMatrixLayoutCreate(A as K x M)", s);
-  if (auto s = lt.layout_create(&plan->c, type, N, M, key.N); s != CUBLAS_STATUS_SUCCESS)
+  if (auto s = lt.layout_create(&plan->c, c_type, N, M, key.N); s != CUBLAS_STATUS_SUCCESS)
     return lt_error("cublasLtMatrixLayoutCreate(C as N x M)", s);
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -302,8 +309,14 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
                                   key.align_b, key.align_c, why));
   plan->algo = plan->candidates.front().algo;
   plan->problem = fmt::format("{} M={} N={} K={}", dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K);
+  if (key.chunk > 0) plan->problem += fmt::format(" (long-K chunk of {}, fp32 out)", key.chunk);
   const std::string& problem = plan->problem;
-  if (!cublaslt_autotune_enabled()) {
+  if (key.chunk > 0) {
+    // Not timed: the tuner runs the caller's own buffers, and a chunk writes kb's fp32 buffer.
+    plan->tuned = true;
+    plan->note = fmt::format("{}: the heuristic's first of {} ({}; long-K chunks are not autotuned)", problem,
+                             plan->candidates.size(), describe_algo(plan->algo));
+  } else if (!cublaslt_autotune_enabled()) {
     plan->tuned = true;
     plan->note = fmt::format("{}: the heuristic's first of {} ({}; autotuning off: KB_CUBLASLT_AUTOTUNE=0)", problem,
                              plan->candidates.size(), describe_algo(plan->algo));
@@ -391,6 +404,86 @@ Result<const StreamScratch*> scratch_locked(State& st, int device, void* stream)
   return out;
 }
 
+// The fp32 buffer of the long-K path for (device, stream), at least `bytes`.
+// Grown (cudaFree + cudaMalloc: both synchronize) only outside stream capture.
+Result<float*> acc32_locked(State& st, int device, void* stream, std::size_t bytes) {
+  auto& slot = st.acc32[{device, stream}];
+  if (slot.second >= bytes) return static_cast<float*>(slot.first);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture); e != cudaSuccess)
+    return cuda_failure("cudaStreamIsCapturing", e);
+  if (capture != cudaStreamCaptureStatusNone)
+    return make_error(Code::unsupported,
+                      fmt::format("long-K gemm: its fp32 buffer ({} bytes) is allocated on the first call of this "
+                                  "size outside stream capture; run the product once before capturing it",
+                                  bytes));
+  if (slot.first) cudaFree(slot.first);
+  slot = {nullptr, 0};
+  void* mem = nullptr;
+  if (cudaError_t e = cudaMalloc(&mem, bytes); e != cudaSuccess)
+    return cuda_failure("allocating the long-K gemm's fp32 buffer (cudaMalloc)", e);
+  slot = {mem, bytes};
+  return static_cast<float*>(mem);
+}
+
+// K > kLongK: the sum in chunks of at most kChunkK through an fp32 buffer
+// (long_k.hpp says why), then one rounding to the output dtype.
+Status long_k_gemm(const GemmProblem& p, int device) {
+  const LtApi& lt = api();
+  const std::int64_t chunks = (p.K + kChunkK - 1) / kChunkK;
+  const std::int64_t chunk = ((p.K + chunks - 1) / chunks + 7) / 8 * 8;  // 16-byte steps along K
+  struct Step {
+    const unsigned char* a;
+    const unsigned char* b;
+    Plan* plan;
+    cublasLtMatmulAlgo_t algo;
+  };
+  std::vector<Step> steps;
+  cublasLtHandle_t handle = nullptr;
+  const StreamScratch* scratch = nullptr;
+  float* acc = nullptr;
+  {
+    State& st = state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto h = handle_locked(st, device);
+    if (!h) return h.error();
+    handle = *h;
+    auto s = scratch_locked(st, device, p.stream);
+    if (!s) return s.error();
+    scratch = *s;
+    auto buf = acc32_locked(st, device, p.stream, static_cast<std::size_t>(p.M * p.N) * sizeof(float));
+    if (!buf) return buf.error();
+    acc = *buf;
+    for (std::int64_t k0 = 0; k0 < p.K; k0 += chunk) {
+      const auto* a = static_cast<const unsigned char*>(p.A) + k0 * 2;
+      const auto* b = static_cast<const unsigned char*>(p.B) + k0 * 2;
+      const PlanKey key{device, p.M, p.N, p.K, static_cast<int>(p.dtype), alignment_of(a), alignment_of(b), 256,
+                        std::min(chunk, p.K - k0)};
+      Plan* plan = nullptr;
+      if (auto it = st.plans.find(key); it != st.plans.end()) {
+        plan = it->second.get();
+      } else {
+        auto made = make_plan(handle, key, scratch->lt_bytes);
+        if (!made) return made.error();
+        plan = st.plans.emplace(key, std::move(*made)).first->second.get();
+      }
+      steps.push_back(Step{a, b, plan, plan->algo});
+    }
+  }
+  const float alpha = 1.f, zero = 0.f, one = 1.f;
+  auto stream = static_cast<cudaStream_t>(p.stream);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Step& st = steps[i];
+    cublasStatus_t s = lt.matmul(handle, st.plan->op, &alpha, st.b, st.plan->a, st.a, st.plan->b, i ? &one : &zero,
+                                 acc, st.plan->c, acc, st.plan->c, &st.algo, scratch->lt_workspace, scratch->lt_bytes,
+                                 stream);
+    if (s != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmul (long-K chunk)", s);
+  }
+  if (int e = cast_f32(acc, p.C, p.M * p.N, p.dtype == DType::bfloat16, p.stream); e != 0)
+    return cuda_failure("long-K gemm: rounding to the output dtype", static_cast<cudaError_t>(e));
+  return ok_status();
+}
+
 }  // namespace
 
 const std::string& cublaslt_unavailable() { return api().error; }
@@ -418,6 +511,7 @@ Status cublaslt_gemm(const GemmProblem& p) {
   }
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("cudaGetDevice", e);
+  if (p.K > kLongK) return long_k_gemm(p, device);
   const PlanKey key{device,          p.M, p.N, p.K, static_cast<int>(p.dtype), alignment_of(p.A), alignment_of(p.B),
                     alignment_of(p.C)};
 

@@ -15,12 +15,16 @@
 // - One plan per problem: (device, M, N, K, dtype, alignment of A, B and C)
 //   -> matmul and layout descriptors plus the algorithm to use. The
 //   heuristic (cublasLtMatmulAlgoGetHeuristic) is asked once per key for up
-//   to 8 algorithms (split-K reductions in fp32 only); the first call of the
+//   to 16 algorithms (split-K reductions in fp32 only); the first call of the
 //   key on a stream that is not being captured times each of them on the
-//   caller's buffers with kb's timer (cold L2, median of 5 after 2 warm-up
-//   runs; kernels/common/cublaslt_autotune.hpp) and keeps the fastest. That
+//   caller's buffers with kb's timer (clock ramp, then three interleaved
+//   rounds of 3 cold samples; kernels/common/cublaslt_autotune.hpp) and keeps
+//   the fastest.
+// - K > kLongK (long_k.hpp): the product is summed in K chunks through an
+//   fp32 buffer per (device, stream), allocated on the first such call
+//   outside stream capture and grown as needed, then rounded once. That
 //   is planning, once per key, like FlashInfer's plan step: it costs up to
-//   8 x 7 runs of the product plus L2 flushes, synchronizes the stream, and
+//   about 20 ms plus 16 x 10 runs of the product and L2 flushes, synchronizes the stream, and
 //   uses kb's L2 flush buffer (twice the L2 size, allocated once per
 //   device). Warm a stream up before timing it. KB_CUBLASLT_AUTOTUNE=0 keeps the heuristic's
 //   first algorithm instead. Plans are never freed (a var axis M has few

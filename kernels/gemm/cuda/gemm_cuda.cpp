@@ -142,8 +142,8 @@ void add_gemm_cuda(Registry& r) {
   gemm.device = Device::cuda;
   gemm.description = fmt::format(
       "C = A @ B.T, float16/bfloat16, fp32 accumulation: M <= {} -> kb's gemv kernel (tensor-core mma.sync, "
-      "streams B once), else cuBLASLt (TN, the heuristic's best 8 algorithms timed on first use per shape, the "
-      "fastest cached)",
+      "streams B once), else cuBLASLt (TN, the heuristic's best 16 algorithms timed on first use per shape, the "
+      "fastest cached; K > 20480 summed in K chunks through an fp32 buffer, for accuracy)",
       kCudaGemmGemvMaxM);
   gemm.supports = lt_supports;
   gemm.run_cuda = run_cuda_gemm;
@@ -154,8 +154,9 @@ void add_gemm_cuda(Registry& r) {
   lt.author = "kb";
   lt.device = Device::cuda;
   lt.description = "C = A @ B.T through cublasLtMatmul (TN, fp32 compute, 32 MiB workspace per stream, the "
-                   "heuristic's best 8 algorithms timed on first use per shape, the fastest cached; "
-                   "KB_CUBLASLT_AUTOTUNE=0: the heuristic's first); cuBLASLt opened at run time";
+                   "heuristic's best 16 algorithms timed on first use per shape, the fastest cached; "
+                   "KB_CUBLASLT_AUTOTUNE=0: the heuristic's first; K > 20480 summed in K chunks through an fp32 "
+                   "buffer, for accuracy); cuBLASLt opened at run time";
   lt.supports = lt_supports;
   lt.run_cuda = run_cublaslt_gemm;
   r.add(std::move(lt));

@@ -1,0 +1,32 @@
+// The long-K path of kb's cuBLASLt gemm (cublaslt_gemm.cpp): for K above
+// kLongK the product is summed in K chunks of at most kChunkK, each chunk a
+// cuBLASLt product into an fp32 buffer (beta = 1 after the first), then one
+// rounding to the output dtype (cast_f32 below).
+//
+// Why (H100, cuBLASLt 13.1, benchmarks/h100-2026-11-24-s3/gemm_precision_by_k.txt):
+// the tensor-core sum of one output element drifts from the exact product
+// roughly in proportion to K (largest error among elements below 4 in
+// magnitude: 0.0016 at K = 4096, 0.0052 at 14336, 0.0096 at 21504, 0.0143 at
+// 28672, N(0,1)-like inputs), so at K = 28672 a few elements per million fail
+// FlashInfer-Bench's rule (abs > 0.01 and rel > 0.01) against an fp64
+// product; torch.matmul does the same. CUBLAS_COMPUTE_32F_PEDANTIC is exact
+// enough but 16x slower. Chunks of <= 14336 keep each tensor-core sum at the
+// error of the shipped K = 14336 shapes, which pass at every M; the fp32
+// buffer costs about 3 x M x N x 4 bytes of extra traffic. Measured against
+// torch.matmul (benchmarks/h100-2026-11-24-s3/compare_gemm_long_k.md): 0.93x
+// at M = 2048-8192, up to 1.11x at M = 32-512 (one more launch for the
+// rounding; the chunks' algorithms are the heuristic's first, not timed).
+#pragma once
+
+#include <cstdint>
+
+namespace kb::kernels::gemm_cuda {
+
+inline constexpr std::int64_t kLongK = 20480;   // longer K is summed in chunks
+inline constexpr std::int64_t kChunkK = 14336;  // at most this many per chunk
+
+// dst[i] = src[i] rounded to float16 (bf16 false) or bfloat16, i < n, on
+// `stream` (a cudaStream_t). Returns the launch's cudaError_t as an int.
+int cast_f32(const float* src, void* dst, std::int64_t n, bool bf16, void* stream);
+
+}  // namespace kb::kernels::gemm_cuda
