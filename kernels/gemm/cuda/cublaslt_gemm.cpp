@@ -311,12 +311,7 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
   plan->problem = fmt::format("{} M={} N={} K={}", dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K);
   if (key.chunk > 0) plan->problem += fmt::format(" (long-K chunk of {}, fp32 out)", key.chunk);
   const std::string& problem = plan->problem;
-  if (key.chunk > 0) {
-    // Not timed: the tuner runs the caller's own buffers, and a chunk writes kb's fp32 buffer.
-    plan->tuned = true;
-    plan->note = fmt::format("{}: the heuristic's first of {} ({}; long-K chunks are not autotuned)", problem,
-                             plan->candidates.size(), describe_algo(plan->algo));
-  } else if (!cublaslt_autotune_enabled()) {
+  if (!cublaslt_autotune_enabled()) {
     plan->tuned = true;
     plan->note = fmt::format("{}: the heuristic's first of {} ({}; autotuning off: KB_CUBLASLT_AUTOTUNE=0)", problem,
                              plan->candidates.size(), describe_algo(plan->algo));
@@ -338,9 +333,10 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
 // flushed), as kb times solutions. beta = 0: C is only written, and the
 // caller's own run overwrites it. If no candidate runs, the heuristic's
 // choice stays.
-Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const GemmProblem& p, const StreamScratch& scratch) {
+Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const void* A, const void* B, void* C, void* stream_ptr,
+                        const StreamScratch& scratch) {
   const LtApi& lt = api();
-  auto stream = static_cast<cudaStream_t>(p.stream);
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
     return cuda_failure("cudaStreamIsCapturing", e);
@@ -348,11 +344,11 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const GemmProblem& 
   const float alpha = 1.f, beta = 0.f;
   auto run = [&](int c, void* s) -> Status {
     const cublasLtMatmulAlgo_t& algo = plan.candidates[static_cast<std::size_t>(c)].algo;
-    cublasStatus_t st = lt.matmul(handle, plan.op, &alpha, p.B, plan.a, p.A, plan.b, &beta, p.C, plan.c, p.C, plan.c,
-                                  &algo, scratch.lt_workspace, scratch.lt_bytes, static_cast<cudaStream_t>(s));
+    cublasStatus_t st = lt.matmul(handle, plan.op, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c, &algo,
+                                  scratch.lt_workspace, scratch.lt_bytes, static_cast<cudaStream_t>(s));
     return st == CUBLAS_STATUS_SUCCESS ? ok_status() : lt_error("cublasLtMatmul (autotuning)", st);
   };
-  auto ms = median_ms_of_candidates(static_cast<int>(plan.candidates.size()), run, p.stream, /*cold_l2=*/true);
+  auto ms = median_ms_of_candidates(static_cast<int>(plan.candidates.size()), run, stream_ptr, /*cold_l2=*/true);
   if (!ms) return ms.error();
   std::size_t best = plan.candidates.size();
   for (std::size_t i = 0; i < ms->size(); ++i)
@@ -467,6 +463,8 @@ Status long_k_gemm(const GemmProblem& p, int device) {
         if (!made) return made.error();
         plan = st.plans.emplace(key, std::move(*made)).first->second.get();
       }
+      // Timed on kb's fp32 buffer with beta = 0; the real run below starts over with beta = 0.
+      if (!plan->tuned) KB_TRY(tune_plan_locked(handle, *plan, a, b, acc, p.stream, *scratch));
       steps.push_back(Step{a, b, plan, plan->algo});
     }
   }
@@ -535,7 +533,7 @@ Status cublaslt_gemm(const GemmProblem& p) {
       if (!made) return made.error();
       plan = st.plans.emplace(key, std::move(*made)).first->second.get();
     }
-    if (!plan->tuned) KB_TRY(tune_plan_locked(handle, *plan, p, *scratch));
+    if (!plan->tuned) KB_TRY(tune_plan_locked(handle, *plan, p.A, p.B, p.C, p.stream, *scratch));
     algo = plan->algo;  // copied under the lock: a later tuning may change it
   }
   // Plans and scratch are never freed; descriptors never change: use them unlocked.

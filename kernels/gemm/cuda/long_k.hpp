@@ -13,9 +13,9 @@
 // enough but 16x slower. Chunks of <= 14336 keep each tensor-core sum at the
 // error of the shipped K = 14336 shapes, which pass at every M; the fp32
 // buffer costs about 3 x M x N x 4 bytes of extra traffic. Measured against
-// torch.matmul (benchmarks/h100-2026-11-24-s3/compare_gemm_long_k.md): 0.93x
-// at M = 2048-8192, up to 1.11x at M = 32-512 (one more launch for the
-// rounding; the chunks' algorithms are the heuristic's first, not timed).
+// torch.matmul (benchmarks/h100-2026-11-24-s3/compare_gemm_long_k.md):
+// 0.94-1.10x; at M = 512 a 10752-long chunk took 0.0843 ms where the whole
+// 21504 took 0.1575: each launch has a fixed cost of about 5 us.
 #pragma once
 
 #include <cstdint>
