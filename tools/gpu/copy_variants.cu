@@ -35,35 +35,22 @@ __global__ void grid_stride4(const int4* __restrict__ src, int4* __restrict__ ds
 }
 
 // Block b copies vectors [b * T * U, (b + 1) * T * U): thread t takes t, t + T, ... (coalesced per step).
-template <int U>
+// kStreaming: evict-first loads and stores (__ldcs / __stcs).
+template <int U, bool kStreaming>
 __global__ void one_pass(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
   const size_t base = (size_t)blockIdx.x * blockDim.x * U + threadIdx.x;
   int4 v[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const size_t i = base + (size_t)u * blockDim.x;
-    if (i < n) v[u] = __ldcs(src + i);
+    if (i < n) v[u] = kStreaming ? __ldcs(src + i) : src[i];
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const size_t i = base + (size_t)u * blockDim.x;
-    if (i < n) __stcs(dst + i, v[u]);
-  }
-}
-
-template <int U>
-__global__ void one_pass_plain(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
-  const size_t base = (size_t)blockIdx.x * blockDim.x * U + threadIdx.x;
-  int4 v[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const size_t i = base + (size_t)u * blockDim.x;
-    if (i < n) v[u] = src[i];
-  }
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const size_t i = base + (size_t)u * blockDim.x;
-    if (i < n) dst[i] = v[u];
+    if (i >= n) continue;
+    if constexpr (kStreaming) __stcs(dst + i, v[u]);
+    else dst[i] = v[u];
   }
 }
 
@@ -108,15 +95,15 @@ int main() {
   report("grid-stride x4, 8 blocks/SM (kb)", [&] { grid_stride4<<<sms * 8, 256>>>(s4, d4, n); });
   report("grid-stride x4, 16 blocks/SM", [&] { grid_stride4<<<sms * 16, 256>>>(s4, d4, n); });
   report("grid-stride x4, 32 blocks/SM", [&] { grid_stride4<<<sms * 32, 128>>>(s4, d4, n); });
-  report("one-pass U=1 T=256 plain", [&] { one_pass_plain<1><<<(n + 255) / 256, 256>>>(s4, d4, n); });
-  report("one-pass U=2 T=256 plain", [&] { one_pass_plain<2><<<(n + 511) / 512, 256>>>(s4, d4, n); });
-  report("one-pass U=4 T=256 plain", [&] { one_pass_plain<4><<<(n + 1023) / 1024, 256>>>(s4, d4, n); });
-  report("one-pass U=4 T=128 plain", [&] { one_pass_plain<4><<<(n + 511) / 512, 128>>>(s4, d4, n); });
-  report("one-pass U=8 T=128 plain", [&] { one_pass_plain<8><<<(n + 1023) / 1024, 128>>>(s4, d4, n); });
-  report("one-pass U=2 T=256 streaming", [&] { one_pass<2><<<(n + 511) / 512, 256>>>(s4, d4, n); });
-  report("one-pass U=4 T=256 streaming", [&] { one_pass<4><<<(n + 1023) / 1024, 256>>>(s4, d4, n); });
-  report("one-pass U=4 T=128 streaming", [&] { one_pass<4><<<(n + 511) / 512, 128>>>(s4, d4, n); });
-  report("one-pass U=8 T=128 streaming", [&] { one_pass<8><<<(n + 1023) / 1024, 128>>>(s4, d4, n); });
+  report("one-pass U=1 T=256 plain", [&] { one_pass<1, false><<<(n + 255) / 256, 256>>>(s4, d4, n); });
+  report("one-pass U=2 T=256 plain", [&] { one_pass<2, false><<<(n + 511) / 512, 256>>>(s4, d4, n); });
+  report("one-pass U=4 T=256 plain", [&] { one_pass<4, false><<<(n + 1023) / 1024, 256>>>(s4, d4, n); });
+  report("one-pass U=4 T=128 plain", [&] { one_pass<4, false><<<(n + 511) / 512, 128>>>(s4, d4, n); });
+  report("one-pass U=8 T=128 plain", [&] { one_pass<8, false><<<(n + 1023) / 1024, 128>>>(s4, d4, n); });
+  report("one-pass U=2 T=256 streaming", [&] { one_pass<2, true><<<(n + 511) / 512, 256>>>(s4, d4, n); });
+  report("one-pass U=4 T=256 streaming", [&] { one_pass<4, true><<<(n + 1023) / 1024, 256>>>(s4, d4, n); });
+  report("one-pass U=4 T=128 streaming", [&] { one_pass<4, true><<<(n + 511) / 512, 128>>>(s4, d4, n); });
+  report("one-pass U=8 T=128 streaming", [&] { one_pass<8, true><<<(n + 1023) / 1024, 128>>>(s4, d4, n); });
   CK(cudaGetLastError());
   return 0;
 }

@@ -70,6 +70,47 @@ static double time_cold(const std::function<int()>& run) {
   return ms[ms.size() / 2];
 }
 
+// One fp16 TN problem in cuBLASLt's terms (row-major C = A B^T as kb maps it):
+// the matmul descriptor for compute type `ct` and the three layouts.
+struct LtTn {
+  cublasLtMatmulDesc_t op{};
+  cublasLtMatrixLayout_t la{}, lb{}, lc{};
+  LtTn(long M, long N, long K, cublasComputeType_t ct) {
+    CK(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
+    int ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, K, N, K));
+    CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, K, M, K));
+    CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, N, M, N));
+  }
+  ~LtTn() {
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+  }
+  // The heuristic's first `want` algorithms (kb's workspace, the given reduction mask); the status and count.
+  cublasStatus_t heuristic(cublasLtHandle_t lt, size_t ws_bytes, uint32_t mask, int want,
+                           cublasLtMatmulHeuristicResult_t* res, int* count) const {
+    cublasLtMatmulPreference_t pref;
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t wsb = ws_bytes;
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask));
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, want, res, count);
+    cublasLtMatmulPreferenceDestroy(pref);
+    return s;
+  }
+  int run(cublasLtHandle_t lt, const cublasLtMatmulAlgo_t& algo, const __half* A, const __half* B, __half* C, void* ws,
+          size_t ws_bytes) const {
+    const float alpha = 1, beta = 0;
+    return (int)cublasLtMatmul(lt, op, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &algo, ws, ws_bytes, 0);
+  }
+};
+
+constexpr uint32_t kFp32Reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+
 __global__ void widen(const __half* x, double* y, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     y[i] = (double)__half2float(x[i]);
@@ -122,32 +163,15 @@ static int precision(int argc, char** argv) {
     CK(cublasDgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B64, K, A64, K, &zero, C64, N));
     CK(cudaDeviceSynchronize());
     for (cublasComputeType_t ct : {CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_PEDANTIC}) {
-      cublasLtMatmulDesc_t op;
-      CK(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
-      int ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-      CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-      CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-      cublasLtMatrixLayout_t la, lb, lc;
-      CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, K, N, K));
-      CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, K, M, K));
-      CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, N, M, N));
-      cublasLtMatmulPreference_t pref;
-      CK(cublasLtMatmulPreferenceCreate(&pref));
-      uint64_t wsb = ws_bytes;
-      CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
-      uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-      CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask));
+      const LtTn g(M, N, K, ct);
       cublasLtMatmulHeuristicResult_t res[1];
       int count = 0;
-      cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, res, &count);
-      const float alpha = 1, beta = 0;
+      cublasStatus_t hs = g.heuristic(lt, ws_bytes, kFp32Reductions, 1, res, &count);
       if (hs != CUBLAS_STATUS_SUCCESS || count < 1) {
         std::printf("M=%ld N=%ld K=%ld %s: no algorithm (status %d)\n", M, N, K,
                     ct == CUBLAS_COMPUTE_32F ? "32F" : "32F_PEDANTIC", (int)hs);
       } else {
-        double ms = time_cold([&] {
-          return (int)cublasLtMatmul(lt, op, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &res[0].algo, ws, ws_bytes, 0);
-        });
+        double ms = time_cold([&] { return g.run(lt, res[0].algo, A, B, C, ws, ws_bytes); });
         CK(cudaMemset(fails, 0, 8));
         CK(cudaMemset(max_small, 0, 8));
         judge<<<1024, 256>>>(C, C64, M * N, fails, max_small);
@@ -160,11 +184,6 @@ static int precision(int argc, char** argv) {
                     M, N, K, ct == CUBLAS_COMPUTE_32F ? "32F" : "32F_PEDANTIC", ms, f, M * N, mx);
       }
       fflush(stdout);
-      cublasLtMatmulPreferenceDestroy(pref);
-      cublasLtMatrixLayoutDestroy(la);
-      cublasLtMatrixLayoutDestroy(lb);
-      cublasLtMatrixLayoutDestroy(lc);
-      cublasLtMatmulDescDestroy(op);
     }
     cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(A64), cudaFree(B64), cudaFree(C64);
   }
@@ -172,21 +191,16 @@ static int precision(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "--precision") {
-    int l2 = 0;
-    CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
-    g_flush_bytes = 2 * (size_t)l2;
-    CK(cudaMalloc(&g_flush, g_flush_bytes));
-    return precision(argc, argv);
-  }
-  if (argc < 4 || (argc - 1) % 3) {
-    std::fprintf(stderr, "usage: %s M N K [M N K ...]\n", argv[0]);
+  const bool precise = argc > 1 && std::string(argv[1]) == "--precision";
+  if (argc < 4 + precise || (argc - 1 - precise) % 3) {
+    std::fprintf(stderr, "usage: %s [--precision] M N K [M N K ...]\n", argv[0]);
     return 2;
   }
   int l2 = 0;
   CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   g_flush_bytes = 2 * (size_t)l2;
   CK(cudaMalloc(&g_flush, g_flush_bytes));
+  if (precise) return precision(argc, argv);
   const size_t ws_bytes = 32u << 20;
   void* ws;
   CK(cudaMalloc(&ws, ws_bytes));
@@ -208,31 +222,15 @@ int main(int argc, char** argv) {
       return (int)cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16F, K, A, CUDA_R_16F, K,
                                &beta, C, CUDA_R_16F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
     });
-    cublasLtMatmulDesc_t op;
-    CK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    int ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    cublasLtMatrixLayout_t la, lb, lc;
-    CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, K, N, K));
-    CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, K, M, K));
-    CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, N, M, N));
+    const LtTn g(M, N, K, CUBLAS_COMPUTE_32F);
     for (int mask_kind = 0; mask_kind < 2; ++mask_kind) {
-      cublasLtMatmulPreference_t pref;
-      CK(cublasLtMatmulPreferenceCreate(&pref));
-      uint64_t wsb = ws_bytes;
-      CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
-      uint32_t mask = mask_kind == 0 ? (CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
-                                     : CUBLASLT_REDUCTION_SCHEME_MASK;
-      CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask));
+      const uint32_t mask = mask_kind == 0 ? kFp32Reductions : CUBLASLT_REDUCTION_SCHEME_MASK;
       cublasLtMatmulHeuristicResult_t res[64];
       int count = 0;
-      CK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 64, res, &count));
+      CK(g.heuristic(lt, ws_bytes, mask, 64, res, &count));
       std::vector<std::pair<double, int>> t;
       for (int i = 0; i < count; ++i) {
-        double ms = time_cold([&] {
-          return (int)cublasLtMatmul(lt, op, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &res[i].algo, ws, ws_bytes, 0);
-        });
+        double ms = time_cold([&] { return g.run(lt, res[i].algo, A, B, C, ws, ws_bytes); });
         t.push_back({ms, i});
       }
       auto best = *std::min_element(t.begin(), t.end(), [](auto x, auto y) {
@@ -249,12 +247,7 @@ int main(int argc, char** argv) {
       for (auto& [ms, i] : t) std::printf(" #%d %.4f", i, ms);
       std::printf("\n");
       fflush(stdout);
-      cublasLtMatmulPreferenceDestroy(pref);
     }
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
     cudaFree(A);
     cudaFree(B);
     cudaFree(C);

@@ -400,6 +400,33 @@ Result<const StreamScratch*> scratch_locked(State& st, int device, void* stream)
   return out;
 }
 
+// The device's handle and the stream's scratch (created on first use).
+Status context_locked(State& st, int device, void* stream, cublasLtHandle_t* handle, const StreamScratch** scratch) {
+  auto h = handle_locked(st, device);
+  if (!h) return h.error();
+  auto s = scratch_locked(st, device, stream);
+  if (!s) return s.error();
+  *handle = *h;
+  *scratch = *s;
+  return ok_status();
+}
+
+// The plan of `key`, made on first use and tuned on the operands it will run
+// with (A, B, C as cuBLAS sees this problem's buffers) when not tuned yet.
+Result<Plan*> plan_locked(State& st, cublasLtHandle_t handle, const PlanKey& key, const StreamScratch& scratch,
+                          const void* A, const void* B, void* C, void* stream) {
+  Plan* plan = nullptr;
+  if (auto it = st.plans.find(key); it != st.plans.end()) {
+    plan = it->second.get();
+  } else {
+    auto made = make_plan(handle, key, scratch.lt_bytes);
+    if (!made) return made.error();
+    plan = st.plans.emplace(key, std::move(*made)).first->second.get();
+  }
+  if (!plan->tuned) KB_TRY(tune_plan_locked(handle, *plan, A, B, C, stream, scratch));
+  return plan;
+}
+
 // The fp32 buffer of the long-K path for (device, stream), at least `bytes`.
 // Grown (cudaFree + cudaMalloc: both synchronize) only outside stream capture.
 Result<float*> acc32_locked(State& st, int device, void* stream, std::size_t bytes) {
@@ -441,12 +468,7 @@ Status long_k_gemm(const GemmProblem& p, int device) {
   {
     State& st = state();
     std::lock_guard<std::mutex> lock(st.mu);
-    auto h = handle_locked(st, device);
-    if (!h) return h.error();
-    handle = *h;
-    auto s = scratch_locked(st, device, p.stream);
-    if (!s) return s.error();
-    scratch = *s;
+    KB_TRY(context_locked(st, device, p.stream, &handle, &scratch));
     auto buf = acc32_locked(st, device, p.stream, static_cast<std::size_t>(p.M * p.N) * sizeof(float));
     if (!buf) return buf.error();
     acc = *buf;
@@ -455,17 +477,10 @@ Status long_k_gemm(const GemmProblem& p, int device) {
       const auto* b = static_cast<const unsigned char*>(p.B) + k0 * 2;
       const PlanKey key{device, p.M, p.N, p.K, static_cast<int>(p.dtype), alignment_of(a), alignment_of(b), 256,
                         std::min(chunk, p.K - k0)};
-      Plan* plan = nullptr;
-      if (auto it = st.plans.find(key); it != st.plans.end()) {
-        plan = it->second.get();
-      } else {
-        auto made = make_plan(handle, key, scratch->lt_bytes);
-        if (!made) return made.error();
-        plan = st.plans.emplace(key, std::move(*made)).first->second.get();
-      }
-      // Timed on kb's fp32 buffer with beta = 0; the real run below starts over with beta = 0.
-      if (!plan->tuned) KB_TRY(tune_plan_locked(handle, *plan, a, b, acc, p.stream, *scratch));
-      steps.push_back(Step{a, b, plan, plan->algo});
+      // Tuned on kb's fp32 buffer with beta = 0; the real run below starts over with beta = 0.
+      auto plan = plan_locked(st, handle, key, *scratch, a, b, acc, p.stream);
+      if (!plan) return plan.error();
+      steps.push_back(Step{a, b, *plan, (*plan)->algo});
     }
   }
   const float alpha = 1.f, zero = 0.f, one = 1.f;
@@ -520,20 +535,10 @@ Status cublaslt_gemm(const GemmProblem& p) {
   {
     State& st = state();
     std::lock_guard<std::mutex> lock(st.mu);
-    auto h = handle_locked(st, device);
-    if (!h) return h.error();
-    handle = *h;
-    auto s = scratch_locked(st, device, p.stream);
-    if (!s) return s.error();
-    scratch = *s;
-    if (auto it = st.plans.find(key); it != st.plans.end()) {
-      plan = it->second.get();
-    } else {
-      auto made = make_plan(handle, key, scratch->lt_bytes);
-      if (!made) return made.error();
-      plan = st.plans.emplace(key, std::move(*made)).first->second.get();
-    }
-    if (!plan->tuned) KB_TRY(tune_plan_locked(handle, *plan, p.A, p.B, p.C, p.stream, *scratch));
+    KB_TRY(context_locked(st, device, p.stream, &handle, &scratch));
+    auto made = plan_locked(st, handle, key, *scratch, p.A, p.B, p.C, p.stream);
+    if (!made) return made.error();
+    plan = *made;
     algo = plan->algo;  // copied under the lock: a later tuning may change it
   }
   // Plans and scratch are never freed; descriptors never change: use them unlocked.
