@@ -14,6 +14,15 @@ namespace {
 // per thread (kb's earlier ceiling kernel) measured 2791-2818 GB/s and
 // torch's b.copy_(a) 2879-3000 (tools/gpu/copy_variants.cu,
 // benchmarks/h100-2026-11-24-s3/copy_variants.txt).
+// Does nothing: kb times it like any solution (graph replay, L2 flushed
+// before each sample) to record the floor a launch costs in kb's own method.
+__global__ void empty_kernel() {}
+
+// One thread copies one 16-byte vector: with L2 flushed, one DRAM read (and
+// its TLB walk) and one write past the launch. The floor for any kernel that
+// must read memory before it can finish (a batch-1 RMSNorm, say).
+__global__ void one_read_kernel(const int4* __restrict__ src, int4* __restrict__ dst) { *dst = *src; }
+
 __global__ void copy16_kernel(const int4* __restrict__ src, int4* __restrict__ dst, std::size_t n) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) dst[i] = src[i];
@@ -31,6 +40,16 @@ cudaError_t launch_copy_kernel(void* dst, const void* src, std::size_t bytes, in
   if (blocks > 0x7fffffffu) return cudaErrorInvalidValue;
   copy16_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(static_cast<const int4*>(src),
                                                                        static_cast<int4*>(dst), n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_empty_kernel(cudaStream_t stream) {
+  empty_kernel<<<1, 32, 0, stream>>>();
+  return cudaGetLastError();
+}
+
+cudaError_t launch_one_read_kernel(void* dst, const void* src, cudaStream_t stream) {
+  one_read_kernel<<<1, 1, 0, stream>>>(static_cast<const int4*>(src), static_cast<int4*>(dst));
   return cudaGetLastError();
 }
 

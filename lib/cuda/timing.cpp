@@ -18,6 +18,8 @@ namespace kb::cuda {
 
 cudaError_t launch_blocking_kernel(volatile int* host_flag, cudaStream_t stream);
 cudaError_t launch_copy_kernel(void* dst, const void* src, std::size_t bytes, int sm_count, cudaStream_t stream);
+cudaError_t launch_empty_kernel(cudaStream_t stream);
+cudaError_t launch_one_read_kernel(void* dst, const void* src, cudaStream_t stream);
 
 namespace {
 
@@ -237,11 +239,21 @@ Result<Ceilings> measure_ceilings(void* stream) {
                      "copy kernel");
       },
       stream, o);
+  // The launch floors, timed exactly as solutions are (default options: cold L2, graph replay).
+  auto te = time_gpu([](int, void* s) { return check(launch_empty_kernel(static_cast<cudaStream_t>(s)), "empty kernel"); },
+                     stream);
+  auto tr = time_gpu(
+      [&](int, void* s) { return check(launch_one_read_kernel(b, a, static_cast<cudaStream_t>(s)), "one-read kernel"); },
+      stream);
   cudaFree(a);
   cudaFree(b);
   if (!t) return t.error();
   if (!tk) return tk.error();
+  if (!te) return te.error();
+  if (!tr) return tr.error();
   Ceilings c;
+  c.empty_kernel_ms = te->median_ms;
+  c.one_read_kernel_ms = tr->median_ms;
   const double memcpy_gbs = 2.0 * static_cast<double>(bytes) / (t->median_ms * 1e-3) / 1e9;
   const double kernel_gbs = 2.0 * static_cast<double>(bytes & ~std::size_t{15}) / (tk->median_ms * 1e-3) / 1e9;
   c.copy_bandwidth_gbs = std::max(memcpy_gbs, kernel_gbs);

@@ -61,6 +61,8 @@ Result<TimingResult> time_gpu(const std::function<Status(int sample, void* strea
 // Device ceilings kb measures once per run with the same timer.
 struct Ceilings {
   double copy_bandwidth_gbs = 0;  // device-to-device copy, bytes read + written per second
+  double empty_kernel_ms = 0;     // an empty kernel's median, timed as solutions are: the launch floor
+  double one_read_kernel_ms = 0;  // one thread copying 16 bytes, timed the same way: the floor with one cold DRAM read
 };
 Result<Ceilings> measure_ceilings(void* stream);
 

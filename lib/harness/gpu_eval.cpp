@@ -42,14 +42,14 @@ Result<DeviceInputs> upload_inputs(const Materialized& m, void* stream) {
   return di;
 }
 
-// Copy bandwidth of this device, measured once per process.
-double copy_bandwidth_gbs(void* stream) {
+// Copy bandwidth and launch floor of this device, measured once per process.
+const cuda::Ceilings& device_ceilings(void* stream) {
   static std::once_flag once;
-  static double gbs = 0;
+  static cuda::Ceilings c;
   std::call_once(once, [&] {
-    if (auto c = cuda::measure_ceilings(stream)) gbs = c->copy_bandwidth_gbs;
+    if (auto m = cuda::measure_ceilings(stream)) c = *m;
   });
-  return gbs;
+  return c;
 }
 
 std::string json_string(const std::string& v) {
@@ -376,7 +376,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     }
     CallCost cost = ideal_cost(d, axes);
     double seconds = t->median_ms * 1e-3;
-    double bw = copy_bandwidth_gbs(stream.get());
+    const cuda::Ceilings& ceilings = device_ceilings(stream.get());
+    double bw = ceilings.copy_bandwidth_gbs;
     double mma = cuda::measured_mma_tflops(stream.get());
     std::string implausible = cuda::implausible_speed(cost.bytes, cost.flops, t->median_ms, bw, mma);
     double gbs = cost.bytes / seconds / 1e9;
@@ -385,10 +386,10 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
         R"({{"timing":"cuda_events","graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},"l2_flushed":true,)"
         R"("input_sets":{},"sm_clock_mhz":[{},{}],"sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},)"
         R"("copy_bandwidth_gbs":{},"fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},)"
-        R"("mma_bf16_tflops":{},"rotations_checked":{},"stream_check":true,"implausible":{}}})",
+        R"("mma_bf16_tflops":{},"empty_kernel_ms":{},"one_read_kernel_ms":{},"rotations_checked":{},"stream_check":true,"implausible":{}}})",
         t->graph, t->samples, t->min_ms, t->max_ms, t->rel_noise, input_sets.size(), t->sm_clock_mhz_before,
         t->sm_clock_mhz_after, t->sm_clock_mhz_max, t->throttled, cost.bytes, gbs, bw, bw > 0 ? gbs / bw : 0,
-        cost.flops, cost.flops / seconds / 1e12, mma, output_sets.size(), json_string(implausible));
+        cost.flops, cost.flops / seconds / 1e12, mma, ceilings.empty_kernel_ms, ceilings.one_read_kernel_ms, output_sets.size(), json_string(implausible));
     log += "timing: " + t->method() + "\n";
     log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", output_sets.size());
     if (!implausible.empty()) {

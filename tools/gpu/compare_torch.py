@@ -54,6 +54,7 @@ p.add_argument("--quick", action="store_true", help="fewer shapes")
 p.add_argument("--families", default=",".join(FAMILIES), help="comma-separated, of " + ", ".join(FAMILIES))
 p.add_argument("--shard", default="1/1", help="K/N: the K-th of N slices of each family's definitions")
 p.add_argument("--only", default="", help="comma-separated definition names (default: all of the families')")
+p.add_argument("--values", default="", help="comma-separated batch sizes / M (default: the family's list)")
 p.add_argument("--all-solutions", action="store_true",
                help="every kb solution at every shape, even where two run the same code")
 p.add_argument("--time-limit", type=float, default=0,
@@ -72,6 +73,13 @@ def fmt_num(x, digits=4):
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def same_size_pct(r):
+    c = r.get("same_size_copy_gbs")
+    if not c or not r.get("kb_ms") or not r.get("bytes"):
+        return "-"
+    return f"{100 * r['bytes'] / (r['kb_ms'] * 1e-3) / 1e9 / c:.0f}%"
+
+
 def write_outputs(meta, rows, parts=None):
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "benchmark.json"), "w") as fh:
@@ -86,14 +94,22 @@ def write_outputs(meta, rows, parts=None):
                      + (f"; definitions shard {m['shard']}" if m.get("shard", "1/1") != "1/1" else "")
                      + f" ({m['elapsed_s']:.0f} s).")
     lines += ["", "Latencies are medians of cold samples (L2 flushed). ratio = kb / torch (below 1: kb faster). "
-              "All kb rows were judged against kb's oracle in the same run.", "",
-              "| definition | batch | solution | status | kb ms | torch ms | baseline | ratio | kb % copy BW |",
-              "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: |"]
+              "All kb rows were judged against kb's oracle in the same run. "
+              "kb / empty: kb's latency over an empty kernel's, both timed by kb in the same process "
+              "(graph replay, L2 flushed): how far a launch is above the launch floor; kb / 1-read: the same over a "
+              "one-thread kernel that copies 16 bytes (one cold DRAM read: the floor of any kernel that reads memory). "
+              "% same-size copy (gemm, M <= 16): kb's GB/s over what torch's copy of half the weight (read + write: "
+              "as many bytes as the weight) reaches, timed the same way (cold): the copy bandwidth at this size, "
+              "launch and L2 state included.", "",
+              "| definition | batch | solution | status | kb ms | torch ms | baseline | ratio | kb % copy BW | kb / empty "
+              "| kb / 1-read | kb % same-size copy |",
+              "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(rows, key=lambda r: (r["definition"], r["value"], r["solution"])):
         frac = r["kb_fraction_of_copy_bw"]
         lines.append(f"| {r['definition']} | {r['value']} | {r['solution']} | {r['status']} | {fmt_num(r['kb_ms'])} | "
                      f"{fmt_num(r['torch_ms'])} | {r['baseline']} | {fmt_num(r['ratio'], 3)} | "
-                     f"{'-' if frac is None else f'{100 * frac:.0f}%'} |")
+                     f"{'-' if frac is None else f'{100 * frac:.0f}%'} | {fmt_num(r.get('kb_over_empty_kernel'), 2)} | "
+                     f"{fmt_num(r.get('kb_over_one_read_kernel'), 2)} | {same_size_pct(r)} |")
     with open(os.path.join(args.out, "benchmark.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     return lines
@@ -203,6 +219,8 @@ def family_plan(family):
         axis, values = "num_tokens", norm_b
     if only:
         defs = [d for d in defs if d["name"] in only]
+    if args.values:
+        values = [int(v) for v in args.values.split(",") if v]
     defs = defs[shard_k - 1::shard_n]
     cases = lambda vs: [(d, axis, v) for d in defs for v in vs]  # noqa: E731
     crossover = gemv_max_m() if family == "gemm" else None
@@ -220,6 +238,7 @@ def family_plan(family):
     return runs
 
 
+same_size_copy = {}  # (definition, M) -> GB/s of torch's copy of half the weight (read + write = the weight's bytes)
 torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
@@ -232,6 +251,12 @@ def torch_case(d, axis, v):
         A = torch.randn(v, ax["K"], dtype=dt, device=dev)
         B = torch.randn(ax["N"], ax["K"], dtype=dt, device=dev)
         ms = time_torch(lambda: torch.matmul(A, B.T))
+        if v <= 16:  # decode: what a plain copy moving as many bytes as the weight reaches, timed the same way
+            half = B.flatten()[: B.numel() // 2]
+            B2 = torch.empty_like(half)
+            copy_ms = time_torch(lambda: B2.copy_(half))
+            same_size_copy[(d["name"], v)] = 2 * half.numel() * half.element_size() / (copy_ms * 1e-3) / 1e9
+            del B2
         return ms, (A.numel() + B.numel() + v * ax["N"]) * A.element_size(), 2 * v * ax["N"] * ax["K"], "torch.matmul"
     if d["op_type"] == "rmsnorm":
         h = ax["hidden_size"]
@@ -376,7 +401,14 @@ try:
                                  "kb_ms": lat, "torch_ms": t_ms, "baseline": baseline, "bytes": nbytes,
                                  "flops": flops, "ratio": (lat / t_ms) if lat and t_ms else None,
                                  "kb_fraction_of_copy_bw": (nbytes / (lat * 1e-3) / 1e9 / bw) if lat and nbytes else None,
-                                 "kb_copy_bw_gbs": extra.get("copy_bandwidth_gbs"), "graph": extra.get("graph")})
+                                 "kb_copy_bw_gbs": extra.get("copy_bandwidth_gbs"), "graph": extra.get("graph"),
+                                 "kb_empty_kernel_ms": extra.get("empty_kernel_ms"),
+                                 "same_size_copy_gbs": same_size_copy.get((d["name"], v)),
+                                 "kb_one_read_kernel_ms": extra.get("one_read_kernel_ms"),
+                                 "kb_over_one_read_kernel": (lat / extra["one_read_kernel_ms"])
+                                 if lat and extra.get("one_read_kernel_ms") else None,
+                                 "kb_over_empty_kernel": (lat / extra["empty_kernel_ms"])
+                                 if lat and extra.get("empty_kernel_ms") else None})
                 if not sols:
                     rows.append({"definition": d["name"], "axis": axis, "value": v, "solution": "-",
                                  "status": "NOT RUN" if ran else "NOT RUN (time limit)", "kb_ms": None,

@@ -8,6 +8,13 @@ own hardware counter (gpu__time_duration), caches flushed before each launch
 (--cache-control all) and clocks left alone (--clock-control none, as kb
 leaves them). The bar: the two medians within 5%.
 
+Both runs use cuBLASLt's heuristic plan (KB_CUBLASLT_AUTOTUNE=0): under ncu
+every launch is serialized and slowed, so kb's autotuner would time its
+candidates wrongly there and could pick a different kernel than the plain
+run, and the check would compare two kernels. ncu's SM clock for each
+launch is recorded too (a launch after ncu's idle gap can start below the
+boost clock kb's warm-up reaches).
+
 usage: nsight_check.py --kb PATH --definitions DIR --bundled DIR --out DIR
 """
 import argparse
@@ -67,22 +74,23 @@ def kb_latency_ms(out_dir):
     return "NOT RUN", None, {}
 
 
+env = dict(os.environ, KB_CUBLASLT_AUTOTUNE="0")
 rows = []
 for name, where, axis, value, solution, regex in CASES:
     ds = dataset_for(name, where, axis, value)
     bench = [args.kb, "bench", ds, "--device", "cuda", "--trials", "1", "--solutions", solution]
     out_kb = os.path.join(args.out, "kb-" + name)
-    r = subprocess.run(bench + ["--out", out_kb], capture_output=True, text=True, timeout=180)
+    r = subprocess.run(bench + ["--out", out_kb], capture_output=True, text=True, timeout=180, env=env)
     status, kb_ms, extra = kb_latency_ms(out_kb)
     # Under ncu: correctness calls only (--no-time; kb's blocking kernel would
     # stall on ncu's serialized launches), ten trials = ten cold launches of
     # the solution's kernel, each timed by the hardware.
     ncu_cmd = [args.ncu, "--clock-control", "none", "--cache-control", "all", "-k", "regex:" + regex,
-               "--launch-count", "300", "--metrics", "gpu__time_duration.sum", "--csv", "--page", "details"]
+               "--launch-count", "300", "--metrics", "gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second", "--csv", "--page", "details"]
     rn = subprocess.run(ncu_cmd + bench[:-4] + ["--trials", "10", "--solutions", solution,
                                                 "--out", out_kb + "-ncu", "--no-time"], capture_output=True, text=True,
-                        timeout=240)
-    durations_ns = []
+                        timeout=240, env=env)
+    durations_ns, clocks_mhz = [], []
     text = rn.stdout
     start = text.find('"ID"')
     if start >= 0:
@@ -90,26 +98,35 @@ for name, where, axis, value, solution, regex in CASES:
             if rec.get("Metric Name") == "gpu__time_duration.sum":
                 unit = UNIT_NS.get(rec.get("Metric Unit", "nsecond"), 1.0)
                 durations_ns.append(float(rec["Metric Value"].replace(",", "")) * unit)
+            elif rec.get("Metric Name") == "sm__cycles_elapsed.avg.per_second":
+                unit = rec.get("Metric Unit", "")  # cycle/nsecond, cycle/usecond, ... or cycle/second (Hz)
+                hz = 1e9 if "nsecond" in unit else 1e6 if "usecond" in unit else 1e3 if "msecond" in unit else 1.0
+                clocks_mhz.append(float(rec["Metric Value"].replace(",", "")) * hz / 1e6)
     # The ten trials are the last ten launches: cuBLASLt's first-use tuning times several candidate algorithms
     # before them (slower ones too), which must not count.
     all_launches = len(durations_ns)
-    durations_ns = durations_ns[-10:]
+    durations_ns, clocks_mhz = durations_ns[-10:], clocks_mhz[-10:]
     ncu_ms = statistics.median(durations_ns) / 1e6 if durations_ns else None
     ratio = kb_ms / ncu_ms if kb_ms and ncu_ms else None
     rows.append({"definition": name, "axis": axis, "value": value, "solution": solution, "status": status,
                  "kb_ms": kb_ms, "kb_samples": extra.get("samples"), "kb_graph": extra.get("graph"),
-                 "ncu_ms": ncu_ms, "ncu_launches": all_launches, "kb_over_ncu": ratio,
+                 "ncu_ms": ncu_ms, "ncu_launches": all_launches,
+                 "ncu_sm_clock_mhz": [round(c) for c in clocks_mhz], "kb_sm_clock_mhz": extra.get("sm_clock_mhz"), "kb_over_ncu": ratio,
                  "within_5pct": (abs(ratio - 1) <= 0.05) if ratio else None,
                  "ncu_exit": rn.returncode, "ncu_tail": (rn.stderr or rn.stdout)[-600:] if not durations_ns else ""})
     shutil.rmtree(ds, ignore_errors=True)
 
+def clock_span(c):
+    return f"{min(c)}-{max(c)}" if c else "-"
+
+
 json.dump(rows, open(os.path.join(args.out, "nsight_check.json"), "w"), indent=1)
-lines = ["| definition | batch | solution | status | kb ms | ncu ms, last 10 launches (profiled) | kb / ncu | within 5% |",
-         "| --- | ---: | --- | --- | ---: | ---: | ---: | --- |"]
+lines = ["| definition | batch | solution | status | kb ms | kb SM MHz | ncu ms, last 10 launches (profiled) | ncu SM MHz (min-max) | kb / ncu | within 5% |",
+         "| --- | ---: | --- | --- | ---: | --- | ---: | --- | ---: | --- |"]
 for r_ in rows:
     f = lambda x: "-" if x is None else f"{x:.4f}"
-    lines.append(f"| {r_['definition']} | {r_['value']} | {r_['solution']} | {r_['status']} | {f(r_['kb_ms'])} | "
-                 f"{f(r_['ncu_ms'])} ({r_['ncu_launches']}) | {f(r_['kb_over_ncu'])} | {r_['within_5pct']} |")
+    lines.append(f"| {r_['definition']} | {r_['value']} | {r_['solution']} | {r_['status']} | {f(r_['kb_ms'])} | {r_['kb_sm_clock_mhz']} | "
+                 f"{f(r_['ncu_ms'])} ({r_['ncu_launches']}) | {clock_span(r_['ncu_sm_clock_mhz'])} | {f(r_['kb_over_ncu'])} | {r_['within_5pct']} |")
     if r_["ncu_tail"]:
         lines.append(f"\nncu gave no durations for {r_['definition']} (exit {r_['ncu_exit']}):\n```\n{r_['ncu_tail']}\n```\n")
 open(os.path.join(args.out, "nsight_check.md"), "w").write("\n".join(lines) + "\n")
