@@ -40,6 +40,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -587,6 +588,12 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   const std::int64_t max_ws = per_split_bytes > 0 ? static_cast<std::int64_t>(kWorkspaceCap) / per_split_bytes : 1;
   const std::int64_t avg_tiles = (avg_keys + kTileKeys - 1) / kTileKeys;
   int splits = choose_splits(work, avg_tiles, static_cast<std::int64_t>(info.sms) * info.ctas_per_sm, min_tiles, max_ws);
+  // KB_DECODE_SPLITS=N: N splits (at most the workspace's and kMaxSplits), for tuning experiments.
+  static const int forced = [] {
+    const char* e = std::getenv("KB_DECODE_SPLITS");
+    return e ? std::atoi(e) : 0;
+  }();
+  if (forced > 0) splits = static_cast<int>(std::min<std::int64_t>({forced, std::max<std::int64_t>(1, max_ws), kMaxSplits}));
   p.splits = splits;
   p.part_o = p.part_lse = nullptr;
   if (splits > 1) {
