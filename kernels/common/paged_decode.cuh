@@ -23,7 +23,10 @@
 //    Softmax is online in fp32 base 2; the row sums use the fp32 P.
 //  * splits == 1: the CTA writes the bf16 output and the base-2 lse itself.
 //    splits > 1: it writes its normalised fp32 partial output and its lse to
-//    a workspace, and merge_kernel combines the splits by their lse.
+//    a workspace; the last CTA of a (sequence, head block) to finish (an
+//    arrival counter per work item, zero at rest) combines the splits by
+//    their lse (merge_row), so a split decode is one launch. (merge_kernel,
+//    a second launch, only where the counters would not fit.)
 // A sequence with no keys (or a split with no tiles) yields output 0 and
 // lse -inf, as the definitions' references do.
 //
@@ -41,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -65,6 +69,7 @@ struct Params {
   float* lse;                         // [batch, H_q] or null
   float* part_o;                      // splits > 1: [batch * H_q, splits, DV]
   float* part_lse;                    // splits > 1: [batch * H_q, splits]
+  unsigned* counters;                 // splits > 1: [batch * head_blocks] arrivals, zero at rest; null: merge_kernel
   int batch = 0;
   int num_qo_heads = 0;
   int num_kv_heads = 1;  // GQA: H_kv; MLA: 1
@@ -125,6 +130,55 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
 }
 
 __device__ __forceinline__ uint4 ldg16(const std::uint16_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+// ---- Merging the splits of one row -----------------------------------------------
+
+// One warp merges one (sequence, query head) row: out = sum_s 2^(lse_s - M) o_s /
+// sum_s 2^(lse_s - M), lse = M + log2(sum_s 2^(lse_s - M)); every split empty:
+// output 0, lse -inf. Partials are read through L2 (__ldcg): other SMs wrote them.
+template <int DV>
+__device__ __forceinline__ void merge_row(const float* __restrict__ part_o, const float* __restrict__ part_lse,
+                                          std::uint16_t* __restrict__ out, float* __restrict__ lse, std::int64_t row,
+                                          int splits, int lane) {
+  static_assert(DV % 128 == 0, "one float4 per lane per 128 columns");
+  constexpr int V = DV / 128;
+  const float* pl = part_lse + row * splits;
+  float m = -INFINITY;
+  for (int s = lane; s < splits; s += 32) m = fmaxf(m, __ldcg(pl + s));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float sum = 0.f;
+  if (m != -INFINITY)
+    for (int s = lane; s < splits; s += 32) sum += exp2f(__ldcg(pl + s) - m);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  float4 acc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (m != -INFINITY) {
+    const float inv = 1.f / sum;
+    // No skip of empty splits (weight 0, partial output 0: adding 0 * 0 changes
+    // nothing), so the loads of several splits can be in flight together.
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s) {
+      const float w = exp2f(__ldcg(pl + s) - m) * inv;
+      const float4* src = reinterpret_cast<const float4*>(part_o + (row * splits + s) * DV);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float4 x = __ldcg(src + lane + 32 * i);
+        acc[i].x += w * x.x;
+        acc[i].y += w * x.y;
+        acc[i].z += w * x.z;
+        acc[i].w += w * x.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    *reinterpret_cast<uint2*>(out + row * DV + (lane + 32 * i) * 4) =
+        make_uint2(pack_bf16(acc[i].x, acc[i].y), pack_bf16(acc[i].z, acc[i].w));
+  if (lane == 0 && lse) lse[row] = m == -INFINITY ? -INFINITY : m + log2f(sum);
+}
 
 // ---- The decode kernel ---------------------------------------------------------
 
@@ -419,59 +473,39 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
       else if (p.lse) p.lse[grow] = lse;
     }
   }
+  if (direct || p.counters == nullptr) return;
+  // The last split of this work item to get here merges its rows.
+  __threadfence();  // this thread's partials, visible device-wide before the arrival
+  __syncthreads();
+  __shared__ bool last;
+  if (tid == 0) last = atomicAdd(p.counters + work, 1u) == static_cast<unsigned>(p.splits - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // the other splits' partials, seen after their arrivals
+  for (int r = warp; r < nrows; r += kWarps)
+    merge_row<DV>(p.part_o, p.part_lse, p.out, p.lse, static_cast<std::int64_t>(b) * p.num_qo_heads + row0 + r,
+                  p.splits, lane);
+  if (tid == 0) p.counters[work] = 0u;  // zero at rest, for the next launch on this stream
 }
 
-// One warp per (sequence, query head): out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
-// lse = M + log2(sum_s 2^(lse_s - M)); every split empty: output 0, lse -inf.
+// The merge as its own launch (splits > 1 without counters): one warp per row.
 template <int DV>
 __global__ void __launch_bounds__(128) merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                                                     std::uint16_t* __restrict__ out, float* __restrict__ lse,
                                                     std::int64_t rows, int splits) {
-  static_assert(DV % 128 == 0, "one float4 per lane per 128 columns");
-  constexpr int V = DV / 128;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
-  const int lane = static_cast<int>(threadIdx.x % 32);
   if (row >= rows) return;
-  const float* pl = part_lse + row * splits;
-  float m = -INFINITY;
-  for (int s = lane; s < splits; s += 32) m = fmaxf(m, pl[s]);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  float sum = 0.f;
-  if (m != -INFINITY)
-    for (int s = lane; s < splits; s += 32) sum += exp2f(pl[s] - m);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  float4 acc[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (m != -INFINITY) {
-    const float inv = 1.f / sum;
-    for (int s = 0; s < splits; ++s) {
-      const float w = exp2f(pl[s] - m) * inv;
-      if (w == 0.f) continue;  // an empty split (lse -inf) or a negligible one
-      const float4* src = reinterpret_cast<const float4*>(part_o + (row * splits + s) * DV);
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        const float4 x = src[lane + 32 * i];
-        acc[i].x += w * x.x;
-        acc[i].y += w * x.y;
-        acc[i].z += w * x.z;
-        acc[i].w += w * x.w;
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < V; ++i)
-    *reinterpret_cast<uint2*>(out + row * DV + (lane + 32 * i) * 4) =
-        make_uint2(pack_bf16(acc[i].x, acc[i].y), pack_bf16(acc[i].z, acc[i].w));
-  if (lane == 0 && lse) lse[row] = m == -INFINITY ? -INFINITY : m + log2f(sum);
+  merge_row<DV>(part_o, part_lse, out, lse, row, splits, static_cast<int>(threadIdx.x % 32));
 }
 
 // ---- Host side: planning, workspace, launch ---------------------------------------
 
 constexpr std::size_t kWorkspaceCap = std::size_t{64} << 20;  // bytes of partial results at most
 constexpr int kMaxSplits = 256;
+// The workspace starts with the split-merge arrival counters (zeroed when it is
+// allocated, left zero by every launch), then the partial results.
+constexpr int kMaxCounters = 4096;  // work items (sequence x head block) a fused merge serves at most
+constexpr std::size_t kCounterBytes = kMaxCounters * sizeof(unsigned);
 
 // Splits per (sequence, head block): enough CTAs to fill `slots` (SMs x
 // resident CTAs per SM) with the fewest waves per unit of work, each split
@@ -532,6 +566,10 @@ inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** 
   const std::size_t want = std::max<std::size_t>(bytes, std::size_t{4} << 20);
   void* mem = nullptr;
   if (cudaError_t e = cudaMalloc(&mem, want); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaMemsetAsync(mem, 0, std::min(want, kCounterBytes), stream); e != cudaSuccess) {
+    cudaFree(mem);
+    return e;
+  }
   slot = {mem, want};
   *out = mem;
   return cudaSuccess;
@@ -587,7 +625,15 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   const std::int64_t per_split_bytes = rows * (DV + 1) * static_cast<std::int64_t>(sizeof(float));
   const std::int64_t max_ws = per_split_bytes > 0 ? static_cast<std::int64_t>(kWorkspaceCap) / per_split_bytes : 1;
   const std::int64_t avg_tiles = (avg_keys + kTileKeys - 1) / kTileKeys;
-  int splits = choose_splits(work, avg_tiles, static_cast<std::int64_t>(info.sms) * info.ctas_per_sm, min_tiles, max_ws);
+  // Slots: SMs x resident CTAs, except where pages hold runs of 64 keys: a CTA
+  // streaming whole pages keeps enough in flight alone, and fewer, longer splits
+  // pay less start and merge. H100, GQA 32/8 d128 (2026-11-24,
+  // benchmarks/h100-2026-11-24-s4/decode_exp.txt): batch 16 x 8192 keys, page
+  // size 64, 1 split 203.9 us, 2 splits 209.2; batch 4 x 32768: 4 and 8 splits
+  // both 209.4; page size 1 the other way (1 split 253.5, 2 splits 212.7).
+  const std::int64_t slots =
+      static_cast<std::int64_t>(info.sms) * (p.page_size % kTileKeys == 0 ? 1 : info.ctas_per_sm);
+  int splits = choose_splits(work, avg_tiles, slots, min_tiles, max_ws);
   // KB_DECODE_SPLITS=N: N splits (at most the workspace's and kMaxSplits), for tuning experiments.
   static const int forced = [] {
     const char* e = std::getenv("KB_DECODE_SPLITS");
@@ -596,13 +642,30 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   if (forced > 0) splits = static_cast<int>(std::min<std::int64_t>({forced, std::max<std::int64_t>(1, max_ws), kMaxSplits}));
   p.splits = splits;
   p.part_o = p.part_lse = nullptr;
+  p.counters = nullptr;
   if (splits > 1) {
     void* ws = nullptr;
     const std::size_t o_bytes = static_cast<std::size_t>(rows) * splits * DV * sizeof(float);
     const std::size_t l_bytes = static_cast<std::size_t>(rows) * splits * sizeof(float);
-    if (cudaError_t e = workspace_for(stream, o_bytes + l_bytes, &ws); e != cudaSuccess) return e;
-    p.part_o = static_cast<float*>(ws);
-    p.part_lse = reinterpret_cast<float*>(static_cast<unsigned char*>(ws) + o_bytes);
+    if (cudaError_t e = workspace_for(stream, kCounterBytes + o_bytes + l_bytes, &ws); e != cudaSuccess) return e;
+    auto* base = static_cast<unsigned char*>(ws);
+    // The fused merge is done by one CTA per work item after its own split, a warp
+    // per row: worth it where that is little (GQA's group of 4-8 rows: 0.5-2 us
+    // faster than merge_kernel's launch on an H100, every batch 1-16 shape of
+    // benchmarks/h100-2026-11-24-s4/merge_exp.txt), not for MLA's 16 rows of 512
+    // (2-8 us slower at every shape; at 122 splits, 4 MB of partials, 71 -> 93 us):
+    // merge_kernel spreads those over the SMs.
+    const std::size_t merge_bytes = static_cast<std::size_t>(p.rows_per_cta) * splits * DV * sizeof(float);
+    // KB_DECODE_MERGE=fused or kernel overrides the choice, for tuning experiments.
+    static const int merge_env = [] {
+      const char* e = std::getenv("KB_DECODE_MERGE");
+      return !e ? 0 : std::strcmp(e, "fused") == 0 ? 1 : std::strcmp(e, "kernel") == 0 ? 2 : 0;
+    }();
+    const bool fused =
+        merge_env == 1 || (merge_env == 0 && p.rows_per_cta <= 2 * kWarps && merge_bytes <= (std::size_t{64} << 10));
+    if (work <= kMaxCounters && fused) p.counters = reinterpret_cast<unsigned*>(base);
+    p.part_o = reinterpret_cast<float*>(base + kCounterBytes);
+    p.part_lse = reinterpret_cast<float*>(base + kCounterBytes + o_bytes);
   }
   if (splits_used) *splits_used = splits;
   const std::int64_t grid = work * splits;
@@ -610,7 +673,7 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   decode_kernel<MLA, DQK, DV, STAGES>
       <<<static_cast<unsigned>(grid), kThreads, smem_bytes<MLA, DQK, DV, STAGES>(), stream>>>(p);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  if (splits > 1) {
+  if (splits > 1 && p.counters == nullptr) {
     merge_kernel<DV><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(p.part_o, p.part_lse, p.out, p.lse,
                                                                                 rows, splits);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;

@@ -366,6 +366,10 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
     }
     for (std::size_t i = 0; i < expected->size(); ++i)  // poison again: the probe wrote the outputs
       check_cuda(cudaMemset(out_dt[i].data, 0xFF, out_dt[i].nbytes), "cudaMemset (poison)");
+    // cudaMemset may return before it lands, and the solution's non-blocking stream does not wait for the
+    // legacy stream: without this the poison raced the kernel and overwrote results it had written (seen on
+    // an H100: a batch-512 case's lse read back as the 0xFF poison).
+    check_cuda(cudaDeviceSynchronize(), "poison landing");
   }
 
   cudaStream_t stream = nullptr;

@@ -216,6 +216,8 @@ void check_case(const Implementation& impl, const Definition& def, DType t, std:
     if (!cuda_ok(cudaMemcpy(a_dev, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A")) return;
     if (!cuda_ok(cudaDeviceSynchronize(), "upload landing")) return;
     if (!cuda_ok(cudaMemset(buf.c, 0xff, c_host.size() * 2), "poison C")) return;  // 0xffff: NaN in f16 and bf16
+    // The memset may still be in flight on the legacy stream, which `stream` (non-blocking) does not wait for.
+    if (!cuda_ok(cudaDeviceSynchronize(), "poison landing")) return;
     Status st = impl.run_cuda(call);
     if (expect_refusal) {
       if (st.ok() || st.error().code != Code::unsupported)
