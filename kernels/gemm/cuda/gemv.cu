@@ -62,7 +62,12 @@
 //    flight per round, 2-3 K steps per warp) and 128 x 2 above (8 MiB, 4
 //    steps); 256 x 7168 at M = 1 runs 8 x 28 blocks of 4 warps; 28672 x 4096
 //    runs 896 x 1 blocks over several waves (blocks are small, so the tail
-//    wave is short).
+//    wave is short). Tried and dropped (H100, 2026-11-24,
+//    benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8 by
+//    __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills) made
+//    M = 16 10-20% slower (gemv_launch_bounds_3.md); splitting K so that
+//    mostly empty last waves fill (N = 10240 at M = 16: 320 blocks on 264
+//    slots) changed nothing there and slowed N = 16384 at M = 1 by 7%.
 //  - Split-K blocks write fp32 partials to per-stream scratch; the last block
 //    of a row block to arrive (atomic counter) sums the partials in split
 //    order (deterministic), writes C and resets the counter to zero.
