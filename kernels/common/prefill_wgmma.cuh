@@ -293,14 +293,7 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const std::uint
 //    of the tile is a key of the sequence (rows of a box contiguous); other
 //    tiles (the last, partial one; a bad page id) by cp.async from all 128
 //    producer threads (blocking), other page sizes by the ASYNC producer.
-//   kWgPersistent: one CTA per SM (at most), each taking work units (item,
-//    head) blockIdx.x, blockIdx.x + gridDim.x, ... in turn. The producer runs
-//    on into the next unit's K / V tiles while the consumers finish the
-//    current one (stage and phase follow a tile count kept across units), so
-//    a CTA's start (barriers, Q, the first tiles' latency) and end are paid
-//    once per SM rather than once per unit: what short sequences (batch 8 x
-//    512 tokens: 1-4 tiles per unit) lose most to.
-enum : int { kWgSoftmax2 = 1, kWgPingPong = 2, kWgTma = 4, kWgPersistent = 8 };
+enum : int { kWgSoftmax2 = 1, kWgPingPong = 2, kWgTma = 4 };
 
 template <int BN_, int STAGES_, bool OVERLAP_, bool ASYNC_, int OPT_ = 0>
 struct WgmmaConfig {
@@ -308,7 +301,7 @@ struct WgmmaConfig {
   static constexpr int BN = BN_, STAGES = STAGES_;
   static constexpr bool OVERLAP = OVERLAP_, ASYNC = ASYNC_;
   static constexpr bool SM2 = (OPT_ & kWgSoftmax2) != 0, PP = (OPT_ & kWgPingPong) != 0,
-                        TMA = (OPT_ & kWgTma) != 0, PERSIST = (OPT_ & kWgPersistent) != 0;
+                        TMA = (OPT_ & kWgTma) != 0;
   static_assert(!PP || OVERLAP, "ping-pong is written for the OVERLAP loop");
   static_assert(!TMA || ASYNC, "TMA falls back to the ASYNC producer (page sizes not a multiple of 64)");
   static_assert(!TMA || BN % 64 == 0, "64-row boxes");
@@ -353,45 +346,37 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   constexpr int KQ = D / 16;   // k-steps of S = Q K^T
   constexpr int KP = BN / 16;  // k-steps of O += P V
 
-  // Work units u = item * head_blocks + head: this CTA's are blockIdx.x and,
-  // when PERSIST, every gridDim.x-th after it (else only blockIdx.x).
-  const int units = *p.item_count * p.head_blocks;  // the grid is an upper bound on the plan
-  const std::int64_t unit_step = C::PERSIST ? static_cast<std::int64_t>(gridDim.x) : units;
-  if (static_cast<int>(blockIdx.x) >= units) return;
-  // One unit's geometry; false: nothing to compute (a unit every role skips alike).
-  struct Unit {
-    int head, b, q_start, tok0, ntok, kv_first, kv_len, delta, kvh, kv_end, n;
-  };
-  auto unit_of = [&](int u, Unit& U) -> bool {
-    const int item = u / p.head_blocks;
-    U.head = u % p.head_blocks;
-    const int2 it = p.items[item];
-    U.b = it.x;
-    U.q_start = p.qo_indptr[U.b];
-    const int q_len = p.qo_indptr[U.b + 1] - U.q_start;
-    U.tok0 = it.y * p.tokens_per_cta;
-    // Tokens of this item; never past total_q (malformed indptr is the oracle's to reject).
-    U.ntok = min(min(p.tokens_per_cta, q_len - U.tok0), p.total_q - U.q_start - U.tok0);
-    if (U.q_start < 0 || U.ntok <= 0 || U.head >= p.num_qo_heads) return false;
-    U.kv_first = p.kv_indptr[U.b];
-    U.kv_len = 0;
-    const int nn = p.kv_indptr[U.b + 1] - U.kv_first;
+  const int item = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.head_blocks));
+  const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.head_blocks));
+  if (item >= *p.item_count) return;  // past the plan (the grid is an upper bound)
+
+  const int2 it = p.items[item];
+  const int b = it.x;
+  const int q_start = p.qo_indptr[b];
+  const int q_len = p.qo_indptr[b + 1] - q_start;
+  const int tok0 = it.y * p.tokens_per_cta;
+  // Tokens of this item; never past total_q (malformed indptr is the oracle's to reject).
+  const int ntok = min(min(p.tokens_per_cta, q_len - tok0), p.total_q - q_start - tok0);
+  if (q_start < 0 || ntok <= 0 || head >= p.num_qo_heads) return;
+  const int kv_first = p.kv_indptr[b];
+  int kv_len = 0;
+  {
+    const int nn = p.kv_indptr[b + 1] - kv_first;
     if (p.paged) {
       if (nn > 0) {
         int last = p.page_size;
-        if (p.last_page_len) last = max(0, min(p.last_page_len[U.b], p.page_size));
-        U.kv_len = (nn - 1) * p.page_size + last;
+        if (p.last_page_len) last = max(0, min(p.last_page_len[b], p.page_size));
+        kv_len = (nn - 1) * p.page_size + last;
       }
     } else {
-      U.kv_len = max(0, nn);
+      kv_len = max(0, nn);
     }
-    U.delta = U.kv_len - q_len;  // query token t sees keys 0 .. t + delta
-    U.kvh = U.head / p.group;
-    // Keys [0, kv_end) are seen by some row of this unit: tiles 0 .. n - 1 are loaded.
-    U.kv_end = max(0, min(U.kv_len, U.tok0 + U.ntok + U.delta));
-    U.n = (U.kv_end + BN - 1) / BN;
-    return true;
-  };
+  }
+  const int delta = kv_len - q_len;  // query token t sees keys 0 .. t + delta
+  const int kvh = head / p.group;
+  // Keys [0, kv_end) are seen by some row of this CTA: tiles 0 .. n - 1 are loaded.
+  const int kv_end = max(0, min(kv_len, tok0 + ntok + delta));
+  const int n = (kv_end + BN - 1) / BN;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const std::uint32_t raw = wg::saddr(smem_raw);
@@ -426,7 +411,21 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // ---------------- producer: K / V tiles through cp.async ----------------
     wg::setmaxnreg_dec<C::kProducerRegs>();
     const int pt = tid;  // 0 .. 127
+    // Cache row of key `row` of tile `tile`, or -1 (zero-filled, masked).
+    auto tok_of = [&](int tile, int row) -> int {
+      const int t = tile * BN + row;
+      if (t >= kv_end) return -1;
+      if (p.paged) {
+        const int page = __ldg(p.kv_indices + kv_first + t / p.page_size);
+        if (page < 0 || page >= p.kv_limit) return -1;
+        return page * p.page_size + t % p.page_size;
+      }
+      const int r = kv_first + t;
+      return r < p.kv_limit ? r : -1;
+    };
     const std::int64_t stride = static_cast<std::int64_t>(p.num_kv_heads) * D;  // elements between cache rows
+    const std::uint16_t* k_base = p.k + static_cast<std::int64_t>(kvh) * D;
+    const std::uint16_t* v_base = p.v + static_cast<std::int64_t>(kvh) * D;
     // Thread pt copies 16-byte chunk cc of rows r0, r0 + 8, r0 + 16, ... of
     // every tile: a warp reads two whole 256-byte rows per instruction. All of
     // its rows have the swizzle phase r0 % 8 = r0.
@@ -442,38 +441,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         wg::cp_async16(dst + dst0 + i * 8 * C::kHalf, base + off, tok >= 0);
       }
     };
-    if (C::TMA && use_tma && pt == 0) {
-      wg::tma_prefetch_desc(&tma.k);
-      wg::tma_prefetch_desc(&tma.v);
-    }
-    int g0 = 0;  // tiles of this CTA's earlier units: stage and phase run on across units
-    for (std::int64_t u = blockIdx.x; u < units; u += unit_step) {
-    Unit U;
-    if (!unit_of(static_cast<int>(u), U)) continue;
-    const int kv_first = U.kv_first, kv_end = U.kv_end, n = U.n;
-    // Cache row of key `row` of tile `tile`, or -1 (zero-filled, masked).
-    auto tok_of = [&](int tile, int row) -> int {
-      const int t = tile * BN + row;
-      if (t >= kv_end) return -1;
-      if (p.paged) {
-        const int page = __ldg(p.kv_indices + kv_first + t / p.page_size);
-        if (page < 0 || page >= p.kv_limit) return -1;
-        return page * p.page_size + t % p.page_size;
-      }
-      const int r = kv_first + t;
-      return r < p.kv_limit ? r : -1;
-    };
-    const int kvh = U.kvh;
-    const std::uint16_t* k_base = p.k + static_cast<std::int64_t>(kvh) * D;
-    const std::uint16_t* v_base = p.v + static_cast<std::int64_t>(kvh) * D;
     if (C::TMA && use_tma) {
       // Tile t: TMA when all of its keys are keys of the sequence (below
       // kv_end) and every 64-row box lies in one page / inside the cache.
+      if (pt == 0) {
+        wg::tma_prefetch_desc(&tma.k);
+        wg::tma_prefetch_desc(&tma.v);
+      }
       constexpr int kBoxes = BN / 64;
       for (int t = 0; t < n; ++t) {
-        const int gt = g0 + t;  // this CTA's tile count
-        const int s = gt % STAGES;
-        const std::uint32_t par = static_cast<std::uint32_t>((gt / STAGES + 1) & 1);  // use gt / STAGES - 1 done
+        const int s = t % STAGES;
+        const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
         bool ok = (t + 1) * BN <= kv_end;
         int rows[kBoxes];
         if (ok) {
@@ -493,7 +471,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         if (ok) {
           if (pt == 0) {
             const std::uint32_t ks = sbase + C::k_off + s * C::kv_bytes, vs = sbase + C::v_off + s * C::kv_bytes;
-            if (gt >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
+            if (t >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
             wg::mbar_arrive_expect_tx(full_k + 8 * s, C::kv_bytes);
 #pragma unroll
             for (int h = 0; h < 2; ++h)
@@ -501,7 +479,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
               for (int bx = 0; bx < kBoxes; ++bx)
                 wg::tma_load_3d(ks + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.k, 64 * h, kvh, rows[bx],
                                 full_k + 8 * s);
-            if (gt >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
+            if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
             wg::mbar_arrive_expect_tx(full_v + 8 * s, C::kv_bytes);
 #pragma unroll
             for (int h = 0; h < 2; ++h)
@@ -513,7 +491,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         } else {
           // Partial tile (or a bad page): cp.async from every producer thread,
           // zero rows past kv_end; then thread 0 arrives (full count 1).
-          if (gt >= STAGES) {
+          if (t >= STAGES) {
             wg::mbar_wait(empty_k + 8 * s, par);
             wg::mbar_wait(empty_v + 8 * s, par);
           }
@@ -531,16 +509,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           }
         }
       }
-      g0 += n;
-      continue;
+      return;
     }
     int reg_tok = (pt < BN && n > 0) ? tok_of(0, pt) : -1;
     for (int t = 0; t < n; ++t) {
-      const int gt = g0 + t;  // this CTA's tile count
-      const int s = gt % STAGES;
-      const std::uint32_t par = static_cast<std::uint32_t>((gt / STAGES + 1) & 1);  // use gt / STAGES - 1 done
-      if (gt >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
-      int* toks = tok_s + (gt & 1) * BN;
+      const int s = t % STAGES;
+      const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
+      if (t >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
+      int* toks = tok_s + (t & 1) * BN;
       if (pt < BN) toks[pt] = reg_tok;
       wg::named_bar_sync(1, 128);  // toks of tile t written (and everyone done with tile t - 2's)
       reg_tok = (pt < BN && t + 1 < n) ? tok_of(t + 1, pt) : -1;  // next tile's row, in flight meanwhile
@@ -549,7 +525,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         cp_async_commit();
         wg::cp_async_mbar_arrive_noinc(full_k + 8 * s);
       }
-      if (gt >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
+      if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
       copy_tile(toks, sbase + C::v_off + s * C::kv_bytes, v_base);
       cp_async_commit();
       if constexpr (C::ASYNC) {
@@ -558,7 +534,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         if (t > 0) {
           cp_async_wait<1>();  // this thread's copies of tile t - 1 have landed
           wg::fence_proxy_async();
-          const int sp = (gt - 1) % STAGES;
+          const int sp = (t - 1) % STAGES;
           wg::mbar_arrive(full_k + 8 * sp);
           wg::mbar_arrive(full_v + 8 * sp);
         }
@@ -568,13 +544,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       if (n > 0) {
         cp_async_wait<0>();
         wg::fence_proxy_async();
-        wg::mbar_arrive(full_k + 8 * ((g0 + n - 1) % STAGES));
-        wg::mbar_arrive(full_v + 8 * ((g0 + n - 1) % STAGES));
+        wg::mbar_arrive(full_k + 8 * ((n - 1) % STAGES));
+        wg::mbar_arrive(full_v + 8 * ((n - 1) % STAGES));
       }
+    } else {
+      cp_async_wait<0>();  // nothing of this thread in flight at exit
     }
-    g0 += n;
-    }  // units
-    if constexpr (C::ASYNC) cp_async_wait<0>();  // nothing of this thread in flight at exit
   } else {
     // ---------------- consumers: 64 query rows each ----------------
     wg::setmaxnreg_inc<C::kConsumerRegs>();
@@ -582,23 +557,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const int wt = tid % 128;
     const int wq = wt / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
     const int row0 = cw * 64;  // first CTA row (token of the item) of this warpgroup
-    const std::uint32_t q_sm = sbase + C::q_off + cw * C::q_bytes;
-    const float scale = p.scale_log2;
-    const std::uint64_t q_desc = wg::make_desc(q_sm, 16, 1024);
-    const std::uint64_t k_desc0 = wg::make_desc(sbase + C::k_off, 16, 1024);
-    const std::uint64_t v_desc0 = wg::make_desc(sbase + C::v_off, C::kv_half_bytes, 1024);
-    int g0 = 0;  // tiles of this CTA's earlier units (as the producer counts them)
-    bool first_unit = true;
-    for (std::int64_t u = blockIdx.x; u < units; u += unit_step) {
-    Unit U;
-    if (!unit_of(static_cast<int>(u), U)) continue;
-    const int head = U.head, q_start = U.q_start, tok0 = U.tok0, ntok = U.ntok, kv_len = U.kv_len,
-              delta = U.delta, n = U.n;
 
-    // Q rows -> shared (swizzled), zero rows past the item's tokens. After the
-    // first unit: once every warp of the warpgroup is past its last S wgmma.
-    if (!first_unit) wg::named_bar_sync(2 + cw, 128);
-    first_unit = false;
+    // Q rows -> shared (swizzled), zero rows past the item's tokens.
+    const std::uint32_t q_sm = sbase + C::q_off + cw * C::q_bytes;
     {
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -630,6 +591,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     int lim[2];
     lim[0] = tok0 + row0 + 16 * wq + g + delta;
     lim[1] = lim[0] + 8;
+    const float scale = p.scale_log2;
+
+    const std::uint64_t q_desc = wg::make_desc(q_sm, 16, 1024);
+    const std::uint64_t k_desc0 = wg::make_desc(sbase + C::k_off, 16, 1024);
+    const std::uint64_t v_desc0 = wg::make_desc(sbase + C::v_off, C::kv_half_bytes, 1024);
 
     float o[NO];
 #pragma unroll
@@ -644,10 +610,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
     // Wait until K (or V) of tile j is in its stage; reconverge the warp
     // before the .aligned wgmma instructions.
-    // j: the unit's tile; g0 + j: the CTA's (stage and phase).
     auto wait_full = [&](std::uint32_t bar_kind, int j) {
-      const int gj = g0 + j;
-      wg::mbar_wait(bar_kind + 8 * (gj % STAGES), static_cast<std::uint32_t>((gj / STAGES) & 1));
+      wg::mbar_wait(bar_kind + 8 * (j % STAGES), static_cast<std::uint32_t>((j / STAGES) & 1));
       if constexpr (C::ASYNC) {
         if (!use_tma) wg::fence_proxy_async();  // cp.async writes (generic proxy) -> wgmma reads
       }
@@ -656,11 +620,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // One arrival per warp: this warp's wgmma reads of K (or V) of tile j are done.
     auto release = [&](std::uint32_t bar_kind, int j) {
       __syncwarp();
-      if (lane == 0) wg::mbar_arrive(bar_kind + 8 * ((g0 + j) % STAGES));
+      if (lane == 0) wg::mbar_arrive(bar_kind + 8 * (j % STAGES));
     };
     // S = Q K(j)^T (issue only).
     auto issue_s = [&](int j) {
-      const std::uint64_t kd = wg::desc_add(k_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
+      const std::uint64_t kd = wg::desc_add(k_desc0, (j % STAGES) * C::kv_bytes);
 #pragma unroll
       for (int kk = 0; kk < KQ; ++kk) {
         const std::uint32_t qo = (kk / 4) * C::q_half_bytes + (kk % 4) * 32;
@@ -671,7 +635,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     };
     // O += P V(j) (issue only).
     auto issue_pv = [&](int j) {
-      const std::uint64_t vd = wg::desc_add(v_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
+      const std::uint64_t vd = wg::desc_add(v_desc0, (j % STAGES) * C::kv_bytes);
 #pragma unroll
       for (int kk = 0; kk < KP; ++kk) wg::wgmma_rs_n128_tb(o, pa[kk], wg::desc_add(vd, kk * 16 * C::kHalf), 1);
     };
@@ -919,8 +883,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
       if (tq == 0 && p.lse) p.lse[grow] = l > 0.f ? m_run[h] + log2f(l) : -INFINITY;
     }
-    g0 += n;
-    }  // units
   }
 #else
   __trap();  // built without sm_90a: launch_wgmma must not be used
@@ -930,18 +892,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 // ---- Host side -------------------------------------------------------------------------
 
 // Sets the kernel's shared memory limit once per device; false if the device
-// is not compute capability 9.0 (the kernel is sm_90a code). *sms: the
-// device's SM count (the persistent grid).
+// is not compute capability 9.0 (the kernel is sm_90a code).
 template <class C>
-cudaError_t prepare_wgmma_kernel(int* sms) {
+cudaError_t prepare_wgmma_kernel() {
   constexpr int kMaxDevices = 64;
   static std::array<std::atomic<int>, kMaxDevices> state{};  // 0 unknown, 1 ready, 2 unsupported
-  static std::array<std::atomic<int>, kMaxDevices> sm_count{};
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
   const int st = state[device].load();
-  *sms = sm_count[device].load();
   if (st == 1) return cudaSuccess;
   if (st == 2) return cudaErrorNotSupported;
   int major = 0, minor = 0;
@@ -958,10 +917,6 @@ cudaError_t prepare_wgmma_kernel(int* sms) {
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::smem_bytes));
       e != cudaSuccess)
     return e;
-  int n_sm = 0;
-  if (cudaError_t e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
-  sm_count[device].store(n_sm);
-  *sms = n_sm;
   state[device].store(1);
   return cudaSuccess;
 }
@@ -1023,8 +978,7 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   p.head_blocks = p.num_qo_heads;
   std::int64_t max_items = 0;
   if (cudaError_t e = plan_work(p, mode, stream, &max_items); e != cudaSuccess || max_items == 0) return e;
-  int sms = 0;
-  if (cudaError_t e = prepare_wgmma_kernel<C>(&sms); e != cudaSuccess) return e;
+  if (cudaError_t e = prepare_wgmma_kernel<C>(); e != cudaSuccess) return e;
   WgmmaTma tma{};
   if constexpr (C::TMA) {
     // Ragged, or pages of a multiple of 64 rows (a 64-row box never crosses a page); else cp.async.
@@ -1037,10 +991,8 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
                     : 0;
     }
   }
-  // One CTA per unit, or (persistent) one per SM at most: one CTA fits an SM.
-  std::int64_t grid = max_items * p.head_blocks;
-  if (C::PERSIST && sms > 0) grid = std::min<std::int64_t>(grid, sms);
-  prefill_wgmma_kernel<C><<<static_cast<unsigned>(grid), C::kThreads, C::smem_bytes, stream>>>(p, tma);
+  prefill_wgmma_kernel<C>
+      <<<static_cast<unsigned>(max_items * p.head_blocks), C::kThreads, C::smem_bytes, stream>>>(p, tma);
   return cudaGetLastError();
 }
 

@@ -65,7 +65,7 @@
 //    wave is short). Tried and dropped (H100, 2026-11-24,
 //    benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8 by
 //    __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills) made
-//    M = 16 10-20% slower (gemv_launch_bounds_3.md); splitting K so that
+//    M = 16 8-25% slower (gemv_launch_bounds_3.md); splitting K so that
 //    mostly empty last waves fill (N = 10240 at M = 16: 320 blocks on 264
 //    slots) changed nothing there and slowed N = 16384 at M = 1 by 7%.
 //  - Split-K blocks write fp32 partials to per-stream scratch; the last block

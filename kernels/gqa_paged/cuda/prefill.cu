@@ -31,13 +31,12 @@ using Gqa128 = prefill::Config<128, 128, 1, 8, 1, 64, false>;
 using Gqa128b = prefill::Config<128, 128, 2, 4, 1, 64, false>;
 
 // KB_PREFILL_GQA_CONFIG: unset or "wgmma" (the default: the Hopper kernel of
-// prefill_wgmma.cuh for head_dim 128), "persist" (the same, persistent), "a"
-// or "b" (the mma.sync kernel's two configurations), for comparison.
+// prefill_wgmma.cuh for head_dim 128), "a" or "b" (the mma.sync kernel's two
+// configurations, for comparison).
 const char* gqa_config() {
   static const char* c = [] {
     const char* e = std::getenv("KB_PREFILL_GQA_CONFIG");
-    return e && (std::strcmp(e, "a") == 0 || std::strcmp(e, "b") == 0 || std::strcmp(e, "persist") == 0) ? e
-                                                                                                            : "wgmma";
+    return e && (std::strcmp(e, "a") == 0 || std::strcmp(e, "b") == 0) ? e : "wgmma";
   }();
   return c;
 }
@@ -51,15 +50,6 @@ const char* gqa_config() {
 //  - other page sizes (rows gathered one by one): cp.async, no turns: 419 TFLOP/s at ps1.
 using GqaWgmmaTma = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong>;
 using GqaWgmmaGather = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2>;
-// The same two, persistent (kWgPersistent: one CTA per SM walking the work units). Not the default: on an H100
-// (2026-11-24, benchmarks/h100-2026-11-24-s4/prefill_persist.txt) it was slower nearly everywhere (batch 1 x 4096
-// tokens, page size 64: 340 us against 301; batch 8 x 4096: 110 against 92), faster only on batch 8 x 512 (17.8
-// against 19.5): the units' static round-robin balances worse than the hardware's block scheduler, and what short
-// sequences lose is not the CTA start the persistent form saves.
-using GqaWgmmaTmaP = prefill::WgmmaConfig<128, 3, true, true,
-                                          prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong |
-                                              prefill::kWgPersistent>;
-using GqaWgmmaGatherP = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2 | prefill::kWgPersistent>;
 
 }  // namespace
 
@@ -115,12 +105,8 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
   else if (std::strcmp(gqa_config(), "a") == 0) e = prefill::launch<Gqa128, 2>(p, m, s);
   else {
     const bool runs_of_64 = !p.paged || p.page_size % 64 == 0;
-    if (std::strcmp(gqa_config(), "persist") == 0)
-      e = runs_of_64 ? prefill::launch_wgmma_config<GqaWgmmaTmaP>(p, m, s)
-                     : prefill::launch_wgmma_config<GqaWgmmaGatherP>(p, m, s);
-    else
-      e = runs_of_64 ? prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s)
-                     : prefill::launch_wgmma_config<GqaWgmmaGather>(p, m, s);
+    e = runs_of_64 ? prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s)
+                   : prefill::launch_wgmma_config<GqaWgmmaGather>(p, m, s);
     if (e == cudaErrorNotSupported) {  // not an sm_90 device, or outside the Hopper kernel's case
       (void)cudaGetLastError();
       e = prefill::launch<Gqa128, 2>(p, m, s);
