@@ -3,7 +3,7 @@
 // kb_cuda_mla_paged_decode (kernels/mla_paged/cuda/decode.cu).
 //
 // Flash-decoding on tensor cores:
-//  * one CTA (4 warps, 128 threads) per (sequence, head block, split). A head
+//  * one CTA (WARPS warps: GQA 4, MLA 8) per (sequence, head block, split). A head
 //    block is the 16 query rows that share one KV stream: for GQA the
 //    `group` = H_q / H_kv query heads of one KV head (rows past `group` are
 //    zero padding), for MLA 16 query heads (all heads read the one latent KV).
@@ -14,12 +14,12 @@
 //    memory; rows of a tile past the sequence end are zero-filled
 //    (cp.async with src-size 0). The page id of every key row is looked up
 //    one tile ahead (register prefetch), so index loads never stall a tile.
-//  * per tile: warp w computes S = Q K^T for keys [16w, 16w + 16) over the
+//  * per tile: warp w computes S = Q K^T for keys [kw, kw + k) (k = 64 / WARPS) over the
 //    whole head dim (ldmatrix from shared memory), scales by
 //    sm_scale * log2(e), masks keys past the sequence end, and the CTA agrees
 //    on the running row max through shared memory (every warp computes the
 //    same value). P = exp2(S - m) is written to shared memory as bf16, and warp
-//    w accumulates O[:, w*DV/4 .. (w+1)*DV/4) += P V (ldmatrix.trans on V).
+//    w accumulates O[:, w*DV/WARPS .. (w+1)*DV/WARPS) += P V (ldmatrix.trans on V).
 //    Softmax is online in fp32 base 2; the row sums use the fp32 P.
 //  * splits == 1: the CTA writes the bf16 output and the base-2 lse itself.
 //    splits > 1: it writes its normalised fp32 partial output and its lse to
@@ -53,8 +53,9 @@
 namespace kb::kernels::paged_decode {
 
 constexpr int kTileKeys = 64;  // keys per pipeline stage
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
+// Warps per CTA (a template parameter, WARPS): GQA 4; MLA 8, two warps per
+// SM scheduler (one CTA fills an SM's shared memory), since one warp alone
+// issued every 4.3 cycles, stalled on its own shared-memory and mma latencies.
 constexpr int kRows = 16;  // query rows per CTA (mma M)
 
 struct Params {
@@ -183,18 +184,20 @@ __device__ __forceinline__ void merge_row(const float* __restrict__ part_o, cons
 // ---- The decode kernel ---------------------------------------------------------
 
 // Shared memory of one CTA, in bytes (layout in decode_kernel).
-template <bool MLA, int DQK, int DV, int STAGES>
+template <bool MLA, int DQK, int DV, int STAGES, int WARPS>
 constexpr std::size_t smem_bytes() {
   constexpr std::size_t ldk = DQK + 8, ldv = DV + 8, ldp = kTileKeys + 8;
   std::size_t elems = STAGES * kTileKeys * ldk + (MLA ? 0 : STAGES * kTileKeys * ldv) + kRows * ldk + kRows * ldp;
-  return elems * 2 + STAGES * kTileKeys * sizeof(int) + 2 * kWarps * kRows * sizeof(float);
+  return elems * 2 + STAGES * kTileKeys * sizeof(int) + 2 * WARPS * kRows * sizeof(float);
 }
 
 // MLA: the keys are [ckv (DV) | kpe (DQK - DV)] and the values are ckv.
 // GQA: DQK == DV == head_dim, keys and values from their own caches.
-template <bool MLA, int DQK, int DV, int STAGES>
-__global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
-  static_assert(DQK % 16 == 0 && DV % (16 * kWarps) == 0, "head dims must split into mma tiles");
+template <bool MLA, int DQK, int DV, int STAGES, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
+  constexpr int kWarps = WARPS, kThreads = WARPS * 32;
+  static_assert(DQK % 32 == 0 && DV % (16 * kWarps) == 0, "head dims must split into mma tiles");
+  static_assert(kWarps == 4 || kWarps == 8, "16 or 8 keys of a tile per warp in S = Q K^T");
   static_assert(MLA || DQK == DV, "GQA keys and values share the head dim");
   static_assert(STAGES >= 2, "at least double buffering");
   constexpr int LDK = DQK + 8;                // key row stride (elements)
@@ -202,6 +205,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   constexpr int LDP = kTileKeys + 8;          // P row stride
   constexpr int DVW = DV / kWarps;            // output columns per warp
   constexpr int NB = DVW / 8;                 // mma n-blocks per warp
+  constexpr int KPW = kTileKeys / kWarps;     // keys of a tile per warp in S = Q K^T
+  constexpr int NBK = KPW / 8;                // their mma n-blocks
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   std::uint16_t* K_s = reinterpret_cast<std::uint16_t*>(smem_raw);  // [STAGES][64][LDK]
@@ -209,8 +214,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   std::uint16_t* Q_s = K_s + STAGES * kTileKeys * LDK + (MLA ? 0 : STAGES * kTileKeys * LDVS);  // [16][LDK]
   std::uint16_t* P_s = Q_s + kRows * LDK;                                                      // [16][LDP]
   int* tok_s = reinterpret_cast<int*>(P_s + kRows * LDP);                                      // [STAGES][64]
-  float* red_max = reinterpret_cast<float*>(tok_s + STAGES * kTileKeys);                      // [4][16]
-  float* red_sum = red_max + kWarps * kRows;                                                   // [4][16]
+  float* red_max = reinterpret_cast<float*>(tok_s + STAGES * kTileKeys);                      // [WARPS][16]
+  float* red_sum = red_max + kWarps * kRows;                                                   // [WARPS][16]
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32, lane = tid % 32;
@@ -342,12 +347,13 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
     const std::uint16_t* ks = K_s + stage * kTileKeys * LDK;
     const std::uint16_t* vs = V_s + stage * kTileKeys * LDVS;
 
-    // S = Q K^T for this warp's 16 keys: two n-blocks of 8 keys.
-    float sc[2][4];
+    // S = Q K^T for this warp's KPW keys (NBK n-blocks of 8 keys).
+    float sc[NBK][4];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
-    {
-      const std::uint16_t* qa = Q_s + (lane % 16) * LDK + (lane / 16) * 8;
+    for (int i = 0; i < NBK; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+    const std::uint16_t* qa = Q_s + (lane % 16) * LDK + (lane / 16) * 8;
+    if constexpr (KPW == 16) {
+      // One ldmatrix.x4 of K: both n-blocks, one k-step.
       const std::uint16_t* kb_ = ks + (warp * 16 + (lane % 8) + 8 * (lane / 16)) * LDK + 8 * ((lane / 8) % 2);
 #pragma unroll 12
       for (int kk = 0; kk < DQK / 16; ++kk) {
@@ -357,13 +363,30 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
         mma_bf16(sc[0], a, bk[0], bk[1]);
         mma_bf16(sc[1], a, bk[2], bk[3]);
       }
+    } else {
+      // One ldmatrix.x4 of K: the n-block's two k-steps 2kk and 2kk + 1, into
+      // two accumulators (two dependency chains of DQK / 32 mma, not one of
+      // DQK / 16), added at the end.
+      const std::uint16_t* kb_ = ks + (warp * 8 + (lane % 8)) * LDK + 8 * (lane / 8);
+      float odd[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 6
+      for (int kk = 0; kk < DQK / 32; ++kk) {
+        std::uint32_t a0[4], a1[4], bk[4];
+        ldmatrix_x4(a0, qa + kk * 32);
+        ldmatrix_x4(a1, qa + kk * 32 + 16);
+        ldmatrix_x4(bk, kb_ + kk * 32);
+        mma_bf16(sc[0], a0, bk[0], bk[1]);
+        mma_bf16(odd, a1, bk[2], bk[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[0][e] += odd[e];
     }
 
     // Scale to base 2, mask keys past the end, row max over the CTA.
-    const int key0 = (tile_begin + j) * kTileKeys + warp * 16;
+    const int key0 = (tile_begin + j) * kTileKeys + warp * KPW;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int nb = 0; nb < 2; ++nb)
+    for (int nb = 0; nb < NBK; ++nb)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = key0 + nb * 8 + 2 * tq + (e & 1);
@@ -395,7 +418,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
     }
     float rs[2] = {0.f, 0.f};
 #pragma unroll
-    for (int nb = 0; nb < 2; ++nb)
+    for (int nb = 0; nb < NBK; ++nb)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float pv = exp2f(sc[nb][e] - m_new[e >> 1]);  // masked keys: exp2(-inf) = 0
@@ -405,8 +428,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + rs[r];
 #pragma unroll
-    for (int nb = 0; nb < 2; ++nb) {
-      const int col = warp * 16 + nb * 8 + 2 * tq;
+    for (int nb = 0; nb < NBK; ++nb) {
+      const int col = warp * KPW + nb * 8 + 2 * tq;
       *reinterpret_cast<std::uint32_t*>(P_s + g * LDP + col) = pack_bf16(sc[nb][0], sc[nb][1]);
       *reinterpret_cast<std::uint32_t*>(P_s + (g + 8) * LDP + col) = pack_bf16(sc[nb][2], sc[nb][3]);
     }
@@ -581,7 +604,7 @@ struct KernelInfo {
   int ctas_per_sm = 0;
 };
 
-template <bool MLA, int DQK, int DV, int STAGES>
+template <bool MLA, int DQK, int DV, int STAGES, int WARPS>
 cudaError_t kernel_info(KernelInfo* info) {
   constexpr int kMaxDevices = 64;
   static std::array<std::atomic<int>, kMaxDevices> sms{};
@@ -590,8 +613,8 @@ cudaError_t kernel_info(KernelInfo* info) {
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
   if (occ[device].load() == 0) {
-    constexpr std::size_t bytes = smem_bytes<MLA, DQK, DV, STAGES>();
-    auto kernel = decode_kernel<MLA, DQK, DV, STAGES>;
+    constexpr std::size_t bytes = smem_bytes<MLA, DQK, DV, STAGES, WARPS>();
+    auto kernel = decode_kernel<MLA, DQK, DV, STAGES, WARPS>;
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
         e != cudaSuccess)
       return e;
@@ -602,7 +625,7 @@ cudaError_t kernel_info(KernelInfo* info) {
       (void)cudaGetLastError();  // clear it: the launch checks cudaGetLastError()
     int n_sm = 0, blocks = 0;
     if (cudaError_t e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
-    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, bytes); e != cudaSuccess)
+    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, WARPS * 32, bytes); e != cudaSuccess)
       return e;
     if (blocks < 1) return cudaErrorInvalidConfiguration;  // does not fit this device
     sms[device].store(n_sm);
@@ -616,10 +639,10 @@ cudaError_t kernel_info(KernelInfo* info) {
 // Plans and launches one decode (kernel, and the merge when split). `p` has
 // every field but splits / part_o / part_lse set; `avg_keys` is the average
 // key count per sequence, from shapes. Returns the CUDA error of the launch.
-template <bool MLA, int DQK, int DV, int STAGES>
+template <bool MLA, int DQK, int DV, int STAGES, int WARPS>
 cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t stream, int* splits_used = nullptr) {
   KernelInfo info;
-  if (cudaError_t e = kernel_info<MLA, DQK, DV, STAGES>(&info); e != cudaSuccess) return e;
+  if (cudaError_t e = kernel_info<MLA, DQK, DV, STAGES, WARPS>(&info); e != cudaSuccess) return e;
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.num_qo_heads;
   const std::int64_t work = static_cast<std::int64_t>(p.batch) * p.head_blocks;
   const std::int64_t per_split_bytes = rows * (DV + 1) * static_cast<std::int64_t>(sizeof(float));
@@ -662,7 +685,7 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
       return !e ? 0 : std::strcmp(e, "fused") == 0 ? 1 : std::strcmp(e, "kernel") == 0 ? 2 : 0;
     }();
     const bool fused =
-        merge_env == 1 || (merge_env == 0 && p.rows_per_cta <= 2 * kWarps && merge_bytes <= (std::size_t{64} << 10));
+        merge_env == 1 || (merge_env == 0 && p.rows_per_cta <= 8 && merge_bytes <= (std::size_t{64} << 10));
     if (work <= kMaxCounters && fused) p.counters = reinterpret_cast<unsigned*>(base);
     p.part_o = reinterpret_cast<float*>(base + kCounterBytes);
     p.part_lse = reinterpret_cast<float*>(base + kCounterBytes + o_bytes);
@@ -670,8 +693,8 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   if (splits_used) *splits_used = splits;
   const std::int64_t grid = work * splits;
   if (grid > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  decode_kernel<MLA, DQK, DV, STAGES>
-      <<<static_cast<unsigned>(grid), kThreads, smem_bytes<MLA, DQK, DV, STAGES>(), stream>>>(p);
+  decode_kernel<MLA, DQK, DV, STAGES, WARPS>
+      <<<static_cast<unsigned>(grid), WARPS * 32, smem_bytes<MLA, DQK, DV, STAGES, WARPS>(), stream>>>(p);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (splits > 1 && p.counters == nullptr) {
     merge_kernel<DV><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(p.part_o, p.part_lse, p.out, p.lse,

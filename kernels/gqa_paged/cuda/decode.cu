@@ -68,8 +68,8 @@ Status launch_gqa_paged_decode(const GqaPagedDecodeArgs& a, void* stream, int* s
   p.scale_log2 = static_cast<float>(static_cast<double>(static_cast<float>(a.sm_scale)) * 1.4426950408889634);
   const std::int64_t avg_keys = a.num_kv_indices * a.page_size / a.batch;
   auto s = static_cast<cudaStream_t>(stream);
-  cudaError_t e = a.head_dim == 128 ? pd::launch<false, 128, 128, 3>(p, avg_keys, 1, s, splits_used)
-                                    : pd::launch<false, 256, 256, 2>(p, avg_keys, 1, s, splits_used);
+  cudaError_t e = a.head_dim == 128 ? pd::launch<false, 128, 128, 3, 4>(p, avg_keys, 1, s, splits_used)
+                                    : pd::launch<false, 256, 256, 2, 4>(p, avg_keys, 1, s, splits_used);
   return cuda_status("launch", e);
 }
 

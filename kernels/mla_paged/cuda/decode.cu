@@ -63,7 +63,7 @@ Status launch_mla_paged_decode(const MlaPagedDecodeArgs& a, void* stream, int* s
   const std::int64_t avg_keys = a.num_kv_indices * a.page_size / a.batch;
   // At least 4 tiles (256 keys, 288 KB of cache) per split: a split's partial
   // output (16 x 512 fp32 = 32 KB) must stay small against what it reads.
-  cudaError_t e = pd::launch<true, 576, 512, 2>(p, avg_keys, 4, static_cast<cudaStream_t>(stream), splits_used);
+  cudaError_t e = pd::launch<true, 576, 512, 2, 8>(p, avg_keys, 4, static_cast<cudaStream_t>(stream), splits_used);
   return cuda_status("launch", e);
 }
 
