@@ -130,55 +130,74 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return l | (h << 16);
 }
 
-__device__ __forceinline__ uint4 ldg16(const std::uint16_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
-
 // ---- Merging the splits of one row -----------------------------------------------
 
-// One warp merges one (sequence, query head) row: out = sum_s 2^(lse_s - M) o_s /
-// sum_s 2^(lse_s - M), lse = M + log2(sum_s 2^(lse_s - M)); every split empty:
-// output 0, lse -inf. Partials are read through L2 (__ldcg): other SMs wrote them.
+// A row's output is out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M) and
+// lse = M + log2(sum_s 2^(lse_s - M)), M the largest lse_s; every split
+// empty: output 0, lse -inf. Partials are read through L2 (__ldcg): other SMs
+// wrote them.
+
+// M and the sum of 2^(lse_s - M) over a row's splits, in every lane of a warp.
+__device__ __forceinline__ void split_stats(const float* __restrict__ pl, int splits, int lane, float& m, float& sum) {
+  m = -INFINITY;
+  for (int s = lane; s < splits; s += 32) m = fmaxf(m, __ldcg(pl + s));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  sum = 0.f;
+  if (m != -INFINITY)
+    for (int s = lane; s < splits; s += 32) sum += exp2f(__ldcg(pl + s) - m);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+}
+
+// acc += the weighted partial outputs of splits s0, s0 + step, ... of a row;
+// lane holds columns 4 (lane + 32 i) .. + 3. No skip of empty splits (weight
+// 0, partial output 0: adding 0 * 0 changes nothing), so the loads of several
+// splits can be in flight together.
+template <int DV>
+__device__ __forceinline__ void accumulate_splits(const float* __restrict__ part_o, const float* __restrict__ pl,
+                                                  std::int64_t row, int splits, int s0, int step, float m, float inv,
+                                                  int lane, float4 (&acc)[DV / 128]) {
+#pragma unroll 4
+  for (int s = s0; s < splits; s += step) {
+    const float w = exp2f(__ldcg(pl + s) - m) * inv;
+    const float4* src = reinterpret_cast<const float4*>(part_o + (row * splits + s) * DV);
+#pragma unroll
+    for (int i = 0; i < DV / 128; ++i) {
+      const float4 x = __ldcg(src + lane + 32 * i);
+      acc[i].x += w * x.x;
+      acc[i].y += w * x.y;
+      acc[i].z += w * x.z;
+      acc[i].w += w * x.w;
+    }
+  }
+}
+
+// The bf16 output row (columns as in accumulate_splits) and its lse.
+template <int DV>
+__device__ __forceinline__ void store_row(std::uint16_t* __restrict__ out, float* __restrict__ lse, std::int64_t row,
+                                          const float4 (&acc)[DV / 128], float m, float sum, int lane) {
+#pragma unroll
+  for (int i = 0; i < DV / 128; ++i)
+    *reinterpret_cast<uint2*>(out + row * DV + (lane + 32 * i) * 4) =
+        make_uint2(pack_bf16(acc[i].x, acc[i].y), pack_bf16(acc[i].z, acc[i].w));
+  if (lane == 0 && lse) lse[row] = m == -INFINITY ? -INFINITY : m + log2f(sum);
+}
+
+// One warp merges one (sequence, query head) row (the fused merge).
 template <int DV>
 __device__ __forceinline__ void merge_row(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                                           std::uint16_t* __restrict__ out, float* __restrict__ lse, std::int64_t row,
                                           int splits, int lane) {
   static_assert(DV % 128 == 0, "one float4 per lane per 128 columns");
-  constexpr int V = DV / 128;
   const float* pl = part_lse + row * splits;
-  float m = -INFINITY;
-  for (int s = lane; s < splits; s += 32) m = fmaxf(m, __ldcg(pl + s));
+  float m, sum;
+  split_stats(pl, splits, lane, m, sum);
+  float4 acc[DV / 128];
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  float sum = 0.f;
-  if (m != -INFINITY)
-    for (int s = lane; s < splits; s += 32) sum += exp2f(__ldcg(pl + s) - m);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  float4 acc[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (m != -INFINITY) {
-    const float inv = 1.f / sum;
-    // No skip of empty splits (weight 0, partial output 0: adding 0 * 0 changes
-    // nothing), so the loads of several splits can be in flight together.
-#pragma unroll 4
-    for (int s = 0; s < splits; ++s) {
-      const float w = exp2f(__ldcg(pl + s) - m) * inv;
-      const float4* src = reinterpret_cast<const float4*>(part_o + (row * splits + s) * DV);
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        const float4 x = __ldcg(src + lane + 32 * i);
-        acc[i].x += w * x.x;
-        acc[i].y += w * x.y;
-        acc[i].z += w * x.z;
-        acc[i].w += w * x.w;
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < V; ++i)
-    *reinterpret_cast<uint2*>(out + row * DV + (lane + 32 * i) * 4) =
-        make_uint2(pack_bf16(acc[i].x, acc[i].y), pack_bf16(acc[i].z, acc[i].w));
-  if (lane == 0 && lse) lse[row] = m == -INFINITY ? -INFINITY : m + log2f(sum);
+  for (int i = 0; i < DV / 128; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (m != -INFINITY) accumulate_splits<DV>(part_o, pl, row, splits, 0, 1, m, 1.f / sum, lane, acc);
+  store_row<DV>(out, lse, row, acc, m, sum, lane);
 }
 
 // ---- The decode kernel ---------------------------------------------------------
@@ -242,19 +261,17 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   const int tile_begin = split * per_split;
   const int n = max(0, min(n_tiles, tile_begin + per_split) - tile_begin);  // tiles of this CTA
 
-  // Q rows -> Q_s (rows past nrows are zero).
+  // Q rows -> Q_s (rows past nrows zero-filled), by cp.async: the copies join
+  // the first tile's group, so Q's memory round trip overlaps the page-id
+  // lookups and the first tile's (MLA: 18 KB, 4.5 16-byte loads a thread, had
+  // been a chain of dependent round trips before the first tile could start).
   {
     constexpr int CPR = DQK / 8;  // 16-byte chunks per row
     for (int c = tid; c < kRows * CPR; c += kThreads) {
       const int r = c / CPR, col = (c % CPR) * 8;
-      uint4 val = make_uint4(0, 0, 0, 0);
-      if (r < nrows) {
-        const std::int64_t qrow = static_cast<std::int64_t>(b) * p.num_qo_heads + row0 + r;
-        if constexpr (!MLA) val = ldg16(p.q + qrow * DQK + col);
-        else if (col < DV) val = ldg16(p.q + qrow * DV + col);
-        else val = ldg16(p.q_pe + qrow * (DQK - DV) + (col - DV));
-      }
-      *reinterpret_cast<uint4*>(Q_s + r * LDK + col) = val;
+      const std::int64_t qrow = static_cast<std::int64_t>(b) * p.num_qo_heads + row0 + min(r, nrows - 1);
+      const std::uint16_t* src = MLA && col >= DV ? p.q_pe + qrow * (DQK - DV) + (col - DV) : p.q + qrow * (MLA ? DV : DQK) + col;
+      cp_async16(Q_s + r * LDK + col, src, r < nrows);
     }
   }
 
@@ -316,7 +333,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
     for (int k = 0; k < STAGES - 1; ++k) tok_s[k * kTileKeys + tid] = k < n ? tok_of(tile_begin + k, tid) : -1;
     reg_tok = STAGES - 1 < n ? tok_of(tile_begin + STAGES - 1, tid) : -1;
   }
-  __syncthreads();  // tok_s and Q_s
+  __syncthreads();  // tok_s
 #pragma unroll
   for (int k = 0; k < STAGES - 1; ++k) {
     if (k < n) issue(k);
@@ -511,14 +528,41 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   if (tid == 0) p.counters[work] = 0u;  // zero at rest, for the next launch on this stream
 }
 
-// The merge as its own launch (splits > 1 without counters): one warp per row.
+// The merge as its own launch (splits > 1 without counters): a CTA of
+// kMergeWarps warps per row, warp w taking splits w, w + kMergeWarps, ...
+// (MLA at batch 1 has 16 rows of up to 122 splits: one warp per row walked
+// its splits as a chain of dependent round trips), the warps' sums added in
+// shared memory.
+constexpr int kMergeWarps = 8;
 template <int DV>
-__global__ void __launch_bounds__(128) merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
-                                                    std::uint16_t* __restrict__ out, float* __restrict__ lse,
-                                                    std::int64_t rows, int splits) {
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
-  if (row >= rows) return;
-  merge_row<DV>(part_o, part_lse, out, lse, row, splits, static_cast<int>(threadIdx.x % 32));
+__global__ void __launch_bounds__(kMergeWarps * 32)
+    merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, std::uint16_t* __restrict__ out,
+                 float* __restrict__ lse, int splits) {
+  __shared__ float4 partial[kMergeWarps - 1][DV / 4];
+  const std::int64_t row = blockIdx.x;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const float* pl = part_lse + row * splits;
+  float m, sum;
+  split_stats(pl, splits, lane, m, sum);
+  float4 acc[DV / 128];
+#pragma unroll
+  for (int i = 0; i < DV / 128; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (m != -INFINITY) accumulate_splits<DV>(part_o, pl, row, splits, warp, kMergeWarps, m, 1.f / sum, lane, acc);
+  if (warp > 0)
+#pragma unroll
+    for (int i = 0; i < DV / 128; ++i) partial[warp - 1][lane + 32 * i] = acc[i];
+  __syncthreads();
+  if (warp > 0) return;
+  for (int w = 0; w < kMergeWarps - 1; ++w)  // fixed order: deterministic
+#pragma unroll
+    for (int i = 0; i < DV / 128; ++i) {
+      const float4 x = partial[w][lane + 32 * i];
+      acc[i].x += x.x;
+      acc[i].y += x.y;
+      acc[i].z += x.z;
+      acc[i].w += x.w;
+    }
+  store_row<DV>(out, lse, row, acc, m, sum, lane);
 }
 
 // ---- Host side: planning, workspace, launch ---------------------------------------
@@ -697,8 +741,9 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
       <<<static_cast<unsigned>(grid), WARPS * 32, smem_bytes<MLA, DQK, DV, STAGES, WARPS>(), stream>>>(p);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (splits > 1 && p.counters == nullptr) {
-    merge_kernel<DV><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(p.part_o, p.part_lse, p.out, p.lse,
-                                                                                rows, splits);
+    if (rows > 0x7fffffff) return cudaErrorInvalidConfiguration;
+    merge_kernel<DV><<<static_cast<unsigned>(rows), kMergeWarps * 32, 0, stream>>>(p.part_o, p.part_lse, p.out, p.lse,
+                                                                                   splits);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
