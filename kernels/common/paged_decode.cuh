@@ -248,14 +248,11 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   const int nrows = min(p.rows_per_cta, p.num_qo_heads - row0);
 
   // The sequence: kv_len keys on pages indices[first .. first + npages).
+  // Loaded together (one round trip, not two behind the npages check).
   const int first = p.indptr[b];
   const int npages = p.indptr[b + 1] - first;
-  int kv_len = 0;
-  if (npages > 0) {
-    int last = p.page_size;
-    if (p.last_page_len) last = max(0, min(p.last_page_len[b], p.page_size));
-    kv_len = (npages - 1) * p.page_size + last;
-  }
+  const int last_len = p.last_page_len ? max(0, min(p.last_page_len[b], p.page_size)) : p.page_size;
+  const int kv_len = npages > 0 ? (npages - 1) * p.page_size + last_len : 0;
   const int n_tiles = (kv_len + kTileKeys - 1) / kTileKeys;
   const int per_split = (n_tiles + p.splits - 1) / p.splits;
   const int tile_begin = split * per_split;

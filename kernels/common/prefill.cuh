@@ -96,6 +96,38 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// A CTA's work item and its sequence's extents. Every load that does not
+// depend on another is issued at once: after the timer's L2 flush each
+// dependent round trip is a DRAM access, and at batch 8 a CTA computes only a
+// few KV tiles. So two rounds (the item with the item count; then the
+// sequence's indptr entries and last page length, for a sequence index clamped
+// before any check), where loading each value behind the check that first
+// needs it made five.
+struct WorkItem {
+  bool live = false;  // an item of the plan (the grid is an upper bound)
+  int q_start = 0, q_len = 0, tile = 0, kv_first = 0, kv_len = 0;
+};
+
+__device__ __forceinline__ WorkItem load_item(const Params& p, int item) {
+  WorkItem w;
+  if (p.batch <= 0) return w;
+  const int count = *p.item_count;
+  const int2 it = p.items[item];  // inside the workspace: the grid has at most its max_items items
+  const int b = min(max(it.x, 0), p.batch - 1);
+  const int q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
+  const int k0 = p.kv_indptr[b], k1 = p.kv_indptr[b + 1];
+  const int last = p.paged && p.last_page_len ? p.last_page_len[b] : p.page_size;
+  w.live = item < count;
+  w.tile = it.y;
+  w.q_start = q0;
+  w.q_len = q1 - q0;
+  w.kv_first = k0;
+  const int n = k1 - k0;
+  if (p.paged) w.kv_len = n > 0 ? (n - 1) * p.page_size + max(0, min(last, p.page_size)) : 0;
+  else w.kv_len = max(0, n);
+  return w;
+}
+
 // Tile shapes of one instantiation.
 template <int DQK_, int DV_, int MR_, int WM_, int WN_, int BN_, bool MLA_>
 struct Config {
@@ -129,7 +161,8 @@ __global__ void __launch_bounds__(C::kThreads, MINB) prefill_kernel(const Params
 
   const int item = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.head_blocks));
   const int hb = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.head_blocks));
-  if (item >= *p.item_count) return;  // past the plan (the grid is an upper bound)
+  const WorkItem w = load_item(p, item);
+  if (!w.live) return;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   std::uint16_t* Q_s = reinterpret_cast<std::uint16_t*>(smem_raw);  // [BM][LDQ]
@@ -146,28 +179,14 @@ __global__ void __launch_bounds__(C::kThreads, MINB) prefill_kernel(const Params
   const int wm = warp / WN, wn = warp % WN;
   const int rowbase = wm * 16 * MR;
 
-  const int2 it = p.items[item];
-  const int b = it.x;
-  const int q_start = p.qo_indptr[b];
-  const int q_len = p.qo_indptr[b + 1] - q_start;
-  const int tok0 = it.y * p.tokens_per_cta;
+  const int q_start = w.q_start;
+  const int q_len = w.q_len;
+  const int tok0 = w.tile * p.tokens_per_cta;
   // Tokens of this item; never past total_q (malformed indptr is the oracle's to reject).
   const int ntok = min(min(p.tokens_per_cta, q_len - tok0), p.total_q - q_start - tok0);
   if (q_start < 0 || ntok <= 0) return;
-  const int kv_first = p.kv_indptr[b];
-  int kv_len = 0;
-  {
-    const int n = p.kv_indptr[b + 1] - kv_first;
-    if (p.paged) {
-      if (n > 0) {
-        int last = p.page_size;
-        if (p.last_page_len) last = max(0, min(p.last_page_len[b], p.page_size));
-        kv_len = (n - 1) * p.page_size + last;
-      }
-    } else {
-      kv_len = max(0, n);
-    }
-  }
+  const int kv_first = w.kv_first;
+  const int kv_len = w.kv_len;
   const int delta = kv_len - q_len;
   const int hp = p.heads_per_cta;
   const int h0 = hb * hp;

@@ -348,30 +348,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   const int item = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.head_blocks));
   const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.head_blocks));
-  if (item >= *p.item_count) return;  // past the plan (the grid is an upper bound)
-
-  const int2 it = p.items[item];
-  const int b = it.x;
-  const int q_start = p.qo_indptr[b];
-  const int q_len = p.qo_indptr[b + 1] - q_start;
-  const int tok0 = it.y * p.tokens_per_cta;
+  const WorkItem w = load_item(p, item);
+  if (!w.live) return;
+  const int q_start = w.q_start;
+  const int q_len = w.q_len;
+  const int tok0 = w.tile * p.tokens_per_cta;
   // Tokens of this item; never past total_q (malformed indptr is the oracle's to reject).
   const int ntok = min(min(p.tokens_per_cta, q_len - tok0), p.total_q - q_start - tok0);
   if (q_start < 0 || ntok <= 0 || head >= p.num_qo_heads) return;
-  const int kv_first = p.kv_indptr[b];
-  int kv_len = 0;
-  {
-    const int nn = p.kv_indptr[b + 1] - kv_first;
-    if (p.paged) {
-      if (nn > 0) {
-        int last = p.page_size;
-        if (p.last_page_len) last = max(0, min(p.last_page_len[b], p.page_size));
-        kv_len = (nn - 1) * p.page_size + last;
-      }
-    } else {
-      kv_len = max(0, nn);
-    }
-  }
+  const int kv_first = w.kv_first;
+  const int kv_len = w.kv_len;
   const int delta = kv_len - q_len;  // query token t sees keys 0 .. t + delta
   const int kvh = head / p.group;
   // Keys [0, kv_end) are seen by some row of this CTA: tiles 0 .. n - 1 are loaded.
