@@ -714,11 +714,14 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
     if (cudaError_t e = workspace_for(stream, kCounterBytes + o_bytes + l_bytes, &ws); e != cudaSuccess) return e;
     auto* base = static_cast<unsigned char*>(ws);
     // The fused merge is done by one CTA per work item after its own split, a warp
-    // per row: worth it where that is little (GQA's group of 4-8 rows: 0.5-2 us
-    // faster than merge_kernel's launch on an H100, every batch 1-16 shape of
-    // benchmarks/h100-2026-11-24-s4/merge_exp.txt), not for MLA's 16 rows of 512
-    // (2-8 us slower at every shape; at 122 splits, 4 MB of partials, 71 -> 93 us):
-    // merge_kernel spreads those over the SMs.
+    // per row: worth it where that is little, at most two rows per warp and 64 KB of
+    // partials. GQA's group of 4-8 rows (4 warps): 0.5-2 us faster than
+    // merge_kernel's launch on an H100, every batch 1-16 shape of
+    // benchmarks/h100-2026-11-24-s4/merge_exp.txt. MLA's 16 rows of 512 (8 warps):
+    // 1-2% faster at 2 splits (batch 64 x 8192: 235.4 against 240.5 us at page
+    // size 64), even at 8, and much slower with many (122 splits, batch 1 x 32768:
+    // 72 against 42 us; benchmarks/h100-2026-11-24-s5/mla_decode_steps.md), where
+    // merge_kernel spreads the rows' splits over the SMs.
     const std::size_t merge_bytes = static_cast<std::size_t>(p.rows_per_cta) * splits * DV * sizeof(float);
     // KB_DECODE_MERGE=fused or kernel overrides the choice, for tuning experiments.
     static const int merge_env = [] {
@@ -726,7 +729,7 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
       return !e ? 0 : std::strcmp(e, "fused") == 0 ? 1 : std::strcmp(e, "kernel") == 0 ? 2 : 0;
     }();
     const bool fused =
-        merge_env == 1 || (merge_env == 0 && p.rows_per_cta <= 8 && merge_bytes <= (std::size_t{64} << 10));
+        merge_env == 1 || (merge_env == 0 && p.rows_per_cta <= 2 * WARPS && merge_bytes <= (std::size_t{64} << 10));
     if (work <= kMaxCounters && fused) p.counters = reinterpret_cast<unsigned*>(base);
     p.part_o = reinterpret_cast<float*>(base + kCounterBytes);
     p.part_lse = reinterpret_cast<float*>(base + kCounterBytes + o_bytes);

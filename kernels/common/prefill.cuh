@@ -6,13 +6,15 @@
 //
 // FlashAttention-2 style, on tensor cores (mma.sync m16n8k16, bf16 in, fp32
 // accumulate), no attention matrix in memory:
-//  * plan: plan_kernel (one CTA) turns qo_indptr into a work list of
-//    (sequence, query tile) items in a per-stream device workspace, the tiles
-//    of each sequence last-first (the longest causal rows start first). The
+//  * plan: plan_kernel (one CTA) turns the batch layout (qo_indptr,
+//    kv_indptr, kv_last_page_len) into a work list of (query tile, sequence
+//    extents) items in a per-stream device workspace, the tiles of each
+//    sequence last-first (the longest causal rows start first). The
 //    attention grid is sized from shapes (an upper bound on the item count),
 //    so the host never reads the page table; CTAs past the real count exit.
-//    The plan depends only on qo_indptr, so a caller that replays the same
-//    batch layout can skip it (Mode::run_only) and time it apart.
+//    The plan depends on the layout only (not on page ids or data), as
+//    FlashInfer's plan does, so a caller that replays one batch layout can
+//    skip it (Mode::run_only) and time it apart.
 //  * one CTA per (item, head block): BM = 16 * MR * WM query rows. A row is a
 //    (token, head) pair: GQA takes one query head per CTA (heads_per_cta 1,
 //    BM tokens); MLA packs its query heads, which share the one latent KV
@@ -62,6 +64,17 @@ using paged_decode::ldmatrix_x4_trans;
 using paged_decode::mma_bf16;
 using paged_decode::pack_bf16;
 
+// One work item of the plan: a query tile of a sequence and the sequence's
+// extents, read by a CTA in one round of loads (32 bytes).
+struct alignas(16) PlanItem {
+  int tile;      // query tile (tokens tile * tokens_per_cta ...)
+  int q_start;   // qo_indptr[b]
+  int q_len;     // qo_indptr[b + 1] - qo_indptr[b]
+  int kv_first;  // kv_indptr[b]
+  int kv_len;    // keys of the sequence (paged: from the page count and kv_last_page_len)
+  int unused[3];
+};
+
 struct Params {
   const std::uint16_t* q;     // GQA: q [total_q, H_q, DQK]; MLA: q_nope [total_q, H_q, DV]
   const std::uint16_t* q_pe;  // MLA: q_pe [total_q, H_q, DQK - DV]
@@ -73,7 +86,7 @@ struct Params {
   const std::int32_t* last_page_len;  // [batch] or null (every page full)
   std::uint16_t* out;                 // [total_q, H_q, DV] bf16
   float* lse;                         // [total_q, H_q] or null
-  const int2* items;                  // plan: (sequence, query tile)
+  const PlanItem* items;              // plan: (query tile, sequence extents)
   const int* item_count;              // plan: number of items
   bool paged = false;                 // else ragged: kv rows kv_indptr[b] .. kv_indptr[b + 1]
   int batch = 0;
@@ -96,35 +109,27 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// A CTA's work item and its sequence's extents. Every load that does not
-// depend on another is issued at once: after the timer's L2 flush each
-// dependent round trip is a DRAM access, and at batch 8 a CTA computes only a
-// few KV tiles. So two rounds (the item with the item count; then the
-// sequence's indptr entries and last page length, for a sequence index clamped
-// before any check), where loading each value behind the check that first
-// needs it made five.
+// A CTA's work item and its sequence's extents: one round of loads (the item
+// and the item count together). After the timer's L2 flush every dependent
+// round trip is a DRAM access, and at batch 8 a CTA computes only a few KV
+// tiles: reading qo_indptr, kv_indptr and kv_last_page_len behind the item
+// (each behind the check that first needed it) made five rounds before the
+// first KV page id could be read.
 struct WorkItem {
   bool live = false;  // an item of the plan (the grid is an upper bound)
   int q_start = 0, q_len = 0, tile = 0, kv_first = 0, kv_len = 0;
 };
 
 __device__ __forceinline__ WorkItem load_item(const Params& p, int item) {
-  WorkItem w;
-  if (p.batch <= 0) return w;
   const int count = *p.item_count;
-  const int2 it = p.items[item];  // inside the workspace: the grid has at most its max_items items
-  const int b = min(max(it.x, 0), p.batch - 1);
-  const int q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
-  const int k0 = p.kv_indptr[b], k1 = p.kv_indptr[b + 1];
-  const int last = p.paged && p.last_page_len ? p.last_page_len[b] : p.page_size;
+  const PlanItem it = p.items[item];  // inside the workspace: the grid has at most its max_items items
+  WorkItem w;
   w.live = item < count;
-  w.tile = it.y;
-  w.q_start = q0;
-  w.q_len = q1 - q0;
-  w.kv_first = k0;
-  const int n = k1 - k0;
-  if (p.paged) w.kv_len = n > 0 ? (n - 1) * p.page_size + max(0, min(last, p.page_size)) : 0;
-  else w.kv_len = max(0, n);
+  w.tile = it.tile;
+  w.q_start = it.q_start;
+  w.q_len = it.q_len;
+  w.kv_first = it.kv_first;
+  w.kv_len = it.kv_len;
   return w;
 }
 
@@ -538,9 +543,10 @@ constexpr int kPlanThreads = 1024;
 // One CTA: seq_off[b] = first item of sequence b (exclusive scan of its
 // query tiles), then items[w] = (sequence, tile) with each sequence's tiles
 // last-first. At most max_items items (more only for malformed indptr).
-static __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const std::int32_t* __restrict__ qo_indptr, int batch,
-                                                            int tokens_per_cta, int max_items, int* seq_off,
-                                                            int2* items, int* item_count) {
+static __global__ void __launch_bounds__(kPlanThreads)
+    plan_kernel(const std::int32_t* __restrict__ qo_indptr, const std::int32_t* __restrict__ kv_indptr,
+                const std::int32_t* __restrict__ last_page_len, bool paged, int page_size, int batch, int tokens_per_cta,
+                int max_items, int* seq_off, PlanItem* items, int* item_count) {
   __shared__ int part[kPlanThreads];
   const int tid = static_cast<int>(threadIdx.x);
   const int per = (batch + kPlanThreads - 1) / kPlanThreads;
@@ -575,7 +581,19 @@ static __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const std::in
       else h = mid - 1;
     }
     const int nt = seq_off[l + 1] - seq_off[l];
-    items[w] = make_int2(l, nt - 1 - (w - seq_off[l]));
+    PlanItem it{};
+    it.tile = nt - 1 - (w - seq_off[l]);
+    it.q_start = qo_indptr[l];
+    it.q_len = qo_indptr[l + 1] - it.q_start;
+    it.kv_first = kv_indptr[l];
+    const int n = kv_indptr[l + 1] - it.kv_first;
+    if (paged) {
+      const int last = last_page_len ? max(0, min(last_page_len[l], page_size)) : page_size;
+      it.kv_len = n > 0 ? (n - 1) * page_size + last : 0;
+    } else {
+      it.kv_len = max(0, n);
+    }
+    items[w] = it;
   }
   if (tid == 0) *item_count = total;
 }
@@ -655,18 +673,19 @@ inline cudaError_t plan_work(Params& p, Mode mode, cudaStream_t stream, std::int
   const std::int64_t max_items = static_cast<std::int64_t>(p.total_q) / p.tokens_per_cta + p.batch;
   if (max_items <= 0 || p.head_blocks <= 0) return cudaSuccess;
   if (max_items * p.head_blocks > INT_MAX) return cudaErrorInvalidConfiguration;
-  const std::size_t items_bytes = static_cast<std::size_t>(max_items) * sizeof(int2);
+  const std::size_t items_bytes = static_cast<std::size_t>(max_items) * sizeof(PlanItem);
   const std::size_t off_bytes = (static_cast<std::size_t>(p.batch) + 1) * sizeof(int);
   void* ws = nullptr;
   if (cudaError_t e = workspace_for(stream, items_bytes + 16 + off_bytes, &ws, mode != Mode::run_only);
       e != cudaSuccess)
     return e;
-  auto* items = static_cast<int2*>(ws);
+  auto* items = static_cast<PlanItem*>(ws);
   auto* count = reinterpret_cast<int*>(static_cast<unsigned char*>(ws) + items_bytes);
   auto* seq_off = reinterpret_cast<int*>(static_cast<unsigned char*>(ws) + items_bytes + 16);
   if (mode != Mode::run_only) {
-    plan_kernel<<<1, kPlanThreads, 0, stream>>>(p.qo_indptr, p.batch, p.tokens_per_cta, static_cast<int>(max_items),
-                                                seq_off, items, count);
+    plan_kernel<<<1, kPlanThreads, 0, stream>>>(p.qo_indptr, p.kv_indptr, p.last_page_len, p.paged, p.page_size,
+                                                p.batch, p.tokens_per_cta, static_cast<int>(max_items), seq_off, items,
+                                                count);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   if (mode == Mode::plan_only) return cudaSuccess;

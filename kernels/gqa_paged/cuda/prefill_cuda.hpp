@@ -13,8 +13,9 @@
 namespace kb::kernels {
 
 // What one call does. The plan (work list in a per-stream device workspace)
-// depends only on qo_indptr and the shapes: a caller replaying one batch
-// layout on one stream may plan once (plan_only) and then launch run_only;
+// depends on the batch layout (qo_indptr, kv_indptr, kv_last_page_len) and
+// the shapes, not on page ids or data: a caller replaying one batch layout on
+// one stream may plan once (plan_only) and then launch run_only;
 // kb's solutions use plan_and_run (two kernels, nothing on the host).
 enum class PrefillMode { plan_and_run, plan_only, run_only };
 
