@@ -314,7 +314,8 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
         R"({{"timing":"{}","worker":true,"graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},)"
         R"("l2_flushed":{},"input_sets":{},"rotations_checked":{},"stream_check":"{}","sm_clock_mhz":[{},{}],)"
         R"("sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},"copy_bandwidth_gbs":{},)"
-        R"("fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},"mma_bf16_tflops":{},"implausible":{}}})",
+        R"("fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},"mma_bf16_tflops":{},"empty_kernel_ms":{},)"
+        R"("one_read_kernel_ms":{},"implausible":{}}})",
         impl.device == Device::cuda ? "cuda_events" : "wall_clock", t.graph, t.samples, t.min_ms, t.max_ms,
         t.rel_noise, impl.device == Device::cuda, trials, trials,
         r.stream == worker::StreamCheck::same           ? "same_stream"
@@ -322,7 +323,8 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
                                                         : "not_checked",
         t.sm_clock_before, t.sm_clock_after, t.sm_clock_max, t.throttled, cost.bytes, gbs, t.copy_bandwidth_gbs,
         t.copy_bandwidth_gbs > 0 ? gbs / t.copy_bandwidth_gbs : 0, cost.flops,
-        seconds > 0 ? cost.flops / seconds / 1e12 : 0, t.mma_tflops, json_string(implausible));
+        seconds > 0 ? cost.flops / seconds / 1e12 : 0, t.mma_tflops, t.empty_kernel_ms, t.one_read_kernel_ms,
+        json_string(implausible));
     ev.performance = perf;
     log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", trials);
     if (!implausible.empty()) {

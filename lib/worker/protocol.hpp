@@ -29,7 +29,7 @@
 namespace kb::worker {
 
 inline constexpr std::uint32_t kMagic = 0x6b62776bu;  // "kbwk"
-inline constexpr std::uint32_t kProtocolVersion = 2;
+inline constexpr std::uint32_t kProtocolVersion = 3;
 inline constexpr int kControlFd = 3;  // in the worker
 inline constexpr int kShmFd = 4;      // in the worker
 inline constexpr std::size_t kMaxArgs = 64;
@@ -126,6 +126,7 @@ struct RunReply {
   double median_ms, min_ms, max_ms, rel_noise;
   std::uint32_t sm_clock_before, sm_clock_after, sm_clock_max, throttled;
   double copy_bandwidth_gbs, mma_tflops;  // measured once per worker (CUDA)
+  double empty_kernel_ms, one_read_kernel_ms;  // launch floors, timed as solutions are (CUDA)
   char detail[kMessageBytes];             // the stream check's and the timing's lines for the log
 };
 

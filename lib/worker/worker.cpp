@@ -750,6 +750,8 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
     t.sm_clock_max = reply->sm_clock_max;
     t.copy_bandwidth_gbs = reply->copy_bandwidth_gbs;
     t.mma_tflops = reply->mma_tflops;
+    t.empty_kernel_ms = reply->empty_kernel_ms;
+    t.one_read_kernel_ms = reply->one_read_kernel_ms;
     r.timing = t;
   }
   r.call = CallResult{Outcome::ok, {}, reply->call_ms};

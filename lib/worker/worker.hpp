@@ -94,6 +94,7 @@ struct WorkerTiming {
   bool graph = false, throttled = false;
   unsigned sm_clock_before = 0, sm_clock_after = 0, sm_clock_max = 0;
   double copy_bandwidth_gbs = 0, mma_tflops = 0;  // measured by the worker (CUDA)
+  double empty_kernel_ms = 0, one_read_kernel_ms = 0;  // launch floors (CUDA), 0 if not measured
 };
 enum class StreamCheck { not_checked, same, other, inconclusive };
 struct EvaluateResult {

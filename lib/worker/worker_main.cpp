@@ -474,13 +474,16 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
     append_detail(reply, "timing: " + t->method() + " (in the worker, rotating through " + std::to_string(sets) +
                              " input sets, cold L2)");
     // The device's ceilings, measured once per worker process.
-    static double copy_gbs = -1;
+    static double copy_gbs = -1, empty_ms = 0, one_read_ms = 0;
     if (copy_gbs < 0) {
       auto c = kb::cuda::measure_ceilings(dev.stream);
       copy_gbs = c ? c->copy_bandwidth_gbs : 0;
+      if (c) empty_ms = c->empty_kernel_ms, one_read_ms = c->one_read_kernel_ms;
       (void)cudaGetLastError();
     }
     reply.copy_bandwidth_gbs = copy_gbs;
+    reply.empty_kernel_ms = empty_ms;
+    reply.one_read_kernel_ms = one_read_ms;
     reply.mma_tflops = kb::cuda::measured_mma_tflops(dev.stream);
   }
   reply.status = kRunOk;

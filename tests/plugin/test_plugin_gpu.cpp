@@ -198,6 +198,15 @@ int main(int argc, char** argv) {
     const auto& extra = good->evaluation.performance->extra.value_or("");
     check(extra.find("\"timing\":\"cuda_events\"") != std::string::npos && extra.find("\"implausible\":\"\"") != std::string::npos,
           "worker timing recorded with CUDA events, nothing implausible: " + extra);
+    // The launch floors the worker measured: positive, the one-read kernel not faster than the empty one.
+    auto number_after = [&](const std::string& key) {
+      const auto at = extra.find("\"" + key + "\":");
+      return at == std::string::npos ? -1.0 : std::strtod(extra.c_str() + at + key.size() + 3, nullptr);
+    };
+    const double empty_ms = number_after("empty_kernel_ms"), one_read_ms = number_after("one_read_kernel_ms");
+    check(empty_ms > 0 && one_read_ms >= empty_ms * 0.9,
+          "worker launch floors recorded (empty " + std::to_string(empty_ms) + " ms, one read " +
+              std::to_string(one_read_ms) + " ms)");
   }
 
   // A cuda Solution JSON, built with nvcc into the cache, judged in the worker.
