@@ -409,22 +409,32 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       const int r = kv_first + t;
       return r < p.kv_limit ? r : -1;
     };
-    const std::int64_t stride = static_cast<std::int64_t>(p.num_kv_heads) * D;  // elements between cache rows
-    const std::uint16_t* k_base = p.k + static_cast<std::int64_t>(kvh) * D;
-    const std::uint16_t* v_base = p.v + static_cast<std::int64_t>(kvh) * D;
+    // The cp.async producer keeps, per key row, its place in the cache in
+    // units of one head's row (D = 128 bf16 = 256 bytes): unit = cache row x
+    // H_kv (< 2^31: the launcher checks), -1 past the keys. A copy is then one
+    // shared load, one multiply-add and the cp.async; computing a 64-bit
+    // row x stride offset per copy (K and V each) had made the producer's
+    // instructions 3/4 of the consumers' at page size 1, in their issue slots.
+    static_assert(D * 2 == 256, "256-byte head rows");
+    auto unit_of = [&](int tile, int row) -> int {
+      const int tok = tok_of(tile, row);
+      return tok < 0 ? -1 : tok * p.num_kv_heads;
+    };
     // Thread pt copies 16-byte chunk cc of rows r0, r0 + 8, r0 + 16, ... of
     // every tile: a warp reads two whole 256-byte rows per instruction. All of
     // its rows have the swizzle phase r0 % 8 = r0.
     const int cc = pt % 16, r0 = pt / 16;
+    const auto* k_base = reinterpret_cast<const unsigned char*>(p.k + static_cast<std::int64_t>(kvh) * D) + cc * 16;
+    const auto* v_base = reinterpret_cast<const unsigned char*>(p.v + static_cast<std::int64_t>(kvh) * D) + cc * 16;
     const std::uint32_t dst0 = static_cast<std::uint32_t>(cc / 8) * C::kv_half_bytes + r0 * C::kHalf +
                                ((static_cast<std::uint32_t>(cc % 8) ^ static_cast<std::uint32_t>(r0)) << 4);
-    // One K or V tile: rows from toks, into the stage at `dst` (+ dst0).
-    auto copy_tile = [&](const int* toks, std::uint32_t dst, const std::uint16_t* base) {
+    // One K or V tile: rows from `units`, into the stage at `dst` (+ dst0).
+    auto copy_tile = [&](const int* units, std::uint32_t dst, const unsigned char* base) {
 #pragma unroll
       for (int i = 0; i < BN / 8; ++i) {
-        const int tok = toks[r0 + 8 * i];
-        const std::int64_t off = static_cast<std::int64_t>(tok < 0 ? 0 : tok) * stride + cc * 8;
-        wg::cp_async16(dst + dst0 + i * 8 * C::kHalf, base + off, tok >= 0);
+        const int u = units[r0 + 8 * i];
+        wg::cp_async16(dst + dst0 + i * 8 * C::kHalf, base + static_cast<std::uint32_t>(max(u, 0)) * std::uint64_t{256},
+                       u >= 0);
       }
     };
     if (C::TMA && use_tma) {
@@ -481,7 +491,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             wg::mbar_wait(empty_k + 8 * s, par);
             wg::mbar_wait(empty_v + 8 * s, par);
           }
-          if (pt < BN) tok_s[pt] = tok_of(t, pt);
+          if (pt < BN) tok_s[pt] = unit_of(t, pt);
           wg::named_bar_sync_unaligned(1, 128);  // toks written
           copy_tile(tok_s, sbase + C::k_off + s * C::kv_bytes, k_base);
           copy_tile(tok_s, sbase + C::v_off + s * C::kv_bytes, v_base);
@@ -497,7 +507,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
       return;
     }
-    int reg_tok = (pt < BN && n > 0) ? tok_of(0, pt) : -1;
+    int reg_tok = (pt < BN && n > 0) ? unit_of(0, pt) : -1;
     for (int t = 0; t < n; ++t) {
       const int s = t % STAGES;
       const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
@@ -505,7 +515,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       int* toks = tok_s + (t & 1) * BN;
       if (pt < BN) toks[pt] = reg_tok;
       wg::named_bar_sync(1, 128);  // toks of tile t written (and everyone done with tile t - 2's)
-      reg_tok = (pt < BN && t + 1 < n) ? tok_of(t + 1, pt) : -1;  // next tile's row, in flight meanwhile
+      reg_tok = (pt < BN && t + 1 < n) ? unit_of(t + 1, pt) : -1;  // next tile's row, in flight meanwhile
       copy_tile(toks, sbase + C::k_off + s * C::kv_bytes, k_base);
       if constexpr (C::ASYNC) {
         cp_async_commit();
@@ -963,12 +973,20 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   p.tokens_per_cta = C::BM;
   p.head_blocks = p.num_qo_heads;
   std::int64_t max_items = 0;
+  // The cp.async producer's row units (cache row x H_kv) are 32-bit: larger caches take the other kernel.
+  if (static_cast<std::int64_t>(p.kv_limit) * (p.paged ? p.page_size : 1) * p.num_kv_heads > INT_MAX)
+    return cudaErrorNotSupported;
   if (cudaError_t e = plan_work(p, mode, stream, &max_items); e != cudaSuccess || max_items == 0) return e;
   if (cudaError_t e = prepare_wgmma_kernel<C>(); e != cudaSuccess) return e;
   WgmmaTma tma{};
   if constexpr (C::TMA) {
     // Ragged, or pages of a multiple of 64 rows (a 64-row box never crosses a page); else cp.async.
-    if (!p.paged || p.page_size % 64 == 0) {
+    // KB_PREFILL_TMA=0: cp.async everywhere, to measure the two producers on one problem.
+    static const bool tma_allowed = [] {
+      const char* e = std::getenv("KB_PREFILL_TMA");
+      return !(e && std::strcmp(e, "0") == 0);
+    }();
+    if (tma_allowed && (!p.paged || p.page_size % 64 == 0)) {
       const std::uint64_t rows =
           static_cast<std::uint64_t>(p.kv_limit) * static_cast<std::uint64_t>(p.paged ? p.page_size : 1);
       tma.use = p.kv_limit > 0 && encode_kv_tensor_map(&tma.k, p.k, rows, p.num_kv_heads) &&
