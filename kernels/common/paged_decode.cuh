@@ -184,19 +184,29 @@ __device__ __forceinline__ void store_row(std::uint16_t* __restrict__ out, float
   if (lane == 0 && lse) lse[row] = m == -INFINITY ? -INFINITY : m + log2f(sum);
 }
 
+// This warp's share of a row's merge: acc = the weighted partial outputs of
+// splits s0, s0 + step, ... (zero if every split is empty), with the row's
+// M and sum (split_stats) for store_row.
+template <int DV>
+__device__ __forceinline__ void merge_share(const float* __restrict__ part_o, const float* __restrict__ part_lse,
+                                            std::int64_t row, int splits, int s0, int step, int lane,
+                                            float4 (&acc)[DV / 128], float& m, float& sum) {
+  static_assert(DV % 128 == 0, "one float4 per lane per 128 columns");
+  const float* pl = part_lse + row * splits;
+  split_stats(pl, splits, lane, m, sum);
+#pragma unroll
+  for (int i = 0; i < DV / 128; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (m != -INFINITY) accumulate_splits<DV>(part_o, pl, row, splits, s0, step, m, 1.f / sum, lane, acc);
+}
+
 // One warp merges one (sequence, query head) row (the fused merge).
 template <int DV>
 __device__ __forceinline__ void merge_row(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                                           std::uint16_t* __restrict__ out, float* __restrict__ lse, std::int64_t row,
                                           int splits, int lane) {
-  static_assert(DV % 128 == 0, "one float4 per lane per 128 columns");
-  const float* pl = part_lse + row * splits;
-  float m, sum;
-  split_stats(pl, splits, lane, m, sum);
   float4 acc[DV / 128];
-#pragma unroll
-  for (int i = 0; i < DV / 128; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (m != -INFINITY) accumulate_splits<DV>(part_o, pl, row, splits, 0, 1, m, 1.f / sum, lane, acc);
+  float m, sum;
+  merge_share<DV>(part_o, part_lse, row, splits, 0, 1, lane, acc, m, sum);
   store_row<DV>(out, lse, row, acc, m, sum, lane);
 }
 
@@ -538,13 +548,9 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
   __shared__ float4 partial[kMergeWarps - 1][DV / 4];
   const std::int64_t row = blockIdx.x;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const float* pl = part_lse + row * splits;
-  float m, sum;
-  split_stats(pl, splits, lane, m, sum);
   float4 acc[DV / 128];
-#pragma unroll
-  for (int i = 0; i < DV / 128; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (m != -INFINITY) accumulate_splits<DV>(part_o, pl, row, splits, warp, kMergeWarps, m, 1.f / sum, lane, acc);
+  float m, sum;
+  merge_share<DV>(part_o, part_lse, row, splits, warp, kMergeWarps, lane, acc, m, sum);
   if (warp > 0)
 #pragma unroll
     for (int i = 0; i < DV / 128; ++i) partial[warp - 1][lane + 32 * i] = acc[i];
