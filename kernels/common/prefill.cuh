@@ -67,7 +67,7 @@ using paged_decode::pack_bf16;
 // One work item of the plan: a query tile of a sequence and the sequence's
 // extents, read by a CTA in one round of loads (32 bytes).
 struct alignas(16) PlanItem {
-  int tile;      // query tile (tokens tile * tokens_per_cta ...)
+  int tile;      // query tile: tokens tile * tokens_per_cta ... of the sequence
   int q_start;   // qo_indptr[b]
   int q_len;     // qo_indptr[b + 1] - qo_indptr[b]
   int kv_first;  // kv_indptr[b]
@@ -541,8 +541,9 @@ constexpr int kPlanThreads = 1024;
 
 // static: this header is included by several .cu files (one copy each, internal linkage).
 // One CTA: seq_off[b] = first item of sequence b (exclusive scan of its
-// query tiles), then items[w] = (sequence, tile) with each sequence's tiles
-// last-first. At most max_items items (more only for malformed indptr).
+// query tiles), then items[w] = (query tile, the sequence's extents) with
+// each sequence's tiles last-first. At most max_items items (more only for
+// malformed indptr).
 static __global__ void __launch_bounds__(kPlanThreads)
     plan_kernel(const std::int32_t* __restrict__ qo_indptr, const std::int32_t* __restrict__ kv_indptr,
                 const std::int32_t* __restrict__ last_page_len, bool paged, int page_size, int batch, int tokens_per_cta,
