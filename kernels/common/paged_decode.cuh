@@ -82,6 +82,13 @@ struct Params {
   float scale_log2 = 0;  // sm_scale * log2(e)
 };
 
+// Keys of a paged sequence: npages pages, the last holding last_page_len[b]
+// keys (clamped to [0, page_size]; null: full). Shared with the prefill plan.
+__device__ __forceinline__ int paged_kv_len(int npages, int page_size, const std::int32_t* last_page_len, int b) {
+  const int last = last_page_len ? max(0, min(last_page_len[b], page_size)) : page_size;
+  return npages > 0 ? (npages - 1) * page_size + last : 0;
+}
+
 // ---- PTX wrappers --------------------------------------------------------------
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -261,8 +268,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   // Loaded together (one round trip, not two behind the npages check).
   const int first = p.indptr[b];
   const int npages = p.indptr[b + 1] - first;
-  const int last_len = p.last_page_len ? max(0, min(p.last_page_len[b], p.page_size)) : p.page_size;
-  const int kv_len = npages > 0 ? (npages - 1) * p.page_size + last_len : 0;
+  const int kv_len = paged_kv_len(npages, p.page_size, p.last_page_len, b);
   const int n_tiles = (kv_len + kTileKeys - 1) / kTileKeys;
   const int per_split = (n_tiles + p.splits - 1) / p.splits;
   const int tile_begin = split * per_split;

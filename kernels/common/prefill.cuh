@@ -109,28 +109,16 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// A CTA's work item and its sequence's extents: one round of loads (the item
-// and the item count together). After the timer's L2 flush every dependent
-// round trip is a DRAM access, and at batch 8 a CTA computes only a few KV
-// tiles: reading qo_indptr, kv_indptr and kv_last_page_len behind the item
-// (each behind the check that first needed it) made five rounds before the
-// first KV page id could be read.
-struct WorkItem {
-  bool live = false;  // an item of the plan (the grid is an upper bound)
-  int q_start = 0, q_len = 0, tile = 0, kv_first = 0, kv_len = 0;
-};
-
-__device__ __forceinline__ WorkItem load_item(const Params& p, int item) {
+// A CTA's work item and its sequence's extents (false past the plan): one
+// round of loads (the item and the item count together). After the timer's
+// L2 flush every dependent round trip is a DRAM access, and at batch 8 a CTA
+// computes only a few KV tiles: reading qo_indptr, kv_indptr and
+// kv_last_page_len behind the item (each behind the check that first needed
+// it) made five rounds before the first KV page id could be read.
+__device__ __forceinline__ bool load_item(const Params& p, int item, PlanItem& it) {
   const int count = *p.item_count;
-  const PlanItem it = p.items[item];  // inside the workspace: the grid has at most its max_items items
-  WorkItem w;
-  w.live = item < count;
-  w.tile = it.tile;
-  w.q_start = it.q_start;
-  w.q_len = it.q_len;
-  w.kv_first = it.kv_first;
-  w.kv_len = it.kv_len;
-  return w;
+  it = p.items[item];  // inside the workspace: the grid has at most its max_items items
+  return item < count;
 }
 
 // Tile shapes of one instantiation.
@@ -166,8 +154,8 @@ __global__ void __launch_bounds__(C::kThreads, MINB) prefill_kernel(const Params
 
   const int item = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.head_blocks));
   const int hb = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.head_blocks));
-  const WorkItem w = load_item(p, item);
-  if (!w.live) return;
+  PlanItem w;
+  if (!load_item(p, item, w)) return;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   std::uint16_t* Q_s = reinterpret_cast<std::uint16_t*>(smem_raw);  // [BM][LDQ]
@@ -588,12 +576,7 @@ static __global__ void __launch_bounds__(kPlanThreads)
     it.q_len = qo_indptr[l + 1] - it.q_start;
     it.kv_first = kv_indptr[l];
     const int n = kv_indptr[l + 1] - it.kv_first;
-    if (paged) {
-      const int last = last_page_len ? max(0, min(last_page_len[l], page_size)) : page_size;
-      it.kv_len = n > 0 ? (n - 1) * page_size + last : 0;
-    } else {
-      it.kv_len = max(0, n);
-    }
+    it.kv_len = paged ? paged_decode::paged_kv_len(n, page_size, last_page_len, l) : max(0, n);
     items[w] = it;
   }
   if (tid == 0) *item_count = total;

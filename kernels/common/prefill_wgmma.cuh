@@ -348,8 +348,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   const int item = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.head_blocks));
   const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.head_blocks));
-  const WorkItem w = load_item(p, item);
-  if (!w.live) return;
+  PlanItem w;
+  if (!load_item(p, item, w)) return;
   const int q_start = w.q_start;
   const int q_len = w.q_len;
   const int tok0 = w.tile * p.tokens_per_cta;

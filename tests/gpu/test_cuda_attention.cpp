@@ -188,37 +188,6 @@ void run_shipped(const kb::Registry& reg, const fs::path& shared) {
 
 // ---- Part 2: edge cases with page tables built here ---------------------------
 
-// Device copy with guard bytes on both sides.
-class DeviceBuffer {
- public:
-  static constexpr std::size_t kGuard = 256;
-  static constexpr unsigned char kPattern = 0xA5;
-
-  explicit DeviceBuffer(std::size_t nbytes) : nbytes_(nbytes), total_(nbytes + 2 * kGuard) {
-    check_cuda(cudaMalloc(&base_, total_), "cudaMalloc");
-    check_cuda(cudaMemset(base_, kPattern, total_), "cudaMemset");
-  }
-  ~DeviceBuffer() {
-    if (base_) cudaFree(base_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data() const { return static_cast<unsigned char*>(base_) + kGuard; }
-  bool guards_intact() const {
-    std::vector<unsigned char> g(kGuard);
-    for (std::size_t off : {std::size_t{0}, kGuard + nbytes_}) {
-      check_cuda(cudaMemcpy(g.data(), static_cast<unsigned char*>(base_) + off, kGuard, cudaMemcpyDeviceToHost),
-                 "cudaMemcpy (guards)");
-      for (unsigned char c : g)
-        if (c != kPattern) return false;
-    }
-    return true;
-  }
-
- private:
-  void* base_ = nullptr;
-  std::size_t nbytes_ = 0, total_ = 0;
-};
 
 struct Edge {
   std::string label;

@@ -116,37 +116,6 @@ std::vector<std::int64_t> lengths_from(const kb::Tensor& indptr) {
   return v;
 }
 
-// Device copy with guard bytes on both sides.
-class DeviceBuffer {
- public:
-  static constexpr std::size_t kGuard = 256;
-  static constexpr unsigned char kPattern = 0xA5;
-
-  explicit DeviceBuffer(std::size_t nbytes) : nbytes_(nbytes), total_(nbytes + 2 * kGuard) {
-    check_cuda(cudaMalloc(&base_, total_), "cudaMalloc");
-    check_cuda(cudaMemset(base_, kPattern, total_), "cudaMemset");
-  }
-  ~DeviceBuffer() {
-    if (base_) cudaFree(base_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data() const { return static_cast<unsigned char*>(base_) + kGuard; }
-  bool guards_intact() const {
-    std::vector<unsigned char> g(kGuard);
-    for (std::size_t off : {std::size_t{0}, kGuard + nbytes_}) {
-      check_cuda(cudaMemcpy(g.data(), static_cast<unsigned char*>(base_) + off, kGuard, cudaMemcpyDeviceToHost),
-                 "cudaMemcpy (guards)");
-      for (unsigned char c : g)
-        if (c != kPattern) return false;
-    }
-    return true;
-  }
-
- private:
-  void* base_ = nullptr;
-  std::size_t nbytes_ = 0, total_ = 0;
-};
 
 
 // ---- Part 1: edge cases with index tensors built here ----------------------------
@@ -367,21 +336,14 @@ void run_plan_split() {
     auto random_bf16 = [&](std::size_t n) {
       std::vector<std::uint16_t> h(n);
       std::normal_distribution<float> nd(0.f, 1.f);
-      for (auto& x : h) {
-        const float f = nd(rng);
-        std::uint32_t u;
-        std::memcpy(&u, &f, 4);
-        x = static_cast<std::uint16_t>(u >> 16);
-      }
+      for (auto& x : h) x = kb::float_to_bf16(nd(rng));
       return h;
     };
-    std::vector<void*> bufs;
+    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
     auto dev = [&](const void* host, std::size_t bytes) {
-      void* d = nullptr;
-      check_cuda(cudaMalloc(&d, bytes), "cudaMalloc");
-      bufs.push_back(d);
-      if (host) check_cuda(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), "upload");
-      return d;
+      bufs.push_back(std::make_unique<DeviceBuffer>(bytes));
+      if (host) check_cuda(cudaMemcpy(bufs.back()->data(), host, bytes, cudaMemcpyHostToDevice), "upload");
+      return bufs.back()->data();
     };
     const auto hq_data = random_bf16(q_elems);
     void* q = dev(hq_data.data(), q_elems * 2);
@@ -443,7 +405,8 @@ void run_plan_split() {
       else if (again != whole) ok = false, why = "a second run_only differs";
       if (!ok) why += round == 0 ? " (first data)" : " (new page ids and keys under the same plan)";
     }
-    for (void* b : bufs) cudaFree(b);
+    for (const auto& b : bufs)
+      if (ok && !b->guards_intact()) ok = false, why = "a write outside a buffer (guard bytes changed)";
     std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", label.c_str(), ok ? "" : ": ", why.c_str());
     if (ok) ++g_passes;
     else ++g_failures;
