@@ -4,8 +4,9 @@
 // never passing.
 //
 // Shapes: N x K of real definitions (4096 x 4096, 128 x 2048, 256 x 7168,
-// 28672 x 4096 with small M) and awkward ones (N = 97 with K = 72, a multiple
-// of 8 but not of the kernel's 64-wide step; K = 70, not a multiple of 8: the
+// 28672 x 4096, 16384 x 3072 with small M) and awkward ones (N = 1000 with
+// K = 520: the gemv splits 9 K steps 4 ways, the last step short; N = 97 with
+// K = 72, a multiple of 8 but not of the kernel's 64-wide step; K = 70, not a multiple of 8: the
 // gemv refuses it and kb_cuda_gemm falls back to cuBLASLt), M in {1, 3, 8,
 // 16, 17, 128, 257}, N = 97 with K = 20488 and 28680 (the long-K path:
 // uneven and even chunks through kb's fp32 buffer), float16 and bfloat16, plus a call with A misaligned by 2
@@ -288,6 +289,9 @@ int main() {
   const std::vector<Shape> shapes = {
       {4096, 4096, all_m},       {128, 2048, all_m}, {256, 7168, {1, 16, 17}},
       {28672, 4096, {1, 3, 16, 17}}, {97, 72, all_m},    {97, 70, all_m},
+      // gemv split-K with uneven splits of 9 K steps, the last one short (K = 520), and a short last
+      // row block (N = 1000); 16384 x 3072: more row blocks than one wave of blocks, unsplit
+      {1000, 520, {1, 5, 16, 17}}, {16384, 3072, {1, 16}},
       // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240; three of 9560
       {97, 20488, {3, 17, 257}}, {97, 28680, {1, 17, 130}},
   };

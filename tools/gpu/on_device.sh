@@ -7,6 +7,7 @@
 #        bash tools/gpu/on_device.sh prefill-check          (causal prefill tests vs the CPU oracle; not in all)
 #        bash tools/gpu/on_device.sh plugin-gpu             (outside CUDA solutions: faults, anti-gaming; not in all)
 #        bash tools/gpu/on_device.sh gemm-precision         (torch.matmul's split-K precision: speed and fp64 error; not in all)
+#        bash tools/gpu/on_device.sh decode-gemm            (M = 1, 16 gemm shapes vs torch, kb's split rule and the earlier one; not in all)
 #        bash tools/gpu/on_device.sh aten-bb                (kb's ATen CUDA kernels vs PyTorch eager on the BackendBench trace; not in all)
 set -u
 cd "$(dirname "$0")/../.."
@@ -109,6 +110,23 @@ if [[ $what == *gemm-precision* ]]; then
   # torch.matmul with and without fp16/bf16 split-K reductions, timed and judged against fp64 (gemm_precision.py)
   timeout ${GEMM_PRECISION_TIMEOUT:-240} python3 tools/gpu/gemm_precision.py --out "$out" > "$out/gemm_precision.log" 2>&1
   echo "gemm-precision: exit $?"; cat "$out/gemm_precision.log" | tail -12
+fi
+if [[ $what == *decode-gemm* ]]; then
+  # The decode (M = 1, 16) gemm definitions whose weight is >= 64 MB (issue 4's copy-bandwidth bar) and three
+  # smaller ones, vs torch.matmul: with kb's gemv split rule (decode-gemm/kb) and with KB_GEMV_SPLIT=wave, the
+  # rule before (decode-gemm/wave), one after the other in this call. kb/torch ratios and % copy per file.
+  D=gemm_n10240_k8192,gemm_n16384_k3072,gemm_n21504_k5376,gemm_n28672_k4096,gemm_n34816_k5120,gemm_n37888_k3584
+  D=$D,gemm_n4096_k14336,gemm_n5120_k17408,gemm_n5376_k21504,gemm_n7168_k5120,gemm_n8192_k28672,gemm_n8192_k8192
+  D=$D,gemm_n4096_k4096,gemm_n128_k2048,gemm_n256_k7168
+  for rule in kb wave; do
+    mkdir -p "$out/decode-gemm/$rule"
+    ( [ $rule = wave ] && export KB_GEMV_SPLIT=wave
+      timeout 200 python3 tools/gpu/compare_torch.py --kb "$kb" --definitions .devcarry/shared/flashinfer-trace/definitions \
+          --bundled kernels --out "$out/decode-gemm/$rule" --families gemm --only $D --values 1,16 \
+          > "$out/decode-gemm/$rule/compare.log" 2>&1 ); echo "decode-gemm $rule: exit $?"
+    rm -rf "$out/decode-gemm/$rule/compare-kb"
+    grep -E "^\| gemm" "$out/decode-gemm/$rule/benchmark.md" | grep kb_cuda_gemm | awk -F'|' '{print $2,$3,$6,$7,$9,$10}'
+  done
 fi
 if [[ $what == *aten-bb* ]]; then
   # kb's CUDA ATen kernels on the BackendBench trace and PyTorch eager on the same lines in this session; writes

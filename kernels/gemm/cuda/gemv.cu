@@ -49,25 +49,42 @@
 //    loads of 16 bytes in flight (4 KiB per warp). The warps' fp32 partials
 //    are summed in shared memory in a fixed order (deterministic).
 //  - Enough in flight: memory-bound code needs about bandwidth x latency
-//    bytes in flight (4.3 TB/s x ~1 us ~ 4 MiB, ~32 KiB per SM) and the grid
-//    should be one resident wave or many. Decode shapes have few row blocks
-//    (N = 4096 gives 128, N = 256 gives 8), so when there are fewer row blocks
-//    than resident block slots (SMs x blocks per SM, from the occupancy API),
-//    K is also split across blocks (grid.y = splits): up to one resident
-//    wave, at least one 64-wide step per warp, and at most kMaxFinalLoads
-//    partials per thread in the final sum (so large M splits less). On an
-//    H100 or H200 (132 SMs), with CUDA 13.0's register counts (70-80 at
-//    M <= 8, 91-102 above: 3 and 2 blocks of 256 threads per SM): 4096 x 4096
-//    runs 128 x 3 blocks of 8 warps at M <= 8 (12 MiB of weight loads in
-//    flight per round, 2-3 K steps per warp) and 128 x 2 above (8 MiB, 4
-//    steps); 256 x 7168 at M = 1 runs 8 x 28 blocks of 4 warps; 28672 x 4096
-//    runs 896 x 1 blocks over several waves (blocks are small, so the tail
-//    wave is short). Tried and dropped (H100, 2026-11-24,
-//    benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8 by
-//    __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills) made
-//    M = 16 8-25% slower (gemv_launch_bounds_3.md); splitting K so that
-//    mostly empty last waves fill (N = 10240 at M = 16: 320 blocks on 264
-//    slots) changed nothing there and slowed N = 16384 at M = 1 by 7%.
+//    bytes in flight (4.3 TB/s x ~1 us ~ 4 MiB, ~32 KiB per SM). At M <= 8,
+//    128 blocks of 8 warps (4 KiB per warp per round: 4 MiB) already stream
+//    at full speed, and a K split costs its partial tiles' write, fence,
+//    atomic and re-read at the end of the kernel; at M > 8 (twice the MMAs
+//    and activation loads per warp) one block per SM is not enough. So K is
+//    split across blocks (grid.y = splits) when M > 8 or there are fewer row
+//    blocks than half the SMs (N < 2112 on 132 SMs; N = 128 and 256 among
+//    the definitions): up to one resident wave (SMs x blocks per SM, from
+//    the occupancy API), at least one 64-wide step per warp, and at most
+//    kMaxFinalLoads partials per thread in the final sum (so large M splits
+//    less). With 3 blocks per SM at M <= 8 and 2 above: 256 x 7168 at M = 1
+//    runs 8 x 28 blocks of 4 warps, 4096 x 4096 128 x 1 blocks of 8 warps at
+//    M = 1 and 128 x 2 at M = 16, 28672 x 4096 896 x 1 over several waves.
+//    Measured on an H100 (benchmarks/h100-2026-11-24-s6/gemv_grid.md, kb's
+//    cold timing, side by side in one run unless said):
+//    * M <= 8 without the split (KB_GEMV_SPLIT=wave restores the split up
+//      to one wave): 4096 x 4096 M = 1 19.2 against 20.6 us, 4096 x 14336
+//      M = 1 50.4 against 52.5; at M = 16 the unsplit 4096 x 14336 ran 56.6
+//      against 52.8 (hence M > 8 keeps the split);
+//    * tried and dropped (a kernel with a loop over segments, KB_GEMV_GRID
+//      switching partitions side by side in one run): stream-K (every block gets an equal share of the row
+//      blocks' 64-wide steps, partial row blocks summed by the last block
+//      to arrive) was slower wherever it was tried: 4096 x 4096 M = 1 23.2
+//      against 19.4 us unsplit, 16384 x 3072 M = 1 47.1 against 43.6,
+//      7168 x 5120 M = 1 37.2 against 33.2, 128 x 2048 M = 1 12.5 against
+//      8.8 unsplit (7.2 split by grid.y, another run); so was stream-K over the last wave's row blocks
+//      only (16384 x 3072 M = 1 47.7 against 43.6, 28672 x 4096 M = 1 94.5
+//      against 92.1), except 10240 x 8192 at M = 16 (320 row blocks on 264
+//      slots: 76.5 against 79.5 us; cuBLASLt 72); a kernel that issues the
+//      next iteration's weight loads before the current MMAs (8 KiB in
+//      flight per warp, 128 / 155 registers) was no faster on any of 30
+//      shapes (4096 x 14336 M = 1 51.2 against 50.6 us): bytes in flight
+//      are not the limit.
+//    Older (benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8
+//    by __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills)
+//    made M = 16 8-25% slower (gemv_launch_bounds_3.md).
 //  - Split-K blocks write fp32 partials to per-stream scratch; the last block
 //    of a row block to arrive (atomic counter) sums the partials in split
 //    order (deterministic), writes C and resets the counter to zero.
@@ -113,6 +130,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 namespace kb::kernels::gemm_cuda {
@@ -189,8 +208,13 @@ __device__ __forceinline__ std::uint16_t to_bits(float v) {
     return __half_as_ushort(__float2half_rn(v));
 }
 
+// Registers: M <= 8 asks for 3 blocks per SM, which lets ptxas use 80
+// registers (70 without the bound, also 3 blocks per SM): mostly 1-5%
+// faster, 4096 x 4096 and 4096 x 14336 10% (H100, two runs, s6
+// gemv_grid.md). M > 8 has no minimum (0: 91-102 registers, 2 blocks per
+// SM); a minimum of 2 blocks let ptxas take 123 and ran 2-5% slower.
 template <int M, bool kBf16>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Params p) {
   constexpr int MT = (M + 7) / 8;  // 8-wide MMA tiles covering the M rows of A
   constexpr int MP = MT * 8;
   extern __shared__ float red[];   // [warps][MP][kRedStride]
@@ -442,9 +466,18 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   // is that of full-size blocks; smaller ones fit proportionally more), at
   // least one 64-wide step per warp, and a final split-K sum of at most
   // kMaxFinalLoads partial loads per thread of the last block.
+  // M <= 8 and half the SMs' worth of row blocks or more: no split (see
+  // the top).
+  // KB_GEMV_SPLIT=wave: the earlier rule (split up to one resident wave
+  // whatever the row blocks), to measure the two side by side in one run.
+  static const bool split_to_wave = [] {
+    const char* v = std::getenv("KB_GEMV_SPLIT");
+    return v && std::strcmp(v, "wave") == 0;
+  }();
+  const bool split_pays = split_to_wave || M > 8 || 2 * static_cast<long long>(plan.row_blocks) < plan.sm_count;
   auto splits_for = [&](int warps) {
     const long long slots = static_cast<long long>(plan.sm_count) * plan.blocks_per_sm * (kMaxWarps / warps);
-    if (plan.row_blocks >= slots || plan.row_blocks > kMaxCounters) return 1;
+    if (!split_pays || plan.row_blocks >= slots || plan.row_blocks > kMaxCounters) return 1;
     long long s = slots / plan.row_blocks;
     s = std::min<long long>(s, plan.k_iterations / warps);
     s = std::min<long long>(s, std::max(1, kMaxFinalLoads * warps / M));
