@@ -5,7 +5,9 @@
 //
 // Shapes: N x K of real definitions (4096 x 4096, 128 x 2048, 256 x 7168,
 // 28672 x 4096, 16384 x 3072 with small M) and awkward ones (N = 1000 with
-// K = 520: the gemv splits 9 K steps 4 ways, the last step short; N = 97 with
+// K = 520: the gemv splits 9 K steps 4 ways, the last step short; N = 8512
+// with K = 256: a short last wave at M = 16, which kb_cuda_gemm hands to
+// cuBLASLt; N = 97 with
 // K = 72, a multiple of 8 but not of the kernel's 64-wide step; K = 70, not a multiple of 8: the
 // gemv refuses it and kb_cuda_gemm falls back to cuBLASLt), M in {1, 3, 8,
 // 16, 17, 128, 257}, N = 97 with K = 20488 and 28680 (the long-K path:
@@ -188,6 +190,7 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   GemmProblem p{t, M, N, K, a, b, reinterpret_cast<void*>(16), nullptr};
   GemvPlan plan;
   if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
+  if (impl.name == "kb_cuda_gemm" && plan.short_last_wave) return "cuBLASLt (the gemv's last wave is short)";
   return fmt::format("gemv {}x{} blocks of {} warps", plan.row_blocks, plan.splits, plan.warps);
 }
 
@@ -292,6 +295,8 @@ int main() {
       // gemv split-K with uneven splits of 9 K steps, the last one short (K = 520), and a short last
       // row block (N = 1000); 16384 x 3072: more row blocks than one wave of blocks, unsplit
       {1000, 520, {1, 5, 16, 17}}, {16384, 3072, {1, 16}},
+      // 266 row blocks: at M = 16 (264 slots on 132 SMs) a last wave of 2, which kb_cuda_gemm gives to cuBLASLt
+      {8512, 256, {8, 16}},
       // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240; three of 9560
       {97, 20488, {3, 17, 257}}, {97, 28680, {1, 17, 130}},
   };

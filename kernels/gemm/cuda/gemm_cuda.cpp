@@ -115,7 +115,11 @@ Status run_cuda_gemm(const CudaCall& c) {
   auto p = parse(c);
   if (!p) return p.error();
   if (p->M == 0 || p->N == 0) return ok_status();
-  if (p->M <= kCudaGemmGemvMaxM && gemv_unsupported(*p).empty()) return run_gemv(*p);
+  if (p->M <= kCudaGemmGemvMaxM && gemv_unsupported(*p).empty()) {
+    gemm_cuda::GemvPlan plan;
+    const int e = gemm_cuda::gemv_plan(*p, gemm_cuda::kGemvScratchBytes, &plan);
+    if (e != 0 || !plan.short_last_wave) return run_gemv(*p);  // a plan error resurfaces in the launch
+  }
   return gemm_cuda::cublaslt_gemm(*p);
 }
 
@@ -142,7 +146,7 @@ void add_gemm_cuda(Registry& r) {
   gemm.device = Device::cuda;
   gemm.description = fmt::format(
       "C = A @ B.T, float16/bfloat16, fp32 accumulation: M <= {} -> kb's gemv kernel (tensor-core mma.sync, "
-      "streams B once), else cuBLASLt (TN, the heuristic's best 16 algorithms timed on first use per shape, the "
+      "streams B once; cuBLASLt where its last wave of blocks would be short), else cuBLASLt (TN, the heuristic's best 16 algorithms timed on first use per shape, the "
       "fastest cached; K > 20480 summed in K chunks through an fp32 buffer, for accuracy)",
       kCudaGemmGemvMaxM);
   gemm.supports = lt_supports;

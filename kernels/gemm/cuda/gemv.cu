@@ -65,9 +65,10 @@
 //    Measured on an H100 (benchmarks/h100-2026-11-24-s6/gemv_grid.md, kb's
 //    cold timing, side by side in one run unless said):
 //    * M <= 8 without the split (KB_GEMV_SPLIT=wave restores the split up
-//      to one wave): 4096 x 4096 M = 1 19.2 against 20.6 us, 4096 x 14336
-//      M = 1 50.4 against 52.5; at M = 16 the unsplit 4096 x 14336 ran 56.6
-//      against 52.8 (hence M > 8 keeps the split);
+//      to one wave; on_device.sh decode-gemm runs both): 4096 x 4096 M = 1
+//      19.3 against 20.6 us, 4096 x 14336 M = 1 50.5 against 52.7; in an
+//      earlier run, M = 16 unsplit ran 4096 x 14336 in 56.6 against 52.8
+//      (hence M > 8 keeps the split);
 //    * tried and dropped (a kernel with a loop over segments, KB_GEMV_GRID
 //      switching partitions side by side in one run): stream-K (every block gets an equal share of the row
 //      blocks' 64-wide steps, partial row blocks summed by the last block
@@ -209,9 +210,9 @@ __device__ __forceinline__ std::uint16_t to_bits(float v) {
 }
 
 // Registers: M <= 8 asks for 3 blocks per SM, which lets ptxas use 80
-// registers (70 without the bound, also 3 blocks per SM): mostly 1-5%
-// faster, 4096 x 4096 and 4096 x 14336 10% (H100, two runs, s6
-// gemv_grid.md). M > 8 has no minimum (0: 91-102 registers, 2 blocks per
+// registers (70 without the bound, also 3 blocks per SM): mostly 1-4%
+// faster, 4096 x 4096 and 4096 x 14336 unsplit 10% (H100, runs r4 and r5
+// of s6 gemv_grid.md). M > 8 has no minimum (0: 91-102 registers, 2 blocks per
 // SM); a minimum of 2 blocks let ptxas take 123 and ran 2-5% slower.
 template <int M, bool kBf16>
 __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Params p) {
@@ -496,6 +497,16 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
       plan.warps = w;
       plan.splits = s;
     }
+  }
+  // H100, M = 16, side by side in one run (s6 gemv_grid.md, r6): 10240 x
+  // 8192 (320 row blocks on 264 slots: 56 in the last wave) ran 77.5 us
+  // here and 72.0 in cuBLASLt; 34816 x 5120 (1088: 32 in the last wave)
+  // 140.6 and 134.7; stream-K over the last wave's row blocks only reached
+  // 76.5 on the first. M <= 8 (3 blocks per SM) showed no such loss
+  // (10240 x 8192 M = 1: 69.3 against 72.0).
+  if (M > 8 && plan.splits == 1) {
+    const long long slots = static_cast<long long>(plan.sm_count) * plan.blocks_per_sm;
+    plan.short_last_wave = plan.row_blocks > slots && 2 * (plan.row_blocks % slots) < plan.sm_count;
   }
   *out = plan;
   return cudaSuccess;

@@ -27,6 +27,10 @@ struct GemvPlan {
   int k_iterations = 0;     // 64-wide K steps in all (ceil(K / 64))
   int blocks_per_sm = 0;    // occupancy of this instantiation
   int sm_count = 0;
+  // M > 8, unsplit, more than one wave of blocks, and the last wave holds
+  // fewer blocks than half the SMs: too few loads in flight at the end.
+  // kb_cuda_gemm hands such shapes to cuBLASLt (gemv.cu says what was measured).
+  bool short_last_wave = false;
 };
 
 // The plan gemv_launch would use for p on the current device (p must satisfy
