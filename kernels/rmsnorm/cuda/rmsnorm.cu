@@ -302,6 +302,13 @@ int round_up(std::int64_t v, int m) { return static_cast<int>((v + m - 1) / m * 
 //    well over the ~20 KB per SM that hides HBM latency; the reduction is 4
 //    warps and one barrier. For batch 1 a single block issues all of a row's
 //    loads back to back, so the launch is one memory round trip (latency-bound).
+//    Batch 1 still costs about 1 us more than a one-thread kernel that reads
+//    and writes 16 bytes (Nsight Compute, H100, caches flushed: 6,829 against
+//    5,051 cycles for hidden 4096; an empty kernel 4,028). Tried and dropped
+//    (benchmarks/h100-2026-11-24-s6/rmsnorm_*_block.md): one block of up to
+//    1024 threads with 1-2 vectors each for batches up to 64, to shorten each
+//    warp's dependent chain: 4.8 against 5.0 us at hidden 4096, batch 1,
+//    equal elsewhere; so the chain is not where the microsecond goes.
 //  * nvec <= 4096 (hidden <= 32768): N = 8 and as many threads as needed
 //    (<= 512, bounded by registers: 8 vectors x 12 registers < 128 per thread).
 //  * longer rows, hidden % 8 != 0 or unaligned pointers: the two-pass loop
