@@ -11,7 +11,8 @@
 // K = 72, a multiple of 8 but not of the kernel's 64-wide step; K = 70, not a multiple of 8: the
 // gemv refuses it and kb_cuda_gemm falls back to cuBLASLt), M in {1, 3, 8,
 // 16, 17, 128, 257}, N = 97 with K = 20488 and 28680 (the long-K path:
-// uneven and even chunks through kb's fp32 buffer), float16 and bfloat16, plus a call with A misaligned by 2
+// two uneven chunks one after the other, and three equal chunks as one
+// batch, through kb's fp32 buffer), float16 and bfloat16, plus a call with A misaligned by 2
 // bytes (gemv refuses, cuBLASLt must cope). Every case runs twice with fresh
 // random A (B fresh per shape), on a non-blocking stream, with C poisoned
 // (NaN) before each run: the second run also checks that the gemv's split-K
@@ -297,7 +298,7 @@ int main() {
       {1000, 520, {1, 5, 16, 17}}, {16384, 3072, {1, 16}},
       // 266 row blocks: at M = 16 (264 slots on 132 SMs) a last wave of 2, which kb_cuda_gemm gives to cuBLASLt
       {8512, 256, {8, 16}},
-      // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240; three of 9560
+      // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240 (one after the other); three of 9560 (one batch)
       {97, 20488, {3, 17, 257}}, {97, 28680, {1, 17, 130}},
   };
 

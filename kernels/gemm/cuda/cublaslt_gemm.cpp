@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -54,6 +56,7 @@ struct LtApi {
   decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
   decltype(&cublasLtMatmul) matmul = nullptr;
   decltype(&cublasLtMatmulAlgoConfigGetAttribute) algo_config_get = nullptr;  // optional: describes algorithms
+  decltype(&cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;  // optional: batched long-K chunks
 };
 
 template <class Fn>
@@ -95,6 +98,7 @@ LtApi load_api() {
   std::string optional;
   bind(api.lib, "cublasLtGetStatusString", api.status_string, optional);
   bind(api.lib, "cublasLtMatmulAlgoConfigGetAttribute", api.algo_config_get, optional);
+  bind(api.lib, "cublasLtMatrixLayoutSetAttribute", api.layout_set, optional);
   return api;
 }
 
@@ -139,6 +143,20 @@ Error cuda_failure(const char* what, cudaError_t e) {
                     fmt::format("{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e)));
 }
 
+// Elements between the fp32 parts of the batched long-K path: M x N rounded
+// up to 64 floats, so that every part starts 256-byte aligned.
+std::int64_t long_k_part_stride(std::int64_t M, std::int64_t N) { return (M * N + 63) / 64 * 64; }
+
+// KB_GEMM_LONG_K=sequential: the long-K chunks one after the other (beta = 1)
+// even where they could run as one batch, to measure the two in one run.
+bool long_k_sequential_forced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("KB_GEMM_LONG_K");
+    return v && std::strcmp(v, "sequential") == 0;
+  }();
+  return forced;
+}
+
 // ---- per-device handles, per-stream scratch, per-problem plans ----------------
 
 struct Candidate {
@@ -166,6 +184,7 @@ struct PlanKey {
   int dtype;
   unsigned align_a, align_b, align_c;
   std::int64_t chunk = 0;  // long-K path (long_k.hpp): this chunk's K, fp32 C and D; 0: the whole product
+  int batch = 1;           // long-K: this many chunks of `chunk` as one strided batch (C: kb's parts)
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -178,6 +197,7 @@ struct PlanKeyHash {
     mix((static_cast<std::uint64_t>(k.device) << 8) | static_cast<std::uint64_t>(k.dtype));
     mix((std::uint64_t{k.align_a} << 32) ^ (std::uint64_t{k.align_b} << 16) ^ k.align_c);
     mix(static_cast<std::uint64_t>(k.chunk));
+    mix(static_cast<std::uint64_t>(k.batch));
     return h;
   }
 };
@@ -258,6 +278,21 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
     return lt_error("cublasLtMatrixLayoutCreate(A as K x M)", s);
   if (auto s = lt.layout_create(&plan->c, c_type, N, M, key.N); s != CUBLAS_STATUS_SUCCESS)
     return lt_error("cublasLtMatrixLayoutCreate(C as N x M)", s);
+  if (key.batch > 1) {
+    // Chunk i reads K columns [i chunk, (i + 1) chunk) of A and B and writes
+    // fp32 part i of kb's buffer (long_k_part_stride elements apart).
+    if (!lt.layout_set) return make_error(Code::unsupported, "cuBLASLt lacks cublasLtMatrixLayoutSetAttribute");
+    const std::int32_t count = key.batch;
+    const std::int64_t ab_offset = key.chunk, c_offset = long_k_part_stride(key.M, key.N);
+    for (auto [layout, offset] : {std::pair{plan->a, ab_offset}, {plan->b, ab_offset}, {plan->c, c_offset}}) {
+      if (auto s = lt.layout_set(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+          s != CUBLAS_STATUS_SUCCESS)
+        return lt_error("cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)", s);
+      if (auto s = lt.layout_set(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset, sizeof offset);
+          s != CUBLAS_STATUS_SUCCESS)
+        return lt_error("cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)", s);
+    }
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   if (auto s = lt.pref_create(&pref); s != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmulPreferenceCreate", s);
@@ -309,7 +344,8 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
                                   key.align_b, key.align_c, why));
   plan->algo = plan->candidates.front().algo;
   plan->problem = fmt::format("{} M={} N={} K={}", dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K);
-  if (key.chunk > 0) plan->problem += fmt::format(" (long-K chunk of {}, fp32 out)", key.chunk);
+  if (key.batch > 1) plan->problem += fmt::format(" (long-K: {} chunks of {} as one batch, fp32 out)", key.batch, key.chunk);
+  else if (key.chunk > 0) plan->problem += fmt::format(" (long-K chunk of {}, fp32 out)", key.chunk);
   const std::string& problem = plan->problem;
   if (!cublaslt_autotune_enabled()) {
     plan->tuned = true;
@@ -449,11 +485,67 @@ Result<float*> acc32_locked(State& st, int device, void* stream, std::size_t byt
   return static_cast<float*>(mem);
 }
 
+// K > kLongK, K a multiple of 8 x chunks: the chunks as one strided-batched
+// product into `chunks` fp32 parts of kb's buffer, then one kernel that adds
+// the parts in chunk order (the same fp32 sums as the sequential path's
+// beta = 1) and rounds. One launch fills the GPU with every chunk's tiles,
+// where the sequential chunks each fill it alone (5376 x 21504 at M = 512:
+// 84 tiles of 128 x 256 per chunk on 132 SMs).
+Status long_k_batched_gemm(const GemmProblem& p, int device, std::int64_t chunks) {
+  const LtApi& lt = api();
+  const std::int64_t chunk = p.K / chunks;
+  const std::int64_t part_stride = long_k_part_stride(p.M, p.N);
+  cublasLtHandle_t handle = nullptr;
+  const StreamScratch* scratch = nullptr;
+  float* acc = nullptr;
+  Plan* plan = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  {
+    State& st = state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    KB_TRY(context_locked(st, device, p.stream, &handle, &scratch));
+    auto buf = acc32_locked(st, device, p.stream, static_cast<std::size_t>(chunks * part_stride) * sizeof(float));
+    if (!buf) return buf.error();
+    acc = *buf;
+    // Every chunk's start must meet the alignment the plan assumes.
+    const auto* a1 = static_cast<const unsigned char*>(p.A) + chunk * 2;
+    const auto* b1 = static_cast<const unsigned char*>(p.B) + chunk * 2;
+    const PlanKey key{device,
+                      p.M,
+                      p.N,
+                      p.K,
+                      static_cast<int>(p.dtype),
+                      std::min(alignment_of(p.A), alignment_of(a1)),
+                      std::min(alignment_of(p.B), alignment_of(b1)),
+                      256,
+                      chunk,
+                      static_cast<int>(chunks)};
+    auto made = plan_locked(st, handle, key, *scratch, p.A, p.B, acc, p.stream);
+    if (!made) return made.error();
+    plan = *made;
+    algo = plan->algo;
+  }
+  const float alpha = 1.f, zero = 0.f;
+  auto stream = static_cast<cudaStream_t>(p.stream);
+  cublasStatus_t s = lt.matmul(handle, plan->op, &alpha, p.B, plan->a, p.A, plan->b, &zero, acc, plan->c, acc,
+                               plan->c, &algo, scratch->lt_workspace, scratch->lt_bytes, stream);
+  if (s != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmul (long-K chunks as one batch)", s);
+  if (int e = cast_f32(acc, static_cast<int>(chunks), part_stride, p.C, p.M * p.N, p.dtype == DType::bfloat16,
+                       p.stream);
+      e != 0)
+    return cuda_failure("long-K gemm: adding the chunks and rounding to the output dtype", static_cast<cudaError_t>(e));
+  return ok_status();
+}
+
 // K > kLongK: the sum in chunks of at most kChunkK through an fp32 buffer
-// (long_k.hpp says why), then one rounding to the output dtype.
+// (long_k.hpp says why), then one rounding to the output dtype; as one batch
+// where the chunks can be equal (long_k_batched_gemm), else one after the
+// other, accumulated with beta = 1.
 Status long_k_gemm(const GemmProblem& p, int device) {
   const LtApi& lt = api();
   const std::int64_t chunks = (p.K + kChunkK - 1) / kChunkK;
+  if (lt.layout_set && chunks > 1 && p.K % (chunks * 8) == 0 && !long_k_sequential_forced())
+    return long_k_batched_gemm(p, device, chunks);
   const std::int64_t chunk = ((p.K + chunks - 1) / chunks + 7) / 8 * 8;  // 16-byte steps along K
   struct Step {
     const unsigned char* a;
@@ -492,7 +584,7 @@ Status long_k_gemm(const GemmProblem& p, int device) {
                                  stream);
     if (s != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmul (long-K chunk)", s);
   }
-  if (int e = cast_f32(acc, p.C, p.M * p.N, p.dtype == DType::bfloat16, p.stream); e != 0)
+  if (int e = cast_f32(acc, 1, p.M * p.N, p.C, p.M * p.N, p.dtype == DType::bfloat16, p.stream); e != 0)
     return cuda_failure("long-K gemm: rounding to the output dtype", static_cast<cudaError_t>(e));
   return ok_status();
 }

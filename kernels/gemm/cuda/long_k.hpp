@@ -16,6 +16,17 @@
 // torch.matmul (benchmarks/h100-2026-11-24-s3/compare_gemm_long_k.md):
 // 0.94-1.10x; at M = 512 a 10752-long chunk took 0.0843 ms where the whole
 // 21504 took 0.1575: each launch has a fixed cost of about 5 us.
+// Equal chunks (K a multiple of 8 x chunks: every long-K definition) run as
+// one strided-batched product into separate fp32 parts, which cast_f32 adds
+// in chunk order (the sequential path's sums) and rounds: one launch whose
+// tiles fill the GPU. Side by side in one run (H100,
+// benchmarks/h100-2026-11-24-s6/long_k_*.md, KB_GEMM_LONG_K=sequential for
+// the other): 5376 x 21504 M = 128 98.7 against 104.6 us, M = 512 170.1
+// against 174.4, M = 2048 661.5 against 654.4, M = 8192 2629 against 2699;
+// 8192 x 28672 M = 128 180.5 against 190.6, M = 512 330.7 against 333.5,
+// M = 2048 1304 against 1285, M = 8192 5840 against 5717. What is left
+// at M = 512 (1.05-1.08x of torch.matmul, which keeps no fp32 buffer) is
+// mostly the buffer's traffic: parts written, read and rounded, ~50 MB.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +36,12 @@ namespace kb::kernels::gemm_cuda {
 inline constexpr std::int64_t kLongK = 20480;   // longer K is summed in chunks
 inline constexpr std::int64_t kChunkK = 14336;  // at most this many per chunk
 
-// dst[i] = src[i] rounded to float16 (bf16 false) or bfloat16, i < n, on
-// `stream` (a cudaStream_t). Returns the launch's cudaError_t as an int.
-int cast_f32(const float* src, void* dst, std::int64_t n, bool bf16, void* stream);
+// dst[i] = (src[i] + src[S + i] + ... + src[(parts - 1) S + i]), S =
+// part_stride, added in that order in fp32, rounded once to float16 (bf16
+// false) or bfloat16, i < n, on `stream` (a cudaStream_t). parts > 1 needs
+// part_stride >= n and a multiple of 4 (16-byte aligned parts). Returns the
+// launch's cudaError_t as an int.
+int cast_f32(const float* src, int parts, std::int64_t part_stride, void* dst, std::int64_t n, bool bf16,
+             void* stream);
 
 }  // namespace kb::kernels::gemm_cuda
