@@ -439,12 +439,47 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     };
     if (C::TMA && use_tma) {
       // Tile t: TMA when all of its keys are keys of the sequence (below
-      // kv_end) and every 64-row box lies in one page / inside the cache.
-      if (pt == 0) {
-        wg::tma_prefetch_desc(&tma.k);
-        wg::tma_prefetch_desc(&tma.v);
-      }
+      // kv_end) and every 64-row box lies in one page / inside the cache;
+      // else (the last, partial tile; a bad page id) cp.async from all 128
+      // producer threads, zero rows past kv_end, then thread 0 arrives (full
+      // count 1). Thread 0 walks the tiles and issues the tensor copies; the
+      // other 127 sleep on named barrier 6 until thread 0 hands them a tile
+      // for the cp.async path, or -1 at the end, through fallback_s. (When
+      // they walked the tiles beside thread 0, each doing the page lookups,
+      // they took issue slots from the consumers: paged ps64 ran 12% behind
+      // ragged at batch 1 x 8192 and 16384, H100, whatever the page order.)
       constexpr int kBoxes = BN / 64;
+      volatile int* fallback_s = tok_s + BN;  // the TMA path's cp.async tiles use tok_s[0, BN) only
+      auto copy_by_threads = [&](int t) {
+        const int s = t % STAGES;
+        const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
+        if (t >= STAGES) {
+          wg::mbar_wait(empty_k + 8 * s, par);
+          wg::mbar_wait(empty_v + 8 * s, par);
+        }
+        if (pt < BN) tok_s[pt] = unit_of(t, pt);
+        wg::named_bar_sync_unaligned(1, 128);  // toks written
+        copy_tile(tok_s, sbase + C::k_off + s * C::kv_bytes, k_base);
+        copy_tile(tok_s, sbase + C::v_off + s * C::kv_bytes, v_base);
+        cp_async_commit();
+        cp_async_wait<0>();
+        wg::fence_proxy_async();               // generic-proxy writes, read by wgmma (async proxy)
+        wg::named_bar_sync_unaligned(1, 128);  // every thread's copies landed (and toks read)
+        if (pt == 0) {
+          wg::mbar_arrive(full_k + 8 * s);
+          wg::mbar_arrive(full_v + 8 * s);
+        }
+      };
+      if (pt != 0) {
+        for (;;) {
+          wg::named_bar_sync_unaligned(6, 128);  // thread 0 has written fallback_s
+          const int t = *fallback_s;
+          if (t < 0) return;
+          copy_by_threads(t);
+        }
+      }
+      wg::tma_prefetch_desc(&tma.k);
+      wg::tma_prefetch_desc(&tma.v);
       for (int t = 0; t < n; ++t) {
         const int s = t % STAGES;
         const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
@@ -455,7 +490,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           for (int bx = 0; bx < kBoxes; ++bx) {
             const int key0 = t * BN + 64 * bx;
             if (p.paged) {
-              const int page = __ldg(p.kv_indices + kv_first + key0 / p.page_size);  // the same for every thread
+              const int page = __ldg(p.kv_indices + kv_first + key0 / p.page_size);
               ok = ok && page >= 0 && page < p.kv_limit;
               rows[bx] = page * p.page_size + key0 % p.page_size;
             } else {
@@ -464,47 +499,32 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             }
           }
         }
-        if (ok) {
-          if (pt == 0) {
-            const std::uint32_t ks = sbase + C::k_off + s * C::kv_bytes, vs = sbase + C::v_off + s * C::kv_bytes;
-            if (t >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
-            wg::mbar_arrive_expect_tx(full_k + 8 * s, C::kv_bytes);
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int bx = 0; bx < kBoxes; ++bx)
-                wg::tma_load_3d(ks + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.k, 64 * h, kvh, rows[bx],
-                                full_k + 8 * s);
-            if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
-            wg::mbar_arrive_expect_tx(full_v + 8 * s, C::kv_bytes);
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int bx = 0; bx < kBoxes; ++bx)
-                wg::tma_load_3d(vs + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.v, 64 * h, kvh, rows[bx],
-                                full_v + 8 * s);
-          }
-        } else {
-          // Partial tile (or a bad page): cp.async from every producer thread,
-          // zero rows past kv_end; then thread 0 arrives (full count 1).
-          if (t >= STAGES) {
-            wg::mbar_wait(empty_k + 8 * s, par);
-            wg::mbar_wait(empty_v + 8 * s, par);
-          }
-          if (pt < BN) tok_s[pt] = unit_of(t, pt);
-          wg::named_bar_sync_unaligned(1, 128);  // toks written
-          copy_tile(tok_s, sbase + C::k_off + s * C::kv_bytes, k_base);
-          copy_tile(tok_s, sbase + C::v_off + s * C::kv_bytes, v_base);
-          cp_async_commit();
-          cp_async_wait<0>();
-          wg::fence_proxy_async();               // generic-proxy writes, read by wgmma (async proxy)
-          wg::named_bar_sync_unaligned(1, 128);  // every thread's copies landed (and toks read)
-          if (pt == 0) {
-            wg::mbar_arrive(full_k + 8 * s);
-            wg::mbar_arrive(full_v + 8 * s);
-          }
+        if (!ok) {
+          *fallback_s = t;
+          wg::named_bar_sync_unaligned(6, 128);  // wake the others for tile t
+          copy_by_threads(t);
+          continue;
         }
+        const std::uint32_t ks = sbase + C::k_off + s * C::kv_bytes, vs = sbase + C::v_off + s * C::kv_bytes;
+        if (t >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
+        wg::mbar_arrive_expect_tx(full_k + 8 * s, C::kv_bytes);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int bx = 0; bx < kBoxes; ++bx)
+            wg::tma_load_3d(ks + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.k, 64 * h, kvh, rows[bx],
+                            full_k + 8 * s);
+        if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
+        wg::mbar_arrive_expect_tx(full_v + 8 * s, C::kv_bytes);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int bx = 0; bx < kBoxes; ++bx)
+            wg::tma_load_3d(vs + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.v, 64 * h, kvh, rows[bx],
+                            full_v + 8 * s);
       }
+      *fallback_s = -1;
+      wg::named_bar_sync_unaligned(6, 128);  // the others may leave
       return;
     }
     int reg_tok = (pt < BN && n > 0) ? unit_of(0, pt) : -1;

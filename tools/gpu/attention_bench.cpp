@@ -13,10 +13,13 @@
 //
 // usage: test_attention_bench --kind gqa|mla [--hq 32] [--hkv 8] [--dim 128]
 //          [--batches 1,16,...] [--keys 512,...] [--page-sizes 1,64]
-//          [--max-kv-gib 9] [--max-time 0.4]
+//          [--max-kv-gib 9] [--max-time 0.4] [--page-order random|sequential]
 //        test_attention_bench --kind prefill-gqa|prefill-gqa-ragged|prefill-mla [--hq 32] [--hkv 8]
 //          [--batches 1] [--keys 512,...,16384 (total query tokens; q_len = kv_len = tokens / batch)]
-//          [--page-sizes 1,64] [--max-time 0.4]
+//          [--page-sizes 1,64] [--max-time 0.4] [--page-order random|sequential]
+//   --page-order sequential: page ids in order (each sequence's pages
+//   contiguous in the cache) instead of a random permutation, to tell the
+//   cost of scattered pages from the cost of the page lookup.
 //   causal prefill (kernels/common/prefill.cuh): the plan is made once
 //   (PrefillMode::plan_only) and timed apart ("plan_ms"); "ms" times the
 //   attention kernel alone (run_only), as an engine replaying one layout would.
@@ -66,6 +69,9 @@ std::uint16_t to_bf16(float f) {
   return static_cast<std::uint16_t>(u >> 16);
 }
 
+// --page-order: a random permutation of all pages (the default) or page ids in order.
+bool g_random_pages = true;
+
 // Fills `bytes` of device memory with bf16 values from a random normal pool.
 bool fill_random(void* dst, std::size_t bytes, const void* pool, std::size_t pool_bytes, cudaStream_t s) {
   for (std::size_t off = 0; off < bytes; off += pool_bytes) {
@@ -114,7 +120,7 @@ int run_prefill(const std::string& kind, std::int64_t hq, std::int64_t hkv, cons
           kvp[b] = static_cast<std::int32_t>(ragged ? b * L : b * pages_per_seq);
         }
         std::iota(indices, indices + pages, 0);
-        std::shuffle(indices, indices + pages, std::mt19937_64(7));
+        if (g_random_pages) std::shuffle(indices, indices + pages, std::mt19937_64(7));
         for (std::int64_t b = 0; b < batch; ++b) lastlen[b] = static_cast<std::int32_t>(last);
         if (good) good = ok(cudaMemcpyAsync(idx, h.data(), h.size() * 4, cudaMemcpyHostToDevice, stream), "index upload") &&
                          ok(cudaStreamSynchronize(stream), "setup");
@@ -202,6 +208,7 @@ int main(int argc, char** argv) {
     else if (a == "--page-sizes") page_sizes = parse_list(v);
     else if (a == "--max-kv-gib") max_kv_gib = std::atof(v.c_str());
     else if (a == "--max-time") max_time = std::atof(v.c_str());
+    else if (a == "--page-order" && (v == "random" || v == "sequential")) g_random_pages = v == "random";
     else {
       std::printf("unknown option %s\n", a.c_str());
       return 2;
@@ -290,7 +297,7 @@ int main(int argc, char** argv) {
         std::int32_t* lastlen = indices + pages;
         for (std::int64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<std::int32_t>(b * pages_per_seq);
         std::iota(indices, indices + pages, 0);
-        std::shuffle(indices, indices + pages, std::mt19937_64(7));
+        if (g_random_pages) std::shuffle(indices, indices + pages, std::mt19937_64(7));
         for (std::int64_t b = 0; b < batch; ++b) lastlen[b] = static_cast<std::int32_t>(last);
         if (good) good = ok(cudaMemcpyAsync(idx, h.data(), h.size() * 4, cudaMemcpyHostToDevice, stream), "index upload") &&
                          ok(cudaStreamSynchronize(stream), "setup");
