@@ -1,7 +1,8 @@
 // Helpers shared by the GPU attention tests (test_cuda_attention.cpp: paged
 // decode; test_cuda_prefill.cpp: causal prefill): command-line state,
 // sharding across processes, CUDA error checks, definition and workload
-// loading. Each test's own checks stay in its file.
+// loading; DeviceBuffer (device_buffer.hpp). Each test's own checks stay in
+// its file.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "device_buffer.hpp"
 #include "schema/io.hpp"
 #include "tensor/tensor.hpp"
 
@@ -100,37 +102,5 @@ inline std::vector<std::int64_t> random_lengths(std::size_t n, std::int64_t lo, 
   for (auto& x : v) x = u(rng);
   return v;
 }
-
-// Device copy with guard bytes on both sides.
-class DeviceBuffer {
- public:
-  static constexpr std::size_t kGuard = 256;
-  static constexpr unsigned char kPattern = 0xA5;
-
-  explicit DeviceBuffer(std::size_t nbytes) : nbytes_(nbytes), total_(nbytes + 2 * kGuard) {
-    check_cuda(cudaMalloc(&base_, total_), "cudaMalloc");
-    check_cuda(cudaMemset(base_, kPattern, total_), "cudaMemset");
-  }
-  ~DeviceBuffer() {
-    if (base_) cudaFree(base_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data() const { return static_cast<unsigned char*>(base_) + kGuard; }
-  bool guards_intact() const {
-    std::vector<unsigned char> g(kGuard);
-    for (std::size_t off : {std::size_t{0}, kGuard + nbytes_}) {
-      check_cuda(cudaMemcpy(g.data(), static_cast<unsigned char*>(base_) + off, kGuard, cudaMemcpyDeviceToHost),
-                 "cudaMemcpy (guards)");
-      for (unsigned char c : g)
-        if (c != kPattern) return false;
-    }
-    return true;
-  }
-
- private:
-  void* base_ = nullptr;
-  std::size_t nbytes_ = 0, total_ = 0;
-};
 
 }  // namespace kb_gpu_test

@@ -31,6 +31,7 @@
 #include "../../kernels/rope/cuda/rope_cuda.hpp"
 #include "../../kernels/silu_and_mul/cuda/silu_and_mul_cuda.hpp"
 #include "cuda/device.hpp"
+#include "device_buffer.hpp"
 #include "harness/implementation.hpp"
 #include "harness/judge.hpp"
 #include "inputs/inputs.hpp"
@@ -88,41 +89,9 @@ void replace_all(std::string& s, const std::string& a, const std::string& b) {
   for (std::size_t p = s.find(a); p != std::string::npos; p = s.find(a, p + b.size())) s.replace(p, a.size(), b);
 }
 
-// A device copy of a tensor (or room for an output) with guard bytes on both
-// sides; `misalign` shifts the data by one element so 16-byte accesses are
-// impossible.
-class DeviceBuffer {
- public:
-  static constexpr std::size_t kGuard = 256;
-  static constexpr unsigned char kPattern = 0xA5;
-
-  DeviceBuffer(std::size_t nbytes, std::size_t shift) : nbytes_(nbytes), shift_(shift) {
-    total_ = nbytes + 2 * kGuard + shift;
-    check_cuda(cudaMalloc(&base_, total_), "cudaMalloc");
-    check_cuda(cudaMemset(base_, kPattern, total_), "cudaMemset");
-  }
-  ~DeviceBuffer() {
-    if (base_) cudaFree(base_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* data() const { return static_cast<unsigned char*>(base_) + kGuard + shift_; }
-  std::size_t nbytes() const { return nbytes_; }
-  bool guards_intact() const {
-    std::vector<unsigned char> all(total_);
-    check_cuda(cudaMemcpy(all.data(), base_, total_, cudaMemcpyDeviceToHost), "cudaMemcpy (guards)");
-    for (std::size_t i = 0; i < total_; ++i) {
-      const bool in_data = i >= kGuard + shift_ && i < kGuard + shift_ + nbytes_;
-      if (!in_data && all[i] != kPattern) return false;
-    }
-    return true;
-  }
-
- private:
-  void* base_ = nullptr;
-  std::size_t nbytes_ = 0, shift_ = 0, total_ = 0;
-};
+// Inputs and outputs live in guarded buffers; `misalign` shifts the data by
+// one element so 16-byte accesses are impossible.
+using kb_gpu_test::DeviceBuffer;
 
 struct Outcome {
   bool ok = true;
