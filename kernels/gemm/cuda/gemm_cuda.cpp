@@ -98,10 +98,15 @@ std::string gemv_unsupported(const GemmProblem& p) {
   return {};
 }
 
-Status run_gemv(const GemmProblem& p) {
+// The gemv kernel on p; with `cublaslt_if_short_wave` (kb_cuda_gemm), cuBLASLt
+// instead where the gemv's plan ends on a short last wave (gemv.hpp).
+Status run_gemv(const GemmProblem& p, bool cublaslt_if_short_wave) {
   auto scratch = gemm_cuda::stream_scratch(p.stream);
   if (!scratch) return scratch.error();
-  const int e = gemm_cuda::gemv_launch(p, *scratch);
+  gemm_cuda::GemvPlan plan;
+  int e = gemm_cuda::gemv_plan(p, gemm_cuda::gemv_scratch_bytes(*scratch), &plan);
+  if (e == 0 && cublaslt_if_short_wave && plan.short_last_wave) return gemm_cuda::cublaslt_gemm(p);
+  if (e == 0) e = gemm_cuda::gemv_launch(p, *scratch, plan);
   if (e != 0) {
     const auto err = static_cast<cudaError_t>(e);
     return make_error(Code::cuda_error,
@@ -115,11 +120,7 @@ Status run_cuda_gemm(const CudaCall& c) {
   auto p = parse(c);
   if (!p) return p.error();
   if (p->M == 0 || p->N == 0) return ok_status();
-  if (p->M <= kCudaGemmGemvMaxM && gemv_unsupported(*p).empty()) {
-    gemm_cuda::GemvPlan plan;
-    const int e = gemm_cuda::gemv_plan(*p, gemm_cuda::kGemvScratchBytes, &plan);
-    if (e != 0 || !plan.short_last_wave) return run_gemv(*p);  // a plan error resurfaces in the launch
-  }
+  if (p->M <= kCudaGemmGemvMaxM && gemv_unsupported(*p).empty()) return run_gemv(*p, true);
   return gemm_cuda::cublaslt_gemm(*p);
 }
 
@@ -134,7 +135,7 @@ Status run_cuda_gemv(const CudaCall& c) {
   if (!p) return p.error();
   if (p->M == 0 || p->N == 0) return ok_status();  // nothing to compute
   if (std::string why = gemv_unsupported(*p); !why.empty()) return make_error(Code::unsupported, why);
-  return run_gemv(*p);
+  return run_gemv(*p, false);
 }
 
 }  // namespace

@@ -512,11 +512,13 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   return cudaSuccess;
 }
 
-int gemv_launch(const GemmProblem& p, const StreamScratch* scratch) {
-  const std::size_t scratch_bytes = scratch && scratch->gemv_scratch ? scratch->gemv_bytes : 0;
-  GemvPlan plan;
-  if (int e = gemv_plan(p, scratch_bytes, &plan); e != 0) return e;
+int gemv_launch(const GemmProblem& p, const StreamScratch* scratch, const GemvPlan& plan) {
+  if (!preconditions(p)) return cudaErrorInvalidValue;
   const int M = static_cast<int>(p.M);
+  // A split plan needs the scratch it was made for.
+  if (plan.splits > 1 &&
+      split_scratch_bytes(M, plan.row_blocks, plan.splits) > gemv_scratch_bytes(scratch))
+    return cudaErrorInvalidValue;
   Params params{};
   params.A = static_cast<const std::uint16_t*>(p.A);
   params.B = static_cast<const std::uint16_t*>(p.B);

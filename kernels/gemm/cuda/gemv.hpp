@@ -38,12 +38,18 @@ struct GemvPlan {
 // cudaError_t value: 0 on success.
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out);
 
-// Launches the gemv kernel on p.stream. Preconditions (checked by the caller,
+// The split-K scratch a plan may use from `scratch` (0 without one).
+inline std::size_t gemv_scratch_bytes(const StreamScratch* scratch) {
+  return scratch && scratch->gemv_scratch ? scratch->gemv_bytes : 0;
+}
+
+// Launches the gemv kernel on p.stream with `plan`, which gemv_plan made for
+// p and gemv_scratch_bytes(scratch). Preconditions (checked by the caller,
 // gemm_cuda.cpp, which turns them into messages; re-checked here and answered
 // with cudaErrorInvalidValue): dtype float16/bfloat16, 1 <= M <= kGemvMaxM,
 // N >= 1, K >= 1, K % 8 == 0, A and B 16-byte aligned, N and K below 2^31.
-// `scratch` may be null (no split-K then). Returns a cudaError_t value: 0 on
-// success, else the launch error.
-int gemv_launch(const GemmProblem& p, const StreamScratch* scratch);
+// `scratch` may be null (then the plan has no split). Returns a cudaError_t
+// value: 0 on success, else the launch error.
+int gemv_launch(const GemmProblem& p, const StreamScratch* scratch, const GemvPlan& plan);
 
 }  // namespace kb::kernels::gemm_cuda
