@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -98,7 +99,12 @@ struct Params {
   int heads_per_cta = 1;   // query heads packed into the rows of one CTA
   int tokens_per_cta = 0;  // tokens of one work item
   int head_blocks = 1;     // ceil(H_q / heads_per_cta)
-  int kv_limit = 0;        // paged: number of pages; ragged: number of kv rows (bounds every read)
+  int kv_limit = 0;        // paged: number of pages; ragged (or gathered): number of kv rows (bounds every read)
+  // Paged K / V copied into page-table order (entry i's rows at i * page_size ...;
+  // the wgmma kernel only): the plan is the paged one (kv_len from the page count
+  // and kv_last_page_len), the kernel reads rows kv_indptr[b] * page_size ... as
+  // ragged, and kv_limit counts rows.
+  bool gathered = false;
   float scale_log2 = 0;    // sm_scale * log2(e)
 };
 
@@ -591,34 +597,38 @@ enum class Mode { plan_and_run, plan_only, run_only };
 // region in kb's harness), grown when a later call needs more, kept until
 // exit. Separate from the decode workspace so a decode call between a plan and
 // its runs cannot take the plan away. Fails (rather than allocating) while the
-// stream is being captured and the buffer is too small.
-inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** out, bool may_grow) {
+// stream is being captured and the buffer is too small. `slot` keeps apart
+// buffers of one stream that live side by side (kPlanSlot: the work list;
+// kGatherSlot: the GQA launcher's gathered K / V, kernels/gqa_paged/cuda/prefill.cu).
+enum : int { kPlanSlot = 0, kGatherSlot = 1 };
+inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** out, bool may_grow,
+                                 int slot = kPlanSlot) {
   struct State {
     std::mutex mu;
-    std::map<std::pair<int, void*>, std::pair<void*, std::size_t>> bufs;
+    std::map<std::tuple<int, void*, int>, std::pair<void*, std::size_t>> bufs;
   };
   static State* st = new State;  // leaked on purpose (no teardown after the CUDA runtime)
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(st->mu);
-  auto& slot = st->bufs[{device, static_cast<void*>(stream)}];
-  if (slot.second >= bytes) {
-    *out = slot.first;
+  auto& buf = st->bufs[{device, static_cast<void*>(stream), slot}];
+  if (buf.second >= bytes) {
+    *out = buf.first;
     return cudaSuccess;
   }
   if (!may_grow) return cudaErrorInvalidValue;  // run_only without a plan of this size
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   if (cudaError_t e = cudaStreamIsCapturing(stream, &cap); e != cudaSuccess) return e;
   if (cap != cudaStreamCaptureStatusNone) return cudaErrorStreamCaptureUnsupported;
-  if (slot.first) {
+  if (buf.first) {
     if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return e;  // earlier launches may read it
-    cudaFree(slot.first);
-    slot = {nullptr, 0};
+    cudaFree(buf.first);
+    buf = {nullptr, 0};
   }
   const std::size_t want = std::max<std::size_t>(bytes, std::size_t{1} << 20);
   void* mem = nullptr;
   if (cudaError_t e = cudaMalloc(&mem, want); e != cudaSuccess) return e;
-  slot = {mem, want};
+  buf = {mem, want};
   *out = mem;
   return cudaSuccess;
 }

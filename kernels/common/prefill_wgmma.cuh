@@ -356,7 +356,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // Tokens of this item; never past total_q (malformed indptr is the oracle's to reject).
   const int ntok = min(min(p.tokens_per_cta, q_len - tok0), p.total_q - q_start - tok0);
   if (q_start < 0 || ntok <= 0 || head >= p.num_qo_heads) return;
-  const int kv_first = w.kv_first;
+  // Gathered K / V (prefill.cuh's Params::gathered): rows in page-table order, read as ragged.
+  const bool paged = p.paged && !p.gathered;
+  const int kv_first = p.gathered ? w.kv_first * p.page_size : w.kv_first;
   const int kv_len = w.kv_len;
   const int delta = kv_len - q_len;  // query token t sees keys 0 .. t + delta
   const int kvh = head / p.group;
@@ -401,7 +403,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     auto tok_of = [&](int tile, int row) -> int {
       const int t = tile * BN + row;
       if (t >= kv_end) return -1;
-      if (p.paged) {
+      if (paged) {
         const int page = __ldg(p.kv_indices + kv_first + t / p.page_size);
         if (page < 0 || page >= p.kv_limit) return -1;
         return page * p.page_size + t % p.page_size;
@@ -489,7 +491,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
           for (int bx = 0; bx < kBoxes; ++bx) {
             const int key0 = t * BN + 64 * bx;
-            if (p.paged) {
+            if (paged) {
               const int page = __ldg(p.kv_indices + kv_first + key0 / p.page_size);
               ok = ok && page >= 0 && page < p.kv_limit;
               rows[bx] = page * p.page_size + key0 % p.page_size;
@@ -994,7 +996,8 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   p.head_blocks = p.num_qo_heads;
   std::int64_t max_items = 0;
   // The cp.async producer's row units (cache row x H_kv) are 32-bit: larger caches take the other kernel.
-  if (static_cast<std::int64_t>(p.kv_limit) * (p.paged ? p.page_size : 1) * p.num_kv_heads > INT_MAX)
+  const bool by_page = p.paged && !p.gathered;  // else kv_limit counts rows
+  if (static_cast<std::int64_t>(p.kv_limit) * (by_page ? p.page_size : 1) * p.num_kv_heads > INT_MAX)
     return cudaErrorNotSupported;
   if (cudaError_t e = plan_work(p, mode, stream, &max_items); e != cudaSuccess || max_items == 0) return e;
   if (cudaError_t e = prepare_wgmma_kernel<C>(); e != cudaSuccess) return e;
@@ -1006,9 +1009,9 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
       const char* e = std::getenv("KB_PREFILL_TMA");
       return !(e && std::strcmp(e, "0") == 0);
     }();
-    if (tma_allowed && (!p.paged || p.page_size % 64 == 0)) {
+    if (tma_allowed && (!by_page || p.page_size % 64 == 0)) {
       const std::uint64_t rows =
-          static_cast<std::uint64_t>(p.kv_limit) * static_cast<std::uint64_t>(p.paged ? p.page_size : 1);
+          static_cast<std::uint64_t>(p.kv_limit) * static_cast<std::uint64_t>(by_page ? p.page_size : 1);
       tma.use = p.kv_limit > 0 && encode_kv_tensor_map(&tma.k, p.k, rows, p.num_kv_heads) &&
                         encode_kv_tensor_map(&tma.v, p.v, rows, p.num_kv_heads)
                     ? 1

@@ -51,6 +51,122 @@ const char* gqa_config() {
 using GqaWgmmaTma = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong>;
 using GqaWgmmaGather = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2>;
 
+// ---- Page size 1 (any page size not a multiple of 64): gather first ----
+//
+// At such page sizes the wgmma kernel cannot load K / V by TMA boxes (a box is
+// 64 rows of one page) and gathers rows with cp.async from a producer
+// warpgroup, whose instructions take the consumers' issue slots: 0.71-0.74x of
+// SDPA at batch 1 x 4096-16384 tokens where TMA boxes reach 0.94-0.98x (H100,
+// benchmarks/h100-2026-11-24-s6). Copying the pages the table names into
+// table order first costs one pass over K and V at copy bandwidth (about 2% of
+// the attention at 8192 tokens) and lets the kernel read them as ragged rows
+// by TMA. It pays when each key is seen by many queries: the launcher gathers
+// when the mean query length times the group is at least kGatherMinQueriesPerKey
+// (KB_PREFILL_GATHER=0 never, =1 always), and the gathered copy fits kGatherMaxBytes.
+// H100, 32 / 8 heads, gather against cp.async (benchmarks/h100-2026-11-25-s7/
+// prefill_ps1_gather.txt): 1 x 4096 tokens 285 against 359 us, 1 x 8192 950
+// against 1274; 8 x 1024 240 against 252; but 8 x 512 101 against 95 and
+// 8 x 256 51 against 44 (the copy and a second launch outweigh the gain).
+constexpr std::int64_t kGatherMinQueriesPerKey = 4096;  // 1024 tokens a sequence at group 4
+constexpr std::int64_t kGatherMaxBytes = std::int64_t{1} << 30;
+
+// Copies K and V of page-table entries [0, entries) into dk / dv in table
+// order: entry i's page_chunks 16-byte chunks land at chunk i * page_chunks.
+// A page id outside [0, num_pages) gives zero rows, as the kernels' own
+// gather reads it. CTA i copies entries [i * entries_per_cta, ...).
+constexpr int kGatherThreads = 256;
+constexpr int kGatherUnroll = 4;
+__global__ void __launch_bounds__(kGatherThreads) gather_pages_kernel(
+    const uint4* __restrict__ k, const uint4* __restrict__ v, const std::int32_t* __restrict__ indices,
+    std::int64_t entries, int page_chunks, int entries_per_cta, int num_pages, uint4* __restrict__ dk,
+    uint4* __restrict__ dv) {
+  const std::int64_t e0 = static_cast<std::int64_t>(blockIdx.x) * entries_per_cta;
+  const int ne = static_cast<int>(entries - e0 < entries_per_cta ? entries - e0 : entries_per_cta);
+  const int chunks = ne * page_chunks;  // < 2^31: the launcher sizes entries_per_cta
+  const uint4 zero{0, 0, 0, 0};
+  for (int c0 = static_cast<int>(threadIdx.x); c0 < chunks; c0 += kGatherThreads * kGatherUnroll) {
+    // kGatherUnroll chunks a thread: every load issued before the first store.
+    uint4 a[kGatherUnroll], b[kGatherUnroll];
+    std::int64_t dst[kGatherUnroll];
+#pragma unroll
+    for (int u = 0; u < kGatherUnroll; ++u) {
+      const int c = c0 + u * kGatherThreads;
+      a[u] = zero;
+      b[u] = zero;
+      dst[u] = -1;
+      if (c < chunks) {
+        const int e = c / page_chunks, w = c - e * page_chunks;
+        const int page = __ldg(indices + e0 + e);
+        dst[u] = (e0 + e) * page_chunks + w;
+        if (page >= 0 && page < num_pages) {
+          const std::int64_t src = static_cast<std::int64_t>(page) * page_chunks + w;
+          a[u] = __ldg(k + src);
+          b[u] = __ldg(v + src);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kGatherUnroll; ++u)
+      if (dst[u] >= 0) {
+        dk[dst[u]] = a[u];
+        dv[dst[u]] = b[u];
+      }
+  }
+}
+
+// KB_PREFILL_GATHER: unset (by the rule above), "0" never, "1" always.
+int gather_setting() {
+  static const int g = [] {
+    const char* e = std::getenv("KB_PREFILL_GATHER");
+    if (e && std::strcmp(e, "0") == 0) return 0;
+    if (e && std::strcmp(e, "1") == 0) return 1;
+    return -1;
+  }();
+  return g;
+}
+
+// If p (paged, page size not a multiple of 64) should be gathered: reserves
+// the stream's gather buffer (plan modes) or finds it (run_only), launches the
+// gather unless plan_only, and points p at the copy (p.gathered). Returns
+// false (p unchanged) where the gather is not used; any CUDA error it met on
+// the way is cleared, since the cp.async kernel can still run the call.
+bool gather_pages(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode, cudaStream_t s) {
+  const int setting = gather_setting();
+  if (setting == 0 || !p.paged || p.page_size % 64 == 0 || a.num_kv_indices == 0) return false;
+  if (setting < 0 && (a.total_q / a.batch) * p.group < kGatherMinQueriesPerKey) return false;
+  const std::int64_t page_bytes = static_cast<std::int64_t>(p.page_size) * p.num_kv_heads * 128 * 2;
+  const std::int64_t bytes = a.num_kv_indices * page_bytes;  // one of K, V
+  const std::int64_t rows = a.num_kv_indices * p.page_size;
+  if (2 * bytes > kGatherMaxBytes || rows > INT_MAX) return false;
+  if (prefill::prepare_wgmma_kernel<GqaWgmmaTma>() != cudaSuccess) {  // no Hopper kernel to read the copy
+    (void)cudaGetLastError();
+    return false;
+  }
+  void* ws = nullptr;
+  if (prefill::workspace_for(s, static_cast<std::size_t>(2 * bytes), &ws, mode != prefill::Mode::run_only,
+                             prefill::kGatherSlot) != cudaSuccess) {
+    (void)cudaGetLastError();  // e.g. out of memory, or capturing: the cp.async kernel needs no buffer
+    return false;
+  }
+  auto* dk = static_cast<uint4*>(ws);
+  auto* dv = reinterpret_cast<uint4*>(static_cast<unsigned char*>(ws) + bytes);
+  if (mode != prefill::Mode::plan_only) {
+    const int page_chunks = static_cast<int>(page_bytes / 16);
+    // About 4096 chunks (64 KB of K and of V) a CTA.
+    const int per_cta = std::max(1, 4096 / page_chunks);
+    const std::int64_t ctas = (a.num_kv_indices + per_cta - 1) / per_cta;
+    if (ctas > INT_MAX) return false;
+    gather_pages_kernel<<<static_cast<unsigned>(ctas), kGatherThreads, 0, s>>>(
+        static_cast<const uint4*>(a.k), static_cast<const uint4*>(a.v), a.kv_indices, a.num_kv_indices, page_chunks,
+        per_cta, p.kv_limit, dk, dv);
+  }
+  p.k = reinterpret_cast<const std::uint16_t*>(dk);
+  p.v = reinterpret_cast<const std::uint16_t*>(dv);
+  p.kv_limit = static_cast<int>(rows);
+  p.gathered = true;
+  return true;
+}
+
 }  // namespace
 
 Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mode) {
@@ -105,8 +221,15 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
   else if (std::strcmp(gqa_config(), "a") == 0) e = prefill::launch<Gqa128, 2>(p, m, s);
   else {
     const bool runs_of_64 = !p.paged || p.page_size % 64 == 0;
-    e = runs_of_64 ? prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s)
-                   : prefill::launch_wgmma_config<GqaWgmmaGather>(p, m, s);
+    prefill::Params pg = p;
+    if (!runs_of_64 && d128 && gather_pages(pg, a, m, s)) {
+      if (cudaError_t ge = cudaGetLastError(); ge != cudaSuccess)
+        return fail(Code::cuda_error, std::string("page gather: ") + cudaGetErrorName(ge) + ": " + cudaGetErrorString(ge));
+      e = prefill::launch_wgmma_config<GqaWgmmaTma>(pg, m, s);
+    } else {
+      e = runs_of_64 ? prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s)
+                     : prefill::launch_wgmma_config<GqaWgmmaGather>(p, m, s);
+    }
     if (e == cudaErrorNotSupported) {  // not an sm_90 device, or outside the Hopper kernel's case
       (void)cudaGetLastError();
       e = prefill::launch<Gqa128, 2>(p, m, s);
