@@ -88,7 +88,7 @@ struct Params {
   std::uint16_t* out;                 // [total_q, H_q, DV] bf16
   float* lse;                         // [total_q, H_q] or null
   const PlanItem* items;              // plan: (query tile, sequence extents)
-  const int* item_count;              // plan: number of items
+  const int* item_count;              // plan: number of items (then 3 ints of the persistent kernel's scheduler)
   bool paged = false;                 // else ragged: kv rows kv_indptr[b] .. kv_indptr[b + 1]
   int batch = 0;
   int total_q = 0;
@@ -585,7 +585,13 @@ static __global__ void __launch_bounds__(kPlanThreads)
     it.kv_len = paged ? paged_decode::paged_kv_len(n, page_size, last_page_len, l) : max(0, n);
     items[w] = it;
   }
-  if (tid == 0) *item_count = total;
+  if (tid == 0) {
+    *item_count = total;
+    // The persistent wgmma kernel's two counters (units handed out, CTAs done):
+    // zero here, and zeroed again by the last CTA of each of its launches.
+    item_count[1] = 0;
+    item_count[2] = 0;
+  }
 }
 
 // ---- Host side -----------------------------------------------------------------------

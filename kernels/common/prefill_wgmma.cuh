@@ -293,7 +293,29 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const std::uint
 //    of the tile is a key of the sequence (rows of a box contiguous); other
 //    tiles (the last, partial one; a bad page id) by cp.async from all 128
 //    producer threads (blocking), other page sizes by the ASYNC producer.
-enum : int { kWgSoftmax2 = 1, kWgPingPong = 2, kWgTma = 4 };
+//   kWgPersistent (TMA and OVERLAP only): one CTA per SM at most; its producer
+//    thread takes work units (item, head) from an atomic counter in the plan's
+//    workspace (in plan order: longest first), loads each unit's Q by TMA into
+//    one of two Q buffers and runs on into the unit's K / V tiles; stage and
+//    phase follow a tile count kept across units. The consumers read the
+//    unit's geometry from shared memory. So a unit's start (the item load,
+//    the page ids, Q and the first tiles: dependent DRAM round trips after
+//    the timer's L2 flush) runs under the previous unit's compute, which is
+//    what short sequences (batch 8 x 512 tokens: 1 to 4 tiles a unit) lose
+//    most to with one CTA per unit. (A static persistent grid with Q loaded
+//    by the consumers, round 4 of tools/gpu/prefill_wgmma_notes.md, hid
+//    none of it and was slower.)
+enum : int { kWgSoftmax2 = 1, kWgPingPong = 2, kWgTma = 4, kWgPersistent = 8 };
+
+// One work unit's geometry, as the persistent kernel's producer hands it to
+// the consumers through shared memory (and every CTA computes it otherwise).
+struct UnitInfo {
+  int head, q_start, tok0, ntok;  // query head; the item's first token and token count
+  int kv_first, kv_len, delta;    // the sequence's first kv row (or page-table entry), keys, kv_len - q_len
+  int kv_end, n;                  // keys [0, kv_end) seen by some row; tiles 0 .. n - 1 loaded
+  int end;                        // 1: no more units (persistent kernel)
+  int pad[2];
+};
 
 template <int BN_, int STAGES_, bool OVERLAP_, bool ASYNC_, int OPT_ = 0>
 struct WgmmaConfig {
@@ -301,8 +323,9 @@ struct WgmmaConfig {
   static constexpr int BN = BN_, STAGES = STAGES_;
   static constexpr bool OVERLAP = OVERLAP_, ASYNC = ASYNC_;
   static constexpr bool SM2 = (OPT_ & kWgSoftmax2) != 0, PP = (OPT_ & kWgPingPong) != 0,
-                        TMA = (OPT_ & kWgTma) != 0;
+                        TMA = (OPT_ & kWgTma) != 0, PERSIST = (OPT_ & kWgPersistent) != 0;
   static_assert(!PP || OVERLAP, "ping-pong is written for the OVERLAP loop");
+  static_assert(!PERSIST || (TMA && OVERLAP), "the persistent kernel loads Q and K / V by TMA");
   static_assert(!TMA || ASYNC, "TMA falls back to the ASYNC producer (page sizes not a multiple of 64)");
   static_assert(!TMA || BN % 64 == 0, "64-row boxes");
   static constexpr int kConsumers = 2;
@@ -317,12 +340,16 @@ struct WgmmaConfig {
   static constexpr std::uint32_t q_bytes = 2 * q_half_bytes;      // one consumer's Q
   static constexpr std::uint32_t kv_half_bytes = BN * kHalf;      // one half of a K or V tile
   static constexpr std::uint32_t kv_bytes = 2 * kv_half_bytes;    // one K or V tile
+  static constexpr int kQSlots = PERSIST ? 2 : 1;                  // Q buffers (persistent: this unit's, the next's)
   static constexpr std::uint32_t q_off = 0;
-  static constexpr std::uint32_t k_off = q_off + kConsumers * q_bytes;
+  static constexpr std::uint32_t q_slot_bytes = kConsumers * q_bytes;
+  static constexpr std::uint32_t k_off = q_off + kQSlots * q_slot_bytes;
   static constexpr std::uint32_t v_off = k_off + STAGES * kv_bytes;
   static constexpr std::uint32_t tok_off = v_off + STAGES * kv_bytes;
-  static constexpr std::uint32_t bar_off = tok_off + 2 * BN * sizeof(int);
-  static constexpr std::uint32_t used_bytes = bar_off + 4 * STAGES * 8;  // full K / V, empty K / V
+  static constexpr std::uint32_t unit_off = tok_off + 2 * BN * sizeof(int);  // UnitInfo [kQSlots]
+  static constexpr std::uint32_t bar_off = unit_off + 2 * sizeof(UnitInfo);
+  // full K / V, empty K / V [STAGES] each; then (persistent) Q full, Q empty [2] each
+  static constexpr std::uint32_t used_bytes = bar_off + 4 * STAGES * 8 + 4 * 8;
   static constexpr std::size_t smem_bytes = used_bytes + 1024;  // slack to align the base to 1024
   static_assert(smem_bytes <= 227 * 1024, "shared memory of one CTA on sm_90");
   static_assert(k_off % 1024 == 0 && v_off % 1024 == 0 && kv_half_bytes % 1024 == 0, "swizzle atoms");
@@ -333,6 +360,7 @@ struct WgmmaConfig {
 // configs, page sizes not a multiple of 64, a failed encode): cp.async only.
 struct WgmmaTma {
   CUtensorMap k, v;
+  CUtensorMap q;  // kWgPersistent: q [total_q][H_q][128], the same boxes
   int use;
 };
 
@@ -346,25 +374,32 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   constexpr int KQ = D / 16;   // k-steps of S = Q K^T
   constexpr int KP = BN / 16;  // k-steps of O += P V
 
-  const int item = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.head_blocks));
-  const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.head_blocks));
-  PlanItem w;
-  if (!load_item(p, item, w)) return;
-  const int q_start = w.q_start;
-  const int q_len = w.q_len;
-  const int tok0 = w.tile * p.tokens_per_cta;
-  // Tokens of this item; never past total_q (malformed indptr is the oracle's to reject).
-  const int ntok = min(min(p.tokens_per_cta, q_len - tok0), p.total_q - q_start - tok0);
-  if (q_start < 0 || ntok <= 0 || head >= p.num_qo_heads) return;
-  // Gathered K / V (prefill.cuh's Params::gathered): rows in page-table order, read as ragged.
+  // A unit's geometry (false: nothing to compute); unit = item * head_blocks + head.
+  auto geometry = [&](int unit, UnitInfo& U) -> bool {
+    PlanItem w;
+    if (!load_item(p, unit / p.head_blocks, w)) return false;
+    U.head = unit % p.head_blocks;
+    U.q_start = w.q_start;
+    const int q_len = w.q_len;
+    U.tok0 = w.tile * p.tokens_per_cta;
+    // Tokens of this item; never past total_q (malformed indptr is the oracle's to reject).
+    U.ntok = min(min(p.tokens_per_cta, q_len - U.tok0), p.total_q - U.q_start - U.tok0);
+    if (U.q_start < 0 || U.ntok <= 0 || U.head >= p.num_qo_heads) return false;
+    // Gathered K / V (prefill.cuh's Params::gathered): rows in page-table order, read as ragged.
+    U.kv_first = p.gathered ? w.kv_first * p.page_size : w.kv_first;
+    U.kv_len = w.kv_len;
+    U.delta = U.kv_len - q_len;  // query token t sees keys 0 .. t + delta
+    // Keys [0, kv_end) are seen by some row of this unit: tiles 0 .. n - 1 are loaded.
+    U.kv_end = max(0, min(U.kv_len, U.tok0 + U.ntok + U.delta));
+    U.n = (U.kv_end + BN - 1) / BN;
+    U.end = 0;
+    return true;
+  };
   const bool paged = p.paged && !p.gathered;
-  const int kv_first = p.gathered ? w.kv_first * p.page_size : w.kv_first;
-  const int kv_len = w.kv_len;
-  const int delta = kv_len - q_len;  // query token t sees keys 0 .. t + delta
-  const int kvh = head / p.group;
-  // Keys [0, kv_end) are seen by some row of this CTA: tiles 0 .. n - 1 are loaded.
-  const int kv_end = max(0, min(kv_len, tok0 + ntok + delta));
-  const int n = (kv_end + BN - 1) / BN;
+  UnitInfo U0{};  // the CTA's unit (one CTA per unit); unused by the persistent kernel
+  if constexpr (!C::PERSIST) {
+    if (!geometry(static_cast<int>(blockIdx.x), U0)) return;
+  }
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const std::uint32_t raw = wg::saddr(smem_raw);
@@ -372,10 +407,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const std::uint32_t sbase = raw + pad;  // shared address, 1024-aligned
   unsigned char* gbase = smem_raw + pad;  // the same, generic pointer
   int* tok_s = reinterpret_cast<int*>(gbase + C::tok_off);
+  UnitInfo* unit_s = reinterpret_cast<UnitInfo*>(gbase + C::unit_off);  // persistent: [2]
   // mbarriers, 8 bytes each, [STAGES] per kind: stage s of kind k at bars + 8 (k STAGES + s).
   const std::uint32_t bars = sbase + C::bar_off;
   const std::uint32_t full_k = bars, full_v = bars + 8 * STAGES;
   const std::uint32_t empty_k = bars + 16 * STAGES, empty_v = bars + 24 * STAGES;
+  // Persistent: Q slot s loaded (producer's expect_tx) / free again (every consumer warp).
+  const std::uint32_t q_full = bars + 32 * STAGES, q_empty = q_full + 16;
 
   const int tid = static_cast<int>(threadIdx.x);
   // kWgTma with maps: one arrival on `full` per tile (the thread that issues the
@@ -390,6 +428,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       wg::mbar_init(empty_k + 8 * s, 4 * C::kConsumers);  // every consumer warp
       wg::mbar_init(empty_v + 8 * s, 4 * C::kConsumers);
     }
+    if constexpr (C::PERSIST) {
+      for (int s = 0; s < 2; ++s) {
+        wg::mbar_init(q_full + 8 * s, 1);
+        wg::mbar_init(q_empty + 8 * s, 4 * C::kConsumers);
+      }
+    }
     if constexpr (C::TMA) wg::fence_proxy_async();  // the initialised barriers, seen by the copy engine
   }
   __syncthreads();
@@ -399,8 +443,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // ---------------- producer: K / V tiles through cp.async ----------------
     wg::setmaxnreg_dec<C::kProducerRegs>();
     const int pt = tid;  // 0 .. 127
-    // Cache row of key `row` of tile `tile`, or -1 (zero-filled, masked).
-    auto tok_of = [&](int tile, int row) -> int {
+    // Cache row of key `row` of tile `tile` of a unit (kv_first, kv_end), or -1 (zero-filled, masked).
+    auto tok_of = [&](int kv_first, int kv_end, int tile, int row) -> int {
       const int t = tile * BN + row;
       if (t >= kv_end) return -1;
       if (paged) {
@@ -418,16 +462,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // row x stride offset per copy (K and V each) had made the producer's
     // instructions 3/4 of the consumers' at page size 1, in their issue slots.
     static_assert(D * 2 == 256, "256-byte head rows");
-    auto unit_of = [&](int tile, int row) -> int {
-      const int tok = tok_of(tile, row);
+    auto unit_of = [&](int kv_first, int kv_end, int tile, int row) -> int {
+      const int tok = tok_of(kv_first, kv_end, tile, row);
       return tok < 0 ? -1 : tok * p.num_kv_heads;
     };
     // Thread pt copies 16-byte chunk cc of rows r0, r0 + 8, r0 + 16, ... of
     // every tile: a warp reads two whole 256-byte rows per instruction. All of
     // its rows have the swizzle phase r0 % 8 = r0.
     const int cc = pt % 16, r0 = pt / 16;
-    const auto* k_base = reinterpret_cast<const unsigned char*>(p.k + static_cast<std::int64_t>(kvh) * D) + cc * 16;
-    const auto* v_base = reinterpret_cast<const unsigned char*>(p.v + static_cast<std::int64_t>(kvh) * D) + cc * 16;
+    auto kv_base = [&](const std::uint16_t* cache, int kvh) {
+      return reinterpret_cast<const unsigned char*>(cache + static_cast<std::int64_t>(kvh) * D) + cc * 16;
+    };
     const std::uint32_t dst0 = static_cast<std::uint32_t>(cc / 8) * C::kv_half_bytes + r0 * C::kHalf +
                                ((static_cast<std::uint32_t>(cc % 8) ^ static_cast<std::uint32_t>(r0)) << 4);
     // One K or V tile: rows from `units`, into the stage at `dst` (+ dst0).
@@ -446,23 +491,24 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       // producer threads, zero rows past kv_end, then thread 0 arrives (full
       // count 1). Thread 0 walks the tiles and issues the tensor copies; the
       // other 127 sleep on named barrier 6 until thread 0 hands them a tile
-      // for the cp.async path, or -1 at the end, through fallback_s. (When
+      // for the cp.async path (fallback_s: tile, the CTA's tile count, the
+      // unit's kv_first, kv_end and kv head), or -1 at the end. (When
       // they walked the tiles beside thread 0, each doing the page lookups,
       // they took issue slots from the consumers: paged ps64 ran 12% behind
       // ragged at batch 1 x 8192 and 16384, H100, whatever the page order.)
       constexpr int kBoxes = BN / 64;
       volatile int* fallback_s = tok_s + BN;  // the TMA path's cp.async tiles use tok_s[0, BN) only
-      auto copy_by_threads = [&](int t) {
-        const int s = t % STAGES;
-        const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
-        if (t >= STAGES) {
+      auto copy_by_threads = [&](int t, int gt, int kv_first, int kv_end, int kvh) {
+        const int s = gt % STAGES;
+        const std::uint32_t par = static_cast<std::uint32_t>((gt / STAGES + 1) & 1);  // use gt / STAGES - 1 done
+        if (gt >= STAGES) {
           wg::mbar_wait(empty_k + 8 * s, par);
           wg::mbar_wait(empty_v + 8 * s, par);
         }
-        if (pt < BN) tok_s[pt] = unit_of(t, pt);
+        if (pt < BN) tok_s[pt] = unit_of(kv_first, kv_end, t, pt);
         wg::named_bar_sync_unaligned(1, 128);  // toks written
-        copy_tile(tok_s, sbase + C::k_off + s * C::kv_bytes, k_base);
-        copy_tile(tok_s, sbase + C::v_off + s * C::kv_bytes, v_base);
+        copy_tile(tok_s, sbase + C::k_off + s * C::kv_bytes, kv_base(p.k, kvh));
+        copy_tile(tok_s, sbase + C::v_off + s * C::kv_bytes, kv_base(p.v, kvh));
         cp_async_commit();
         cp_async_wait<0>();
         wg::fence_proxy_async();               // generic-proxy writes, read by wgmma (async proxy)
@@ -475,61 +521,117 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       if (pt != 0) {
         for (;;) {
           wg::named_bar_sync_unaligned(6, 128);  // thread 0 has written fallback_s
-          const int t = *fallback_s;
+          const int t = fallback_s[0];
           if (t < 0) return;
-          copy_by_threads(t);
+          copy_by_threads(t, fallback_s[1], fallback_s[2], fallback_s[3], fallback_s[4]);
         }
       }
       wg::tma_prefetch_desc(&tma.k);
       wg::tma_prefetch_desc(&tma.v);
-      for (int t = 0; t < n; ++t) {
-        const int s = t % STAGES;
-        const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
-        bool ok = (t + 1) * BN <= kv_end;
-        int rows[kBoxes];
-        if (ok) {
+      if constexpr (C::PERSIST) wg::tma_prefetch_desc(&tma.q);
+      // The K / V tiles of one unit; g0: the CTA's tiles before it (stage and phase).
+      auto produce = [&](const UnitInfo& U, int g0) {
+        const int kvh = U.head / p.group;
+        for (int t = 0; t < U.n; ++t) {
+          const int gt = g0 + t;
+          const int s = gt % STAGES;
+          const std::uint32_t par = static_cast<std::uint32_t>((gt / STAGES + 1) & 1);  // use gt / STAGES - 1 done
+          bool ok = (t + 1) * BN <= U.kv_end;
+          int rows[kBoxes];
+          if (ok) {
 #pragma unroll
-          for (int bx = 0; bx < kBoxes; ++bx) {
-            const int key0 = t * BN + 64 * bx;
-            if (paged) {
-              const int page = __ldg(p.kv_indices + kv_first + key0 / p.page_size);
-              ok = ok && page >= 0 && page < p.kv_limit;
-              rows[bx] = page * p.page_size + key0 % p.page_size;
-            } else {
-              ok = ok && kv_first + key0 + 64 <= p.kv_limit;
-              rows[bx] = kv_first + key0;
+            for (int bx = 0; bx < kBoxes; ++bx) {
+              const int key0 = t * BN + 64 * bx;
+              if (paged) {
+                const int page = __ldg(p.kv_indices + U.kv_first + key0 / p.page_size);
+                ok = ok && page >= 0 && page < p.kv_limit;
+                rows[bx] = page * p.page_size + key0 % p.page_size;
+              } else {
+                ok = ok && U.kv_first + key0 + 64 <= p.kv_limit;
+                rows[bx] = U.kv_first + key0;
+              }
             }
           }
+          if (!ok) {
+            fallback_s[0] = t;
+            fallback_s[1] = gt;
+            fallback_s[2] = U.kv_first;
+            fallback_s[3] = U.kv_end;
+            fallback_s[4] = kvh;
+            wg::named_bar_sync_unaligned(6, 128);  // wake the others for tile t
+            copy_by_threads(t, gt, U.kv_first, U.kv_end, kvh);
+            continue;
+          }
+          const std::uint32_t ks = sbase + C::k_off + s * C::kv_bytes, vs = sbase + C::v_off + s * C::kv_bytes;
+          if (gt >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
+          wg::mbar_arrive_expect_tx(full_k + 8 * s, C::kv_bytes);
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int bx = 0; bx < kBoxes; ++bx)
+              wg::tma_load_3d(ks + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.k, 64 * h, kvh, rows[bx],
+                              full_k + 8 * s);
+          if (gt >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
+          wg::mbar_arrive_expect_tx(full_v + 8 * s, C::kv_bytes);
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int bx = 0; bx < kBoxes; ++bx)
+              wg::tma_load_3d(vs + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.v, 64 * h, kvh, rows[bx],
+                              full_v + 8 * s);
         }
-        if (!ok) {
-          *fallback_s = t;
-          wg::named_bar_sync_unaligned(6, 128);  // wake the others for tile t
-          copy_by_threads(t);
-          continue;
+      };
+      if constexpr (!C::PERSIST) {
+        produce(U0, 0);
+      } else {
+        // Units from the plan's counter until it passes the last; the k-th
+        // unit of this CTA goes to Q slot k % 2 (free once every consumer
+        // warp is done with unit k - 2), then its tiles.
+        int* sched = const_cast<int*>(p.item_count) + 1;  // [0] units handed out, [1] CTAs done
+        const int units = *p.item_count * p.head_blocks;
+        int g = 0;
+        for (int k = 0;; ++k) {
+          UnitInfo U{};
+          bool have = false;
+          while (!have) {
+            const int u = atomicAdd(sched, 1);
+            if (u >= units) break;
+            have = geometry(u, U);
+          }
+          const int slot = k & 1;
+          if (k >= 2) wg::mbar_wait(q_empty + 8 * slot, static_cast<std::uint32_t>(((k >> 1) + 1) & 1));
+          U.end = have ? 0 : 1;
+          unit_s[slot] = U;  // seen by the consumers after their wait on q_full (release / acquire)
+          if (!have) {
+            wg::mbar_arrive(q_full + 8 * slot);
+            break;
+          }
+          // Q rows of the unit: 64 a consumer warpgroup, only where it has tokens.
+          const int parts = U.ntok > 64 ? 2 : 1;
+          wg::mbar_arrive_expect_tx(q_full + 8 * slot, parts * C::q_bytes);
+          const std::uint32_t qs = sbase + C::q_off + slot * C::q_slot_bytes;
+          for (int cw = 0; cw < parts; ++cw)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              wg::tma_load_3d(qs + cw * C::q_bytes + h * C::q_half_bytes, &tma.q, 64 * h, U.head,
+                              U.q_start + U.tok0 + 64 * cw, q_full + 8 * slot);
+          produce(U, g);
+          g += U.n;
         }
-        const std::uint32_t ks = sbase + C::k_off + s * C::kv_bytes, vs = sbase + C::v_off + s * C::kv_bytes;
-        if (t >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
-        wg::mbar_arrive_expect_tx(full_k + 8 * s, C::kv_bytes);
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int bx = 0; bx < kBoxes; ++bx)
-            wg::tma_load_3d(ks + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.k, 64 * h, kvh, rows[bx],
-                            full_k + 8 * s);
-        if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
-        wg::mbar_arrive_expect_tx(full_v + 8 * s, C::kv_bytes);
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int bx = 0; bx < kBoxes; ++bx)
-            wg::tma_load_3d(vs + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.v, 64 * h, kvh, rows[bx],
-                            full_v + 8 * s);
+        // The last CTA to finish taking units resets the counters for the next launch.
+        if (atomicAdd(sched + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+          atomicExch(sched, 0);
+          atomicExch(sched + 1, 0);
+        }
       }
-      *fallback_s = -1;
+      fallback_s[0] = -1;
       wg::named_bar_sync_unaligned(6, 128);  // the others may leave
       return;
     }
-    int reg_tok = (pt < BN && n > 0) ? unit_of(0, pt) : -1;
+    const int kv_first = U0.kv_first, kv_end = U0.kv_end, n = U0.n;
+    const unsigned char* k_base = kv_base(p.k, U0.head / p.group);
+    const unsigned char* v_base = kv_base(p.v, U0.head / p.group);
+    int reg_tok = (pt < BN && n > 0) ? unit_of(kv_first, kv_end, 0, pt) : -1;
     for (int t = 0; t < n; ++t) {
       const int s = t % STAGES;
       const std::uint32_t par = static_cast<std::uint32_t>((t / STAGES + 1) & 1);  // use t / STAGES - 1 done
@@ -537,7 +639,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       int* toks = tok_s + (t & 1) * BN;
       if (pt < BN) toks[pt] = reg_tok;
       wg::named_bar_sync(1, 128);  // toks of tile t written (and everyone done with tile t - 2's)
-      reg_tok = (pt < BN && t + 1 < n) ? unit_of(t + 1, pt) : -1;  // next tile's row, in flight meanwhile
+      reg_tok = (pt < BN && t + 1 < n) ? unit_of(kv_first, kv_end, t + 1, pt) : -1;  // next tile's row, in flight meanwhile
       copy_tile(toks, sbase + C::k_off + s * C::kv_bytes, k_base);
       if constexpr (C::ASYNC) {
         cp_async_commit();
@@ -575,10 +677,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const int wt = tid % 128;
     const int wq = wt / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
     const int row0 = cw * 64;  // first CTA row (token of the item) of this warpgroup
+    const float scale = p.scale_log2;
+    const std::uint64_t k_desc0 = wg::make_desc(sbase + C::k_off, 16, 1024);
+    const std::uint64_t v_desc0 = wg::make_desc(sbase + C::v_off, C::kv_half_bytes, 1024);
 
-    // Q rows -> shared (swizzled), zero rows past the item's tokens.
-    const std::uint32_t q_sm = sbase + C::q_off + cw * C::q_bytes;
-    {
+  // One unit: U's geometry, its Q in the slot at q_slot, g0 the CTA's tiles before it.
+  auto consume = [&](const UnitInfo& U, const std::uint32_t q_slot, const int g0) {
+    const int head = U.head, q_start = U.q_start, tok0 = U.tok0, ntok = U.ntok, kv_len = U.kv_len,
+              delta = U.delta, n = U.n;
+    const std::uint32_t q_sm = q_slot + cw * C::q_bytes;
+    if constexpr (!C::PERSIST) {
+      // Q rows -> shared (swizzled), zero rows past the item's tokens.
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const int c = wt + 128 * i;
@@ -609,11 +718,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     int lim[2];
     lim[0] = tok0 + row0 + 16 * wq + g + delta;
     lim[1] = lim[0] + 8;
-    const float scale = p.scale_log2;
-
     const std::uint64_t q_desc = wg::make_desc(q_sm, 16, 1024);
-    const std::uint64_t k_desc0 = wg::make_desc(sbase + C::k_off, 16, 1024);
-    const std::uint64_t v_desc0 = wg::make_desc(sbase + C::v_off, C::kv_half_bytes, 1024);
 
     float o[NO];
 #pragma unroll
@@ -629,7 +734,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // Wait until K (or V) of tile j is in its stage; reconverge the warp
     // before the .aligned wgmma instructions.
     auto wait_full = [&](std::uint32_t bar_kind, int j) {
-      wg::mbar_wait(bar_kind + 8 * (j % STAGES), static_cast<std::uint32_t>((j / STAGES) & 1));
+      // j: the unit's tile; g0 + j: the CTA's (stage and phase).
+      wg::mbar_wait(bar_kind + 8 * ((g0 + j) % STAGES), static_cast<std::uint32_t>(((g0 + j) / STAGES) & 1));
       if constexpr (C::ASYNC) {
         if (!use_tma) wg::fence_proxy_async();  // cp.async writes (generic proxy) -> wgmma reads
       }
@@ -638,11 +744,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // One arrival per warp: this warp's wgmma reads of K (or V) of tile j are done.
     auto release = [&](std::uint32_t bar_kind, int j) {
       __syncwarp();
-      if (lane == 0) wg::mbar_arrive(bar_kind + 8 * (j % STAGES));
+      if (lane == 0) wg::mbar_arrive(bar_kind + 8 * ((g0 + j) % STAGES));
     };
     // S = Q K(j)^T (issue only).
     auto issue_s = [&](int j) {
-      const std::uint64_t kd = wg::desc_add(k_desc0, (j % STAGES) * C::kv_bytes);
+      const std::uint64_t kd = wg::desc_add(k_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
 #pragma unroll
       for (int kk = 0; kk < KQ; ++kk) {
         const std::uint32_t qo = (kk / 4) * C::q_half_bytes + (kk % 4) * 32;
@@ -653,7 +759,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     };
     // O += P V(j) (issue only).
     auto issue_pv = [&](int j) {
-      const std::uint64_t vd = wg::desc_add(v_desc0, (j % STAGES) * C::kv_bytes);
+      const std::uint64_t vd = wg::desc_add(v_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
 #pragma unroll
       for (int kk = 0; kk < KP; ++kk) wg::wgmma_rs_n128_tb(o, pa[kk], wg::desc_add(vd, kk * 16 * C::kHalf), 1);
     };
@@ -901,6 +1007,25 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
       if (tq == 0 && p.lse) p.lse[grow] = l > 0.f ? m_run[h] + log2f(l) : -INFINITY;
     }
+  };  // consume
+
+    if constexpr (!C::PERSIST) {
+      consume(U0, sbase + C::q_off, 0);
+    } else {
+      // Units in the order the producer took them: slot k % 2, its Q loaded.
+      int g0 = 0;
+      for (int k = 0;; ++k) {
+        const int slot = k & 1;
+        wg::mbar_wait(q_full + 8 * slot, static_cast<std::uint32_t>((k >> 1) & 1));
+        const UnitInfo U = unit_s[slot];  // written before the producer's arrival (mbarrier release / acquire)
+        if (U.end) break;
+        consume(U, sbase + C::q_off + slot * C::q_slot_bytes, g0);
+        // This warp's reads of the slot (Q by wgmma, the UnitInfo) are done.
+        __syncwarp();
+        if (lane == 0) wg::mbar_arrive(q_empty + 8 * slot);
+        g0 += U.n;
+      }
+    }
   }
 #else
   __trap();  // built without sm_90a: launch_wgmma must not be used
@@ -1018,8 +1143,19 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
                     : 0;
     }
   }
-  prefill_wgmma_kernel<C>
-      <<<static_cast<unsigned>(max_items * p.head_blocks), C::kThreads, C::smem_bytes, stream>>>(p, tma);
+  std::int64_t grid = max_items * p.head_blocks;  // one CTA per unit (the plan's bound; extra CTAs exit)
+  if constexpr (C::PERSIST) {
+    // Q by TMA too; without the maps (page size not a multiple of 64, a failed
+    // encode) the caller takes another configuration.
+    if (!tma.use || !encode_kv_tensor_map(&tma.q, p.q, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads))
+      return cudaErrorNotSupported;
+    int device = 0, sms = 0;
+    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
+      return e;
+    grid = std::min<std::int64_t>(grid, std::max(1, sms));  // one CTA fits an SM
+  }
+  prefill_wgmma_kernel<C><<<static_cast<unsigned>(grid), C::kThreads, C::smem_bytes, stream>>>(p, tma);
   return cudaGetLastError();
 }
 

@@ -307,9 +307,9 @@ std::vector<std::int64_t> plus_prefix(const std::vector<std::int64_t>& q, std::i
 // bytes of plan_and_run, before and after the page ids and cache change.
 void run_plan_split() {
   using kb::kernels::PrefillMode;
-  // gqa-paged-1-long: sequences long enough (mean query length x group >= 2048)
-  // that the launcher gathers the pages into table order first (a buffer the
-  // plan reserves, refilled by every run).
+  // gqa-paged-1-long: enough query tokens (total x group >= 16384) that the
+  // launcher gathers the pages into table order first (a buffer the plan
+  // reserves, refilled by every run) for the persistent TMA kernel.
   for (const std::string kind : {"gqa-paged-64", "gqa-paged-1", "gqa-paged-1-long", "gqa-ragged", "mla-paged-64"}) {
     const std::string label = "plan/run split " + kind;
     if (!selected(label) || !mine()) continue;
@@ -317,9 +317,9 @@ void run_plan_split() {
     const bool mla = kind.rfind("mla", 0) == 0, ragged = kind == "gqa-ragged";
     const bool long_seqs = kind == "gqa-paged-1-long";
     const std::int64_t ps = kind.rfind("gqa-paged-1", 0) == 0 ? 1 : 64, hq = mla ? 16 : 32, hkv = mla ? 1 : 8;
-    const std::vector<std::int64_t> q_lens = long_seqs ? std::vector<std::int64_t>{1100, 900, 701}
+    const std::vector<std::int64_t> q_lens = long_seqs ? std::vector<std::int64_t>{2300, 2100, 1801}
                                                        : std::vector<std::int64_t>{300, 128, 77};
-    const std::vector<std::int64_t> kv_lens = long_seqs ? std::vector<std::int64_t>{1500, 900, 1003}
+    const std::vector<std::int64_t> kv_lens = long_seqs ? std::vector<std::int64_t>{2500, 2100, 2003}
                                                         : std::vector<std::int64_t>{1000, 128, 700};
     const std::int64_t batch = 3, dqk = mla ? 576 : 128, dv = mla ? 512 : 128;
     const std::int64_t total_q = std::accumulate(q_lens.begin(), q_lens.end(), std::int64_t{0});

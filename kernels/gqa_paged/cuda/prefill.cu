@@ -50,6 +50,36 @@ const char* gqa_config() {
 //  - other page sizes (rows gathered one by one): cp.async, no turns: 419 TFLOP/s at ps1.
 using GqaWgmmaTma = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong>;
 using GqaWgmmaGather = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2>;
+// The persistent form of GqaWgmmaTma (two stages: the second Q buffer takes the third stage's room).
+using GqaWgmmaPersist = prefill::WgmmaConfig<128, 2, true, true,
+                                             prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong |
+                                                 prefill::kWgPersistent>;
+
+// Where K / V come by TMA, the persistent kernel (kWgPersistent in
+// prefill_wgmma.cuh) unless KB_PREFILL_PERSIST=0 (one CTA per unit, to
+// compare). H100, 32 / 8 heads, ragged, side by side in one run
+// (benchmarks/h100-2026-11-25-s7/prefill_persistent_trial.txt): batch 8 x 4096
+// tokens 71 against 85 us, 8 x 8192 182 against 211, 8 x 16384 559 against
+// 618; batch 1 x 4096 256 against 266, 1 x 8192 913 against 924-935; only
+// 1 x 512 is slower (19.3 against 17.9: one more round trip before the first
+// tile, the unit counter).
+bool use_persistent() {
+  static const bool on = [] {
+    const char* e = std::getenv("KB_PREFILL_PERSIST");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+// The wgmma kernel for K / V rows in runs of 64 (ragged, gathered, page sizes multiple of 64).
+cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStream_t s) {
+  if (use_persistent()) {
+    const cudaError_t e = prefill::launch_wgmma_config<GqaWgmmaPersist>(p, m, s);
+    if (e != cudaErrorNotSupported) return e;
+    (void)cudaGetLastError();
+  }
+  return prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s);
+}
 
 // ---- Page size 1 (any page size not a multiple of 64): gather first ----
 //
@@ -60,14 +90,19 @@ using GqaWgmmaGather = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoft
 // benchmarks/h100-2026-11-24-s6). Copying the pages the table names into
 // table order first costs one pass over K and V at copy bandwidth (about 2% of
 // the attention at 8192 tokens) and lets the kernel read them as ragged rows
-// by TMA. It pays when each key is seen by many queries: the launcher gathers
-// when the mean query length times the group is at least kGatherMinQueriesPerKey
-// (KB_PREFILL_GATHER=0 never, =1 always), and the gathered copy fits kGatherMaxBytes.
-// H100, 32 / 8 heads, gather against cp.async (benchmarks/h100-2026-11-25-s7/
-// prefill_ps1_gather.txt): 1 x 4096 tokens 285 against 359 us, 1 x 8192 950
-// against 1274; 8 x 1024 240 against 252; but 8 x 512 101 against 95 and
-// 8 x 256 51 against 44 (the copy and a second launch outweigh the gain).
-constexpr std::int64_t kGatherMinQueriesPerKey = 4096;  // 1024 tokens a sequence at group 4
+// by TMA (and the persistent kernel). It pays on enough work: the launcher
+// gathers when total_q x group >= kGatherMinTokens or the mean query length
+// x group >= kGatherMinMean (KB_PREFILL_GATHER=0 never, =1 always), and the
+// gathered copy fits kGatherMaxBytes. H100, 32 / 8 heads, gather against
+// cp.async, both with the persistent kernel where it applies, in one run
+// (benchmarks/h100-2026-11-25-s7/prefill_ps1_gather_persistent.txt):
+//   gathers:  1 x 2048 93 / 108 us, 1 x 8192 953 / 1257, 8 x 4096 88 / 94,
+//             8 x 8192 213 / 249, 32 x 4096 67 / 75, 32 x 8192 128 / 146;
+//   does not: 1 x 1024 42 / 40, 8 x 1024 31 / 25, 8 x 2048 47 / 44,
+//             32 x 1024 57 / 44, 32 x 2048 63 / 52 (a second launch and, for
+//             short sequences, the TMA kernel's blocking copy of partial tiles).
+constexpr std::int64_t kGatherMinTokens = 16384;  // 4096 query tokens at group 4
+constexpr std::int64_t kGatherMinMean = 8192;     // 2048 tokens a sequence at group 4
 constexpr std::int64_t kGatherMaxBytes = std::int64_t{1} << 30;
 
 // Copies K and V of page-table entries [0, entries) into dk / dv in table
@@ -133,7 +168,8 @@ int gather_setting() {
 bool gather_pages(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode, cudaStream_t s) {
   const int setting = gather_setting();
   if (setting == 0 || !p.paged || p.page_size % 64 == 0 || a.num_kv_indices == 0) return false;
-  if (setting < 0 && (a.total_q / a.batch) * p.group < kGatherMinQueriesPerKey) return false;
+  if (setting < 0 && a.total_q * p.group < kGatherMinTokens && (a.total_q / a.batch) * p.group < kGatherMinMean)
+    return false;
   const std::int64_t page_bytes = static_cast<std::int64_t>(p.page_size) * p.num_kv_heads * 128 * 2;
   const std::int64_t bytes = a.num_kv_indices * page_bytes;  // one of K, V
   const std::int64_t rows = a.num_kv_indices * p.page_size;
@@ -225,10 +261,9 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
     if (!runs_of_64 && d128 && gather_pages(pg, a, m, s)) {
       if (cudaError_t ge = cudaGetLastError(); ge != cudaSuccess)
         return fail(Code::cuda_error, std::string("page gather: ") + cudaGetErrorName(ge) + ": " + cudaGetErrorString(ge));
-      e = prefill::launch_wgmma_config<GqaWgmmaTma>(pg, m, s);
+      e = launch_tma_kernel(pg, m, s);
     } else {
-      e = runs_of_64 ? prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s)
-                     : prefill::launch_wgmma_config<GqaWgmmaGather>(p, m, s);
+      e = runs_of_64 ? launch_tma_kernel(p, m, s) : prefill::launch_wgmma_config<GqaWgmmaGather>(p, m, s);
     }
     if (e == cudaErrorNotSupported) {  // not an sm_90 device, or outside the Hopper kernel's case
       (void)cudaGetLastError();
