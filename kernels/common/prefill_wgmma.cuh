@@ -530,7 +530,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       wg::tma_prefetch_desc(&tma.v);
       if constexpr (C::PERSIST) wg::tma_prefetch_desc(&tma.q);
       // The K / V tiles of one unit; g0: the CTA's tiles before it (stage and phase).
+      bool kv_ready = false;
       auto produce = [&](const UnitInfo& U, int g0) {
+        if (!kv_ready) {
+          // Launched as a programmatic dependent of the page gather (its copy
+          // of K / V): wait for it here, after the CTA's start and the first
+          // unit's Q. Without such a launch this returns at once.
+          asm volatile("griddepcontrol.wait;\n" ::: "memory");
+          kv_ready = true;
+        }
         const int kvh = U.head / p.group;
         for (int t = 0; t < U.n; ++t) {
           const int gt = g0 + t;
@@ -1110,9 +1118,12 @@ inline bool encode_kv_tensor_map(CUtensorMap* map, const void* base, std::uint64
 // The plan is prefill.cuh's (same per-stream workspace, 128 tokens per item,
 // as prefill::launch with Config<128, 128, 1, 8, 1, 64, false>), so a plan
 // made by either launcher serves run_only calls of the other.
+// after_gather (TMA configs): launched as a programmatic dependent of the
+// kernel just before it on the stream, the page gather that wrote p.k / p.v
+// (the CTAs start while it ends; the producer waits for it before reading K / V).
 template <class C>
 cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int head_dim_qk = 128,
-                                int head_dim_vo = 128) {
+                                int head_dim_vo = 128, bool after_gather = false) {
   if (head_dim_qk != C::D || head_dim_vo != C::D || p.q_pe != nullptr || p.heads_per_cta != 1)
     return cudaErrorNotSupported;
   if (!(p.scale_log2 > 0.f) || !std::isfinite(p.scale_log2)) return cudaErrorNotSupported;
@@ -1154,6 +1165,19 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
     if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
       return e;
     grid = std::min<std::int64_t>(grid, std::max(1, sms));  // one CTA fits an SM
+  }
+  if (C::TMA && after_gather && tma.use) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(C::kThreads);
+    cfg.dynamicSmemBytes = C::smem_bytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, prefill_wgmma_kernel<C>, p, tma);
   }
   prefill_wgmma_kernel<C><<<static_cast<unsigned>(grid), C::kThreads, C::smem_bytes, stream>>>(p, tma);
   return cudaGetLastError();

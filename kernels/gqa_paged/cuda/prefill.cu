@@ -72,13 +72,14 @@ bool use_persistent() {
 }
 
 // The wgmma kernel for K / V rows in runs of 64 (ragged, gathered, page sizes multiple of 64).
-cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStream_t s) {
+// after_gather: p reads the page gather's copy, the kernel just launched on s.
+cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStream_t s, bool after_gather = false) {
   if (use_persistent()) {
-    const cudaError_t e = prefill::launch_wgmma_config<GqaWgmmaPersist>(p, m, s);
+    const cudaError_t e = prefill::launch_wgmma_config<GqaWgmmaPersist>(p, m, s, 128, 128, after_gather);
     if (e != cudaErrorNotSupported) return e;
     (void)cudaGetLastError();
   }
-  return prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s);
+  return prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s, 128, 128, after_gather);
 }
 
 // ---- Page size 1 (any page size not a multiple of 64): gather first ----
@@ -115,6 +116,11 @@ __global__ void __launch_bounds__(kGatherThreads) gather_pages_kernel(
     const uint4* __restrict__ k, const uint4* __restrict__ v, const std::int32_t* __restrict__ indices,
     std::int64_t entries, int page_chunks, int entries_per_cta, int num_pages, uint4* __restrict__ dk,
     uint4* __restrict__ dv) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The attention kernel after it may start now (it waits for this grid's
+  // writes before reading K / V: griddepcontrol.wait in prefill_wgmma.cuh).
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const std::int64_t e0 = static_cast<std::int64_t>(blockIdx.x) * entries_per_cta;
   const int ne = static_cast<int>(entries - e0 < entries_per_cta ? entries - e0 : entries_per_cta);
   const int chunks = ne * page_chunks;  // < 2^31: the launcher sizes entries_per_cta
@@ -160,12 +166,21 @@ int gather_setting() {
   return g;
 }
 
+// One page gather's launch arguments (plan_gather fills them).
+struct PageGather {
+  const uint4 *k = nullptr, *v = nullptr;
+  const std::int32_t* indices = nullptr;
+  std::int64_t entries = 0;
+  int page_chunks = 0, num_pages = 0;
+  uint4 *dk = nullptr, *dv = nullptr;
+};
+
 // If p (paged, page size not a multiple of 64) should be gathered: reserves
-// the stream's gather buffer (plan modes) or finds it (run_only), launches the
-// gather unless plan_only, and points p at the copy (p.gathered). Returns
-// false (p unchanged) where the gather is not used; any CUDA error it met on
-// the way is cleared, since the cp.async kernel can still run the call.
-bool gather_pages(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode, cudaStream_t s) {
+// the stream's gather buffer (plan modes) or finds it (run_only), fills g and
+// points p at the copy (p.gathered). Returns false (p unchanged) where the
+// gather is not used; any CUDA error met on the way is cleared, since the
+// cp.async kernel can still run the call.
+bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode, cudaStream_t s, PageGather& g) {
   const int setting = gather_setting();
   if (setting == 0 || !p.paged || p.page_size % 64 == 0 || a.num_kv_indices == 0) return false;
   if (setting < 0 && a.total_q * p.group < kGatherMinTokens && (a.total_q / a.batch) * p.group < kGatherMinMean)
@@ -173,7 +188,7 @@ bool gather_pages(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mod
   const std::int64_t page_bytes = static_cast<std::int64_t>(p.page_size) * p.num_kv_heads * 128 * 2;
   const std::int64_t bytes = a.num_kv_indices * page_bytes;  // one of K, V
   const std::int64_t rows = a.num_kv_indices * p.page_size;
-  if (2 * bytes > kGatherMaxBytes || rows > INT_MAX) return false;
+  if (2 * bytes > kGatherMaxBytes || rows > INT_MAX || page_bytes / 16 > INT_MAX) return false;
   if (prefill::prepare_wgmma_kernel<GqaWgmmaTma>() != cudaSuccess) {  // no Hopper kernel to read the copy
     (void)cudaGetLastError();
     return false;
@@ -184,23 +199,32 @@ bool gather_pages(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mod
     (void)cudaGetLastError();  // e.g. out of memory, or capturing: the cp.async kernel needs no buffer
     return false;
   }
-  auto* dk = static_cast<uint4*>(ws);
-  auto* dv = reinterpret_cast<uint4*>(static_cast<unsigned char*>(ws) + bytes);
-  if (mode != prefill::Mode::plan_only) {
-    const int page_chunks = static_cast<int>(page_bytes / 16);
-    // About 4096 chunks (64 KB of K and of V) a CTA.
-    const int per_cta = std::max(1, 4096 / page_chunks);
-    const std::int64_t ctas = (a.num_kv_indices + per_cta - 1) / per_cta;
-    if (ctas > INT_MAX) return false;
-    gather_pages_kernel<<<static_cast<unsigned>(ctas), kGatherThreads, 0, s>>>(
-        static_cast<const uint4*>(a.k), static_cast<const uint4*>(a.v), a.kv_indices, a.num_kv_indices, page_chunks,
-        per_cta, p.kv_limit, dk, dv);
-  }
-  p.k = reinterpret_cast<const std::uint16_t*>(dk);
-  p.v = reinterpret_cast<const std::uint16_t*>(dv);
+  g.k = static_cast<const uint4*>(a.k);
+  g.v = static_cast<const uint4*>(a.v);
+  g.indices = a.kv_indices;
+  g.entries = a.num_kv_indices;
+  g.page_chunks = static_cast<int>(page_bytes / 16);
+  g.num_pages = p.kv_limit;
+  g.dk = static_cast<uint4*>(ws);
+  g.dv = reinterpret_cast<uint4*>(static_cast<unsigned char*>(ws) + bytes);
+  p.k = reinterpret_cast<const std::uint16_t*>(g.dk);
+  p.v = reinterpret_cast<const std::uint16_t*>(g.dv);
   p.kv_limit = static_cast<int>(rows);
   p.gathered = true;
   return true;
+}
+
+cudaError_t run_gather(const PageGather& g, cudaStream_t s) {
+  // About 1024 chunks (16 KB of K and of V) a CTA, kGatherUnroll a thread:
+  // 4096 chunks a CTA made 128 CTAs for 4096 keys at page size 1, too few
+  // to hold the 132 SMs' loads in flight.
+  const int per_cta = std::max(1, kGatherThreads * kGatherUnroll / g.page_chunks);
+  const std::int64_t ctas = (g.entries + per_cta - 1) / per_cta;
+  if (ctas > INT_MAX) return cudaErrorInvalidConfiguration;
+  gather_pages_kernel<<<static_cast<unsigned>(ctas), kGatherThreads, 0, s>>>(g.k, g.v, g.indices, g.entries,
+                                                                              g.page_chunks, per_cta, g.num_pages,
+                                                                              g.dk, g.dv);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -258,10 +282,16 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
   else {
     const bool runs_of_64 = !p.paged || p.page_size % 64 == 0;
     prefill::Params pg = p;
-    if (!runs_of_64 && d128 && gather_pages(pg, a, m, s)) {
-      if (cudaError_t ge = cudaGetLastError(); ge != cudaSuccess)
-        return fail(Code::cuda_error, std::string("page gather: ") + cudaGetErrorName(ge) + ": " + cudaGetErrorString(ge));
-      e = launch_tma_kernel(pg, m, s);
+    PageGather g;
+    if (!runs_of_64 && d128 && plan_gather(pg, a, m, s, g)) {
+      // Plan, gather, then the attention as the gather's programmatic
+      // dependent: it starts (barriers, its first unit's Q) while the gather ends.
+      if (m != prefill::Mode::run_only) e = launch_tma_kernel(pg, prefill::Mode::plan_only, s);
+      if (e == cudaSuccess && m != prefill::Mode::plan_only) {
+        if (cudaError_t ge = run_gather(g, s); ge != cudaSuccess)
+          return fail(Code::cuda_error, std::string("page gather: ") + cudaGetErrorName(ge) + ": " + cudaGetErrorString(ge));
+        e = launch_tma_kernel(pg, prefill::Mode::run_only, s, /*after_gather=*/true);
+      }
     } else {
       e = runs_of_64 ? launch_tma_kernel(p, m, s) : prefill::launch_wgmma_config<GqaWgmmaGather>(p, m, s);
     }
