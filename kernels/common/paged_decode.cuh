@@ -220,16 +220,16 @@ __device__ __forceinline__ void merge_row(const float* __restrict__ part_o, cons
 // ---- The decode kernel ---------------------------------------------------------
 
 // Shared memory of one CTA, in bytes (layout in decode_kernel).
-template <bool MLA, int DQK, int DV, int STAGES, int WARPS>
+template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK = kTileKeys>
 constexpr std::size_t smem_bytes() {
-  constexpr std::size_t ldk = DQK + 8, ldv = DV + 8, ldp = kTileKeys + 8;
-  std::size_t elems = STAGES * kTileKeys * ldk + (MLA ? 0 : STAGES * kTileKeys * ldv) + kRows * ldk + kRows * ldp;
-  return elems * 2 + STAGES * kTileKeys * sizeof(int) + 2 * WARPS * kRows * sizeof(float);
+  constexpr std::size_t ldk = DQK + 8, ldv = DV + 8, ldp = TK + 8;
+  std::size_t elems = STAGES * TK * ldk + (MLA ? 0 : STAGES * TK * ldv) + kRows * ldk + kRows * ldp;
+  return elems * 2 + STAGES * TK * sizeof(int) + 2 * WARPS * kRows * sizeof(float);
 }
 
 // MLA: the keys are [ckv (DV) | kpe (DQK - DV)] and the values are ckv.
 // GQA: DQK == DV == head_dim, keys and values from their own caches.
-template <bool MLA, int DQK, int DV, int STAGES, int WARPS>
+template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK = kTileKeys>
 __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   constexpr int kWarps = WARPS, kThreads = WARPS * 32;
   static_assert(DQK % 32 == 0 && DV % (16 * kWarps) == 0, "head dims must split into mma tiles");
@@ -238,19 +238,19 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   static_assert(STAGES >= 2, "at least double buffering");
   constexpr int LDK = DQK + 8;                // key row stride (elements)
   constexpr int LDVS = MLA ? LDK : DV + 8;    // value row stride
-  constexpr int LDP = kTileKeys + 8;          // P row stride
+  constexpr int LDP = TK + 8;          // P row stride
   constexpr int DVW = DV / kWarps;            // output columns per warp
   constexpr int NB = DVW / 8;                 // mma n-blocks per warp
-  constexpr int KPW = kTileKeys / kWarps;     // keys of a tile per warp in S = Q K^T
+  constexpr int KPW = TK / kWarps;     // keys of a tile per warp in S = Q K^T
   constexpr int NBK = KPW / 8;                // their mma n-blocks
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   std::uint16_t* K_s = reinterpret_cast<std::uint16_t*>(smem_raw);  // [STAGES][64][LDK]
-  std::uint16_t* V_s = MLA ? K_s : K_s + STAGES * kTileKeys * LDK;  // [STAGES][64][LDVS]
-  std::uint16_t* Q_s = K_s + STAGES * kTileKeys * LDK + (MLA ? 0 : STAGES * kTileKeys * LDVS);  // [16][LDK]
+  std::uint16_t* V_s = MLA ? K_s : K_s + STAGES * TK * LDK;  // [STAGES][64][LDVS]
+  std::uint16_t* Q_s = K_s + STAGES * TK * LDK + (MLA ? 0 : STAGES * TK * LDVS);  // [16][LDK]
   std::uint16_t* P_s = Q_s + kRows * LDK;                                                      // [16][LDP]
   int* tok_s = reinterpret_cast<int*>(P_s + kRows * LDP);                                      // [STAGES][64]
-  float* red_max = reinterpret_cast<float*>(tok_s + STAGES * kTileKeys);                      // [WARPS][16]
+  float* red_max = reinterpret_cast<float*>(tok_s + STAGES * TK);                      // [WARPS][16]
   float* red_sum = red_max + kWarps * kRows;                                                   // [WARPS][16]
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   const int first = p.indptr[b];
   const int npages = p.indptr[b + 1] - first;
   const int kv_len = paged_kv_len(npages, p.page_size, p.last_page_len, b);
-  const int n_tiles = (kv_len + kTileKeys - 1) / kTileKeys;
+  const int n_tiles = (kv_len + TK - 1) / TK;
   const int per_split = (n_tiles + p.splits - 1) / p.splits;
   const int tile_begin = split * per_split;
   const int n = max(0, min(n_tiles, tile_begin + per_split) - tile_begin);  // tiles of this CTA
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   // Cache row (page * page_size + slot) of key `row` of tile `tile`, or -1
   // past the end of the sequence.
   auto tok_of = [&](int tile, int row) -> int {
-    const int t = tile * kTileKeys + row;
+    const int t = tile * TK + row;
     if (t >= kv_len) return -1;
     const int page = __ldg(p.indices + first + t / p.page_size);
     if (page < 0 || page >= p.num_pages) return -1;  // invalid page ids are rejected by the oracle; never read them
@@ -300,14 +300,14 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
 
   // cp.async of one tile (rows from tok_s[stage]) into stage `stage`.
   auto issue = [&](int stage) {
-    const int* toks = tok_s + stage * kTileKeys;
-    std::uint16_t* ks = K_s + stage * kTileKeys * LDK;
+    const int* toks = tok_s + stage * TK;
+    std::uint16_t* ks = K_s + stage * TK * LDK;
     if constexpr (!MLA) {
-      std::uint16_t* vs = V_s + stage * kTileKeys * LDVS;
+      std::uint16_t* vs = V_s + stage * TK * LDVS;
       constexpr int CPR = DQK / 8;
-      static_assert(kTileKeys * CPR % kThreads == 0, "tile copies divide evenly");
+      static_assert(TK * CPR % kThreads == 0, "tile copies divide evenly");
 #pragma unroll
-      for (int i = 0; i < kTileKeys * CPR / kThreads; ++i) {
+      for (int i = 0; i < TK * CPR / kThreads; ++i) {
         const int c = tid + i * kThreads;
         const int r = c / CPR, col = (c % CPR) * 8;
         const int tok = toks[r];
@@ -318,9 +318,9 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
       }
     } else {
       constexpr int CPR = DV / 8, CPE = (DQK - DV) / 8;
-      static_assert(kTileKeys * CPR % kThreads == 0 && kTileKeys * CPE % kThreads == 0, "tile copies divide evenly");
+      static_assert(TK * CPR % kThreads == 0 && TK * CPE % kThreads == 0, "tile copies divide evenly");
 #pragma unroll 8
-      for (int i = 0; i < kTileKeys * CPR / kThreads; ++i) {
+      for (int i = 0; i < TK * CPR / kThreads; ++i) {
         const int c = tid + i * kThreads;
         const int r = c / CPR, col = (c % CPR) * 8;
         const int tok = toks[r];
@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
         cp_async16(ks + r * LDK + col, p.k + off, tok >= 0);
       }
 #pragma unroll
-      for (int i = 0; i < kTileKeys * CPE / kThreads; ++i) {
+      for (int i = 0; i < TK * CPE / kThreads; ++i) {
         const int c = tid + i * kThreads;
         const int r = c / CPE, col = (c % CPE) * 8;
         const int tok = toks[r];
@@ -341,9 +341,9 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   // Prologue: page lookups of the first STAGES - 1 tiles, the next one in a
   // register, then their copies.
   int reg_tok = -1;
-  if (tid < kTileKeys) {
+  if (tid < TK) {
 #pragma unroll
-    for (int k = 0; k < STAGES - 1; ++k) tok_s[k * kTileKeys + tid] = k < n ? tok_of(tile_begin + k, tid) : -1;
+    for (int k = 0; k < STAGES - 1; ++k) tok_s[k * TK + tid] = k < n ? tok_of(tile_begin + k, tid) : -1;
     reg_tok = STAGES - 1 < n ? tok_of(tile_begin + STAGES - 1, tid) : -1;
   }
   __syncthreads();  // tok_s
@@ -364,8 +364,8 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
     // memory; start loading those of tile j + STAGES. The slot written here
     // was last read when tile j - 1 was issued, before the barriers inside
     // the previous iteration.
-    if (tid < kTileKeys) {
-      tok_s[((j + STAGES - 1) % STAGES) * kTileKeys + tid] = reg_tok;
+    if (tid < TK) {
+      tok_s[((j + STAGES - 1) % STAGES) * TK + tid] = reg_tok;
       reg_tok = j + STAGES < n ? tok_of(tile_begin + j + STAGES, tid) : -1;
     }
     cp_async_wait<STAGES - 2>();  // this thread's copies of tile j are done
@@ -374,8 +374,8 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
     cp_async_commit();  // possibly empty: keeps the group count uniform
 
     const int stage = j % STAGES;
-    const std::uint16_t* ks = K_s + stage * kTileKeys * LDK;
-    const std::uint16_t* vs = V_s + stage * kTileKeys * LDVS;
+    const std::uint16_t* ks = K_s + stage * TK * LDK;
+    const std::uint16_t* vs = V_s + stage * TK * LDVS;
 
     // S = Q K^T for this warp's KPW keys (NBK n-blocks of 8 keys).
     float sc[NBK][4];
@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
     }
 
     // Scale to base 2, mask keys past the end, row max over the CTA.
-    const int key0 = (tile_begin + j) * kTileKeys + warp * KPW;
+    const int key0 = (tile_begin + j) * TK + warp * KPW;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nb = 0; nb < NBK; ++nb)
@@ -474,7 +474,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
 
     // O[:, warp * DVW ...) += P V over the tile's 64 keys.
 #pragma unroll
-    for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+    for (int kk = 0; kk < TK / 16; ++kk) {
       std::uint32_t a[4];
       ldmatrix_x4(a, P_s + (lane % 16) * LDP + kk * 16 + (lane / 16) * 8);
       const std::uint16_t* vb = vs + (kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDVS + warp * DVW + 8 * (lane / 16);
@@ -657,7 +657,7 @@ struct KernelInfo {
   int ctas_per_sm = 0;
 };
 
-template <bool MLA, int DQK, int DV, int STAGES, int WARPS>
+template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK = kTileKeys>
 cudaError_t kernel_info(KernelInfo* info) {
   constexpr int kMaxDevices = 64;
   static std::array<std::atomic<int>, kMaxDevices> sms{};
@@ -666,8 +666,8 @@ cudaError_t kernel_info(KernelInfo* info) {
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
   if (occ[device].load() == 0) {
-    constexpr std::size_t bytes = smem_bytes<MLA, DQK, DV, STAGES, WARPS>();
-    auto kernel = decode_kernel<MLA, DQK, DV, STAGES, WARPS>;
+    constexpr std::size_t bytes = smem_bytes<MLA, DQK, DV, STAGES, WARPS, TK>();
+    auto kernel = decode_kernel<MLA, DQK, DV, STAGES, WARPS, TK>;
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
         e != cudaSuccess)
       return e;
@@ -692,15 +692,15 @@ cudaError_t kernel_info(KernelInfo* info) {
 // Plans and launches one decode (kernel, and the merge when split). `p` has
 // every field but splits / part_o / part_lse set; `avg_keys` is the average
 // key count per sequence, from shapes. Returns the CUDA error of the launch.
-template <bool MLA, int DQK, int DV, int STAGES, int WARPS>
+template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK = kTileKeys>
 cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t stream, int* splits_used = nullptr) {
   KernelInfo info;
-  if (cudaError_t e = kernel_info<MLA, DQK, DV, STAGES, WARPS>(&info); e != cudaSuccess) return e;
+  if (cudaError_t e = kernel_info<MLA, DQK, DV, STAGES, WARPS, TK>(&info); e != cudaSuccess) return e;
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.num_qo_heads;
   const std::int64_t work = static_cast<std::int64_t>(p.batch) * p.head_blocks;
   const std::int64_t per_split_bytes = rows * (DV + 1) * static_cast<std::int64_t>(sizeof(float));
   const std::int64_t max_ws = per_split_bytes > 0 ? static_cast<std::int64_t>(kWorkspaceCap) / per_split_bytes : 1;
-  const std::int64_t avg_tiles = (avg_keys + kTileKeys - 1) / kTileKeys;
+  const std::int64_t avg_tiles = (avg_keys + TK - 1) / TK;
   // Slots: SMs x resident CTAs, except where pages hold runs of 64 keys: a CTA
   // streaming whole pages keeps enough in flight alone, and fewer, longer splits
   // pay less start and merge. H100, GQA 32/8 d128 (2026-11-24,
@@ -708,7 +708,7 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   // size 64, 1 split 203.9 us, 2 splits 209.2; batch 4 x 32768: 4 and 8 splits
   // both 209.4; page size 1 the other way (1 split 253.5, 2 splits 212.7).
   const std::int64_t slots =
-      static_cast<std::int64_t>(info.sms) * (p.page_size % kTileKeys == 0 ? 1 : info.ctas_per_sm);
+      static_cast<std::int64_t>(info.sms) * (p.page_size % TK == 0 ? 1 : info.ctas_per_sm);
   int splits = choose_splits(work, avg_tiles, slots, min_tiles, max_ws);
   // KB_DECODE_SPLITS=N: N splits (at most the workspace's and kMaxSplits), for tuning experiments.
   static const int forced = [] {
@@ -749,8 +749,8 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   if (splits_used) *splits_used = splits;
   const std::int64_t grid = work * splits;
   if (grid > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  decode_kernel<MLA, DQK, DV, STAGES, WARPS>
-      <<<static_cast<unsigned>(grid), WARPS * 32, smem_bytes<MLA, DQK, DV, STAGES, WARPS>(), stream>>>(p);
+  decode_kernel<MLA, DQK, DV, STAGES, WARPS, TK>
+      <<<static_cast<unsigned>(grid), WARPS * 32, smem_bytes<MLA, DQK, DV, STAGES, WARPS, TK>(), stream>>>(p);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (splits > 1 && p.counters == nullptr) {
     if (rows > 0x7fffffff) return cudaErrorInvalidConfiguration;

@@ -5,6 +5,8 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "../../common/paged_decode.cuh"
@@ -61,9 +63,31 @@ Status launch_mla_paged_decode(const MlaPagedDecodeArgs& a, void* stream, int* s
   p.num_pages = a.num_pages;
   p.scale_log2 = static_cast<float>(static_cast<double>(static_cast<float>(a.sm_scale)) * 1.4426950408889634);
   const std::int64_t avg_keys = a.num_kv_indices * a.page_size / a.batch;
-  // At least 4 tiles (256 keys, 288 KB of cache) per split: a split's partial
+  // Page sizes that are multiples of 64, and small caches: 64-key tiles, 8
+  // warps, one CTA an SM (172 KB of shared memory). Other page sizes (page
+  // size 1: every key row a random 1152-byte gather) on at least
+  // kTile32MinKeys keys: 32-key tiles, 4 warps, 95 KB, two CTAs an SM, so one
+  // CTA's wait for its scattered rows runs beside the other's work. A pure
+  // gather of this layout reaches 96-97% of copy bandwidth on an H100
+  // (benchmarks/h100-2026-11-25-s7/mla_gather_ceiling.txt); the 64-key kernel
+  // 77-83% at page size 1, and issuing two tiles ahead did not change that
+  // (mla_decode_refill_trial.md). Page size 1, H100, side by side
+  // (mla_decode_tile32.txt): batch 16 x 32768 keys 244 against 261 us, 64 x
+  // 8192 247 against 260, 256 x 32768 3475 against 3873; but below ~256K keys
+  // 32-key tiles lose (1 x 512 28 against 23 us: 4 warps cannot use the fused
+  // merge, a second launch). KB_MLA_DECODE_TILE=32 or 64 forces one.
+  constexpr std::int64_t kTile32MinKeys = 262144;
+  static const int forced_tile = [] {
+    const char* e = std::getenv("KB_MLA_DECODE_TILE");
+    return e ? std::atoi(e) : 0;
+  }();
+  const std::int64_t total_keys = a.num_kv_indices * a.page_size;
+  const bool tile32 = forced_tile == 32 || (forced_tile != 64 && a.page_size % 64 != 0 && total_keys >= kTile32MinKeys);
+  auto s = static_cast<cudaStream_t>(stream);
+  // At least 256 keys (288 KB of cache) per split either way: a split's partial
   // output (16 x 512 fp32 = 32 KB) must stay small against what it reads.
-  cudaError_t e = pd::launch<true, 576, 512, 2, 8>(p, avg_keys, 4, static_cast<cudaStream_t>(stream), splits_used);
+  cudaError_t e = tile32 ? pd::launch<true, 576, 512, 2, 4, 32>(p, avg_keys, 8, s, splits_used)
+                         : pd::launch<true, 576, 512, 2, 8>(p, avg_keys, 4, s, splits_used);
   return cuda_status("launch", e);
 }
 
