@@ -15,14 +15,7 @@
 #include <functional>
 #include <vector>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));          \
-      return 1;                                                                                \
-    }                                                                                          \
-  } while (0)
+#include "standalone_cuda.cuh"  // CK()
 
 __global__ void grid_stride4(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -60,20 +53,7 @@ static double median_ms(const std::function<void()>& run) {
     run();
     cudaDeviceSynchronize();
   }
-  cudaEvent_t a, b;
-  cudaEventCreate(&a), cudaEventCreate(&b);
-  std::vector<double> ms;
-  for (int s = 0; s < 20; ++s) {
-    cudaEventRecord(a);
-    run();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float t;
-    cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return median_event_ms(20, [] {}, run);
 }
 
 int main() {

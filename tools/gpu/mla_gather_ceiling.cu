@@ -29,14 +29,7 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));          \
-      return 1;                                                                                \
-    }                                                                                          \
-  } while (0)
+#include "standalone_cuda.cuh"  // CK()
 
 enum class Mode { kBoth, kCkv, kKpe, kContig };
 constexpr int kThreads = 256;
@@ -96,22 +89,7 @@ __global__ void __launch_bounds__(kThreads) gather(const uint4* __restrict__ ckv
 static double median_ms(int warm, int reps, const std::function<void()>& flush, const std::function<void()>& run) {
   for (int s = 0; s < warm; ++s) flush(), run();
   cudaDeviceSynchronize();
-  cudaEvent_t a, b;
-  cudaEventCreate(&a), cudaEventCreate(&b);
-  std::vector<double> ms;
-  for (int s = 0; s < reps; ++s) {
-    flush();
-    cudaEventRecord(a);
-    run();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float t;
-    cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a), cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return median_event_ms(reps, flush, run);
 }
 
 // Exactly one full wave of resident blocks; grid-stride covers the rest.
