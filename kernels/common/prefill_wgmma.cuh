@@ -34,6 +34,14 @@
 //    flight). A warpgroup whose rows see fewer tiles than the CTA loads (the
 //    first 64 rows, one tile fewer on the diagonal) only waits and releases
 //    the rest. tools/gpu/wgmma_pipeline_model.py models this protocol.
+//  * the configurations kb ships (kernels/gqa_paged/cuda/prefill.cu) add, by
+//    OPT bits (WgmmaConfig below): K / V by TMA boxes from one producer thread
+//    (kWgTma), and a persistent grid (kWgPersistent: one CTA an SM takes
+//    units from an atomic counter; its producer loads each unit's Q by TMA
+//    into one of two Q buffers and hands the unit to the consumers through
+//    shared memory). Page sizes that are not a multiple of 64 run either the
+//    cp.async producer above or, with enough work, the TMA kernel on a copy of
+//    the pages in table order (Params::gathered).
 //
 // Shared memory layout (the base rounded up to 1024 bytes): every operand is
 // stored in 64-column halves, [half][row][64 bf16] with rows of 128 bytes and
@@ -43,8 +51,10 @@
 //   Q   [2 consumers][2 halves][64 rows][128 B]        32 KB
 //   K   [STAGES][2 halves][BN keys][128 B]             STAGES * BN * 256 B
 //   V   [STAGES][2 halves][BN keys][128 B]             STAGES * BN * 256 B
+//   (kWgPersistent: Q twice, one buffer a unit in turn)
 //   tok [2][BN] int (cache row of every key of a tile, -1: zero-fill)
-//   full_k, full_v, empty_k, empty_v [STAGES] mbarriers
+//   UnitInfo [2] (kWgPersistent: the units whose Q the two buffers hold)
+//   full_k, full_v, empty_k, empty_v [STAGES] mbarriers; q_full, q_empty [2]
 // wgmma descriptors (PTX ISA "Matrix Descriptor Format"; bits 0-13 start
 // address >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset
 // >> 4, 49-51 base offset 0, 62-63 swizzle mode 1 = 128B):
@@ -647,7 +657,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       int* toks = tok_s + (t & 1) * BN;
       if (pt < BN) toks[pt] = reg_tok;
       wg::named_bar_sync(1, 128);  // toks of tile t written (and everyone done with tile t - 2's)
-      reg_tok = (pt < BN && t + 1 < n) ? unit_of(kv_first, kv_end, t + 1, pt) : -1;  // next tile's row, in flight meanwhile
+      // The next tile's rows, in flight meanwhile.
+      reg_tok = (pt < BN && t + 1 < n) ? unit_of(kv_first, kv_end, t + 1, pt) : -1;
       copy_tile(toks, sbase + C::k_off + s * C::kv_bytes, k_base);
       if constexpr (C::ASYNC) {
         cp_async_commit();
@@ -689,333 +700,333 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const std::uint64_t k_desc0 = wg::make_desc(sbase + C::k_off, 16, 1024);
     const std::uint64_t v_desc0 = wg::make_desc(sbase + C::v_off, C::kv_half_bytes, 1024);
 
-  // One unit: U's geometry, its Q in the slot at q_slot, g0 the CTA's tiles before it.
-  auto consume = [&](const UnitInfo& U, const std::uint32_t q_slot, const int g0) {
-    const int head = U.head, q_start = U.q_start, tok0 = U.tok0, ntok = U.ntok, kv_len = U.kv_len,
-              delta = U.delta, n = U.n;
-    const std::uint32_t q_sm = q_slot + cw * C::q_bytes;
-    if constexpr (!C::PERSIST) {
-      // Q rows -> shared (swizzled), zero rows past the item's tokens.
+    // One unit: U's geometry, its Q in the slot at q_slot, g0 the CTA's tiles before it.
+    auto consume = [&](const UnitInfo& U, const std::uint32_t q_slot, const int g0) {
+      const int head = U.head, q_start = U.q_start, tok0 = U.tok0, ntok = U.ntok, kv_len = U.kv_len,
+                delta = U.delta, n = U.n;
+      const std::uint32_t q_sm = q_slot + cw * C::q_bytes;
+      if constexpr (!C::PERSIST) {
+        // Q rows -> shared (swizzled), zero rows past the item's tokens.
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int c = wt + 128 * i;
-        const int r = c / 16, ch = c % 16;
-        const bool valid = row0 + r < ntok;
-        const std::int64_t qrow = static_cast<std::int64_t>(q_start + tok0 + row0 + r) * p.num_qo_heads + head;
-        const std::uint16_t* src = valid ? p.q + qrow * D + ch * 8 : p.q;
-        const std::uint32_t dst = q_sm + static_cast<std::uint32_t>(ch / 8) * C::q_half_bytes + r * C::kHalf +
-                                  ((static_cast<std::uint32_t>(ch % 8) ^ static_cast<std::uint32_t>(r % 8)) << 4);
-        wg::cp_async16(dst, src, valid);
-      }
-      cp_async_commit();
-      cp_async_wait<0>();
-      wg::fence_proxy_async();           // generic-proxy writes, read by wgmma (async proxy)
-      wg::named_bar_sync(2 + cw, 128);  // the whole warpgroup's Q rows
-    }
-
-    // Tiles this warpgroup computes: 0 .. nw - 1 (later ones hold no key of its
-    // rows); tiles before full_end need no mask.
-    int nw = 0, full_end = 0;
-    if (row0 < ntok) {
-      const int last = min(ntok, row0 + 64) - 1;
-      const int end = max(0, min(kv_len, tok0 + last + 1 + delta));
-      nw = min(n, (end + BN - 1) / BN);
-      full_end = max(0, min(kv_len, tok0 + row0 + 1 + delta));
-    }
-    // This thread's rows (CTA rows row0 + 16 wq + g + 8 h): the last key each sees.
-    int lim[2];
-    lim[0] = tok0 + row0 + 16 * wq + g + delta;
-    lim[1] = lim[0] + 8;
-    const std::uint64_t q_desc = wg::make_desc(q_sm, 16, 1024);
-
-    float o[NO];
-#pragma unroll
-    for (int i = 0; i < NO; ++i) o[i] = 0.f;
-    float s[NS];
-#pragma unroll
-    for (int i = 0; i < NS; ++i) s[i] = 0.f;
-    std::uint32_t pa[KP][4];
-#pragma unroll
-    for (int k = 0; k < KP; ++k) pa[k][0] = pa[k][1] = pa[k][2] = pa[k][3] = 0u;
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-
-    // Wait until K (or V) of tile j is in its stage; reconverge the warp
-    // before the .aligned wgmma instructions.
-    auto wait_full = [&](std::uint32_t bar_kind, int j) {
-      // j: the unit's tile; g0 + j: the CTA's (stage and phase).
-      wg::mbar_wait(bar_kind + 8 * ((g0 + j) % STAGES), static_cast<std::uint32_t>(((g0 + j) / STAGES) & 1));
-      if constexpr (C::ASYNC) {
-        if (!use_tma) wg::fence_proxy_async();  // cp.async writes (generic proxy) -> wgmma reads
-      }
-      __syncwarp();
-    };
-    // One arrival per warp: this warp's wgmma reads of K (or V) of tile j are done.
-    auto release = [&](std::uint32_t bar_kind, int j) {
-      __syncwarp();
-      if (lane == 0) wg::mbar_arrive(bar_kind + 8 * ((g0 + j) % STAGES));
-    };
-    // S = Q K(j)^T (issue only).
-    auto issue_s = [&](int j) {
-      const std::uint64_t kd = wg::desc_add(k_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
-#pragma unroll
-      for (int kk = 0; kk < KQ; ++kk) {
-        const std::uint32_t qo = (kk / 4) * C::q_half_bytes + (kk % 4) * 32;
-        const std::uint32_t ko = (kk / 4) * C::kv_half_bytes + (kk % 4) * 32;
-        if constexpr (BN == 128) wg::wgmma_ss_n128(s, wg::desc_add(q_desc, qo), wg::desc_add(kd, ko), kk > 0);
-        else wg::wgmma_ss_n64(s, wg::desc_add(q_desc, qo), wg::desc_add(kd, ko), kk > 0);
-      }
-    };
-    // O += P V(j) (issue only).
-    auto issue_pv = [&](int j) {
-      const std::uint64_t vd = wg::desc_add(v_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
-#pragma unroll
-      for (int kk = 0; kk < KP; ++kk) wg::wgmma_rs_n128_tb(o, pa[kk], wg::desc_add(vd, kk * 16 * C::kHalf), 1);
-    };
-    // Mask tile j, online softmax: s <- P = exp2(S * scale - m) (fp32), l
-    // updated; alpha: the factor O must be scaled by.
-    auto softmax = [&](int j, float (&alpha)[2]) {
-      float mx[2] = {-INFINITY, -INFINITY};
-      const bool need_mask = (j + 1) * BN > full_end;
-#pragma unroll
-      for (int jb = 0; jb < BN / 8; ++jb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[4 * jb + e];
-          if (need_mask) {
-            const int key = j * BN + 8 * jb + 2 * tq + (e & 1);
-            if (key > lim[e >> 1] || key >= kv_len) x = -INFINITY;
-          }
-          s[4 * jb + e] = x;
-          mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        for (int i = 0; i < 8; ++i) {
+          const int c = wt + 128 * i;
+          const int r = c / 16, ch = c % 16;
+          const bool valid = row0 + r < ntok;
+          const std::int64_t qrow = static_cast<std::int64_t>(q_start + tok0 + row0 + r) * p.num_qo_heads + head;
+          const std::uint16_t* src = valid ? p.q + qrow * D + ch * 8 : p.q;
+          const std::uint32_t dst = q_sm + static_cast<std::uint32_t>(ch / 8) * C::q_half_bytes + r * C::kHalf +
+                                    ((static_cast<std::uint32_t>(ch % 8) ^ static_cast<std::uint32_t>(r % 8)) << 4);
+          wg::cp_async16(dst, src, valid);
         }
-      float neg_m[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        const float m_new = fmaxf(m_run[h], mx[h] * scale);  // scale > 0: the max commutes
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // no key yet: exp2(-inf) = 0, never NaN
-        alpha[h] = fast_exp2(m_run[h] - m_use);
-        m_run[h] = m_new;
-        neg_m[h] = -m_use;
+        cp_async_commit();
+        cp_async_wait<0>();
+        wg::fence_proxy_async();           // generic-proxy writes, read by wgmma (async proxy)
+        wg::named_bar_sync(2 + cw, 128);  // the whole warpgroup's Q rows
       }
-      float rs[2] = {0.f, 0.f};
-#pragma unroll
-      for (int i = 0; i < NS; ++i) {
-        const float pv = fast_exp2(fmaf(s[i], scale, neg_m[(i >> 1) & 1]));
-        s[i] = pv;
-        rs[(i >> 1) & 1] += pv;
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + rs[h];
-    };
-    // kWgSoftmax2: the same, with the mask only where kMask (a tile that needs
-    // it), two partial max / sum chains per row, and P / l pinned at the end.
-    auto softmax2 = [&](auto mask_tag, int j, float (&alpha)[2]) {
-      constexpr bool kMask = decltype(mask_tag)::value;
-      float mx[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
-#pragma unroll
-      for (int jb = 0; jb < BN / 8; ++jb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[4 * jb + e];
-          if constexpr (kMask) {
-            const int key = j * BN + 8 * jb + 2 * tq + (e & 1);
-            if (key > lim[e >> 1] || key >= kv_len) x = -INFINITY;
-            s[4 * jb + e] = x;
-          }
-          mx[e >> 1][jb & 1] = fmaxf(mx[e >> 1][jb & 1], x);
-        }
-      float neg_m[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float m = fmaxf(mx[h][0], mx[h][1]);
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        const float m_new = fmaxf(m_run[h], m * scale);        // scale > 0: the max commutes
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // no key yet: exp2(-inf) = 0, never NaN
-        alpha[h] = fast_exp2(m_run[h] - m_use);                // exactly 1 when the max did not change
-        m_run[h] = m_new;
-        neg_m[h] = -m_use;
-      }
-      float rs[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-#pragma unroll
-      for (int i = 0; i < NS; ++i) {
-        const float pv = fast_exp2(fmaf(s[i], scale, neg_m[(i >> 1) & 1]));
-        s[i] = pv;
-        rs[(i >> 1) & 1][(i >> 2) & 1] += pv;
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + (rs[h][0] + rs[h][1]);
-      wg::reg_fence(s);
-      wg::reg_fence(l_run);
-    };
-    auto softmax_any = [&](int j, float (&alpha)[2]) {
-      if constexpr (C::SM2) {
-        if ((j + 1) * BN > full_end) softmax2(std::true_type{}, j, alpha);
-        else softmax2(std::false_type{}, j, alpha);
-      } else {
-        softmax(j, alpha);
-      }
-    };
-    auto rescale_o = [&](const float (&alpha)[2]) {
-      if constexpr (C::SM2) {
-        // alpha == 1 (the running max of both rows unchanged) is a no-op: skip it when the whole warp agrees.
-        if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
-      }
-#pragma unroll
-      for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-    };
-    // P (fp32 in s) -> bf16 A fragments: k-step k covers keys 16k .. 16k + 15,
-    // i.e. accumulator column blocks 2k and 2k + 1.
-    auto convert_p = [&]() {
-#pragma unroll
-      for (int k = 0; k < KP; ++k)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) pa[k][i] = pack_bf16(s[8 * k + 2 * i], s[8 * k + 2 * i + 1]);
-    };
 
-    // kWgPingPong: both warpgroups take turns 0 .. n (tile 0's S; S(j) with
-    // P(j-1) V(j-1) for j = 1 .. nw-1; the last P V; one per tile a warpgroup
-    // only drains; one more when it had no tile), alternating 0, 1, 0, 1, ...:
-    // warpgroup cw waits on barrier 4 + cw (bar.sync, 256 = its 128 threads +
-    // the other's 128 arrivals) and hands over with bar.arrive on the other's.
-    // Warpgroup 1 opens warpgroup 0's first turn and does not hand over after
-    // its last, so each barrier sees as many arrivals as waits.
-    int turn = 0;
-    auto turn_begin = [&]() {
-      if constexpr (C::PP) {
-        __syncwarp();  // bar.sync is .aligned
-        wg::named_bar_sync(4 + cw, 256);
+      // Tiles this warpgroup computes: 0 .. nw - 1 (later ones hold no key of its
+      // rows); tiles before full_end need no mask.
+      int nw = 0, full_end = 0;
+      if (row0 < ntok) {
+        const int last = min(ntok, row0 + 64) - 1;
+        const int end = max(0, min(kv_len, tok0 + last + 1 + delta));
+        nw = min(n, (end + BN - 1) / BN);
+        full_end = max(0, min(kv_len, tok0 + row0 + 1 + delta));
       }
-    };
-    auto turn_end = [&]() {
-      if constexpr (C::PP) {
+      // This thread's rows (CTA rows row0 + 16 wq + g + 8 h): the last key each sees.
+      int lim[2];
+      lim[0] = tok0 + row0 + 16 * wq + g + delta;
+      lim[1] = lim[0] + 8;
+      const std::uint64_t q_desc = wg::make_desc(q_sm, 16, 1024);
+
+      float o[NO];
+#pragma unroll
+      for (int i = 0; i < NO; ++i) o[i] = 0.f;
+      float s[NS];
+#pragma unroll
+      for (int i = 0; i < NS; ++i) s[i] = 0.f;
+      std::uint32_t pa[KP][4];
+#pragma unroll
+      for (int k = 0; k < KP; ++k) pa[k][0] = pa[k][1] = pa[k][2] = pa[k][3] = 0u;
+      float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+
+      // Wait until K (or V) of tile j is in its stage; reconverge the warp
+      // before the .aligned wgmma instructions.
+      auto wait_full = [&](std::uint32_t bar_kind, int j) {
+        // j: the unit's tile; g0 + j: the CTA's (stage and phase).
+        wg::mbar_wait(bar_kind + 8 * ((g0 + j) % STAGES), static_cast<std::uint32_t>(((g0 + j) / STAGES) & 1));
+        if constexpr (C::ASYNC) {
+          if (!use_tma) wg::fence_proxy_async();  // cp.async writes (generic proxy) -> wgmma reads
+        }
         __syncwarp();
-        if (!(cw == 1 && turn == n)) wg::named_bar_arrive(4 + (cw ^ 1), 256);
-        ++turn;
-      }
-    };
-    if constexpr (C::PP) {
-      if (cw == 1 && n > 0) wg::named_bar_arrive(4, 256);
-    }
-    (void)turn;
+      };
+      // One arrival per warp: this warp's wgmma reads of K (or V) of tile j are done.
+      auto release = [&](std::uint32_t bar_kind, int j) {
+        __syncwarp();
+        if (lane == 0) wg::mbar_arrive(bar_kind + 8 * ((g0 + j) % STAGES));
+      };
+      // S = Q K(j)^T (issue only).
+      auto issue_s = [&](int j) {
+        const std::uint64_t kd = wg::desc_add(k_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
+#pragma unroll
+        for (int kk = 0; kk < KQ; ++kk) {
+          const std::uint32_t qo = (kk / 4) * C::q_half_bytes + (kk % 4) * 32;
+          const std::uint32_t ko = (kk / 4) * C::kv_half_bytes + (kk % 4) * 32;
+          if constexpr (BN == 128) wg::wgmma_ss_n128(s, wg::desc_add(q_desc, qo), wg::desc_add(kd, ko), kk > 0);
+          else wg::wgmma_ss_n64(s, wg::desc_add(q_desc, qo), wg::desc_add(kd, ko), kk > 0);
+        }
+      };
+      // O += P V(j) (issue only).
+      auto issue_pv = [&](int j) {
+        const std::uint64_t vd = wg::desc_add(v_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
+#pragma unroll
+        for (int kk = 0; kk < KP; ++kk) wg::wgmma_rs_n128_tb(o, pa[kk], wg::desc_add(vd, kk * 16 * C::kHalf), 1);
+      };
+      // Mask tile j, online softmax: s <- P = exp2(S * scale - m) (fp32), l
+      // updated; alpha: the factor O must be scaled by.
+      auto softmax = [&](int j, float (&alpha)[2]) {
+        float mx[2] = {-INFINITY, -INFINITY};
+        const bool need_mask = (j + 1) * BN > full_end;
+#pragma unroll
+        for (int jb = 0; jb < BN / 8; ++jb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = s[4 * jb + e];
+            if (need_mask) {
+              const int key = j * BN + 8 * jb + 2 * tq + (e & 1);
+              if (key > lim[e >> 1] || key >= kv_len) x = -INFINITY;
+            }
+            s[4 * jb + e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+          }
+        float neg_m[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+          mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+          const float m_new = fmaxf(m_run[h], mx[h] * scale);  // scale > 0: the max commutes
+          const float m_use = m_new == -INFINITY ? 0.f : m_new;  // no key yet: exp2(-inf) = 0, never NaN
+          alpha[h] = fast_exp2(m_run[h] - m_use);
+          m_run[h] = m_new;
+          neg_m[h] = -m_use;
+        }
+        float rs[2] = {0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < NS; ++i) {
+          const float pv = fast_exp2(fmaf(s[i], scale, neg_m[(i >> 1) & 1]));
+          s[i] = pv;
+          rs[(i >> 1) & 1] += pv;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + rs[h];
+      };
+      // kWgSoftmax2: the same, with the mask only where kMask (a tile that needs
+      // it), two partial max / sum chains per row, and P / l pinned at the end.
+      auto softmax2 = [&](auto mask_tag, int j, float (&alpha)[2]) {
+        constexpr bool kMask = decltype(mask_tag)::value;
+        float mx[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+#pragma unroll
+        for (int jb = 0; jb < BN / 8; ++jb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = s[4 * jb + e];
+            if constexpr (kMask) {
+              const int key = j * BN + 8 * jb + 2 * tq + (e & 1);
+              if (key > lim[e >> 1] || key >= kv_len) x = -INFINITY;
+              s[4 * jb + e] = x;
+            }
+            mx[e >> 1][jb & 1] = fmaxf(mx[e >> 1][jb & 1], x);
+          }
+        float neg_m[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float m = fmaxf(mx[h][0], mx[h][1]);
+          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+          const float m_new = fmaxf(m_run[h], m * scale);        // scale > 0: the max commutes
+          const float m_use = m_new == -INFINITY ? 0.f : m_new;  // no key yet: exp2(-inf) = 0, never NaN
+          alpha[h] = fast_exp2(m_run[h] - m_use);                // exactly 1 when the max did not change
+          m_run[h] = m_new;
+          neg_m[h] = -m_use;
+        }
+        float rs[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+#pragma unroll
+        for (int i = 0; i < NS; ++i) {
+          const float pv = fast_exp2(fmaf(s[i], scale, neg_m[(i >> 1) & 1]));
+          s[i] = pv;
+          rs[(i >> 1) & 1][(i >> 2) & 1] += pv;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + (rs[h][0] + rs[h][1]);
+        wg::reg_fence(s);
+        wg::reg_fence(l_run);
+      };
+      auto softmax_any = [&](int j, float (&alpha)[2]) {
+        if constexpr (C::SM2) {
+          if ((j + 1) * BN > full_end) softmax2(std::true_type{}, j, alpha);
+          else softmax2(std::false_type{}, j, alpha);
+        } else {
+          softmax(j, alpha);
+        }
+      };
+      auto rescale_o = [&](const float (&alpha)[2]) {
+        if constexpr (C::SM2) {
+          // alpha == 1 (the running max of both rows unchanged) is a no-op: skip it when the whole warp agrees.
+          if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+        }
+#pragma unroll
+        for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+      };
+      // P (fp32 in s) -> bf16 A fragments: k-step k covers keys 16k .. 16k + 15,
+      // i.e. accumulator column blocks 2k and 2k + 1.
+      auto convert_p = [&]() {
+#pragma unroll
+        for (int k = 0; k < KP; ++k)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) pa[k][i] = pack_bf16(s[8 * k + 2 * i], s[8 * k + 2 * i + 1]);
+      };
 
-    if constexpr (!C::OVERLAP) {
-      for (int j = 0; j < nw; ++j) {
-        wait_full(full_k, j);
+      // kWgPingPong: both warpgroups take turns 0 .. n (tile 0's S; S(j) with
+      // P(j-1) V(j-1) for j = 1 .. nw-1; the last P V; one per tile a warpgroup
+      // only drains; one more when it had no tile), alternating 0, 1, 0, 1, ...:
+      // warpgroup cw waits on barrier 4 + cw (bar.sync, 256 = its 128 threads +
+      // the other's 128 arrivals) and hands over with bar.arrive on the other's.
+      // Warpgroup 1 opens warpgroup 0's first turn and does not hand over after
+      // its last, so each barrier sees as many arrivals as waits.
+      int turn = 0;
+      auto turn_begin = [&]() {
+        if constexpr (C::PP) {
+          __syncwarp();  // bar.sync is .aligned
+          wg::named_bar_sync(4 + cw, 256);
+        }
+      };
+      auto turn_end = [&]() {
+        if constexpr (C::PP) {
+          __syncwarp();
+          if (!(cw == 1 && turn == n)) wg::named_bar_arrive(4 + (cw ^ 1), 256);
+          ++turn;
+        }
+      };
+      if constexpr (C::PP) {
+        if (cw == 1 && n > 0) wg::named_bar_arrive(4, 256);
+      }
+      (void)turn;
+
+      if constexpr (!C::OVERLAP) {
+        for (int j = 0; j < nw; ++j) {
+          wait_full(full_k, j);
+          wg::reg_fence(s);
+          wg::wgmma_fence();
+          issue_s(j);
+          wg::wgmma_commit();
+          wg::wgmma_wait<0>();
+          wg::reg_fence(s);
+          release(empty_k, j);
+          float alpha[2];
+          softmax_any(j, alpha);
+          rescale_o(alpha);
+          convert_p();
+          wait_full(full_v, j);
+          wg::reg_fence(o);
+          wg::reg_fence(pa);
+          wg::wgmma_fence();
+          issue_pv(j);
+          wg::wgmma_commit();
+          wg::wgmma_wait<0>();
+          wg::reg_fence(o);
+          wg::reg_fence(pa);
+          release(empty_v, j);
+        }
+      } else if (nw > 0) {
+        // Tile 0: S, softmax (O is still zero: no rescale needed).
+        wait_full(full_k, 0);
+        turn_begin();
         wg::reg_fence(s);
         wg::wgmma_fence();
-        issue_s(j);
+        issue_s(0);
         wg::wgmma_commit();
+        turn_end();
         wg::wgmma_wait<0>();
         wg::reg_fence(s);
-        release(empty_k, j);
-        float alpha[2];
-        softmax_any(j, alpha);
-        rescale_o(alpha);
+        release(empty_k, 0);
+        {
+          float alpha[2];
+          softmax_any(0, alpha);
+        }
         convert_p();
-        wait_full(full_v, j);
+        for (int j = 1; j < nw; ++j) {
+          wait_full(full_k, j);
+          wait_full(full_v, j - 1);
+          turn_begin();
+          wg::reg_fence(s);
+          wg::reg_fence(o);
+          wg::reg_fence(pa);
+          wg::wgmma_fence();
+          issue_s(j);  // S(j): the older group
+          wg::wgmma_commit();
+          issue_pv(j - 1);  // O += P(j - 1) V(j - 1)
+          wg::wgmma_commit();
+          turn_end();
+          wg::wgmma_wait<1>();  // S(j) done; P V may still run
+          wg::reg_fence(s);
+          release(empty_k, j);
+          float alpha[2];
+          softmax_any(j, alpha);  // s, m, l only
+          wg::wgmma_wait<0>();  // P(j - 1) V(j - 1) done: O and pa are free
+          wg::reg_fence(o);
+          wg::reg_fence(pa);
+          release(empty_v, j - 1);
+          rescale_o(alpha);
+          convert_p();
+        }
+        wait_full(full_v, nw - 1);
+        turn_begin();
         wg::reg_fence(o);
         wg::reg_fence(pa);
         wg::wgmma_fence();
-        issue_pv(j);
+        issue_pv(nw - 1);
         wg::wgmma_commit();
+        turn_end();
         wg::wgmma_wait<0>();
         wg::reg_fence(o);
         wg::reg_fence(pa);
+        release(empty_v, nw - 1);
+      }
+      // Tiles the other warpgroup needs but this one does not: wait, release
+      // (kWgPingPong: one turn each, taken before the wait).
+      for (int j = nw; j < n; ++j) {
+        turn_begin();
+        turn_end();
+        wait_full(full_k, j);
+        release(empty_k, j);
+        wait_full(full_v, j);
         release(empty_v, j);
       }
-    } else if (nw > 0) {
-      // Tile 0: S, softmax (O is still zero: no rescale needed).
-      wait_full(full_k, 0);
-      turn_begin();
-      wg::reg_fence(s);
-      wg::wgmma_fence();
-      issue_s(0);
-      wg::wgmma_commit();
-      turn_end();
-      wg::wgmma_wait<0>();
-      wg::reg_fence(s);
-      release(empty_k, 0);
-      {
-        float alpha[2];
-        softmax_any(0, alpha);
+      if constexpr (C::PP) {
+        if (n > 0 && nw == 0) {  // the last turn (n + 1 in all)
+          turn_begin();
+          turn_end();
+        }
       }
-      convert_p();
-      for (int j = 1; j < nw; ++j) {
-        wait_full(full_k, j);
-        wait_full(full_v, j - 1);
-        turn_begin();
-        wg::reg_fence(s);
-        wg::reg_fence(o);
-        wg::reg_fence(pa);
-        wg::wgmma_fence();
-        issue_s(j);  // S(j): the older group
-        wg::wgmma_commit();
-        issue_pv(j - 1);  // O += P(j - 1) V(j - 1)
-        wg::wgmma_commit();
-        turn_end();
-        wg::wgmma_wait<1>();  // S(j) done; P V may still run
-        wg::reg_fence(s);
-        release(empty_k, j);
-        float alpha[2];
-        softmax_any(j, alpha);  // s, m, l only
-        wg::wgmma_wait<0>();  // P(j - 1) V(j - 1) done: O and pa are free
-        wg::reg_fence(o);
-        wg::reg_fence(pa);
-        release(empty_v, j - 1);
-        rescale_o(alpha);
-        convert_p();
-      }
-      wait_full(full_v, nw - 1);
-      turn_begin();
-      wg::reg_fence(o);
-      wg::reg_fence(pa);
-      wg::wgmma_fence();
-      issue_pv(nw - 1);
-      wg::wgmma_commit();
-      turn_end();
-      wg::wgmma_wait<0>();
-      wg::reg_fence(o);
-      wg::reg_fence(pa);
-      release(empty_v, nw - 1);
-    }
-    // Tiles the other warpgroup needs but this one does not: wait, release
-    // (kWgPingPong: one turn each, taken before the wait).
-    for (int j = nw; j < n; ++j) {
-      turn_begin();
-      turn_end();
-      wait_full(full_k, j);
-      release(empty_k, j);
-      wait_full(full_v, j);
-      release(empty_v, j);
-    }
-    if constexpr (C::PP) {
-      if (n > 0 && nw == 0) {  // the last turn (n + 1 in all)
-        turn_begin();
-        turn_end();
-      }
-    }
 
-    // Row sums over the quad, normalise, store.
+      // Row sums over the quad, normalise, store.
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float l = l_run[h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int r = row0 + 16 * wq + g + 8 * h;
-      if (r >= ntok) continue;
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      const std::int64_t grow = static_cast<std::int64_t>(q_start + tok0 + r) * p.num_qo_heads + head;
-      std::uint16_t* orow = p.out + grow * D;
+      for (int h = 0; h < 2; ++h) {
+        float l = l_run[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int r = row0 + 16 * wq + g + 8 * h;
+        if (r >= ntok) continue;
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const std::int64_t grow = static_cast<std::int64_t>(q_start + tok0 + r) * p.num_qo_heads + head;
+        std::uint16_t* orow = p.out + grow * D;
 #pragma unroll
-      for (int jb = 0; jb < D / 8; ++jb)
-        *reinterpret_cast<std::uint32_t*>(orow + 8 * jb + 2 * tq) =
-            pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
-      if (tq == 0 && p.lse) p.lse[grow] = l > 0.f ? m_run[h] + log2f(l) : -INFINITY;
-    }
-  };  // consume
+        for (int jb = 0; jb < D / 8; ++jb)
+          *reinterpret_cast<std::uint32_t*>(orow + 8 * jb + 2 * tq) =
+              pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
+        if (tq == 0 && p.lse) p.lse[grow] = l > 0.f ? m_run[h] + log2f(l) : -INFINITY;
+      }
+    };  // consume
 
     if constexpr (!C::PERSIST) {
       consume(U0, sbase + C::q_off, 0);
