@@ -17,6 +17,12 @@ namespace kb::kernels {
 // the shapes, not on page ids or data: a caller replaying one batch layout on
 // one stream may plan once (plan_only) and then launch run_only;
 // kb's solutions use plan_and_run (two kernels, nothing on the host).
+// GQA at page sizes that are not a multiple of 64, with enough query tokens,
+// also copies the pages the table names into table order before the
+// attention (one more kernel in the run): the plan reserves that per-stream
+// buffer (2 x num_kv_indices x page_size x H_kv x 256 bytes, at most 1 GiB,
+// kept until exit; without it, e.g. under stream capture, the call runs the
+// gathering kernel instead). KB_PREFILL_GATHER=0 turns the copy off.
 enum class PrefillMode { plan_and_run, plan_only, run_only };
 
 // Causal prefill with bottom-right aligned masks, bf16, fp32 lse in base 2.
