@@ -21,8 +21,9 @@ namespace kb::kernels {
 // also copies the pages the table names into table order before the
 // attention (one more kernel in the run): the plan reserves that per-stream
 // buffer (2 x num_kv_indices x page_size x H_kv x 256 bytes, at most 1 GiB,
-// kept until exit; without it, e.g. under stream capture, the call runs the
-// gathering kernel instead). KB_PREFILL_GATHER=0 turns the copy off.
+// kept until exit; where it cannot be had, e.g. under stream capture, the
+// call runs the kernel whose producer gathers the rows itself).
+// KB_PREFILL_GATHER=0 turns the copy off.
 enum class PrefillMode { plan_and_run, plan_only, run_only };
 
 // Causal prefill with bottom-right aligned masks, bf16, fp32 lse in base 2.
