@@ -40,6 +40,7 @@
 #include "cuda/nvml.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/timing.hpp"
+#include "tuning_env.hpp"
 
 namespace kb::kernels {
 
@@ -49,15 +50,9 @@ inline constexpr int kLtTuneRounds = 3;
 inline constexpr int kLtTuneSamples = 3;     // per candidate and round
 inline constexpr double kLtRampMs = 20.0;    // untimed work before the first timing
 
-inline bool cublaslt_log_enabled() {
-  const char* v = std::getenv("KB_CUBLASLT_LOG");
-  return v && std::strcmp(v, "1") == 0;
-}
+inline bool cublaslt_log_enabled() { return env_is("KB_CUBLASLT_LOG", "1"); }
 
-inline bool cublaslt_autotune_enabled() {
-  const char* v = std::getenv("KB_CUBLASLT_AUTOTUNE");
-  return !(v && std::strcmp(v, "0") == 0);
-}
+inline bool cublaslt_autotune_enabled() { return !env_is("KB_CUBLASLT_AUTOTUNE", "0"); }
 
 // Median ms of each candidate 0 .. count-1 (`run` enqueues candidate c on
 // the stream it is given, without synchronizing), or a negative value for a

@@ -50,6 +50,8 @@
 #include <string>
 #include <utility>
 
+#include "tuning_env.hpp"
+
 namespace kb::kernels::paged_decode {
 
 constexpr int kTileKeys = 64;  // keys per pipeline stage
@@ -736,10 +738,7 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
     // merge_kernel spreads the rows' splits over the SMs.
     const std::size_t merge_bytes = static_cast<std::size_t>(p.rows_per_cta) * splits * DV * sizeof(float);
     // KB_DECODE_MERGE=fused or kernel overrides the choice, for tuning experiments.
-    static const int merge_env = [] {
-      const char* e = std::getenv("KB_DECODE_MERGE");
-      return !e ? 0 : std::strcmp(e, "fused") == 0 ? 1 : std::strcmp(e, "kernel") == 0 ? 2 : 0;
-    }();
+    static const int merge_env = env_is("KB_DECODE_MERGE", "fused") ? 1 : env_is("KB_DECODE_MERGE", "kernel") ? 2 : 0;
     const bool fused =
         merge_env == 1 || (merge_env == 0 && p.rows_per_cta <= 2 * WARPS && merge_bytes <= (std::size_t{64} << 10));
     if (work <= kMaxCounters && fused) p.counters = reinterpret_cast<unsigned*>(base);

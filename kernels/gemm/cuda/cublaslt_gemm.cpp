@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "../../common/cublaslt_autotune.hpp"
+#include "../../common/tuning_env.hpp"
 #include "gemv.hpp"
 #include "long_k.hpp"
 
@@ -150,10 +151,7 @@ std::int64_t long_k_part_stride(std::int64_t M, std::int64_t N) { return (M * N 
 // KB_GEMM_LONG_K=sequential: the long-K chunks one after the other (beta = 1)
 // even where they could run as one batch, to measure the two in one run.
 bool long_k_sequential_forced() {
-  static const bool forced = [] {
-    const char* v = std::getenv("KB_GEMM_LONG_K");
-    return v && std::strcmp(v, "sequential") == 0;
-  }();
+  static const bool forced = env_is("KB_GEMM_LONG_K", "sequential");
   return forced;
 }
 

@@ -135,6 +135,8 @@
 #include <cstring>
 #include <utility>
 
+#include "../../common/tuning_env.hpp"
+
 namespace kb::kernels::gemm_cuda {
 namespace {
 
@@ -471,10 +473,7 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   // the top).
   // KB_GEMV_SPLIT=wave: the earlier rule (split up to one resident wave
   // whatever the row blocks), to measure the two side by side in one run.
-  static const bool split_to_wave = [] {
-    const char* v = std::getenv("KB_GEMV_SPLIT");
-    return v && std::strcmp(v, "wave") == 0;
-  }();
+  static const bool split_to_wave = env_is("KB_GEMV_SPLIT", "wave");
   const bool split_pays = split_to_wave || M > 8 || 2 * static_cast<long long>(plan.row_blocks) < plan.sm_count;
   auto splits_for = [&](int warps) {
     const long long slots = static_cast<long long>(plan.sm_count) * plan.blocks_per_sm * (kMaxWarps / warps);

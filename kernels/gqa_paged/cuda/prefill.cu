@@ -11,6 +11,7 @@
 
 #include "../../common/prefill.cuh"
 #include "../../common/prefill_wgmma.cuh"
+#include "../../common/tuning_env.hpp"
 #include "prefill_cuda.hpp"
 
 namespace kb::kernels {
@@ -34,10 +35,9 @@ using Gqa128b = prefill::Config<128, 128, 2, 4, 1, 64, false>;
 // prefill_wgmma.cuh for head_dim 128), "a" or "b" (the mma.sync kernel's two
 // configurations, for comparison).
 const char* gqa_config() {
-  static const char* c = [] {
-    const char* e = std::getenv("KB_PREFILL_GQA_CONFIG");
-    return e && (std::strcmp(e, "a") == 0 || std::strcmp(e, "b") == 0) ? e : "wgmma";
-  }();
+  static const char* c = env_is("KB_PREFILL_GQA_CONFIG", "a")   ? "a"
+                         : env_is("KB_PREFILL_GQA_CONFIG", "b") ? "b"
+                                                                 : "wgmma";
   return c;
 }
 
@@ -64,10 +64,7 @@ using GqaWgmmaPersist = prefill::WgmmaConfig<128, 2, true, true,
 // 1 x 512 is slower (19.3 against 17.9: one more round trip before the first
 // tile, the unit counter).
 bool use_persistent() {
-  static const bool on = [] {
-    const char* e = std::getenv("KB_PREFILL_PERSIST");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_is("KB_PREFILL_PERSIST", "0");
   return on;
 }
 
@@ -157,12 +154,7 @@ __global__ void __launch_bounds__(kGatherThreads) gather_pages_kernel(
 
 // KB_PREFILL_GATHER: unset (by the rule above), "0" never, "1" always.
 int gather_setting() {
-  static const int g = [] {
-    const char* e = std::getenv("KB_PREFILL_GATHER");
-    if (e && std::strcmp(e, "0") == 0) return 0;
-    if (e && std::strcmp(e, "1") == 0) return 1;
-    return -1;
-  }();
+  static const int g = env_is("KB_PREFILL_GATHER", "0") ? 0 : env_is("KB_PREFILL_GATHER", "1") ? 1 : -1;
   return g;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "../../common/paged_decode.cuh"
+#include "../../common/tuning_env.hpp"
 #include "decode_cuda.hpp"
 
 namespace kb::kernels {
@@ -77,10 +78,7 @@ Status launch_mla_paged_decode(const MlaPagedDecodeArgs& a, void* stream, int* s
   // 32-key tiles lose (1 x 512 28 against 23 us: 4 warps cannot use the fused
   // merge, a second launch). KB_MLA_DECODE_TILE=32 or 64 forces one.
   constexpr std::int64_t kTile32MinKeys = 262144;
-  static const int forced_tile = [] {
-    const char* e = std::getenv("KB_MLA_DECODE_TILE");
-    return e ? std::atoi(e) : 0;
-  }();
+  static const int forced_tile = env_is("KB_MLA_DECODE_TILE", "32") ? 32 : env_is("KB_MLA_DECODE_TILE", "64") ? 64 : 0;
   const std::int64_t total_keys = a.num_kv_indices * a.page_size;
   const bool tile32 = forced_tile == 32 || (forced_tile != 64 && a.page_size % 64 != 0 && total_keys >= kTile32MinKeys);
   auto s = static_cast<cudaStream_t>(stream);

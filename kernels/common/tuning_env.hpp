@@ -1,0 +1,17 @@
+// The KB_* switches kb's CUDA launchers read, each to measure two code paths
+// side by side in one run (KB_PREFILL_PERSIST=0, KB_GEMV_SPLIT=wave, ...):
+// env_is(name, value) is true when the variable is set to exactly `value`.
+// Launchers keep the answer in a function-local static (read once).
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kb::kernels {
+
+inline bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+}  // namespace kb::kernels
