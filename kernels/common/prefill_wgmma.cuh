@@ -87,6 +87,7 @@
 #include <type_traits>
 
 #include "prefill.cuh"
+#include "tuning_env.hpp"
 
 namespace kb::kernels::prefill {
 
@@ -1053,19 +1054,24 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
 // ---- Host side -------------------------------------------------------------------------
 
-// Sets the kernel's shared memory limit once per device; false if the device
-// is not compute capability 9.0 (the kernel is sm_90a code).
+// Sets the kernel's shared memory limit once per device; cudaErrorNotSupported
+// if the device is not compute capability 9.0 (the kernel is sm_90a code).
+// *sms (if given): the device's SM count, the persistent grid's size.
 template <class C>
-cudaError_t prepare_wgmma_kernel() {
+cudaError_t prepare_wgmma_kernel(int* sms = nullptr) {
   constexpr int kMaxDevices = 64;
   static std::array<std::atomic<int>, kMaxDevices> state{};  // 0 unknown, 1 ready, 2 unsupported
+  static std::array<std::atomic<int>, kMaxDevices> sm_count{};
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
   const int st = state[device].load();
-  if (st == 1) return cudaSuccess;
+  if (st == 1) {
+    if (sms) *sms = sm_count[device].load();  // stored before state became 1
+    return cudaSuccess;
+  }
   if (st == 2) return cudaErrorNotSupported;
-  int major = 0, minor = 0;
+  int major = 0, minor = 0, n_sm = 0;
   if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
     return e;
   if (cudaError_t e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device); e != cudaSuccess)
@@ -1074,11 +1080,14 @@ cudaError_t prepare_wgmma_kernel() {
     state[device].store(2);
     return cudaErrorNotSupported;
   }
+  if (cudaError_t e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
   auto kernel = prefill_wgmma_kernel<C>;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::smem_bytes));
       e != cudaSuccess)
     return e;
+  sm_count[device].store(n_sm);
+  if (sms) *sms = n_sm;
   state[device].store(1);
   return cudaSuccess;
 }
@@ -1147,15 +1156,13 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   if (static_cast<std::int64_t>(p.kv_limit) * (by_page ? p.page_size : 1) * p.num_kv_heads > INT_MAX)
     return cudaErrorNotSupported;
   if (cudaError_t e = plan_work(p, mode, stream, &max_items); e != cudaSuccess || max_items == 0) return e;
-  if (cudaError_t e = prepare_wgmma_kernel<C>(); e != cudaSuccess) return e;
+  int sms = 0;
+  if (cudaError_t e = prepare_wgmma_kernel<C>(&sms); e != cudaSuccess) return e;
   WgmmaTma tma{};
   if constexpr (C::TMA) {
     // Ragged, or pages of a multiple of 64 rows (a 64-row box never crosses a page); else cp.async.
     // KB_PREFILL_TMA=0: cp.async everywhere, to measure the two producers on one problem.
-    static const bool tma_allowed = [] {
-      const char* e = std::getenv("KB_PREFILL_TMA");
-      return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool tma_allowed = !env_is("KB_PREFILL_TMA", "0");
     if (tma_allowed && (!by_page || p.page_size % 64 == 0)) {
       const std::uint64_t rows =
           static_cast<std::uint64_t>(p.kv_limit) * static_cast<std::uint64_t>(by_page ? p.page_size : 1);
@@ -1171,10 +1178,6 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
     // encode) the caller takes another configuration.
     if (!tma.use || !encode_kv_tensor_map(&tma.q, p.q, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads))
       return cudaErrorNotSupported;
-    int device = 0, sms = 0;
-    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
-      return e;
     grid = std::min<std::int64_t>(grid, std::max(1, sms));  // one CTA fits an SM
   }
   if (C::TMA && after_gather && tma.use) {
