@@ -304,6 +304,37 @@ std::vector<std::int64_t> plus_prefix(const std::vector<std::int64_t>& q, std::i
   return p;
 }
 
+// n bf16 values drawn from N(0, 1).
+std::vector<std::uint16_t> random_bf16(std::mt19937_64& rng, std::size_t n) {
+  std::vector<std::uint16_t> h(n);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& x : h) x = kb::float_to_bf16(nd(rng));
+  return h;
+}
+
+// The guarded device buffers of one launcher-level test (parts 1b and 1c).
+struct Uploads {
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+  // A new buffer of `bytes` (at least 4) holding `host`'s bytes (null: left as allocated).
+  void* put(const void* host, std::size_t bytes) {
+    bufs.push_back(std::make_unique<DeviceBuffer>(std::max<std::size_t>(bytes, 4)));
+    if (host && bytes) check_cuda(cudaMemcpy(bufs.back()->data(), host, bytes, cudaMemcpyHostToDevice), "upload");
+    return bufs.back()->data();
+  }
+  bool guards_intact() const {
+    for (const auto& b : bufs)
+      if (!b->guards_intact()) return false;
+    return true;
+  }
+};
+
+// One launcher-level test's verdict: printed and counted.
+void report(const std::string& label, bool ok, const std::string& why) {
+  std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", label.c_str(), ok ? "" : ": ", why.c_str());
+  if (ok) ++g_passes;
+  else ++g_failures;
+}
+
 // Part 1b: one layout (3 sequences with cached prefixes, one query count not
 // a multiple of the tile), planned once; run_only must give exactly the
 // bytes of plan_and_run, before and after the page ids and cache change.
@@ -343,22 +374,12 @@ void run_plan_split() {
     const std::size_t k_elems = static_cast<std::size_t>(cache_rows * hkv * (mla ? 512 : dqk));
     const std::size_t v_elems = static_cast<std::size_t>(cache_rows * hkv * (mla ? 64 : dv));
     const std::size_t o_elems = static_cast<std::size_t>(total_q * hq * dv);
-    auto random_bf16 = [&](std::size_t n) {
-      std::vector<std::uint16_t> h(n);
-      std::normal_distribution<float> nd(0.f, 1.f);
-      for (auto& x : h) x = kb::float_to_bf16(nd(rng));
-      return h;
-    };
-    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
-    auto dev = [&](const void* host, std::size_t bytes) {
-      bufs.push_back(std::make_unique<DeviceBuffer>(bytes));
-      if (host) check_cuda(cudaMemcpy(bufs.back()->data(), host, bytes, cudaMemcpyHostToDevice), "upload");
-      return bufs.back()->data();
-    };
-    const auto hq_data = random_bf16(q_elems);
+    Uploads up;
+    auto dev = [&](const void* host, std::size_t bytes) { return up.put(host, bytes); };
+    const auto hq_data = random_bf16(rng, q_elems);
     void* q = dev(hq_data.data(), q_elems * 2);
-    void* k = dev(random_bf16(k_elems).data(), k_elems * 2);
-    void* v = dev(random_bf16(v_elems).data(), v_elems * 2);
+    void* k = dev(random_bf16(rng, k_elems).data(), k_elems * 2);
+    void* v = dev(random_bf16(rng, v_elems).data(), v_elems * 2);
     auto* d_qo = static_cast<std::int32_t*>(dev(qo.data(), qo.size() * 4));
     auto* d_kvp = static_cast<std::int32_t*>(dev(kvp.data(), kvp.size() * 4));
     auto* d_last = static_cast<std::int32_t*>(dev(last.data(), last.size() * 4));
@@ -401,7 +422,7 @@ void run_plan_split() {
       if (round == 1) {  // new page ids and new cache contents, same layout: no new plan
         std::shuffle(idx.begin(), idx.end(), rng);
         if (!idx.empty()) check_cuda(cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice), "upload");
-        const auto kn = random_bf16(k_elems);
+        const auto kn = random_bf16(rng, k_elems);
         check_cuda(cudaMemcpy(k, kn.data(), k_elems * 2, cudaMemcpyHostToDevice), "upload");
       }
       if (round == 0) {
@@ -415,11 +436,8 @@ void run_plan_split() {
       else if (again != whole) ok = false, why = "a second run_only differs";
       if (!ok) why += round == 0 ? " (first data)" : " (new page ids and keys under the same plan)";
     }
-    for (const auto& b : bufs)
-      if (ok && !b->guards_intact()) ok = false, why = "a write outside a buffer (guard bytes changed)";
-    std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", label.c_str(), ok ? "" : ": ", why.c_str());
-    if (ok) ++g_passes;
-    else ++g_failures;
+    if (ok && !up.guards_intact()) ok = false, why = "a write outside a buffer (guard bytes changed)";
+    report(label, ok, why);
   }
 }
 
@@ -439,22 +457,12 @@ void run_paged_vs_ragged() {
   const std::int64_t total_q = std::accumulate(q_lens.begin(), q_lens.end(), std::int64_t{0});
   const std::int64_t total_kv = std::accumulate(kv_lens.begin(), kv_lens.end(), std::int64_t{0});
   std::mt19937_64 rng(23);
-  auto random_bf16 = [&](std::size_t n) {
-    std::vector<std::uint16_t> h(n);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    for (auto& x : h) x = kb::float_to_bf16(nd(rng));
-    return h;
-  };
   const std::size_t row = static_cast<std::size_t>(hkv * d);  // elements of one cache row
-  const auto hq_data = random_bf16(static_cast<std::size_t>(total_q * hq * d));
-  const auto hk = random_bf16(static_cast<std::size_t>(total_kv) * row);
-  const auto hv = random_bf16(static_cast<std::size_t>(total_kv) * row);
-  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
-  auto dev = [&](const void* host, std::size_t bytes) {
-    bufs.push_back(std::make_unique<DeviceBuffer>(std::max<std::size_t>(bytes, 4)));
-    if (host && bytes) check_cuda(cudaMemcpy(bufs.back()->data(), host, bytes, cudaMemcpyHostToDevice), "upload");
-    return bufs.back()->data();
-  };
+  const auto hq_data = random_bf16(rng, static_cast<std::size_t>(total_q * hq * d));
+  const auto hk = random_bf16(rng, static_cast<std::size_t>(total_kv) * row);
+  const auto hv = random_bf16(rng, static_cast<std::size_t>(total_kv) * row);
+  Uploads up;
+  auto dev = [&](const void* host, std::size_t bytes) { return up.put(host, bytes); };
   const std::size_t o_elems = static_cast<std::size_t>(total_q * hq * d), l_elems = static_cast<std::size_t>(total_q * hq);
   void* q = dev(hq_data.data(), hq_data.size() * 2);
   std::vector<std::int32_t> qo(batch + 1, 0);
@@ -484,8 +492,8 @@ void run_paged_vs_ragged() {
       idx.resize(static_cast<std::size_t>(pages));
       std::iota(idx.begin(), idx.end(), 0);
       std::shuffle(idx.begin(), idx.end(), rng);
-      k = random_bf16(static_cast<std::size_t>(pages * ps) * row);
-      v = random_bf16(static_cast<std::size_t>(pages * ps) * row);
+      k = random_bf16(rng, static_cast<std::size_t>(pages * ps) * row);
+      v = random_bf16(rng, static_cast<std::size_t>(pages * ps) * row);
       std::int64_t src = 0;
       for (std::int64_t b = 0; b < batch; ++b)
         for (std::int64_t t = 0; t < kv_lens[b]; ++t, ++src) {
@@ -517,11 +525,8 @@ void run_paged_vs_ragged() {
   std::string why;
   for (const std::int64_t ps : {1, 16, 64})
     if (ok && run(ps) != ragged) ok = false, why = "page size " + std::to_string(ps) + " differs from ragged";
-  for (const auto& b : bufs)
-    if (ok && !b->guards_intact()) ok = false, why = "a write outside a buffer (guard bytes changed)";
-  std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", label.c_str(), ok ? "" : ": ", why.c_str());
-  if (ok) ++g_passes;
-  else ++g_failures;
+  if (ok && !up.guards_intact()) ok = false, why = "a write outside a buffer (guard bytes changed)";
+  report(label, ok, why);
 }
 
 void run_edges(const kb::Registry& reg, const fs::path& shared) {
