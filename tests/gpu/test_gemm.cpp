@@ -192,7 +192,8 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   GemvPlan plan;
   if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
   if (impl.name == "kb_cuda_gemm" && plan.short_last_wave) return "cuBLASLt (the gemv's last wave is short)";
-  return fmt::format("gemv {}x{} blocks of {} warps", plan.row_blocks, plan.splits, plan.warps);
+  return fmt::format("gemv {}x{} blocks of {} warps, {} rows", plan.row_blocks, plan.splits, plan.warps,
+                     plan.rows_per_block);
 }
 
 // Runs impl on one case twice (fresh A each time); failures go to fail().

@@ -1,5 +1,5 @@
 // Shared by the one-file GPU experiments in tools/gpu (copy_variants.cu,
-// mla_gather_ceiling.cu): CK(call) prints the failing CUDA call with its
+// mla_gather_ceiling.cu, gemv_read_ceiling.cu): CK(call) prints the failing CUDA call with its
 // place and returns 1 from main; median_event_ms times a run with events.
 #pragma once
 

@@ -39,10 +39,21 @@
 // perm(g) = 4 (g % 2) + g / 2, undone when the results are stored.
 //
 // Tiling and split:
-//  - A block owns kRowsPerBlock = 32 rows of N (two 16-row MMA tiles). Every
-//    warp of the block works on all 32 rows, so each activation fragment it
-//    loads is used for two weight tiles (activation bytes per weight byte:
-//    1/4 for M <= 8, 1/2 for M > 8; they come from L1/L2, A is tiny).
+//  - A block owns 32 rows of N (two 16-row MMA tiles, RT = 2) or 16 (RT = 1).
+//    Every warp of the block works on all its rows, so with 32 each
+//    activation fragment it loads is used for two weight tiles (activation
+//    bytes per weight byte: 1/4 for M <= 8, 1/2 for M > 8; they come from
+//    L1/L2, A is tiny). gemv_plan takes the one whose blocks fill their waves
+//    of resident blocks better, 16 on a tie. Why 16 at all: a read-only
+//    kernel with this load pattern (tools/gpu/gemv_read_ceiling.cu, H100,
+//    benchmarks/h100-2026-11-25-s8/) reads 4096 x 14336 at 81% of copy
+//    bandwidth with 16-row blocks and 75% with 32-row ones (more blocks, more
+//    SMs streaming); in the gemv, side by side in one run (KB_GEMV_ROWS
+//    forces either): 16384 x 3072 M = 1 41.8 against 43.8 us, 4096 x 14336
+//    M = 16 51.4 against 52.6, 28672 x 4096 M = 1 89.6 against 92.7; but
+//    10240 x 8192 M = 1 72.4 against 69.1 (640 blocks of 16 make a second,
+//    short wave where 320 of 32 fit one) and 8192 x 8192 M = 16 60.5 against
+//    56.8, which the fill rule gets right.
 //  - The block's warps (8; fewer for tiny problems) split K: warp w takes
 //    64-wide K steps w, w + warps, ..., so at any moment the block reads one
 //    contiguous 8 x 128 bytes of each row. Per iteration a lane has 8 weight
@@ -140,7 +151,7 @@
 namespace kb::kernels::gemm_cuda {
 namespace {
 
-constexpr int kRowsPerBlock = 32;          // rows of N per block (two 16-row MMA tiles)
+constexpr int kRowTile = 16;               // rows of N per MMA tile; a block has RT = 1 or 2
 constexpr int kChunk = 32;                 // k covered by the 4 lanes of a group, 16 bytes each
 constexpr int kUnroll = 2;                 // chunks per iteration
 constexpr int kKStep = kChunk * kUnroll;   // 64: k per warp iteration
@@ -161,7 +172,7 @@ struct Params {
   int k_iterations;        // ceil(K / kKStep)
   int splits;              // gridDim.y
   unsigned* counters;      // [kMaxCounters], zero at rest (splits > 1)
-  float* partials;         // [row_blocks][splits][M][kRowsPerBlock] (splits > 1)
+  float* partials;         // [row_blocks][splits][M][rows per block] (splits > 1)
 };
 
 // L2 policy for the weight stream: evict_first. Each weight byte is read
@@ -216,10 +227,15 @@ __device__ __forceinline__ std::uint16_t to_bits(float v) {
 // faster, 4096 x 4096 and 4096 x 14336 unsplit 10% (H100, runs r4 and r5
 // of s6 gemv_grid.md). M > 8 has no minimum (0: 91-102 registers, 2 blocks per
 // SM); a minimum of 2 blocks let ptxas take 123 and ran 2-5% slower.
-template <int M, bool kBf16>
+// 16-row blocks (RT = 1) take 60-64 registers at M <= 8 (4 blocks per SM)
+// and 72 at M > 8 (3); a minimum of 4 at M = 16 (64 registers, 8 bytes of
+// spills) ran 2-15% slower (s8 decode_gemm_rows16_occ4_trial.md).
+template <int M, bool kBf16, int RT>
 __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Params p) {
   constexpr int MT = (M + 7) / 8;  // 8-wide MMA tiles covering the M rows of A
   constexpr int MP = MT * 8;
+  constexpr int kRows = kRowTile * RT;  // rows of N per block
+  constexpr int kLoads = 4 * RT;        // weight loads per lane per 64-wide K step (4 rows each)
   extern __shared__ float red[];   // [warps][MP][kRedStride]
   __shared__ bool last_block;
 
@@ -228,20 +244,20 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
   const int warps = blockDim.x >> 5;
   const int g = lane >> 2;
   const int t = lane & 3;
-  const int n0 = blockIdx.x * kRowsPerBlock;
+  const int n0 = blockIdx.x * kRows;
   const int split = blockIdx.y;
 
-  // Weight loads: instruction j (0..7) of an iteration reads rows
+  // Weight loads: instruction j (0..kLoads-1) of an iteration reads rows
   // n0 + 4j + lane/8, 16 bytes at element kb + 8 (lane % 8): four whole
   // 128-byte lines. Rows past the end load zeros (and point at row 0, never
   // dereferenced).
   const int q = lane >> 3;
   const int s8 = lane & 7;
   const bool odd = g & 1;
-  const std::uint16_t* brow[8];
-  bool bok[8];
+  const std::uint16_t* brow[kLoads];
+  bool bok[kLoads];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < kLoads; ++j) {
     const int n = n0 + 4 * j + q;
     bok[j] = n < p.N;
     brow[j] = p.B + static_cast<std::size_t>(bok[j] ? n : 0) * p.K + 8 * s8;
@@ -255,9 +271,9 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
   }
 
   const std::uint64_t policy = weight_l2_policy();
-  float acc[2][MT][4];
+  float acc[RT][MT][4];
 #pragma unroll
-  for (int rt = 0; rt < 2; ++rt)
+  for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -267,11 +283,11 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
   const int it_end = static_cast<int>(static_cast<long long>(split + 1) * p.k_iterations / p.splits);
   for (int it = it_begin + warp; it < it_end; it += warps) {
     const int kb = it * kKStep;
-    // All loads of the iteration first (8 weight + 2*MT activation vectors
-    // per lane in flight), then the exchange and the MMAs.
-    uint4 v[8];
+    // All loads of the iteration first (kLoads weight + 2*MT activation
+    // vectors per lane in flight), then the exchange and the MMAs.
+    uint4 v[kLoads];
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < kLoads; ++j)
       v[j] = (bok[j] && kb + 8 * s8 < p.K) ? load_weight(brow[j] + kb, policy) : make_uint4(0, 0, 0, 0);
     uint4 x[kUnroll][MT];
 #pragma unroll
@@ -288,9 +304,9 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
     // of row 8i + g/2 and odd groups both segments of row 8i + 4 + g/2: slot
     // i = 2 rt + h of the fragments, fragment row g <-> block row
     // 16 rt + 8 h + perm(g), perm(g) = 4 (g & 1) + g / 2.
-    uint4 w[kUnroll][2][2];
+    uint4 w[kUnroll][RT][2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 2 * RT; ++i) {
       const uint4 a = v[2 * i];
       const uint4 b = v[2 * i + 1];
       const uint4 send = odd ? a : b;
@@ -305,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int rt = 0; rt < 2; ++rt)
+      for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           // Fragment A: {row g, cols 2t..}, {row g+8, cols 2t..}, {row g, cols 2t+8..}, {row g+8, cols 2t+8..};
@@ -323,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
   const int pg = 4 * (g & 1) + (g >> 1);
   float* mine = red + warp * (MP * kRedStride);
 #pragma unroll
-  for (int rt = 0; rt < 2; ++rt)
+  for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int r = 16 * rt + pg;
@@ -336,11 +352,11 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
   __syncthreads();
 
   // Output (m, r) for i = m * 32 + r: consecutive threads write consecutive n.
-  constexpr int kOut = M * kRowsPerBlock;
+  constexpr int kOut = M * kRows;
   if (p.splits == 1) {
     for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
-      const int m = i / kRowsPerBlock;
-      const int r = i % kRowsPerBlock;
+      const int m = i / kRows;
+      const int r = i % kRows;
       const int n = n0 + r;
       if (n >= p.N) continue;
       float s = 0.f;
@@ -354,8 +370,8 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
   // row block to arrive sums all splits in split order.
   float* tile = p.partials + (static_cast<std::size_t>(blockIdx.x) * p.splits + split) * kOut;
   for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
-    const int m = i / kRowsPerBlock;
-    const int r = i % kRowsPerBlock;
+    const int m = i / kRows;
+    const int r = i % kRows;
     float s = 0.f;
     for (int w = 0; w < warps; ++w) s += red[(w * MP + m) * kRedStride + r];
     tile[i] = s;
@@ -368,8 +384,8 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
   __threadfence();
   const float* tiles = p.partials + static_cast<std::size_t>(blockIdx.x) * p.splits * kOut;
   for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
-    const int m = i / kRowsPerBlock;
-    const int r = i % kRowsPerBlock;
+    const int m = i / kRows;
+    const int r = i % kRows;
     const int n = n0 + r;
     if (n >= p.N) continue;
     float s = 0.f;
@@ -383,16 +399,21 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
 
 using KernelFn = void (*)(Params);
 
-// The one place templated M is dispatched: kernel(M, bf16) for M in 1..16.
-template <bool kBf16, int... Ms>
+// The one place templated M is dispatched: kernel(M, bf16, rows) for M in
+// 1..16 and blocks of 16 or 32 rows.
+template <bool kBf16, int RT, int... Ms>
 constexpr std::array<KernelFn, sizeof...(Ms)> kernel_table(std::integer_sequence<int, Ms...>) {
-  return {&gemv_kernel<Ms + 1, kBf16>...};
+  return {&gemv_kernel<Ms + 1, kBf16, RT>...};
 }
 
-KernelFn kernel_for(int M, bool bf16) {
-  static constexpr auto f16 = kernel_table<false>(std::make_integer_sequence<int, kGemvMaxM>{});
-  static constexpr auto b16 = kernel_table<true>(std::make_integer_sequence<int, kGemvMaxM>{});
-  return bf16 ? b16[M - 1] : f16[M - 1];
+KernelFn kernel_for(int M, bool bf16, int rows) {
+  using Ms = std::make_integer_sequence<int, kGemvMaxM>;
+  static constexpr auto f16 = kernel_table<false, 1>(Ms{});
+  static constexpr auto b16 = kernel_table<true, 1>(Ms{});
+  static constexpr auto f16x2 = kernel_table<false, 2>(Ms{});
+  static constexpr auto b16x2 = kernel_table<true, 2>(Ms{});
+  if (rows == kRowTile) return bf16 ? b16[M - 1] : f16[M - 1];
+  return bf16 ? b16x2[M - 1] : f16x2[M - 1];
 }
 
 std::size_t smem_bytes(int M, int warps) {
@@ -402,7 +423,7 @@ std::size_t smem_bytes(int M, int warps) {
 
 // Per-device facts, computed once (racing first calls compute the same value).
 std::atomic<int> g_sm_count[kMaxDevices];
-std::atomic<int> g_occupancy[kMaxDevices][kGemvMaxM][2];
+std::atomic<int> g_occupancy[kMaxDevices][kGemvMaxM][2][2];  // [device][M - 1][bf16][rows / 16 - 1]
 
 cudaError_t sm_count(int device, int* out) {
   if (device >= 0 && device < kMaxDevices) {
@@ -417,13 +438,14 @@ cudaError_t sm_count(int device, int* out) {
 
 // Resident blocks per SM of the full-size block (kMaxWarps warps), the only
 // block size that is ever split along K.
-cudaError_t occupancy(int device, int M, bool bf16, int* out) {
-  std::atomic<int>* slot = (device >= 0 && device < kMaxDevices) ? &g_occupancy[device][M - 1][bf16] : nullptr;
+cudaError_t occupancy(int device, int M, bool bf16, int rows, int* out) {
+  std::atomic<int>* slot =
+      (device >= 0 && device < kMaxDevices) ? &g_occupancy[device][M - 1][bf16][rows / kRowTile - 1] : nullptr;
   if (slot) {
     if (int v = slot->load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
   }
   int v = 0;
-  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel_for(M, bf16), kThreads,
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel_for(M, bf16, rows), kThreads,
                                                                 smem_bytes(M, kMaxWarps));
   if (e != cudaSuccess) return e;
   if (v < 1) v = 1;
@@ -439,14 +461,14 @@ cudaError_t occupancy(int device, int M, bool bf16, int* out) {
 // tiles of the current launch.
 constexpr int kMaxCounters = 4096;
 constexpr std::size_t kCountersBytes = kMaxCounters * sizeof(unsigned);
-std::size_t split_scratch_bytes(int M, int row_blocks, int splits) {
-  return kCountersBytes + static_cast<std::size_t>(row_blocks) * splits * M * kRowsPerBlock * sizeof(float);
+std::size_t split_scratch_bytes(int M, int rows, int row_blocks, int splits) {
+  return kCountersBytes + static_cast<std::size_t>(row_blocks) * splits * M * rows * sizeof(float);
 }
 
 bool preconditions(const GemmProblem& p) {
   if (p.dtype != DType::float16 && p.dtype != DType::bfloat16) return false;
   if (p.M < 1 || p.M > kGemvMaxM || p.N < 1 || p.K < 1) return false;
-  if (p.N > 0x7fffffff - kRowsPerBlock || p.K > 0x7fffffff - kKStep) return false;
+  if (p.N > 0x7fffffff - 2 * kRowTile || p.K > 0x7fffffff - kKStep) return false;
   if (p.K % kGemvKMultiple != 0) return false;
   if ((reinterpret_cast<std::uintptr_t>(p.A) | reinterpret_cast<std::uintptr_t>(p.B)) % 16 != 0) return false;
   return p.C != nullptr;
@@ -462,9 +484,27 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   GemvPlan plan;
   if (cudaError_t e = sm_count(device, &plan.sm_count); e != cudaSuccess) return e;
-  if (cudaError_t e = occupancy(device, M, bf16, &plan.blocks_per_sm); e != cudaSuccess) return e;
+  // Rows per block: 16 or 32, whichever fills its waves of resident blocks
+  // better (blocks / (waves x slots)); 16 on a tie. A half-empty last wave
+  // streams with a fraction of the loads in flight. KB_GEMV_ROWS=16|32
+  // forces one (to measure the two side by side).
+  static const int forced_rows = env_is("KB_GEMV_ROWS", "16") ? 16 : env_is("KB_GEMV_ROWS", "32") ? 32 : 0;
+  double best_fill = -1;
+  for (int rows : {kRowTile, 2 * kRowTile}) {
+    if (forced_rows && rows != forced_rows) continue;
+    int per_sm = 0;
+    if (cudaError_t e = occupancy(device, M, bf16, rows, &per_sm); e != cudaSuccess) return e;
+    const long long blocks = (p.N + rows - 1) / rows;
+    const long long slots = static_cast<long long>(plan.sm_count) * per_sm;
+    const double fill = static_cast<double>(blocks) / static_cast<double>((blocks + slots - 1) / slots * slots);
+    if (fill > best_fill) {
+      best_fill = fill;
+      plan.rows_per_block = rows;
+      plan.blocks_per_sm = per_sm;
+    }
+  }
   plan.k_iterations = static_cast<int>((p.K + kKStep - 1) / kKStep);
-  plan.row_blocks = static_cast<int>((p.N + kRowsPerBlock - 1) / kRowsPerBlock);
+  plan.row_blocks = static_cast<int>((p.N + plan.rows_per_block - 1) / plan.rows_per_block);
   // Blocks along K for a given block size: one resident wave (the occupancy
   // is that of full-size blocks; smaller ones fit proportionally more), at
   // least one 64-wide step per warp, and a final split-K sum of at most
@@ -482,7 +522,8 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
     s = std::min<long long>(s, plan.k_iterations / warps);
     s = std::min<long long>(s, std::max(1, kMaxFinalLoads * warps / M));
     s = std::min<long long>(s, kMaxSplits);
-    while (s > 1 && split_scratch_bytes(M, plan.row_blocks, static_cast<int>(s)) > scratch_bytes) --s;
+    while (s > 1 && split_scratch_bytes(M, plan.rows_per_block, plan.row_blocks, static_cast<int>(s)) > scratch_bytes)
+      --s;
     return s > 1 ? static_cast<int>(s) : 1;
   };
   plan.warps = std::min(kMaxWarps, plan.k_iterations);
@@ -516,7 +557,7 @@ int gemv_launch(const GemmProblem& p, const StreamScratch* scratch, const GemvPl
   const int M = static_cast<int>(p.M);
   // A split plan needs the scratch it was made for.
   if (plan.splits > 1 &&
-      split_scratch_bytes(M, plan.row_blocks, plan.splits) > gemv_scratch_bytes(scratch))
+      split_scratch_bytes(M, plan.rows_per_block, plan.row_blocks, plan.splits) > gemv_scratch_bytes(scratch))
     return cudaErrorInvalidValue;
   Params params{};
   params.A = static_cast<const std::uint16_t*>(p.A);
@@ -533,7 +574,8 @@ int gemv_launch(const GemmProblem& p, const StreamScratch* scratch, const GemvPl
   }
   const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.splits));
   const dim3 block(static_cast<unsigned>(plan.warps * 32));
-  KernelFn fn = kernel_for(M, p.dtype == DType::bfloat16);
+  if (plan.rows_per_block != kRowTile && plan.rows_per_block != 2 * kRowTile) return cudaErrorInvalidValue;
+  KernelFn fn = kernel_for(M, p.dtype == DType::bfloat16, plan.rows_per_block);
   void* args[] = {&params};
   cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(fn), grid, block, args, smem_bytes(M, plan.warps),
                                    static_cast<cudaStream_t>(p.stream));

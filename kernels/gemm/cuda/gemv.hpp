@@ -21,7 +21,8 @@ inline constexpr std::size_t kGemvScratchBytes = std::size_t{4} << 20;
 
 // How one launch is cut (see the comment at the top of gemv.cu).
 struct GemvPlan {
-  int row_blocks = 0;       // blocks along N, kGemvRowsPerBlock rows each
+  int rows_per_block = 32;  // rows of N per block: 16 (one MMA tile) or 32 (two)
+  int row_blocks = 0;       // blocks along N, rows_per_block rows each
   int splits = 1;           // blocks along K (split-K); >1 uses the scratch
   int warps = 0;            // warps per block, interleaved over K
   int k_iterations = 0;     // 64-wide K steps in all (ceil(K / 64))
