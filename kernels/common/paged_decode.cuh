@@ -50,6 +50,7 @@
 #include <string>
 #include <utility>
 
+#include "l2_stream_policy.cuh"
 #include "tuning_env.hpp"
 
 namespace kb::kernels::paged_decode {
@@ -82,7 +83,7 @@ struct Params {
   int head_blocks = 1;    // CTAs per sequence and split: GQA: H_kv; MLA: ceil(H_q / 16)
   std::int64_t num_pages = 0;
   float scale_log2 = 0;  // sm_scale * log2(e)
-  bool kv_evict_first = true;  // the KV stream's L2 policy (kv_policy)
+  float kv_evict_first = 1.0f;  // the KV stream's L2 policy: evict_first fraction (l2_stream_policy.cuh)
 };
 
 // Keys of a paged sequence: npages pages, the last holding last_page_len[b]
@@ -104,24 +105,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(bytes)
                : "memory");
 }
-// The same with an L2 cache policy (kv_policy): the KV stream.
+// The same with an L2 cache policy (l2_stream_policy.cuh): the KV stream.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid, std::uint64_t policy) {
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(smem)),
                "l"(gmem), "r"(bytes), "l"(policy)
                : "memory");
-}
-// L2 policy of the KV stream: evict_first or evict_normal (launch() picks by
-// the KV size). Each KV byte is read once per launch, so its lines may as
-// well be the next replaced rather than lines other work keeps in L2 (or
-// dirty lines, which would have to be written back first).
-__device__ __forceinline__ std::uint64_t kv_policy(bool evict_first) {
-  std::uint64_t policy;
-  if (evict_first)
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  else
-    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
@@ -320,7 +309,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
     return page * p.page_size + t % p.page_size;
   };
 
-  const std::uint64_t kvpol = kv_policy(p.kv_evict_first);
+  const std::uint64_t kvpol = l2_stream_policy(p.kv_evict_first);
   // cp.async of one tile (rows from tok_s[stage]) into stage `stage`.
   auto issue = [&](int stage) {
     const int* toks = tok_s + stage * TK;
@@ -745,23 +734,9 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   }();
   if (forced > 0) splits = static_cast<int>(std::min<std::int64_t>({forced, std::max<std::int64_t>(1, max_ws), kMaxSplits}));
   p.splits = splits;
-  // The KV stream's L2 policy: evict_first up to kEvictFirstL2s x the L2
-  // size of KV, evict_normal above (KB_KV_EVICT_FIRST=0|1 forces either).
-  // H100 (50 MB L2), GQA 32/8 d128 and MLA, side by side in one run each
-  // (benchmarks/h100-2026-11-25-s8/decode_evict_first.md): evict_first is
-  // 3-15% faster up to ~230 MB of KV (MLA batch 1 x 32768 keys 41.4 -> 35.3
-  // us, GQA batch 4 x 8192 67.0 -> 62.5, batch 3 x 16384 91.5 -> 88.0),
-  // level at 270-450 MB, and 1-4% slower from ~540 MB on (GQA batch 4 x
-  // 32768 page size 64 204 -> 212 us, MLA batch 64 x 8192 233 -> 241).
-  // Likely: the read evicts the kernel's own lines instead of older (dirty)
-  // ones, which pays while those are a large share of the traffic.
-  {
-    constexpr std::int64_t kEvictFirstL2s = 5;
-    const std::int64_t bytes_per_key = MLA ? std::int64_t{DQK} * 2 : std::int64_t{p.num_kv_heads} * (DQK + DV) * 2;
-    const std::int64_t kv_bytes = avg_keys * p.batch * bytes_per_key;
-    static const int forced_policy = env_is("KB_KV_EVICT_FIRST", "0") ? 0 : env_is("KB_KV_EVICT_FIRST", "1") ? 1 : -1;
-    p.kv_evict_first = forced_policy >= 0 ? forced_policy == 1 : kv_bytes <= kEvictFirstL2s * info.l2_bytes;
-  }
+  // The KV stream's L2 policy, by its size (l2_stream_policy.cuh).
+  const std::int64_t bytes_per_key = MLA ? std::int64_t{DQK} * 2 : std::int64_t{p.num_kv_heads} * (DQK + DV) * 2;
+  p.kv_evict_first = evict_first_fraction(stream_evict_first(avg_keys * p.batch * bytes_per_key, info.l2_bytes));
   p.part_o = p.part_lse = nullptr;
   p.counters = nullptr;
   if (splits > 1) {

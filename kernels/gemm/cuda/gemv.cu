@@ -104,8 +104,9 @@
 // The weight is read with ld.global.nc.L1::no_allocate (read once: keep L1
 // for the activations, which every warp re-reads), a 256-byte L2 prefetch
 // hint (a few percent faster than plain ld.global.nc in the same test) and
-// an L2 evict_first policy (read once: its lines go first, not lines other
-// work keeps in L2); activations with plain __ldg.
+// an L2 policy by the weight's size (kernels/common/l2_stream_policy.cuh:
+// evict_first up to 6 x the L2 size, evict_normal above); activations with
+// plain __ldg.
 //
 // What bounds a cold sample. The L2 flush before it (kb's timer, and torch's
 // in tools/gpu/compare_torch.py) is a memset, which leaves L2 full of dirty
@@ -120,7 +121,11 @@
 // the split, the occupancy and the one-launch split-K tail (the last block
 // of a row block sums 2-3 partial tiles of M x 32 floats) are not what is
 // left; evict_first is, if L2 then replaces the kernel's own clean lines
-// instead of the flush's dirty ones (not yet measured).
+// instead of the flush's dirty ones. Measured since (H100, s8
+// gemv_evict_first.md): evict_first 7-16% faster up to ~180 MB of weight
+// (7168 x 5120 32.9 against 38.0 us, 4096 x 14336 49.6 against 55.2), level
+// around 270 MB, and 2-5% slower on 356-470 MB (8192 x 28672 178 against
+// 169), hence the size rule.
 //
 // Measured before evict_first (H200, bf16, CUDA events around one call after
 // a 256 MiB L2 flush, median of 30; kb_cuda_gemv vs kb_cublaslt_gemm, us):
@@ -146,6 +151,7 @@
 #include <cstring>
 #include <utility>
 
+#include "../../common/l2_stream_policy.cuh"
 #include "../../common/tuning_env.hpp"
 
 namespace kb::kernels::gemm_cuda {
@@ -173,17 +179,9 @@ struct Params {
   int splits;              // gridDim.y
   unsigned* counters;      // [kMaxCounters], zero at rest (splits > 1)
   float* partials;         // [row_blocks][splits][M][rows per block] (splits > 1)
+  float evict_first;       // the weight stream's L2 policy: evict_first fraction (l2_stream_policy.cuh)
 };
 
-// L2 policy for the weight stream: evict_first. Each weight byte is read
-// once, so its lines should be the next ones replaced, not lines other work
-// keeps in L2 (activations, KV, other kernels' dirty outputs, which would
-// have to be written back first).
-__device__ __forceinline__ std::uint64_t weight_l2_policy() {
-  std::uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
 
 __device__ __forceinline__ uint4 load_weight(const std::uint16_t* p, std::uint64_t policy) {
   uint4 v;
@@ -270,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
     arow[mt] = p.A + static_cast<std::size_t>(aok[mt] ? 8 * mt + g : 0) * p.K + 8 * t;
   }
 
-  const std::uint64_t policy = weight_l2_policy();
+  const std::uint64_t policy = l2_stream_policy(p.evict_first);
   float acc[RT][MT][4];
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt)
@@ -423,6 +421,7 @@ std::size_t smem_bytes(int M, int warps) {
 
 // Per-device facts, computed once (racing first calls compute the same value).
 std::atomic<int> g_sm_count[kMaxDevices];
+std::atomic<int> g_l2_bytes[kMaxDevices];
 std::atomic<int> g_occupancy[kMaxDevices][kGemvMaxM][2][2];  // [device][M - 1][bf16][rows / 16 - 1]
 
 cudaError_t sm_count(int device, int* out) {
@@ -432,6 +431,17 @@ cudaError_t sm_count(int device, int* out) {
   int v = 0;
   if (cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
   if (device >= 0 && device < kMaxDevices) g_sm_count[device].store(v, std::memory_order_relaxed);
+  *out = v;
+  return cudaSuccess;
+}
+
+cudaError_t l2_bytes(int device, int* out) {
+  if (device >= 0 && device < kMaxDevices) {
+    if (int v = g_l2_bytes[device].load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
+  }
+  int v = 0;
+  if (cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, device); e != cudaSuccess) return e;
+  if (device >= 0 && device < kMaxDevices) g_l2_bytes[device].store(v, std::memory_order_relaxed);
   *out = v;
   return cudaSuccess;
 }
@@ -484,6 +494,9 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   GemvPlan plan;
   if (cudaError_t e = sm_count(device, &plan.sm_count); e != cudaSuccess) return e;
+  int l2 = 0;
+  if (cudaError_t e = l2_bytes(device, &l2); e != cudaSuccess) return e;
+  plan.evict_first = stream_evict_first(static_cast<std::int64_t>(p.N) * p.K * 2, l2);
   // Rows per block: 16 or 32, whichever fills its waves of resident blocks
   // better (blocks / (waves x slots)); 16 on a tie. A half-empty last wave
   // streams with a fraction of the loads in flight. KB_GEMV_ROWS=16|32
@@ -567,6 +580,7 @@ int gemv_launch(const GemmProblem& p, const StreamScratch* scratch, const GemvPl
   params.K = static_cast<int>(p.K);
   params.k_iterations = plan.k_iterations;
   params.splits = plan.splits;
+  params.evict_first = evict_first_fraction(plan.evict_first);
   if (plan.splits > 1) {
     auto* base = static_cast<unsigned char*>(scratch->gemv_scratch);
     params.counters = reinterpret_cast<unsigned*>(base);

@@ -1,0 +1,55 @@
+// The L2 policy of a read-once stream (a decode's KV cache, a gemv's weight):
+// evict_first while the stream is at most kEvictFirstL2s times the L2 size,
+// evict_normal above. KB_STREAM_EVICT_FIRST=0|1 forces either, to measure the
+// two side by side in one run.
+//
+// Measured on an H100 (50 MB L2; kb's cold timing: L2 flushed by a memset
+// before each sample), side by side in one call each,
+// benchmarks/h100-2026-11-25-s8/:
+//  - paged decode (decode_evict_first.md): evict_first 3-15% faster up to
+//    ~230 MB of KV (MLA batch 1 x 32768 keys 41.4 -> 35.3 us, GQA batch 4 x
+//    8192 67.0 -> 62.5), level at 270-450 MB, 1-4% slower from ~540 MB (GQA
+//    batch 4 x 32768 page size 64 204 -> 212 us);
+//  - gemv (gemv_evict_first.md): evict_first faster up to the 272 MB of
+//    37888 x 3584 (7168 x 5120, 73 MB: 32.9 against 38.0 us), level or
+//    slower above (34816 x 5120, 356 MB, M = 1: 133.5 against 130.5;
+//    8192 x 28672, 470 MB: 178 against 169).
+// Likely: while the stream is a few times the L2, the lines it evicts are
+// mostly the ones that were there before it (here the flush's dirty lines,
+// each a write-back; in an engine, whatever the previous kernels left), and
+// evict_first makes it replace its own clean lines instead. Longer streams
+// pay for that more than they save (not understood further).
+#pragma once
+
+#include <cstdint>
+
+#include "tuning_env.hpp"
+
+namespace kb::kernels {
+
+inline constexpr std::int64_t kEvictFirstL2s = 6;
+
+// Host: the policy for a stream of `bytes` on a device with `l2_bytes` of L2.
+inline bool stream_evict_first(std::int64_t bytes, std::int64_t l2_bytes) {
+  static const int forced = env_is("KB_STREAM_EVICT_FIRST", "0") ? 0 : env_is("KB_STREAM_EVICT_FIRST", "1") ? 1 : -1;
+  if (forced >= 0) return forced == 1;
+  return bytes <= kEvictFirstL2s * l2_bytes;
+}
+
+// The fraction l2_stream_policy takes (kernels get it as a parameter).
+inline float evict_first_fraction(bool evict_first) { return evict_first ? 1.0f : 0.0f; }
+
+#if defined(__CUDACC__)
+// Device: a createpolicy value for ld / cp.async .L2::cache_hint: the
+// fraction of accesses that are evict_first (kernels pass 1 or 0, from a
+// kernel parameter); the others take the secondary priority, evict_unchanged
+// (as without a hint). One instruction with the fraction as an operand, not a
+// choice between two policies, which cost the gemv up to 30 registers.
+__device__ __forceinline__ std::uint64_t l2_stream_policy(float fraction) {
+  std::uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.L2::evict_unchanged.b64 %0, %1;" : "=l"(policy) : "f"(fraction));
+  return policy;
+}
+#endif
+
+}  // namespace kb::kernels
