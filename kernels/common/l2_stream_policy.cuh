@@ -1,7 +1,7 @@
 // The L2 policy of a read-once stream (a decode's KV cache, a gemv's weight):
 // evict_first while the stream is at most kEvictFirstL2s times the L2 size,
-// evict_normal above. KB_STREAM_EVICT_FIRST=0|1 forces either, to measure the
-// two side by side in one run.
+// no hint above (evict_unchanged: as a plain load). KB_STREAM_EVICT_FIRST=0|1
+// forces either, to measure the two side by side in one run.
 //
 // Measured on an H100 (50 MB L2; kb's cold timing: L2 flushed by a memset
 // before each sample), side by side in one call each,

@@ -105,7 +105,7 @@
 // for the activations, which every warp re-reads), a 256-byte L2 prefetch
 // hint (a few percent faster than plain ld.global.nc in the same test) and
 // an L2 policy by the weight's size (kernels/common/l2_stream_policy.cuh:
-// evict_first up to 6 x the L2 size, evict_normal above); activations with
+// evict_first up to 6 x the L2 size, no hint above); activations with
 // plain __ldg.
 //
 // What bounds a cold sample. The L2 flush before it (kb's timer, and torch's
@@ -181,7 +181,6 @@ struct Params {
   float* partials;         // [row_blocks][splits][M][rows per block] (splits > 1)
   float evict_first;       // the weight stream's L2 policy: evict_first fraction (l2_stream_policy.cuh)
 };
-
 
 __device__ __forceinline__ uint4 load_weight(const std::uint16_t* p, std::uint64_t policy) {
   uint4 v;
@@ -349,7 +348,7 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
     }
   __syncthreads();
 
-  // Output (m, r) for i = m * 32 + r: consecutive threads write consecutive n.
+  // Output (m, r) for i = m * kRows + r: consecutive threads write consecutive n.
   constexpr int kOut = M * kRows;
   if (p.splits == 1) {
     for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
@@ -424,27 +423,23 @@ std::atomic<int> g_sm_count[kMaxDevices];
 std::atomic<int> g_l2_bytes[kMaxDevices];
 std::atomic<int> g_occupancy[kMaxDevices][kGemvMaxM][2][2];  // [device][M - 1][bf16][rows / 16 - 1]
 
-cudaError_t sm_count(int device, int* out) {
+// A device attribute through its per-device cache.
+cudaError_t cached_attribute(cudaDeviceAttr attr, std::atomic<int> (&cache)[kMaxDevices], int device, int* out) {
   if (device >= 0 && device < kMaxDevices) {
-    if (int v = g_sm_count[device].load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
+    if (int v = cache[device].load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
   }
   int v = 0;
-  if (cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
-  if (device >= 0 && device < kMaxDevices) g_sm_count[device].store(v, std::memory_order_relaxed);
+  if (cudaError_t e = cudaDeviceGetAttribute(&v, attr, device); e != cudaSuccess) return e;
+  if (device >= 0 && device < kMaxDevices) cache[device].store(v, std::memory_order_relaxed);
   *out = v;
   return cudaSuccess;
 }
 
-cudaError_t l2_bytes(int device, int* out) {
-  if (device >= 0 && device < kMaxDevices) {
-    if (int v = g_l2_bytes[device].load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
-  }
-  int v = 0;
-  if (cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, device); e != cudaSuccess) return e;
-  if (device >= 0 && device < kMaxDevices) g_l2_bytes[device].store(v, std::memory_order_relaxed);
-  *out = v;
-  return cudaSuccess;
+cudaError_t sm_count(int device, int* out) {
+  return cached_attribute(cudaDevAttrMultiProcessorCount, g_sm_count, device, out);
 }
+
+cudaError_t l2_bytes(int device, int* out) { return cached_attribute(cudaDevAttrL2CacheSize, g_l2_bytes, device, out); }
 
 // Resident blocks per SM of the full-size block (kMaxWarps warps), the only
 // block size that is ever split along K.

@@ -33,7 +33,7 @@ struct GemvPlan {
   // kb_cuda_gemm hands such shapes to cuBLASLt (gemv.cu says what was measured).
   bool short_last_wave = false;
   // The weight stream's L2 policy: evict_first up to a few times the L2
-  // size, evict_normal above (kernels/common/l2_stream_policy.cuh).
+  // size, no hint above (kernels/common/l2_stream_policy.cuh).
   bool evict_first = true;
 };
 
