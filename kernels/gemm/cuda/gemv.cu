@@ -492,25 +492,14 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   int l2 = 0;
   if (cudaError_t e = l2_bytes(device, &l2); e != cudaSuccess) return e;
   plan.evict_first = stream_evict_first(static_cast<std::int64_t>(p.N) * p.K * 2, l2);
-  // Rows per block: 16 or 32, whichever fills its waves of resident blocks
-  // better (blocks / (waves x slots)); 16 on a tie. A half-empty last wave
-  // streams with a fraction of the loads in flight. KB_GEMV_ROWS=16|32
-  // forces one (to measure the two side by side).
+  // Rows per block (gemv_wave_fill in gemv.hpp). KB_GEMV_ROWS=16|32 forces
+  // one (to measure the two side by side).
   static const int forced_rows = env_is("KB_GEMV_ROWS", "16") ? 16 : env_is("KB_GEMV_ROWS", "32") ? 32 : 0;
-  double best_fill = -1;
-  for (int rows : {kRowTile, 2 * kRowTile}) {
-    if (forced_rows && rows != forced_rows) continue;
-    int per_sm = 0;
-    if (cudaError_t e = occupancy(device, M, bf16, rows, &per_sm); e != cudaSuccess) return e;
-    const long long blocks = (p.N + rows - 1) / rows;
-    const long long slots = static_cast<long long>(plan.sm_count) * per_sm;
-    const double fill = static_cast<double>(blocks) / static_cast<double>((blocks + slots - 1) / slots * slots);
-    if (fill > best_fill) {
-      best_fill = fill;
-      plan.rows_per_block = rows;
-      plan.blocks_per_sm = per_sm;
-    }
-  }
+  int per_sm[2] = {0, 0};  // resident blocks of 16 and 32 rows
+  for (int i = 0; i < 2; ++i)
+    if (cudaError_t e = occupancy(device, M, bf16, kRowTile * (i + 1), &per_sm[i]); e != cudaSuccess) return e;
+  plan.rows_per_block = forced_rows ? forced_rows : gemv_rows_per_block(p.N, plan.sm_count, per_sm[0], per_sm[1]);
+  plan.blocks_per_sm = per_sm[plan.rows_per_block / kRowTile - 1];
   plan.k_iterations = static_cast<int>((p.K + kKStep - 1) / kKStep);
   plan.row_blocks = static_cast<int>((p.N + plan.rows_per_block - 1) / plan.rows_per_block);
   // Blocks along K for a given block size: one resident wave (the occupancy

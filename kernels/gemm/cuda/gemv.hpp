@@ -3,7 +3,9 @@
 // the choice of its grid live in gemv.cu; this header has no CUDA types.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "gemm_problem.hpp"
 
@@ -36,6 +38,22 @@ struct GemvPlan {
   // size, no hint above (kernels/common/l2_stream_policy.cuh).
   bool evict_first = true;
 };
+
+// How well blocks of `rows` rows fill their waves of resident blocks:
+// blocks / (waves x slots), slots = sm_count x blocks_per_sm.
+inline double gemv_wave_fill(std::int64_t N, int rows, int sm_count, int blocks_per_sm) {
+  const std::int64_t blocks = (N + rows - 1) / rows;
+  const std::int64_t slots = std::max<std::int64_t>(1, std::int64_t{sm_count} * blocks_per_sm);
+  return static_cast<double>(blocks) / static_cast<double>((blocks + slots - 1) / slots * slots);
+}
+
+// Rows per gemv block: 16 or 32, whichever fills its waves better, 16 on a
+// tie (a half-empty last wave streams with a fraction of the loads in
+// flight; gemv.cu has the measurements). per_sm_16 / per_sm_32: resident
+// blocks per SM of each kernel.
+inline int gemv_rows_per_block(std::int64_t N, int sm_count, int per_sm_16, int per_sm_32) {
+  return gemv_wave_fill(N, 16, sm_count, per_sm_16) >= gemv_wave_fill(N, 32, sm_count, per_sm_32) ? 16 : 32;
+}
 
 // The plan gemv_launch would use for p on the current device (p must satisfy
 // the gemv preconditions: 1 <= M <= kGemvMaxM, K % 8 == 0). Returns a

@@ -1,0 +1,60 @@
+// The launch rules kb's CUDA kernels take from shapes alone, checked on the
+// CPU: which gemv block size fills its waves (kernels/gemm/cuda/gemv.hpp) and
+// which L2 policy a read-once stream gets (kernels/common/l2_stream_policy.cuh).
+// The expected answers are the ones the H100 measurements chose
+// (benchmarks/h100-2026-11-25-s8/); a rule change that flips them must be
+// measured again.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+
+#include "common/l2_stream_policy.cuh"
+#include "gemm/cuda/gemv.hpp"
+
+using kb::kernels::gemm_cuda::gemv_rows_per_block;
+using kb::kernels::gemm_cuda::gemv_wave_fill;
+
+TEST_CASE("gemv wave fill: blocks over whole waves of resident slots") {
+  // 448 blocks of 16 rows on 132 SMs x 4: one wave of 528 slots.
+  CHECK(gemv_wave_fill(7168, 16, 132, 4) == doctest::Approx(448.0 / 528.0));
+  // 640 blocks on 528 slots: two waves, the second short.
+  CHECK(gemv_wave_fill(10240, 16, 132, 4) == doctest::Approx(640.0 / 1056.0));
+  // A partial block counts as a block; a zero occupancy is taken as one slot an SM.
+  CHECK(gemv_wave_fill(33, 32, 132, 3) == doctest::Approx(2.0 / 396.0));
+  CHECK(gemv_wave_fill(32, 32, 1, 0) == doctest::Approx(1.0));
+}
+
+TEST_CASE("gemv rows per block follow the H100 measurements") {
+  // H100: 132 SMs; resident blocks from the occupancy of the committed kernels:
+  // M <= 8: 4 of 16 rows, 3 of 32; M = 16: 3 of 16 rows, 2 of 32.
+  // M = 1: 16384 x 3072 ran 41.8 us with 16 rows against 43.8 with 32;
+  // 10240 x 8192 69.1 with 32 against 72.4 with 16.
+  CHECK(gemv_rows_per_block(16384, 132, 4, 3) == 16);
+  CHECK(gemv_rows_per_block(10240, 132, 4, 3) == 32);
+  CHECK(gemv_rows_per_block(4096, 132, 4, 3) == 16);
+  // M = 16: 8192 x 8192 ran 56.8 us with 32 rows against 60.5 with 16;
+  // 4096 x 14336 51.4 with 16 against 52.6; 10240 x 8192 68.7 with 16
+  // (cuBLASLt 71.6 took the 32-row plan's short last wave).
+  CHECK(gemv_rows_per_block(8192, 132, 3, 2) == 32);
+  CHECK(gemv_rows_per_block(4096, 132, 3, 2) == 16);
+  CHECK(gemv_rows_per_block(10240, 132, 3, 2) == 16);
+  // A tie (21504 rows at M = 1: 28/33 either way) goes to 16.
+  CHECK(gemv_wave_fill(21504, 16, 132, 4) == gemv_wave_fill(21504, 32, 132, 3));
+  CHECK(gemv_rows_per_block(21504, 132, 4, 3) == 16);
+}
+
+TEST_CASE("read-once streams: evict_first up to 6 x the L2 size") {
+  if (std::getenv("KB_STREAM_EVICT_FIRST")) {
+    MESSAGE("KB_STREAM_EVICT_FIRST is set: the size rule is overridden, not checked");
+    return;
+  }
+  const std::int64_t l2 = std::int64_t{50} << 20;  // an H100's
+  CHECK(kb::kernels::stream_evict_first(6 * l2, l2));
+  CHECK_FALSE(kb::kernels::stream_evict_first(6 * l2 + 1, l2));
+  // Decode KV of GQA 32/8 d128, batch 4 x 8192 keys (134 MB): evict_first was
+  // 7% faster; batch 4 x 32768 (537 MB): 4% slower.
+  CHECK(kb::kernels::stream_evict_first(std::int64_t{4} * 8192 * 8 * 128 * 2 * 2, l2));
+  CHECK_FALSE(kb::kernels::stream_evict_first(std::int64_t{4} * 32768 * 8 * 128 * 2 * 2, l2));
+  CHECK(kb::kernels::evict_first_fraction(true) == 1.0f);
+  CHECK(kb::kernels::evict_first_fraction(false) == 0.0f);
+}
