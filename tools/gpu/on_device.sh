@@ -9,6 +9,7 @@
 #        bash tools/gpu/on_device.sh gemm-precision         (torch.matmul's split-K precision: speed and fp64 error; not in all)
 #        bash tools/gpu/on_device.sh decode-gemm            (M = 1, 16 gemm shapes vs torch, kb's split rule and the earlier one; not in all)
 #        bash tools/gpu/on_device.sh aten-bb                (kb's ATen CUDA kernels vs PyTorch eager on the BackendBench trace; not in all)
+#        bash tools/gpu/on_device.sh ceilings               (read-only / copy ceilings: gemv weights, MLA KV gather, copy variants; not in all)
 set -u
 cd "$(dirname "$0")/../.."
 [ -f .devcarry/bundle.tgz ] && { tar xzf .devcarry/bundle.tgz -C .devcarry && rm .devcarry/bundle.tgz; }
@@ -110,6 +111,13 @@ if [[ $what == *gemm-precision* ]]; then
   # torch.matmul with and without fp16/bf16 split-K reductions, timed and judged against fp64 (gemm_precision.py)
   timeout ${GEMM_PRECISION_TIMEOUT:-240} python3 tools/gpu/gemm_precision.py --out "$out" > "$out/gemm_precision.log" 2>&1
   echo "gemm-precision: exit $?"; cat "$out/gemm_precision.log" | tail -12
+fi
+if [[ $what == *ceilings* ]]; then
+  # tools/gpu/{gemv_read_ceiling,mla_gather_ceiling,copy_variants}.cu, built by prepare.sh (the file heads say what each times)
+  for t in gemv_read_ceiling mla_gather_ceiling copy_variants; do
+    if [ -x .devcarry/bin/$t ]; then timeout 240 .devcarry/bin/$t > "$out/$t.txt" 2>&1; echo "$t: exit $?"
+    else echo "$t: not built (prepare.sh found no nvcc)"; status=1; fi
+  done
 fi
 if [[ $what == *decode-gemm* ]]; then
   # The decode (M = 1, 16) gemm definitions whose weight is >= 64 MB (issue 4's copy-bandwidth bar) and three

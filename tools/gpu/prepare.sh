@@ -19,6 +19,16 @@ cp "$b/tools/kb/kb" "$b/lib/kb-worker" .devcarry/bin/
 for t in "$b"/tests/gpu/test_* "$b/tests/plugin/test_plugin_gpu"; do if [ -f "$t" ] && [ -x "$t" ]; then cp "$t" .devcarry/bin/; fi; done
 # outside-solution GPU cases (on_device.sh plugin-gpu): the hostile and example CUDA plugins
 cp "$b/tests/plugin/libkb_hostile_cuda_plugin.so" "$b/examples/plugin/libkb_example_cuda_plugin.so" .devcarry/lib/
+# the one-file ceiling microbenchmarks (on_device.sh ceilings), rebuilt only when their source changed
+if command -v nvcc >/dev/null; then
+  mkdir -p "$b/gpu-tools"
+  for t in gemv_read_ceiling mla_gather_ceiling copy_variants; do
+    if [ ! -x "$b/gpu-tools/$t" ] || [ "tools/gpu/$t.cu" -nt "$b/gpu-tools/$t" ] || [ tools/gpu/standalone_cuda.cuh -nt "$b/gpu-tools/$t" ]; then
+      nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -o "$b/gpu-tools/$t" "tools/gpu/$t.cu"
+    fi
+    cp "$b/gpu-tools/$t" .devcarry/bin/
+  done
+fi
 strip .devcarry/bin/* 2>/dev/null || true
 for lib in libsimdjson.so.14 libfmt.so.9; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/; done
 cp -r ../shared/flashinfer-trace .devcarry/shared/
