@@ -21,6 +21,7 @@
 // pay for that more than they save (not understood further).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "tuning_env.hpp"
@@ -40,6 +41,24 @@ inline bool stream_evict_first(std::int64_t bytes, std::int64_t l2_bytes) {
 inline float evict_first_fraction(bool evict_first) { return evict_first ? 1.0f : 0.0f; }
 
 #if defined(__CUDACC__)
+// Host: the L2 size of `device` in bytes, looked up once per device (0 if
+// the query fails: then no stream gets evict_first).
+inline std::int64_t device_l2_bytes(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices];
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached) {
+    if (int v = cache[device].load(std::memory_order_relaxed)) return v;
+  }
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (cached) cache[device].store(v, std::memory_order_relaxed);
+  return v;
+}
+
 // Device: a createpolicy value for ld / cp.async .L2::cache_hint: the
 // fraction of accesses that are evict_first (kernels pass 1 or 0, from a
 // kernel parameter); the others take the secondary priority, evict_unchanged

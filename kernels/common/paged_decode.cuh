@@ -667,7 +667,6 @@ inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** 
 struct KernelInfo {
   int sms = 0;
   int ctas_per_sm = 0;
-  std::int64_t l2_bytes = 0;
 };
 
 template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK = kTileKeys>
@@ -675,7 +674,6 @@ cudaError_t kernel_info(KernelInfo* info) {
   constexpr int kMaxDevices = 64;
   static std::array<std::atomic<int>, kMaxDevices> sms{};
   static std::array<std::atomic<int>, kMaxDevices> occ{};
-  static std::array<std::atomic<int>, kMaxDevices> l2{};
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
@@ -690,18 +688,15 @@ cudaError_t kernel_info(KernelInfo* info) {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                              static_cast<int>(cudaSharedmemCarveoutMaxShared)) != cudaSuccess)
       (void)cudaGetLastError();  // clear it: the launch checks cudaGetLastError()
-    int n_sm = 0, blocks = 0, l2_size = 0;
+    int n_sm = 0, blocks = 0;
     if (cudaError_t e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
-    if (cudaError_t e = cudaDeviceGetAttribute(&l2_size, cudaDevAttrL2CacheSize, device); e != cudaSuccess) return e;
     if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, WARPS * 32, bytes); e != cudaSuccess)
       return e;
     if (blocks < 1) return cudaErrorInvalidConfiguration;  // does not fit this device
     sms[device].store(n_sm);
-    l2[device].store(l2_size);
     occ[device].store(blocks);
   }
   info->sms = sms[device].load();
-  info->l2_bytes = l2[device].load();
   info->ctas_per_sm = occ[device].load();
   return cudaSuccess;
 }
@@ -736,7 +731,10 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   p.splits = splits;
   // The KV stream's L2 policy, by its size (l2_stream_policy.cuh).
   const std::int64_t bytes_per_key = MLA ? std::int64_t{DQK} * 2 : std::int64_t{p.num_kv_heads} * (DQK + DV) * 2;
-  p.kv_evict_first = evict_first_fraction(stream_evict_first(avg_keys * p.batch * bytes_per_key, info.l2_bytes));
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  const std::int64_t kv_bytes = avg_keys * p.batch * bytes_per_key;
+  p.kv_evict_first = evict_first_fraction(stream_evict_first(kv_bytes, device_l2_bytes(device)));
   p.part_o = p.part_lse = nullptr;
   p.counters = nullptr;
   if (splits > 1) {

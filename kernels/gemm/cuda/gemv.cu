@@ -420,26 +420,18 @@ std::size_t smem_bytes(int M, int warps) {
 
 // Per-device facts, computed once (racing first calls compute the same value).
 std::atomic<int> g_sm_count[kMaxDevices];
-std::atomic<int> g_l2_bytes[kMaxDevices];
 std::atomic<int> g_occupancy[kMaxDevices][kGemvMaxM][2][2];  // [device][M - 1][bf16][rows / 16 - 1]
 
-// A device attribute through its per-device cache.
-cudaError_t cached_attribute(cudaDeviceAttr attr, std::atomic<int> (&cache)[kMaxDevices], int device, int* out) {
+cudaError_t sm_count(int device, int* out) {
   if (device >= 0 && device < kMaxDevices) {
-    if (int v = cache[device].load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
+    if (int v = g_sm_count[device].load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
   }
   int v = 0;
-  if (cudaError_t e = cudaDeviceGetAttribute(&v, attr, device); e != cudaSuccess) return e;
-  if (device >= 0 && device < kMaxDevices) cache[device].store(v, std::memory_order_relaxed);
+  if (cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  if (device >= 0 && device < kMaxDevices) g_sm_count[device].store(v, std::memory_order_relaxed);
   *out = v;
   return cudaSuccess;
 }
-
-cudaError_t sm_count(int device, int* out) {
-  return cached_attribute(cudaDevAttrMultiProcessorCount, g_sm_count, device, out);
-}
-
-cudaError_t l2_bytes(int device, int* out) { return cached_attribute(cudaDevAttrL2CacheSize, g_l2_bytes, device, out); }
 
 // Resident blocks per SM of the full-size block (kMaxWarps warps), the only
 // block size that is ever split along K.
@@ -489,9 +481,7 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   GemvPlan plan;
   if (cudaError_t e = sm_count(device, &plan.sm_count); e != cudaSuccess) return e;
-  int l2 = 0;
-  if (cudaError_t e = l2_bytes(device, &l2); e != cudaSuccess) return e;
-  plan.evict_first = stream_evict_first(static_cast<std::int64_t>(p.N) * p.K * 2, l2);
+  plan.evict_first = stream_evict_first(static_cast<std::int64_t>(p.N) * p.K * 2, device_l2_bytes(device));
   // Rows per block (gemv_wave_fill in gemv.hpp). KB_GEMV_ROWS=16|32 forces
   // one (to measure the two side by side).
   static const int forced_rows = env_is("KB_GEMV_ROWS", "16") ? 16 : env_is("KB_GEMV_ROWS", "32") ? 32 : 0;
