@@ -105,6 +105,16 @@ struct Params {
   // and kv_last_page_len), the kernel reads rows kv_indptr[b] * page_size ... as
   // ragged, and kv_limit counts rows.
   bool gathered = false;
+  // Fused page gather (gathered, page size 1; the persistent wgmma kernel only):
+  // the kernel's idle producer threads copy the pages themselves, kv_indices[i]
+  // of gather_k / gather_v to row i of k / v, and publish per 64-row chunk
+  // counts in gather_sync (prefill_wgmma.cuh, "fused page gather"). Null: the
+  // copy is complete before the kernel starts (or nothing is gathered).
+  const std::uint16_t* gather_k = nullptr;
+  const std::uint16_t* gather_v = nullptr;
+  unsigned* gather_sync = nullptr;  // [4] header, then a count per 64-row chunk; zeroed with each plan
+  int gather_entries = 0;           // page-table entries (rows of the copy)
+  int gather_pages = 0;             // pages of gather_k / gather_v (bounds the page ids)
   float scale_log2 = 0;    // sm_scale * log2(e)
 };
 

@@ -41,7 +41,9 @@
 //    into one of two Q buffers and hands the unit to the consumers through
 //    shared memory). Page sizes that are not a multiple of 64 run either the
 //    cp.async producer above or, with enough work, the TMA kernel on a copy of
-//    the pages in table order (Params::gathered).
+//    the pages in table order (Params::gathered), made by a kernel before it
+//    or, at page size 1, by the persistent kernel's idle producer threads
+//    while it computes (Params::gather_sync: "fused page gather" below).
 //
 // Shared memory layout (the base rounded up to 1024 bytes): every operand is
 // stored in 64-column halves, [half][row][64 bf16] with rows of 128 bytes and
@@ -112,6 +114,14 @@ __device__ __forceinline__ void cp_async_mbar_arrive_noinc(std::uint32_t bar) {
 }
 
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// The same for global memory: generic-proxy writes (seen through an acquire) before TMA reads of them.
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
+__device__ __forceinline__ unsigned ld_volatile(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.volatile.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -316,7 +326,7 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const std::uint
 //    most to with one CTA per unit. (A static persistent grid with Q loaded
 //    by the consumers, round 4 of tools/gpu/prefill_wgmma_notes.md, hid
 //    none of it and was slower.)
-enum : int { kWgSoftmax2 = 1, kWgPingPong = 2, kWgTma = 4, kWgPersistent = 8 };
+enum : int { kWgSoftmax2 = 1, kWgPingPong = 2, kWgTma = 4, kWgPersistent = 8, kWgFusedGather = 16 };
 
 // One work unit's geometry, as the persistent kernel's producer hands it to
 // the consumers through shared memory (and every CTA computes it otherwise).
@@ -334,7 +344,9 @@ struct WgmmaConfig {
   static constexpr int BN = BN_, STAGES = STAGES_;
   static constexpr bool OVERLAP = OVERLAP_, ASYNC = ASYNC_;
   static constexpr bool SM2 = (OPT_ & kWgSoftmax2) != 0, PP = (OPT_ & kWgPingPong) != 0,
-                        TMA = (OPT_ & kWgTma) != 0, PERSIST = (OPT_ & kWgPersistent) != 0;
+                        TMA = (OPT_ & kWgTma) != 0, PERSIST = (OPT_ & kWgPersistent) != 0,
+                        GATHER = (OPT_ & kWgFusedGather) != 0;
+  static_assert(!GATHER || PERSIST, "the fused page gather runs in the persistent kernel");
   static_assert(!PP || OVERLAP, "ping-pong is written for the OVERLAP loop");
   static_assert(!PERSIST || (TMA && OVERLAP), "the persistent kernel loads Q and K / V by TMA");
   static_assert(!TMA || ASYNC, "TMA falls back to the ASYNC producer (page sizes not a multiple of 64)");
@@ -360,7 +372,11 @@ struct WgmmaConfig {
   static constexpr std::uint32_t unit_off = tok_off + 2 * BN * sizeof(int);  // UnitInfo [kQSlots]
   static constexpr std::uint32_t bar_off = unit_off + 2 * sizeof(UnitInfo);
   // full K / V, empty K / V [STAGES] each; then (persistent) Q full, Q empty [2] each
-  static constexpr std::uint32_t used_bytes = bar_off + 4 * STAGES * 8 + 4 * 8;
+  static constexpr std::uint32_t stage_off = bar_off + 4 * STAGES * 8 + 4 * 8;
+  // kWgFusedGather: the fused page gather's staging, one piece (kGatherPiece pages of K and of V).
+  static constexpr int kGatherPiece = 8;  // pages a piece
+  static constexpr std::uint32_t stage_bytes = GATHER ? 2 * kGatherPiece * 8 * 256 : 0;  // pages of <= 8 heads
+  static constexpr std::uint32_t used_bytes = stage_off + stage_bytes;
   static constexpr std::size_t smem_bytes = used_bytes + 1024;  // slack to align the base to 1024
   static_assert(smem_bytes <= 227 * 1024, "shared memory of one CTA on sm_90");
   static_assert(k_off % 1024 == 0 && v_off % 1024 == 0 && kv_half_bytes % 1024 == 0, "swizzle atoms");
@@ -529,6 +545,79 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           wg::mbar_arrive(full_v + 8 * s);
         }
       };
+      // ---- Fused page gather (Params::gather_sync, persistent kernel) ----
+      // Threads 32 .. 127 copy the page table's pages into the gathered K / V
+      // while thread 0 feeds the consumers: pieces of kGatherPiece entries
+      // taken from a global counter (gather_sync[0]) in table order, one
+      // taken ahead, each staged in shared memory by cp.async (32 KB in
+      // flight; registers at 40 a thread hold far less), stored to the copy
+      // by the thread that staged it, then counted, after a fence and the
+      // copiers' barrier, on its 64-row chunk (gather_sync[4 + c]) and in
+      // gather_sync[1] (pieces done). Copiers depend on no one, so a piece
+      // taken is always finished: thread 0 waiting for one cannot deadlock.
+      // Thread 0 issues a tile's TMA only when its chunks are complete
+      // (wait_gathered). The counts are never cleared by the kernel: each
+      // launch adds a chunk's piece count once, so in launch E (gather_sync[2],
+      // launches since the plan zeroed it) a chunk is complete at (E + 1) x
+      // its pieces. The last CTA resets [0] and [1] and advances [2].
+      unsigned* const gsync = C::GATHER ? p.gather_sync : nullptr;
+      const int g_pieces = (p.gather_entries + C::kGatherPiece - 1) / C::kGatherPiece;
+      if constexpr (C::GATHER) {
+        if (gsync != nullptr && pt >= 32) {
+          constexpr int kCopiers = 96, kPiece = C::kGatherPiece;
+          const int ct = pt - 32;
+          const int row_chunks = p.num_kv_heads * 16;  // 16-byte chunks of one page (one row of the copy)
+          volatile int* piece_s = tok_s + BN + 8;      // [2]: the piece to copy now, the next one
+          const std::uint32_t stage_k = sbase + C::stage_off;
+          const std::uint32_t stage_v = stage_k + C::stage_bytes / 2;
+          const unsigned char* gk = reinterpret_cast<const unsigned char*>(p.gather_k);
+          const unsigned char* gv = reinterpret_cast<const unsigned char*>(p.gather_v);
+          uint4* dk = reinterpret_cast<uint4*>(const_cast<std::uint16_t*>(p.k));
+          uint4* dv = reinterpret_cast<uint4*>(const_cast<std::uint16_t*>(p.v));
+          // Pieces are taken one ahead: the next one's counter round trip runs under this one's copy.
+          if (ct == 0) piece_s[1] = static_cast<int>(atomicAdd(gsync, 1u));
+          for (;;) {
+            if (ct == 0) {
+              const int cur = piece_s[1];
+              piece_s[0] = cur;
+              piece_s[1] = cur < g_pieces ? static_cast<int>(atomicAdd(gsync, 1u)) : cur;
+            }
+            wg::named_bar_sync_unaligned(7, kCopiers);
+            const int piece = piece_s[0];
+            if (piece >= g_pieces) break;
+            const int e0 = piece * kPiece;
+            const int chunks = min(kPiece, p.gather_entries - e0) * row_chunks;
+            for (int c = ct; c < chunks; c += kCopiers) {
+              const int e = c / row_chunks;
+              const int page = __ldg(p.kv_indices + e0 + e);
+              const bool ok = page >= 0 && page < p.gather_pages;  // else zeros, as the kernels read a bad id
+              const std::int64_t src = (static_cast<std::int64_t>(ok ? page : 0) * row_chunks + (c - e * row_chunks)) * 16;
+              wg::cp_async16(stage_k + c * 16, gk + src, ok);
+              wg::cp_async16(stage_v + c * 16, gv + src, ok);
+            }
+            cp_async_commit();
+            cp_async_wait<0>();  // this thread's chunks have landed; it stores exactly those
+            const std::int64_t d0 = static_cast<std::int64_t>(e0) * row_chunks;
+            for (int c = ct; c < chunks; c += kCopiers) {
+              uint4 a, b;
+              asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                           : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w) : "r"(stage_k + c * 16) : "memory");
+              asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                           : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w) : "r"(stage_v + c * 16) : "memory");
+              dk[d0 + c] = a;
+              dv[d0 + c] = b;
+            }
+            __threadfence();
+            wg::named_bar_sync_unaligned(7, kCopiers);  // every copier's part is stored (and piece_s read)
+            if (ct == 0) {
+              __threadfence();
+              atomicAdd(gsync + 4 + (e0 / 64), 1u);  // pieces never straddle a chunk: 64 % kGatherPiece == 0
+              atomicAdd(gsync + 1, 1u);
+            }
+          }
+        }
+      }
+      static_assert(64 % C::kGatherPiece == 0, "a gather piece inside one 64-row chunk");
       if (pt != 0) {
         for (;;) {
           wg::named_bar_sync_unaligned(6, 128);  // thread 0 has written fallback_s
@@ -540,6 +629,35 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       wg::tma_prefetch_desc(&tma.k);
       wg::tma_prefetch_desc(&tma.v);
       if constexpr (C::PERSIST) wg::tma_prefetch_desc(&tma.q);
+      // Fused gather: returns once rows [r0, r1) of the copy are complete
+      // (their chunks' counts; or every piece done: then never again), with
+      // acquire and proxy fences so the TMA and cp.async reads after it see them.
+      bool gather_done = gsync == nullptr;
+      const unsigned epoch1 = gsync ? wg::ld_volatile(gsync + 2) + 1u : 0u;
+      auto wait_gathered = [&](int r0, int r1) {
+        if (!C::GATHER || gather_done || r1 <= r0) return;
+        constexpr int kPer = 64 / C::kGatherPiece;  // pieces of a full chunk
+        const int c0 = r0 / 64, c1 = (r1 - 1) / 64;  // at most 3 chunks (BN = 128)
+        for (;;) {
+          // All loads issued before any is used: one round trip a poll.
+          const unsigned done = wg::ld_volatile(gsync + 1);
+          unsigned have[3], need[3];
+#pragma unroll
+          for (int i = 0; i < 3; ++i) {
+            const int c = min(c0 + i, c1);
+            have[i] = wg::ld_volatile(gsync + 4 + c);
+            need[i] = epoch1 * static_cast<unsigned>(min(kPer, g_pieces - c * kPer));
+          }
+          if (done == static_cast<unsigned>(g_pieces)) {
+            gather_done = true;
+            break;
+          }
+          if (have[0] == need[0] && have[1] == need[1] && have[2] == need[2]) break;
+          __nanosleep(64);
+        }
+        __threadfence();
+        wg::fence_proxy_async_global();
+      };
       // The K / V tiles of one unit; g0: the CTA's tiles before it (stage and phase).
       bool kv_ready = false;
       auto produce = [&](const UnitInfo& U, int g0) {
@@ -571,6 +689,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
               }
             }
           }
+          // Fused gather: this tile's rows of the copy (up to kv_end) must be complete.
+          wait_gathered(U.kv_first + t * BN, U.kv_first + min((t + 1) * BN, U.kv_end));
           if (!ok) {
             fallback_s[0] = t;
             fallback_s[1] = gt;
@@ -637,11 +757,25 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           produce(U, g);
           g += U.n;
         }
-        // The last CTA to finish taking units resets the counters for the next launch.
+        // Fused gather: this CTA's copiers are done once the others pass this barrier.
+        if constexpr (C::GATHER) {
+          fallback_s[0] = -1;
+          wg::named_bar_sync_unaligned(6, 128);  // the others may leave
+          __threadfence();
+        }
+        // The last CTA to finish taking units resets the counters for the next
+        // launch (and the fused gather's: every CTA's copiers are done then).
         if (atomicAdd(sched + 1, 1) == static_cast<int>(gridDim.x) - 1) {
           atomicExch(sched, 0);
           atomicExch(sched + 1, 0);
+          if (gsync != nullptr) {
+            __threadfence();
+            atomicExch(gsync, 0u);
+            atomicExch(gsync + 1, 0u);
+            atomicAdd(gsync + 2, 1u);
+          }
         }
+        if constexpr (C::GATHER) return;
       }
       fallback_s[0] = -1;
       wg::named_bar_sync_unaligned(6, 128);  // the others may leave
@@ -1147,6 +1281,9 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   if (head_dim_qk != C::D || head_dim_vo != C::D || p.q_pe != nullptr || p.heads_per_cta != 1)
     return cudaErrorNotSupported;
   if (!(p.scale_log2 > 0.f) || !std::isfinite(p.scale_log2)) return cudaErrorNotSupported;
+  // The fused page gather runs in the persistent kernel only, on pages of at most 8 heads (its staging).
+  if (p.gather_sync != nullptr && (!C::GATHER || !p.gathered || p.page_size != 1 || p.num_kv_heads > 8))
+    return cudaErrorNotSupported;
   if (p.group < 1 || p.num_kv_heads < 1 || p.page_size < 1) return cudaErrorInvalidValue;
   p.tokens_per_cta = C::BM;
   p.head_blocks = p.num_qo_heads;

@@ -55,6 +55,11 @@ using GqaWgmmaPersist = prefill::WgmmaConfig<128, 2, true, true,
                                              prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong |
                                                  prefill::kWgPersistent>;
 
+// The persistent kernel that also copies the pages it reads (page size 1, "fused page gather").
+using GqaWgmmaPersistGather = prefill::WgmmaConfig<128, 2, true, true,
+                                                   prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong |
+                                                       prefill::kWgPersistent | prefill::kWgFusedGather>;
+
 // Where K / V come by TMA, the persistent kernel (kWgPersistent in
 // prefill_wgmma.cuh) unless KB_PREFILL_PERSIST=0 (one CTA per unit, to
 // compare). H100, 32 / 8 heads, ragged, side by side in one run
@@ -99,6 +104,18 @@ cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStr
 //   does not: 1 x 1024 42 / 40, 8 x 1024 31 / 25, 8 x 2048 47 / 44,
 //             32 x 1024 57 / 44, 32 x 2048 63 / 52 (a second launch and, for
 //             short sequences, the TMA kernel's blocking copy of partial tiles).
+//
+// At page size 1 (pages of at most 8 heads) with a mean query length of at
+// least kFusedMinMeanQ, the persistent kernel copies the pages itself, its
+// idle producer threads beside the attention (prefill_wgmma.cuh, "fused page
+// gather"), instead of a gather kernel before it. H100, 32 / 8 heads, fused
+// against the gather kernel in one run, us
+// (benchmarks/h100-2026-11-25-s9/prefill_ps1_fused_gather.md):
+//   8 x 4096 81.0 / 83.9, 8 x 8192 199 / 210, 8 x 16384 591 / 622,
+//   32 x 8192 118 / 123, 32 x 16384 276 / 297, batch 1 level;
+//   32 x 4096 (128 tokens a sequence) 65.9 / 62.9: one tile a unit, every
+//   unit waits for its pages, so shorter sequences keep the gather kernel.
+constexpr std::int64_t kFusedMinMeanQ = 256;
 constexpr std::int64_t kGatherMinTokens = 16384;  // 4096 query tokens at group 4
 constexpr std::int64_t kGatherMinMean = 8192;     // 2048 tokens a sequence at group 4
 constexpr std::int64_t kGatherMaxBytes = std::int64_t{1} << 30;
@@ -152,6 +169,14 @@ __global__ void __launch_bounds__(kGatherThreads) gather_pages_kernel(
   }
 }
 
+// The gather inside the persistent kernel (prefill_wgmma.cuh, "fused page
+// gather") where it applies, unless KB_PREFILL_FUSED_GATHER=0 (then the gather
+// kernel before it).
+bool fused_gather() {
+  static const bool on = !env_is("KB_PREFILL_FUSED_GATHER", "0") && use_persistent();
+  return on;
+}
+
 // KB_PREFILL_GATHER: unset (by the rule above), "0" never, "1" always.
 int gather_setting() {
   static const int g = env_is("KB_PREFILL_GATHER", "0") ? 0 : env_is("KB_PREFILL_GATHER", "1") ? 1 : -1;
@@ -172,7 +197,8 @@ struct PageGather {
 // points p at the copy (p.gathered). Returns false (p unchanged) where the
 // gather is not used; any CUDA error met on the way is cleared, since the
 // cp.async kernel can still run the call.
-bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode, cudaStream_t s, PageGather& g) {
+bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode, cudaStream_t s, PageGather& g,
+                 bool fused) {
   const int setting = gather_setting();
   if (setting == 0 || !p.paged || p.page_size % 64 == 0 || a.num_kv_indices == 0) return false;
   if (setting < 0 && a.total_q * p.group < kGatherMinTokens && (a.total_q / a.batch) * p.group < kGatherMinMean)
@@ -185,9 +211,11 @@ bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode
     (void)cudaGetLastError();
     return false;
   }
+  // Fused (the kernel copies the pages itself): a header and a count per 64-row chunk after the copy.
+  const std::size_t sync_bytes = fused ? 16 + 4 * static_cast<std::size_t>((rows + 63) / 64) : 0;
   void* ws = nullptr;
-  if (prefill::workspace_for(s, static_cast<std::size_t>(2 * bytes), &ws, mode != prefill::Mode::run_only,
-                             prefill::kGatherSlot) != cudaSuccess) {
+  if (prefill::workspace_for(s, static_cast<std::size_t>(2 * bytes) + sync_bytes, &ws,
+                             mode != prefill::Mode::run_only, prefill::kGatherSlot) != cudaSuccess) {
     (void)cudaGetLastError();  // e.g. out of memory, or capturing: the cp.async kernel needs no buffer
     return false;
   }
@@ -203,6 +231,19 @@ bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode
   p.v = reinterpret_cast<const std::uint16_t*>(g.dv);
   p.kv_limit = static_cast<int>(rows);
   p.gathered = true;
+  if (fused) {
+    unsigned* sync = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(ws) + 2 * bytes);
+    // A plan zeroes the counts (launch 0); run_only launches go on from where the last one left them.
+    if (mode != prefill::Mode::run_only && cudaMemsetAsync(sync, 0, sync_bytes, s) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    p.gather_k = static_cast<const std::uint16_t*>(a.k);
+    p.gather_v = static_cast<const std::uint16_t*>(a.v);
+    p.gather_sync = sync;
+    p.gather_entries = static_cast<int>(a.num_kv_indices);
+    p.gather_pages = g.num_pages;
+  }
   return true;
 }
 
@@ -275,7 +316,21 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
     const bool runs_of_64 = !p.paged || p.page_size % 64 == 0;
     prefill::Params pg = p;
     PageGather g;
-    if (!runs_of_64 && d128 && plan_gather(pg, a, m, s, g)) {
+    // Page size 1, long enough sequences: the persistent kernel gathers the pages itself (fused_gather()).
+    bool fused = false;
+    if (!runs_of_64 && d128 && fused_gather() && p.page_size == 1 && p.num_kv_heads <= 8 &&
+        a.total_q / a.batch >= kFusedMinMeanQ && plan_gather(pg, a, m, s, g, /*fused=*/true)) {
+      e = prefill::launch_wgmma_config<GqaWgmmaPersistGather>(pg, m, s);
+      fused = e != cudaErrorNotSupported;
+      if (!fused) {  // e.g. not an sm_90 device: the paths below
+        (void)cudaGetLastError();
+        e = cudaSuccess;
+        pg = p;
+      }
+    }
+    if (fused) {
+      // launched (or failed with e)
+    } else if (!runs_of_64 && d128 && plan_gather(pg, a, m, s, g, /*fused=*/false)) {
       // Plan, gather, then the attention as the gather's programmatic
       // dependent: it starts (barriers, its first unit's Q) while the gather ends.
       if (m != prefill::Mode::run_only) e = launch_tma_kernel(pg, prefill::Mode::plan_only, s);
