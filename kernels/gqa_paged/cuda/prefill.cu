@@ -111,10 +111,13 @@ cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStr
 // gather"), instead of a gather kernel before it. H100, 32 / 8 heads, fused
 // against the gather kernel in one run, us
 // (benchmarks/h100-2026-11-25-s9/prefill_ps1_fused_gather.md):
-//   8 x 4096 81.0 / 83.9, 8 x 8192 199 / 210, 8 x 16384 591 / 622,
-//   32 x 8192 118 / 123, 32 x 16384 276 / 297, batch 1 level;
-//   32 x 4096 (128 tokens a sequence) 65.9 / 62.9: one tile a unit, every
-//   unit waits for its pages, so shorter sequences keep the gather kernel.
+//   8 x 4096 84.0 / 87.8 (81.2 / 81.5 in another call), 8 x 8192 204 / 210,
+//   8 x 16384 607 / 622, 32 x 8192 119 / 126, 32 x 16384 277 / 298,
+//   batch 1 1% faster; before the rule, 32 x 4096 (128 tokens a sequence)
+//   65.9 / 62.9: one tile a unit, every unit waits for its pages, so shorter
+//   sequences keep the gather kernel. The copiers beside the attention cost
+//   ~6 us at 8 x 4096 even when nothing waits for them, so this does not
+//   reach ragged KV's speed there (same file).
 constexpr std::int64_t kFusedMinMeanQ = 256;
 constexpr std::int64_t kGatherMinTokens = 16384;  // 4096 query tokens at group 4
 constexpr std::int64_t kGatherMinMean = 8192;     // 2048 tokens a sequence at group 4
