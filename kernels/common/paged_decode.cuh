@@ -51,6 +51,7 @@
 #include <utility>
 
 #include "l2_stream_policy.cuh"
+#include "stream_ctas.hpp"
 #include "tuning_env.hpp"
 
 namespace kb::kernels::paged_decode {
@@ -667,7 +668,28 @@ inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** 
 struct KernelInfo {
   int sms = 0;
   int ctas_per_sm = 0;
+  int page_run_ctas = 1;  // CTAs an SM needs to stream whole pages at the device's DRAM rate (stream_ctas.hpp)
 };
+
+// The device's theoretical DRAM rate in bytes/s (memory clock x bus width x 2),
+// looked up once per device; 0 if the query fails.
+inline double device_dram_bytes_per_s(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<double> cache[kMaxDevices];
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached) {
+    if (const double v = cache[device].load(std::memory_order_relaxed); v > 0) return v;
+  }
+  int khz = 0, bits = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const double v = 1e3 * khz * 2.0 * bits / 8.0;
+  if (cached) cache[device].store(v, std::memory_order_relaxed);
+  return v;
+}
 
 template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK = kTileKeys>
 cudaError_t kernel_info(KernelInfo* info) {
@@ -698,6 +720,7 @@ cudaError_t kernel_info(KernelInfo* info) {
   }
   info->sms = sms[device].load();
   info->ctas_per_sm = occ[device].load();
+  info->page_run_ctas = std::min(info->ctas_per_sm, stream_ctas_per_sm(device_dram_bytes_per_s(device), info->sms));
   return cudaSuccess;
 }
 
@@ -714,13 +737,18 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   const std::int64_t max_ws = per_split_bytes > 0 ? static_cast<std::int64_t>(kWorkspaceCap) / per_split_bytes : 1;
   const std::int64_t avg_tiles = (avg_keys + TK - 1) / TK;
   // Slots: SMs x resident CTAs, except where pages hold runs of 64 keys: a CTA
-  // streaming whole pages keeps enough in flight alone, and fewer, longer splits
-  // pay less start and merge. H100, GQA 32/8 d128 (2026-11-24,
+  // streaming whole pages keeps ~25 GB/s in flight alone, enough for an H100's
+  // share of bandwidth an SM, and fewer, longer splits pay less start and
+  // merge. H100, GQA 32/8 d128 (2026-11-24,
   // benchmarks/h100-2026-11-24-s4/decode_exp.txt): batch 16 x 8192 keys, page
   // size 64, 1 split 203.9 us, 2 splits 209.2; batch 4 x 32768: 4 and 8 splits
-  // both 209.4; page size 1 the other way (1 split 253.5, 2 splits 212.7).
+  // both 209.4; page size 1 the other way (1 split 253.5, 2 splits 212.7). An
+  // H200's share needs two (info.page_run_ctas): batch 16 x 32768, 1 split
+  // 675 us, 2 splits 546; batch 4 x 32768, 4 splits 177, 8 splits 152
+  // (benchmarks/h200-2026-11-25-s9/h200_decode_splits.md).
   const std::int64_t slots =
-      static_cast<std::int64_t>(info.sms) * (p.page_size % TK == 0 ? 1 : info.ctas_per_sm);
+      static_cast<std::int64_t>(info.sms) *
+      (p.page_size % TK != 0 ? info.ctas_per_sm : MLA ? 1 : info.page_run_ctas);  // MLA: measured no gain
   int splits = choose_splits(work, avg_tiles, slots, min_tiles, max_ws);
   // KB_DECODE_SPLITS=N: N splits (at most the workspace's and kMaxSplits), for tuning experiments.
   static const int forced = [] {

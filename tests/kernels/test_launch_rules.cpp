@@ -1,14 +1,16 @@
 // The launch rules kb's CUDA kernels take from shapes alone, checked on the
-// CPU: which gemv block size fills its waves (kernels/gemm/cuda/gemv.hpp) and
-// which L2 policy a read-once stream gets (kernels/common/l2_stream_policy.cuh).
-// The expected answers are the ones the H100 measurements chose
-// (benchmarks/h100-2026-11-25-s8/); a rule change that flips them must be
-// measured again.
+// CPU: which gemv block size fills its waves (kernels/gemm/cuda/gemv.hpp),
+// which L2 policy a read-once stream gets (kernels/common/l2_stream_policy.cuh)
+// and how many CTAs an SM needs to stream pages (kernels/common/stream_ctas.hpp).
+// The expected answers are the ones the measurements chose (H100:
+// benchmarks/h100-2026-11-25-s8/; H200: benchmarks/h200-2026-11-25-s9/); a
+// rule change that flips them must be measured again.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
 
 #include "common/l2_stream_policy.cuh"
+#include "common/stream_ctas.hpp"
 #include "gemm/cuda/gemv.hpp"
 
 using kb::kernels::gemm_cuda::gemv_rows_per_block;
@@ -57,4 +59,15 @@ TEST_CASE("read-once streams: evict_first up to 6 x the L2 size") {
   CHECK_FALSE(kb::kernels::stream_evict_first(std::int64_t{4} * 32768 * 8 * 128 * 2 * 2, l2));
   CHECK(kb::kernels::evict_first_fraction(true) == 1.0f);
   CHECK(kb::kernels::evict_first_fraction(false) == 0.0f);
+}
+
+TEST_CASE("paged decode: CTAs an SM needs to stream whole pages") {
+  using kb::kernels::stream_ctas_per_sm;
+  // H100 SXM (2619 MHz x 5120 bits, 132 SMs): one, as measured (one split beat two).
+  CHECK(stream_ctas_per_sm(2.619e9 * 2 * 5120 / 8, 132) == 1);
+  // H200 (3201 MHz x 6144 bits): two (two splits 546 us against one 675).
+  CHECK(stream_ctas_per_sm(3.201e9 * 2 * 6144 / 8, 132) == 2);
+  // An unknown rate or SM count: one.
+  CHECK(stream_ctas_per_sm(0, 132) == 1);
+  CHECK(stream_ctas_per_sm(3e12, 0) == 1);
 }
