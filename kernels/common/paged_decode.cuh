@@ -745,10 +745,12 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   // both 209.4; page size 1 the other way (1 split 253.5, 2 splits 212.7). An
   // H200's share needs two (info.page_run_ctas): batch 16 x 32768, 1 split
   // 675 us, 2 splits 546; batch 4 x 32768, 4 splits 177, 8 splits 152
-  // (benchmarks/h200-2026-11-25-s9/h200_decode_splits.md).
+  // (benchmarks/h200-2026-11-25-s9/h200_decode_splits.md). MLA's 64-key
+  // kernel fits one CTA an SM, so this only moves its 32-key kernel
+  // (kernels/mla_paged/cuda/decode.cu says when that runs).
   const std::int64_t slots =
       static_cast<std::int64_t>(info.sms) *
-      (p.page_size % TK != 0 ? info.ctas_per_sm : MLA ? 1 : info.page_run_ctas);  // MLA: measured no gain
+      (p.page_size % TK != 0 ? info.ctas_per_sm : info.page_run_ctas);  // page_run_ctas <= ctas_per_sm
   int splits = choose_splits(work, avg_tiles, slots, min_tiles, max_ws);
   // KB_DECODE_SPLITS=N: N splits (at most the workspace's and kMaxSplits), for tuning experiments.
   static const int forced = [] {

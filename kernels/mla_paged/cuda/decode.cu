@@ -77,10 +77,29 @@ Status launch_mla_paged_decode(const MlaPagedDecodeArgs& a, void* stream, int* s
   // 8192 247 against 260, 256 x 32768 3475 against 3873; but below ~256K keys
   // 32-key tiles lose (1 x 512 28 against 23 us: 4 warps cannot use the fused
   // merge, a second launch). KB_MLA_DECODE_TILE=32 or 64 forces one.
+  //
+  // Pages of 64 keys on a device whose SMs need two streaming CTAs for their
+  // share of bandwidth (stream_ctas.hpp: an H200, not an H100), with at least
+  // kTile32MinWork rows of work: 32-key tiles too, splits counted over two CTAs
+  // an SM (paged_decode.cuh). H200, 16 heads, page size 64, against 64-key
+  // tiles (benchmarks/h200-2026-11-25-s9/h200_mla_tile32_splits.md): batch
+  // 16 x 32768 keys 182 against 199 us, 64 x 8192 184 / 198, 64 x 32768 662 /
+  // 733, 256 x 32768 2576 / 2864; batch 4 x 32768 74 against 61 (kept on 64).
   constexpr std::int64_t kTile32MinKeys = 262144;
+  constexpr std::int64_t kTile32MinWork = 16;
   static const int forced_tile = env_is("KB_MLA_DECODE_TILE", "32") ? 32 : env_is("KB_MLA_DECODE_TILE", "64") ? 64 : 0;
   const std::int64_t total_keys = a.num_kv_indices * a.page_size;
-  const bool tile32 = forced_tile == 32 || (forced_tile != 64 && a.page_size % 64 != 0 && total_keys >= kTile32MinKeys);
+  bool wide = false;  // the device's SMs need two CTAs to stream their share
+  if (a.page_size % 64 == 0 && forced_tile == 0 && a.batch * p.head_blocks >= kTile32MinWork) {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess)
+      wide = stream_ctas_per_sm(pd::device_dram_bytes_per_s(device), sms) >= 2;
+    else
+      (void)cudaGetLastError();
+  }
+  const bool tile32 = forced_tile == 32 ||
+                      (forced_tile != 64 && ((a.page_size % 64 != 0 && total_keys >= kTile32MinKeys) || wide));
   auto s = static_cast<cudaStream_t>(stream);
   // At least 256 keys (288 KB of cache) per split either way: a split's partial
   // output (16 x 512 fp32 = 32 KB) must stay small against what it reads.
