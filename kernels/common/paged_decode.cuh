@@ -671,22 +671,25 @@ struct KernelInfo {
   int page_run_ctas = 1;  // CTAs an SM needs to stream whole pages at the device's DRAM rate (stream_ctas.hpp)
 };
 
-// The device's theoretical DRAM rate in bytes/s (memory clock x bus width x 2),
-// looked up once per device; 0 if the query fails.
-inline double device_dram_bytes_per_s(int device) {
+// CTAs an SM of `device` needs to stream whole pages at its DRAM rate
+// (stream_ctas.hpp, from memory clock x bus width x 2 and the SM count),
+// looked up once per device; 1 if a query fails. kernel_info and the MLA
+// launcher's tile choice (kernels/mla_paged/cuda/decode.cu) both read it.
+inline int device_stream_ctas_per_sm(int device) {
   constexpr int kMaxDevices = 64;
-  static std::atomic<double> cache[kMaxDevices];
+  static std::atomic<int> cache[kMaxDevices];
   const bool cached = device >= 0 && device < kMaxDevices;
   if (cached) {
-    if (const double v = cache[device].load(std::memory_order_relaxed); v > 0) return v;
+    if (const int v = cache[device].load(std::memory_order_relaxed)) return v;
   }
-  int khz = 0, bits = 0;
+  int khz = 0, bits = 0, sms = 0;
   if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
     (void)cudaGetLastError();
-    return 0;
+    return 1;
   }
-  const double v = 1e3 * khz * 2.0 * bits / 8.0;
+  const int v = stream_ctas_per_sm(1e3 * khz * 2.0 * bits / 8.0, sms);
   if (cached) cache[device].store(v, std::memory_order_relaxed);
   return v;
 }
@@ -720,7 +723,7 @@ cudaError_t kernel_info(KernelInfo* info) {
   }
   info->sms = sms[device].load();
   info->ctas_per_sm = occ[device].load();
-  info->page_run_ctas = std::min(info->ctas_per_sm, stream_ctas_per_sm(device_dram_bytes_per_s(device), info->sms));
+  info->page_run_ctas = std::min(info->ctas_per_sm, device_stream_ctas_per_sm(device));
   return cudaSuccess;
 }
 

@@ -263,6 +263,26 @@ cudaError_t run_gather(const PageGather& g, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+// Page size 1 (pages of at most 8 heads), mean query length >= kFusedMinMeanQ,
+// fused_gather(): plans the copy and launches the persistent kernel that makes
+// it (prefill_wgmma.cuh, "fused page gather"). False where it does not apply
+// or the kernel is not supported here (then the caller's other paths run);
+// true once launched, *e the launch's error.
+bool launch_fused_gather(const prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode m, cudaStream_t s,
+                         cudaError_t* e) {
+  if (!fused_gather() || p.page_size != 1 || p.num_kv_heads > 8 || a.total_q / a.batch < kFusedMinMeanQ) return false;
+  prefill::Params pg = p;
+  PageGather g;
+  if (!plan_gather(pg, a, m, s, g, /*fused=*/true)) return false;
+  const cudaError_t le = prefill::launch_wgmma_config<GqaWgmmaPersistGather>(pg, m, s);
+  if (le == cudaErrorNotSupported) {  // e.g. not an sm_90 device
+    (void)cudaGetLastError();
+    return false;
+  }
+  *e = le;
+  return true;
+}
+
 }  // namespace
 
 Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mode) {
@@ -319,21 +339,10 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
     const bool runs_of_64 = !p.paged || p.page_size % 64 == 0;
     prefill::Params pg = p;
     PageGather g;
-    // Page size 1, long enough sequences: the persistent kernel gathers the pages itself (fused_gather()).
-    bool fused = false;
-    if (!runs_of_64 && d128 && fused_gather() && p.page_size == 1 && p.num_kv_heads <= 8 &&
-        a.total_q / a.batch >= kFusedMinMeanQ && plan_gather(pg, a, m, s, g, /*fused=*/true)) {
-      e = prefill::launch_wgmma_config<GqaWgmmaPersistGather>(pg, m, s);
-      fused = e != cudaErrorNotSupported;
-      if (!fused) {  // e.g. not an sm_90 device: the paths below
-        (void)cudaGetLastError();
-        e = cudaSuccess;
-        pg = p;
-      }
-    }
-    if (fused) {
-      // launched (or failed with e)
-    } else if (!runs_of_64 && d128 && plan_gather(pg, a, m, s, g, /*fused=*/false)) {
+    const bool table_order_copy = !runs_of_64 && d128;  // rows not in runs of 64: a copy in table order may pay
+    if (table_order_copy && launch_fused_gather(p, a, m, s, &e)) {
+      // the persistent kernel copied the pages itself (or e says why it failed)
+    } else if (table_order_copy && plan_gather(pg, a, m, s, g, /*fused=*/false)) {
       // Plan, gather, then the attention as the gather's programmatic
       // dependent: it starts (barriers, its first unit's Q) while the gather ends.
       if (m != prefill::Mode::run_only) e = launch_tma_kernel(pg, prefill::Mode::plan_only, s);

@@ -91,12 +91,9 @@ Status launch_mla_paged_decode(const MlaPagedDecodeArgs& a, void* stream, int* s
   const std::int64_t total_keys = a.num_kv_indices * a.page_size;
   bool wide = false;  // the device's SMs need two CTAs to stream their share
   if (a.page_size % 64 == 0 && forced_tile == 0 && a.batch * p.head_blocks >= kTile32MinWork) {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) == cudaSuccess &&
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess)
-      wide = stream_ctas_per_sm(pd::device_dram_bytes_per_s(device), sms) >= 2;
-    else
-      (void)cudaGetLastError();
+    int device = 0;
+    if (cudaGetDevice(&device) == cudaSuccess) wide = pd::device_stream_ctas_per_sm(device) >= 2;
+    else (void)cudaGetLastError();
   }
   const bool tile32 = forced_tile == 32 ||
                       (forced_tile != 64 && ((a.page_size % 64 != 0 && total_keys >= kTile32MinKeys) || wide));
