@@ -638,6 +638,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         if (!C::GATHER || gather_done || r1 <= r0) return;
         constexpr int kPer = 64 / C::kGatherPiece;  // pieces of a full chunk
         const int c0 = r0 / 64, c1 = (r1 - 1) / 64;  // at most 3 chunks (BN = 128)
+        // A bound instead of a hang: counts that never arrive (two launches
+        // sharing one plan's counters at once, memory overwritten by another
+        // kernel) end the launch with a trap, an error the caller sees,
+        // after 2^23 polls (each a round trip to L2 and a sleep: seconds).
+        unsigned polls = 0;
         for (;;) {
           // All loads issued before any is used: one round trip a poll.
           const unsigned done = wg::ld_volatile(gsync + 1);
@@ -653,6 +658,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             break;
           }
           if (have[0] == need[0] && have[1] == need[1] && have[2] == need[2]) break;
+          if (++polls == (1u << 23)) __trap();
           __nanosleep(64);
         }
         __threadfence();
