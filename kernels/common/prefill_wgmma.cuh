@@ -153,6 +153,19 @@ __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap
       : "memory");
 }
 
+// Shared -> global tensor copy (a TMA store) into a bulk group of this thread.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, std::uint32_t src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// This thread's bulk groups have read their shared memory (it may be written again).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// This thread's bulk groups are complete (their global writes done).
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
 }
@@ -388,7 +401,9 @@ struct WgmmaConfig {
 struct WgmmaTma {
   CUtensorMap k, v;
   CUtensorMap q;  // kWgPersistent: q [total_q][H_q][128], the same boxes
+  CUtensorMap o;  // kWgPersistent: out [total_q][H_q][128], the same boxes (o_use)
   int use;
+  int o_use;  // 1: whole 64-row blocks of O leave by TMA store (else, and for partial blocks, thread stores)
 };
 
 template <class C>
@@ -1150,7 +1165,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         }
       }
 
-      // Row sums over the quad, normalise, store.
+      // Row sums over the quad, normalise, store. kWgPersistent with o_use and
+      // all 64 rows of this warpgroup real tokens: O goes through this
+      // warpgroup's part of the Q slot (free: every S of the unit is done),
+      // in Q's swizzled layout, and leaves by two TMA stores (one per
+      // 64-column half) issued by thread 0 of the warpgroup. Measured on an
+      // H100 (benchmarks/h100-2026-11-25-s10/): thread stores of 4 bytes cost
+      // batch 8 x 4096 tokens about a quarter of its time.
+      const bool by_tma = C::PERSIST && tma.o_use != 0 && row0 + 64 <= ntok;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float l = l_run[h];
@@ -1160,12 +1182,34 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         if (r >= ntok) continue;
         const float inv = l > 0.f ? 1.f / l : 0.f;
         const std::int64_t grow = static_cast<std::int64_t>(q_start + tok0 + r) * p.num_qo_heads + head;
-        std::uint16_t* orow = p.out + grow * D;
+        if (by_tma) {
+          const std::uint32_t rr = static_cast<std::uint32_t>(r - row0);  // row of the warpgroup's block
 #pragma unroll
-        for (int jb = 0; jb < D / 8; ++jb)
-          *reinterpret_cast<std::uint32_t*>(orow + 8 * jb + 2 * tq) =
-              pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
+          for (int jb = 0; jb < D / 8; ++jb) {
+            const std::uint32_t a = q_sm + static_cast<std::uint32_t>(jb / 8) * C::q_half_bytes + rr * C::kHalf +
+                                    ((static_cast<std::uint32_t>(jb % 8) ^ (rr % 8)) << 4) + 4 * tq;
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a),
+                         "r"(pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv))
+                         : "memory");
+          }
+        } else {
+          std::uint16_t* orow = p.out + grow * D;
+#pragma unroll
+          for (int jb = 0; jb < D / 8; ++jb)
+            *reinterpret_cast<std::uint32_t*>(orow + 8 * jb + 2 * tq) =
+                pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
+        }
         if (tq == 0 && p.lse) p.lse[grow] = l > 0.f ? m_run[h] + log2f(l) : -INFINITY;
+      }
+      if (by_tma) {
+        wg::fence_proxy_async();               // the shared writes above, read by the TMA (async proxy)
+        wg::named_bar_sync(2 + cw, 128);       // the warpgroup's whole block is written
+        if (wt == 0) {
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh)
+            wg::tma_store_3d(&tma.o, q_sm + hh * C::q_half_bytes, 64 * hh, head, q_start + tok0 + row0);
+          wg::bulk_commit();
+        }
       }
     };  // consume
 
@@ -1180,11 +1224,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         const UnitInfo U = unit_s[slot];  // written before the producer's arrival (mbarrier release / acquire)
         if (U.end) break;
         consume(U, sbase + C::q_off + slot * C::q_slot_bytes, g0);
-        // This warp's reads of the slot (Q by wgmma, the UnitInfo) are done.
+        // This warp's reads of the slot (Q by wgmma, the UnitInfo) are done;
+        // the warpgroup's thread 0 also waits for its TMA store's reads of it.
+        if (wt == 0) wg::bulk_wait_read();
         __syncwarp();
         if (lane == 0) wg::mbar_arrive(q_empty + 8 * slot);
         g0 += U.n;
       }
+      if (wt == 0) wg::bulk_wait();  // O stores complete before the CTA's shared memory goes
     }
   }
 #else
@@ -1322,6 +1369,12 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
     if (!tma.use || !encode_kv_tensor_map(&tma.q, p.q, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads))
       return cudaErrorNotSupported;
     grid = std::min<std::int64_t>(grid, std::max(1, sms));  // one CTA fits an SM
+    // O by TMA store where the output can be mapped (KB_PREFILL_TMA_STORE=0: thread stores, to compare).
+    static const bool store_allowed = !env_is("KB_PREFILL_TMA_STORE", "0");
+    tma.o_use = store_allowed && encode_kv_tensor_map(&tma.o, p.out, static_cast<std::uint64_t>(p.total_q),
+                                                      p.num_qo_heads)
+                    ? 1
+                    : 0;
   }
   if (C::TMA && after_gather && tma.use) {
     cudaLaunchAttribute attr[1];
