@@ -857,6 +857,22 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const std::uint64_t v_desc0 = wg::make_desc(sbase + C::v_off, C::kv_half_bytes, 1024);
 
     // One unit: U's geometry, its Q in the slot at q_slot, g0 the CTA's tiles before it.
+    // Persistent: the Q slot whose release thread 0 of the warpgroup still owes
+    // (-1: none). Its TMA store of O reads the slot; waiting for that read at
+    // once would hold the whole warpgroup, so the wait and the arrival on
+    // q_empty come after the next unit's first S is issued (or at its end).
+    // The producer needs that slot again only two units later: no deadlock.
+    int owed_slot = -1;
+    bool turns_open = false;  // kWgPingPong, persistent: a unit with tiles has been taken (turns run on)
+    auto pay_owed_slot = [&]() {
+      if constexpr (C::PERSIST) {
+        if (owed_slot >= 0 && wt == 0) {
+          wg::bulk_wait_read();
+          wg::mbar_arrive(q_empty + 8 * owed_slot);
+        }
+        owed_slot = -1;
+      }
+    };
     auto consume = [&](const UnitInfo& U, const std::uint32_t q_slot, const int g0) {
       const int head = U.head, q_start = U.q_start, tok0 = U.tok0, ntok = U.ntok, kv_len = U.kv_len,
                 delta = U.delta, n = U.n;
@@ -1049,6 +1065,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       // the other's 128 arrivals) and hands over with bar.arrive on the other's.
       // Warpgroup 1 opens warpgroup 0's first turn and does not hand over after
       // its last, so each barrier sees as many arrivals as waits.
+      // kWgPersistent: the turns run on across units. Warpgroup 1 opens once
+      // (its first unit with tiles) and hands over after its last turn too, so
+      // warpgroup 0 issues the next unit's S(0) as soon as warpgroup 1 issued
+      // its last P V, not after warpgroup 1's epilogue; warpgroup 0 takes the
+      // one hand-over left at the end (turns_open).
       int turn = 0;
       auto turn_begin = [&]() {
         if constexpr (C::PP) {
@@ -1059,12 +1080,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       auto turn_end = [&]() {
         if constexpr (C::PP) {
           __syncwarp();
-          if (!(cw == 1 && turn == n)) wg::named_bar_arrive(4 + (cw ^ 1), 256);
+          if (C::PERSIST || !(cw == 1 && turn == n)) wg::named_bar_arrive(4 + (cw ^ 1), 256);
           ++turn;
         }
       };
       if constexpr (C::PP) {
-        if (cw == 1 && n > 0) wg::named_bar_arrive(4, 256);
+        if (cw == 1 && n > 0 && !turns_open) wg::named_bar_arrive(4, 256);
+        if (C::PERSIST && n > 0) turns_open = true;
       }
       (void)turn;
 
@@ -1102,6 +1124,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         issue_s(0);
         wg::wgmma_commit();
         turn_end();
+        pay_owed_slot();  // under S(0)
         wg::wgmma_wait<0>();
         wg::reg_fence(s);
         release(empty_k, 0);
@@ -1172,6 +1195,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       // 64-column half) issued by thread 0 of the warpgroup. Measured on an
       // H100 (benchmarks/h100-2026-11-25-s10/): thread stores of 4 bytes cost
       // batch 8 x 4096 tokens about a quarter of its time.
+      pay_owed_slot();  // if no S was issued
       const bool by_tma = C::PERSIST && tma.o_use != 0 && row0 + 64 <= ntok;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -1225,11 +1249,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         if (U.end) break;
         consume(U, sbase + C::q_off + slot * C::q_slot_bytes, g0);
         // This warp's reads of the slot (Q by wgmma, the UnitInfo) are done;
-        // the warpgroup's thread 0 also waits for its TMA store's reads of it.
-        if (wt == 0) wg::bulk_wait_read();
+        // thread 0 of the warpgroup owes its arrival until its TMA store has read the slot.
         __syncwarp();
-        if (lane == 0) wg::mbar_arrive(q_empty + 8 * slot);
+        if (wt == 0) owed_slot = slot;
+        else if (lane == 0) wg::mbar_arrive(q_empty + 8 * slot);
         g0 += U.n;
+      }
+      pay_owed_slot();
+      if constexpr (C::PP) {
+        if (cw == 0 && turns_open) wg::named_bar_sync(4, 256);  // warpgroup 1's hand-over after its last turn
       }
       if (wt == 0) wg::bulk_wait();  // O stores complete before the CTA's shared memory goes
     }
