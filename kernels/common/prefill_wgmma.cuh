@@ -39,11 +39,14 @@
 //    (kWgTma), and a persistent grid (kWgPersistent: one CTA an SM takes
 //    units from an atomic counter; its producer loads each unit's Q by TMA
 //    into one of two Q buffers and hands the unit to the consumers through
-//    shared memory). Page sizes that are not a multiple of 64 run either the
-//    cp.async producer above or, with enough work, the TMA kernel on a copy of
-//    the pages in table order (Params::gathered), made by a kernel before it
-//    or, at page size 1, by the persistent kernel's idle producer threads
-//    while it computes (Params::gather_sync: "fused page gather" below).
+//    shared memory; each consumer writes its 64 rows of O, normalised, into
+//    its part of the unit's Q buffer and one thread stores them by TMA; the
+//    ping-pong turns run on from one unit to the next). Page sizes that are
+//    not a multiple of 64 run either the cp.async producer above or, with
+//    enough work, the TMA kernel on a copy of the pages in table order
+//    (Params::gathered), made by a kernel before it or, at page size 1, by
+//    the persistent kernel's idle producer threads while it computes
+//    (Params::gather_sync: "fused page gather" below).
 //
 // Shared memory layout (the base rounded up to 1024 bytes): every operand is
 // stored in 64-column halves, [half][row][64 bf16] with rows of 128 bytes and
