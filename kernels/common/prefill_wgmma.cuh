@@ -1191,15 +1191,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         }
       }
 
-      // Row sums over the quad, normalise, store. kWgPersistent with o_use and
-      // all 64 rows of this warpgroup real tokens: O goes through this
-      // warpgroup's part of the Q slot (free: every S of the unit is done),
+      // Row sums over the quad, normalise, store. With o_use and all 64 rows
+      // of this warpgroup real tokens: O goes through this
+      // warpgroup's part of the Q buffer (free: every S of the unit is done),
       // in Q's swizzled layout, and leaves by two TMA stores (one per
       // 64-column half) issued by thread 0 of the warpgroup. Measured on an
       // H100 (benchmarks/h100-2026-11-25-s10/): thread stores of 4 bytes cost
       // batch 8 x 4096 tokens about a quarter of its time.
       pay_owed_slot();  // if no S was issued
-      const bool by_tma = C::PERSIST && tma.o_use != 0 && row0 + 64 <= ntok;
+      const bool by_tma = tma.o_use != 0 && row0 + 64 <= ntok;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float l = l_run[h];
@@ -1242,6 +1242,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
     if constexpr (!C::PERSIST) {
       consume(U0, sbase + C::q_off, 0);
+      if (wt == 0) wg::bulk_wait();  // the O store complete before the CTA's shared memory goes
     } else {
       // Units in the order the producer took them: slot k % 2, its Q loaded.
       int g0 = 0;
@@ -1400,13 +1401,13 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
     if (!tma.use || !encode_kv_tensor_map(&tma.q, p.q, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads))
       return cudaErrorNotSupported;
     grid = std::min<std::int64_t>(grid, std::max(1, sms));  // one CTA fits an SM
-    // O by TMA store where the output can be mapped (KB_PREFILL_TMA_STORE=0: thread stores, to compare).
-    static const bool store_allowed = !env_is("KB_PREFILL_TMA_STORE", "0");
-    tma.o_use = store_allowed && encode_kv_tensor_map(&tma.o, p.out, static_cast<std::uint64_t>(p.total_q),
-                                                      p.num_qo_heads)
-                    ? 1
-                    : 0;
   }
+  // O by TMA store where the output can be mapped (KB_PREFILL_TMA_STORE=0: thread stores, to compare).
+  static const bool store_allowed = !env_is("KB_PREFILL_TMA_STORE", "0");
+  tma.o_use = store_allowed && p.total_q > 0 &&
+                      encode_kv_tensor_map(&tma.o, p.out, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads)
+                  ? 1
+                  : 0;
   if (C::TMA && after_gather && tma.use) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
