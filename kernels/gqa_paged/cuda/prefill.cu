@@ -94,9 +94,9 @@ cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStr
 // table order first costs one pass over K and V at copy bandwidth (about 2% of
 // the attention at 8192 tokens) and lets the kernel read them as ragged rows
 // by TMA (and the persistent kernel). It pays on enough work: the launcher
-// gathers when total_q x group >= kGatherMinTokens or the mean query length
-// x group >= kGatherMinMean (KB_PREFILL_GATHER=0 never, =1 always), and the
-// gathered copy fits kGatherMaxBytes. H100, 32 / 8 heads, gather against
+// gathers when total_q x group >= kGatherMinTokens, or the mean query length
+// x group >= kGatherMinMean, or both reach their short-sequence bounds below
+// (KB_PREFILL_GATHER=0 never, =1 always), and the gathered copy fits kGatherMaxBytes. H100, 32 / 8 heads, gather against
 // cp.async, both with the persistent kernel where it applies, in one run
 // (benchmarks/h100-2026-11-25-s7/prefill_ps1_gather_persistent.txt):
 //   gathers:  1 x 2048 93 / 108 us, 1 x 8192 953 / 1257, 8 x 4096 88 / 94,
@@ -104,6 +104,11 @@ cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStr
 //   does not: 1 x 1024 42 / 40, 8 x 1024 31 / 25, 8 x 2048 47 / 44,
 //             32 x 1024 57 / 44, 32 x 2048 63 / 52 (a second launch and, for
 //             short sequences, the TMA kernel's blocking copy of partial tiles).
+// Since O leaves by TMA store (session 10, benchmarks/h100-2026-11-25-s10/
+// prefill_small_ps1.md, KB_PREFILL_GATHER=1 against the rule above, one
+// run): 1 x 1024 34.0 / 37.3, 8 x 1024 19.7 / 22.2, 8 x 2048 37.5 / 41.1,
+// 1 x 2048 level; still slower at 32 x 1024 52.8 / 45.0 and 32 x 2048 55.7 /
+// 52.4 (32 and 64 tokens a sequence): hence the short-sequence pair of bounds.
 //
 // At page size 1 (pages of at most 8 heads) with a mean query length of at
 // least kFusedMinMeanQ, the persistent kernel copies the pages itself, its
@@ -121,6 +126,9 @@ cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStr
 constexpr std::int64_t kFusedMinMeanQ = 256;
 constexpr std::int64_t kGatherMinTokens = 16384;  // 4096 query tokens at group 4
 constexpr std::int64_t kGatherMinMean = 8192;     // 2048 tokens a sequence at group 4
+// ... or both of these (since the O stores went to TMA, session 10):
+constexpr std::int64_t kGatherMinMeanShort = 512;     // 128 tokens a sequence at group 4
+constexpr std::int64_t kGatherMinTokensShort = 4096;  // 1024 query tokens at group 4
 constexpr std::int64_t kGatherMaxBytes = std::int64_t{1} << 30;
 
 // Copies K and V of page-table entries [0, entries) into dk / dv in table
@@ -204,8 +212,10 @@ bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode
                  bool fused) {
   const int setting = gather_setting();
   if (setting == 0 || !p.paged || p.page_size % 64 == 0 || a.num_kv_indices == 0) return false;
-  if (setting < 0 && a.total_q * p.group < kGatherMinTokens && (a.total_q / a.batch) * p.group < kGatherMinMean)
-    return false;
+  const std::int64_t mean_q = a.total_q / a.batch;
+  const bool enough = a.total_q * p.group >= kGatherMinTokens || mean_q * p.group >= kGatherMinMean ||
+                      (mean_q * p.group >= kGatherMinMeanShort && a.total_q * p.group >= kGatherMinTokensShort);
+  if (setting < 0 && !enough) return false;
   const std::int64_t page_bytes = static_cast<std::int64_t>(p.page_size) * p.num_kv_heads * 128 * 2;
   const std::int64_t bytes = a.num_kv_indices * page_bytes;  // one of K, V
   const std::int64_t rows = a.num_kv_indices * p.page_size;
