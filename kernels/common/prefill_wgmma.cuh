@@ -404,7 +404,7 @@ struct WgmmaConfig {
 struct WgmmaTma {
   CUtensorMap k, v;
   CUtensorMap q;  // kWgPersistent: q [total_q][H_q][128], the same boxes
-  CUtensorMap o;  // kWgPersistent: out [total_q][H_q][128], the same boxes (o_use)
+  CUtensorMap o;  // out [total_q][H_q][128], the same boxes (where o_use)
   int use;
   int o_use;  // 1: whole 64-row blocks of O leave by TMA store (else, and for partial blocks, thread stores)
 };
@@ -859,7 +859,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const std::uint64_t k_desc0 = wg::make_desc(sbase + C::k_off, 16, 1024);
     const std::uint64_t v_desc0 = wg::make_desc(sbase + C::v_off, C::kv_half_bytes, 1024);
 
-    // One unit: U's geometry, its Q in the slot at q_slot, g0 the CTA's tiles before it.
     // Persistent: the Q slot whose release thread 0 of the warpgroup still owes
     // (-1: none). Its TMA store of O reads the slot; waiting for that read at
     // once would hold the whole warpgroup, so the wait and the arrival on
@@ -876,6 +875,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         owed_slot = -1;
       }
     };
+    // One unit: U's geometry, its Q in the slot at q_slot, g0 the CTA's tiles before it.
     auto consume = [&](const UnitInfo& U, const std::uint32_t q_slot, const int g0) {
       const int head = U.head, q_start = U.q_start, tok0 = U.tok0, ntok = U.ntok, kv_len = U.kv_len,
                 delta = U.delta, n = U.n;
@@ -1191,13 +1191,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         }
       }
 
-      // Row sums over the quad, normalise, store. With o_use and all 64 rows
-      // of this warpgroup real tokens: O goes through this
-      // warpgroup's part of the Q buffer (free: every S of the unit is done),
-      // in Q's swizzled layout, and leaves by two TMA stores (one per
-      // 64-column half) issued by thread 0 of the warpgroup. Measured on an
-      // H100 (benchmarks/h100-2026-11-25-s10/): thread stores of 4 bytes cost
-      // batch 8 x 4096 tokens about a quarter of its time.
+      // Row sums over the quad, normalise, store. With o_use and all 64 rows of
+      // this warpgroup real tokens, O goes through the warpgroup's part of the
+      // Q buffer (free: every S of the unit is done), in Q's swizzled layout,
+      // and leaves by two TMA stores (one per 64-column half) issued by thread
+      // 0 of the warpgroup. Measured on an H100 (benchmarks/h100-2026-11-25-s10/
+      // prefill_no_store_trial.md, prefill_tma_store.md): 4-byte thread stores
+      // cost batch 8 x 4096 tokens about a quarter of its time.
       pay_owed_slot();  // if no S was issued
       const bool by_tma = tma.o_use != 0 && row0 + 64 <= ntok;
 #pragma unroll
