@@ -1242,7 +1242,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
     if constexpr (!C::PERSIST) {
       consume(U0, sbase + C::q_off, 0);
-      if (wt == 0) wg::bulk_wait();  // the O store complete before the CTA's shared memory goes
     } else {
       // Units in the order the producer took them: slot k % 2, its Q loaded.
       int g0 = 0;
@@ -1263,8 +1262,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       if constexpr (C::PP) {
         if (cw == 0 && turns_open) wg::named_bar_sync(4, 256);  // warpgroup 1's hand-over after its last turn
       }
-      if (wt == 0) wg::bulk_wait();  // O stores complete before the CTA's shared memory goes
     }
+    if (wt == 0) wg::bulk_wait();  // O stores complete before the CTA's shared memory goes
   }
 #else
   __trap();  // built without sm_90a: launch_wgmma must not be used
