@@ -20,6 +20,12 @@
 //   flat         the weight as one flat array: each block reads 256 x 8
 //                consecutive 16-byte vectors (all loads before the XORs)
 //   flat-ldg     the same with plain __ldg
+//   bulkR CKxS   the gemv's blocks of R rows and 8 reading warps, but the
+//                weight arrives by bulk copies (cp.async.bulk, the TMA's 1-D
+//                form, evict_first) that a ninth warp issues: each row's next
+//                CK elements a stage, S stages in a shared-memory ring with
+//                mbarriers; the 8 warps read the gemv's register pattern from
+//                shared memory (measured: benchmarks/h100-2026-11-25-s11/)
 // These use 32-40 registers, so more blocks fit an SM than the gemv's
 // 60-93 allow: where a pattern has more blocks than the gemv's resident
 // slots, its figure is an upper bound for the gemv. Measured on an H100:
@@ -130,6 +136,101 @@ __global__ void __launch_bounds__(256) flat(const uint4* __restrict__ w, std::si
   if (acc == 0x9e3779b9u) out[0] = acc;
 }
 
+// ---- bulk copies (the TMA's 1-D form) into a shared-memory ring ----------------
+__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bar_init(std::uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(std::uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void bar_expect(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bar_wait(std::uint32_t bar, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void bulk_load(std::uint32_t dst, const void* src, std::uint32_t bytes, std::uint32_t bar,
+                                          std::uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+// The gemv's blocks (R rows, 8 warps interleaved over 64-element K steps),
+// but the weight arrives by bulk copies: a ninth warp streams each row's next
+// CK elements into a ring of S stages (R x CK x 2 bytes each, one mbarrier
+// per stage), and the 8 warps read their K steps from shared memory with the
+// gemv's register pattern (4 rows x 128 bytes per instruction). K % CK == 0.
+template <int R, int CK, int S>
+__global__ void __launch_bounds__(288) rows_bulk(const std::uint16_t* __restrict__ w, int N, int K, unsigned* out) {
+  extern __shared__ __align__(128) unsigned char ring[];  // [S][R][CK] bf16
+  __shared__ __align__(8) std::uint64_t full[S], empty_[S];
+  constexpr int kStage = R * CK * 2;
+  constexpr int kSteps = CK / 64;  // 64-wide K steps a stage
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n0 = blockIdx.x * R;
+  const int iters = K / CK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) bar_init(smem_u32(&full[s]), 1), bar_init(smem_u32(&empty_[s]), 8);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == 8) {
+    if (lane == 0) {
+      const std::uint64_t policy = evict_first();
+      for (int i = 0; i < iters; ++i) {
+        const int s = i % S;
+        if (i >= S) bar_wait(smem_u32(&empty_[s]), ((i / S) - 1) & 1);
+        bar_expect(smem_u32(&full[s]), kStage);
+        for (int r = 0; r < R; ++r)
+          bulk_load(smem_u32(ring + s * kStage + r * CK * 2), w + static_cast<std::size_t>(n0 + r) * K + i * CK,
+                    CK * 2, smem_u32(&full[s]), policy);
+      }
+    }
+    return;
+  }
+  unsigned acc = 0;
+  for (int i = 0; i < iters; ++i) {
+    const int s = i % S;
+    bar_wait(smem_u32(&full[s]), (i / S) & 1);
+    for (int st = warp; st < kSteps; st += 8) {
+#pragma unroll
+      for (int j = 0; j < R / 4; ++j) {
+        const uint4 v = *reinterpret_cast<const uint4*>(ring + s * kStage + (4 * j + (lane >> 3)) * CK * 2 +
+                                                        st * 128 + (lane & 7) * 16);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+      }
+    }
+    __syncwarp();
+    if (lane == 0) bar_arrive(smem_u32(&empty_[s]));
+  }
+  if (acc == 0x9e3779b9u) out[0] = acc;
+}
+
+template <int R, int CK, int S>
+cudaError_t launch_rows_bulk(const std::uint16_t* w, int N, int K, unsigned* out) {
+  constexpr int kSmem = S * R * CK * 2;
+  static bool attr = false;
+  if (!attr) {
+    cudaFuncSetAttribute(rows_bulk<R, CK, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    attr = true;
+  }
+  rows_bulk<R, CK, S><<<N / R, 288, kSmem>>>(w, N, K, out);
+  return cudaGetLastError();
+}
+
 __global__ void empty() {}
 
 }  // namespace
@@ -181,8 +282,8 @@ int main() {
   std::printf("times in us, cold (memset of 2 x L2 before each sample), median of 30; %% = bytes read / s over the "
               "copy bandwidth\n\n");
   std::printf("%% of copy bandwidth (us)\n\n| N x K | weight MB | rows (gemv) | rows16 | rows deep | rows16 deep | rows split 2 "
-              "| contig | flat | flat-ldg | copy of half |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-              "| ---: | ---: |\n");
+              "| contig | flat | flat-ldg | bulk16 512x3 | bulk16 1024x2 | bulk32 512x2 | bulk16 256x6 | copy of half |\n"
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const Shape& s : shapes) {
     const std::size_t bytes = std::size_t{2} * s.n * s.k;
     const std::size_t vecs = bytes / 16;
@@ -197,10 +298,14 @@ int main() {
     const unsigned blocks = static_cast<unsigned>((vecs + 2047) / 2048);
     const double t_flat = cold([&] { flat<true><<<blocks, 256>>>(static_cast<const uint4*>(w), vecs, out); });
     const double t_ldg = cold([&] { flat<false><<<blocks, 256>>>(static_cast<const uint4*>(w), vecs, out); });
+    const double t_b1 = cold([&] { launch_rows_bulk<16, 512, 3>(wp, s.n, s.k, out); });
+    const double t_b2 = cold([&] { launch_rows_bulk<16, 1024, 2>(wp, s.n, s.k, out); });
+    const double t_b3 = cold([&] { launch_rows_bulk<32, 512, 2>(wp, s.n, s.k, out); });
+    const double t_b4 = cold([&] { launch_rows_bulk<16, 256, 6>(wp, s.n, s.k, out); });
     const double t_copy = cold([&] { cudaMemcpyAsync(c1, w, bytes / 2, cudaMemcpyDeviceToDevice); });
     CK(cudaGetLastError());
     std::printf("| %d x %d | %.1f |", s.n, s.k, bytes / 1e6);
-    for (double t : {t_rows, t_rows16, t_deep, t_deep16, t_split, t_contig, t_flat, t_ldg, t_copy})
+    for (double t : {t_rows, t_rows16, t_deep, t_deep16, t_split, t_contig, t_flat, t_ldg, t_b1, t_b2, t_b3, t_b4, t_copy})
       std::printf(" %.1f (%.1f) |", pct(t), t);
     std::printf("\n");
   }

@@ -94,6 +94,12 @@
 //      flight per warp, 128 / 155 registers) was no faster on any of 30
 //      shapes (4096 x 14336 M = 1 51.2 against 50.6 us): bytes in flight
 //      are not the limit.
+//    * tried and dropped (benchmarks/h100-2026-11-25-s11/gemv_bulk_trial.*):
+//      the weight by bulk copies (cp.async.bulk) that a ninth warp issues
+//      into a 3-stage shared-memory ring, the 8 warps reading this load
+//      pattern from shared memory: level or slower on every shape, 1-9% at
+//      M = 16 (7168 x 5120 M = 16 35.2 against 33.6 us); read-only bulk
+//      readers reach the same ceiling as these loads.
 //    Older (benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8
 //    by __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills)
 //    made M = 16 8-25% slower (gemv_launch_bounds_3.md).

@@ -27,6 +27,14 @@
 // M = 2048 1304 against 1285, M = 8192 5840 against 5717. What is left
 // at M = 512 (1.05-1.08x of torch.matmul, which keeps no fp32 buffer) is
 // mostly the buffer's traffic: parts written, read and rounded, ~50 MB.
+// Other formulations, side by side in one run with an fp64 check
+// (tools/gpu/long_k_variants.cu, benchmarks/h100-2026-11-25-s11/
+// long_k_variants.txt; 8192 x 28672 M = 512, times over one full-K cuBLASLt
+// product, which fails the rule on 20 of 4.2M elements): these chunks as one
+// batch 1.058, one after the other 1.068, cuBLASLt's own split-K (2, 3, 4
+// splits, fp32 reduction in its workspace) 1.09-1.17, all exact enough; an
+// fp32 C with a bf16 D (the second chunk rounding as it adds the first) is
+// not supported by cuBLASLt 13 for bf16 inputs.
 #pragma once
 
 #include <cstdint>

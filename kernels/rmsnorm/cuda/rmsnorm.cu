@@ -20,6 +20,8 @@
 #include <string>
 
 #include "../../common/half_bits.cuh"
+#include "../../common/issue_order_load.cuh"
+#include "../../common/tuning_env.hpp"
 #include "rmsnorm_cuda.hpp"
 
 namespace kb::kernels {
@@ -101,6 +103,9 @@ __global__ void __launch_bounds__(128) rmsnorm_warp_kernel(const uint4* __restri
     }
   }
   float x[N][8];
+  // The row's arithmetic waits for every load, so all of them are issued
+  // first: one memory round trip (issue_order_load.cuh).
+  gate(hv, zero_after(wv, zero_after(hv, ADD ? zero_after(rv) : 0.f)));
   float ss = 0.f;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
@@ -133,7 +138,7 @@ __global__ void __launch_bounds__(128) rmsnorm_warp_kernel(const uint4* __restri
 // ---- block path: one block of blockDim.x threads per row, N vectors each ----
 
 template <bool BF16, bool ADD, int N>
-__global__ void __launch_bounds__(N == 8 ? 512 : 128)
+__global__ void __launch_bounds__(N == 8 ? 512 : N == 1 ? 1024 : 128)
     rmsnorm_block_kernel(const uint4* __restrict__ h, const uint4* __restrict__ r, const uint4* __restrict__ w,
                          uint4* __restrict__ out, int nvec, float eps) {
   __shared__ float scratch[32];
@@ -153,6 +158,9 @@ __global__ void __launch_bounds__(N == 8 ? 512 : 128)
     }
   }
   float x[N][8];
+  // The row's arithmetic waits for every load, so all of them are issued
+  // first: one memory round trip (issue_order_load.cuh).
+  gate(hv, zero_after(wv, zero_after(hv, ADD ? zero_after(rv) : 0.f)));
   float ss = 0.f;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
@@ -300,25 +308,37 @@ int round_up(std::int64_t v, int m) { return static_cast<int>((v + m - 1) / m * 
 //    block keeps registers per SM low enough for 8+ resident blocks, so each
 //    SM has 16 bytes x N x threads x blocks (~64-128 KB) of loads in flight,
 //    well over the ~20 KB per SM that hides HBM latency; the reduction is 4
-//    warps and one barrier. For batch 1 a single block issues all of a row's
-//    loads back to back, so the launch is one memory round trip (latency-bound).
-//    Batch 1 still costs about 1 us more than a one-thread kernel that reads
-//    and writes 16 bytes (Nsight Compute, H100, caches flushed: 6,829 against
-//    5,051 cycles for hidden 4096; an empty kernel 4,028). Tried and dropped
-//    (benchmarks/h100-2026-11-24-s6/rmsnorm_*_block.md): one block of up to
-//    1024 threads with 1-2 vectors each for batches up to 64, to shorten each
-//    warp's dependent chain: 4.8 against 5.0 us at hidden 4096, batch 1,
-//    equal elsewhere; so the chain is not where the microsecond goes.
+//    warps and one barrier. Every load of a row is issued before any
+//    arithmetic (gate() in issue_order_load.cuh; before it, ptxas issued
+//    part of the weight after the row's round trip). Batch 1 is latency:
+//    see the next case.
+//  * Few rows (rows <= kRmsnormWideRows) of 129..1024 vectors: one block of
+//    nvec threads (rounded up to a warp), one vector each. A batch-1 launch is
+//    latency, not bandwidth: a thread's chain of dependent work (unpack, 8
+//    FFMAs per vector into one sum) is 4x shorter than with 4 vectors, the
+//    longer block reduction (up to 32 partials) costs less than that. Cold,
+//    side by side (benchmarks/h100-2026-11-25-s11/batch1_floor.txt, kb's
+//    method): kb's 128 x 4 logic 4.51 us, the same with every load issued
+//    first 4.38, 512 x 1 4.19, a kernel that only reads the row and the
+//    weight and writes the row 4.06, an empty kernel 3.01.
 //  * nvec <= 4096 (hidden <= 32768): N = 8 and as many threads as needed
 //    (<= 512, bounded by registers: 8 vectors x 12 registers < 128 per thread).
 //  * longer rows, hidden % 8 != 0 or unaligned pointers: the two-pass loop
 //    kernel, 16-byte accesses where possible, else scalar; 256 threads (or
 //    fewer for short rows) so one block per row still has loads in flight.
-RmsnormConfig rmsnorm_launch_config(std::int64_t hidden, std::int64_t rows, bool vectorizable) {
+RmsnormConfig rmsnorm_launch_config(std::int64_t hidden, std::int64_t rows, bool vectorizable, bool wide_few_rows) {
   using P = RmsnormConfig::Path;
   RmsnormConfig c;
   const std::int64_t nvec = hidden / 8;
   if (vectorizable && hidden % 8 == 0 && nvec >= 1) {
+    if (wide_few_rows && rows <= kRmsnormWideRows && nvec > 128 && nvec <= 1024) {
+      c.path = P::block;
+      c.vector_width = 8;
+      c.vecs_per_thread = 1;
+      c.threads_per_row = c.block_threads = round_up(nvec, 32);
+      c.grid = rows;
+      return c;
+    }
     if (nvec <= 128) {
       for (int n = 1; n <= 4; ++n) {
         std::int64_t need = (nvec + n - 1) / n;
@@ -368,7 +388,9 @@ Status launch_rmsnorm(const void* hidden_states, const void* residual, const voi
     return make_error(Code::invalid_argument, "kb_cuda_rmsnorm: null tensor pointer");
   const bool vec = hidden % 8 == 0 && aligned16(hidden_states) && aligned16(weight) && aligned16(output) &&
                    (!residual || aligned16(residual));
-  const RmsnormConfig c = rmsnorm_launch_config(hidden, rows, vec);
+  // KB_RMSNORM_WIDE=0: no wide blocks for few rows (to measure both side by side in one run).
+  static const bool wide = !env_is("KB_RMSNORM_WIDE", "0");
+  const RmsnormConfig c = rmsnorm_launch_config(hidden, rows, vec, wide);
   if (c.grid > 0x7fffffff) return make_error(Code::unsupported, "kb_cuda_rmsnorm: too many rows for one launch");
   const Args a{hidden_states, residual, weight, output, rows, hidden, static_cast<float>(eps)};
   auto s = static_cast<cudaStream_t>(stream);
