@@ -60,12 +60,12 @@
 //    loads of 16 bytes in flight (4 KiB per warp). The warps' fp32 partials
 //    are summed in shared memory in a fixed order (deterministic).
 //  - Enough in flight: memory-bound code needs about bandwidth x latency
-//    bytes in flight (4.3 TB/s x ~1 us ~ 4 MiB, ~32 KiB per SM). At M <= 8,
+//    bytes in flight (4.3 TB/s x ~1 us ~ 4 MiB, ~32 KiB per SM). At M = 1,
 //    128 blocks of 8 warps (4 KiB per warp per round: 4 MiB) already stream
 //    at full speed, and a K split costs its partial tiles' write, fence,
-//    atomic and re-read at the end of the kernel; at M > 8 (twice the MMAs
-//    and activation loads per warp) one block per SM is not enough. So K is
-//    split across blocks (grid.y = splits) when M > 8 or there are fewer row
+//    atomic and re-read at the end of the kernel; at M > 1 (more activation
+//    loads and MMAs per warp) one block per SM is not enough. So K is
+//    split across blocks (grid.y = splits) when M > 1 or there are fewer row
 //    blocks than half the SMs (N < 2112 on 132 SMs; N = 128 and 256 among
 //    the definitions): up to one resident wave (SMs x blocks per SM, from
 //    the occupancy API), at least one 64-wide step per warp, and at most
@@ -75,6 +75,10 @@
 //    M = 1 and 128 x 2 at M = 16, 28672 x 4096 896 x 1 over several waves.
 //    Measured on an H100 (benchmarks/h100-2026-11-24-s6/gemv_grid.md, kb's
 //    cold timing, side by side in one run unless said):
+//    * M = 2 .. 8 split like M = 16 since s11 (benchmarks/h100-2026-11-25-s11/
+//      gemv_split_m2_8.md; KB_GEMV_SPLIT=m8 restores no split up to M = 8):
+//      4096 x 14336 55.3 -> 51.5 us at M = 2, 4, 8 (71% -> 76% of copy),
+//      every other shape level; M = 1 stays unsplit (49.6 against 50.8).
 //    * M <= 8 without the split (KB_GEMV_SPLIT=wave restores the split up
 //      to one wave; on_device.sh decode-gemm runs both): 4096 x 4096 M = 1
 //      19.3 against 20.6 us, 4096 x 14336 M = 1 50.5 against 52.7; in an
@@ -502,12 +506,15 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   // is that of full-size blocks; smaller ones fit proportionally more), at
   // least one 64-wide step per warp, and a final split-K sum of at most
   // kMaxFinalLoads partial loads per thread of the last block.
-  // M <= 8 and half the SMs' worth of row blocks or more: no split (see
+  // M = 1 and half the SMs' worth of row blocks or more: no split (see
   // the top).
   // KB_GEMV_SPLIT=wave: the earlier rule (split up to one resident wave
   // whatever the row blocks), to measure the two side by side in one run.
+  // KB_GEMV_SPLIT=m8: no split up to M = 8 (the rule of sessions 6-10).
   static const bool split_to_wave = env_is("KB_GEMV_SPLIT", "wave");
-  const bool split_pays = split_to_wave || M > 8 || 2 * static_cast<long long>(plan.row_blocks) < plan.sm_count;
+  static const int unsplit_max_m = env_is("KB_GEMV_SPLIT", "m8") ? 8 : 1;
+  const bool split_pays =
+      split_to_wave || M > unsplit_max_m || 2 * static_cast<long long>(plan.row_blocks) < plan.sm_count;
   auto splits_for = [&](int warps) {
     const long long slots = static_cast<long long>(plan.sm_count) * plan.blocks_per_sm * (kMaxWarps / warps);
     if (!split_pays || plan.row_blocks >= slots || plan.row_blocks > kMaxCounters) return 1;
