@@ -9,7 +9,8 @@
 #        bash tools/gpu/on_device.sh gemm-precision         (torch.matmul's split-K precision: speed and fp64 error; not in all)
 #        bash tools/gpu/on_device.sh decode-gemm            (M = 1, 16 gemm shapes vs torch, kb's split rule and the earlier one; not in all)
 #        bash tools/gpu/on_device.sh aten-bb                (kb's ATen CUDA kernels vs PyTorch eager on the BackendBench trace; not in all)
-#        bash tools/gpu/on_device.sh ceilings               (read-only / copy ceilings: gemv weights, MLA KV gather, copy variants; not in all)
+#        bash tools/gpu/on_device.sh ceilings               (read-only / copy ceilings: gemv weights, MLA KV gather, copy variants,
+#                                                   batch-1 floors, long-K gemm formulations; not in all)
 set -u
 cd "$(dirname "$0")/../.."
 [ -f .devcarry/bundle.tgz ] && { tar xzf .devcarry/bundle.tgz -C .devcarry && rm .devcarry/bundle.tgz; }
@@ -113,8 +114,9 @@ if [[ $what == *gemm-precision* ]]; then
   echo "gemm-precision: exit $?"; cat "$out/gemm_precision.log" | tail -12
 fi
 if [[ $what == *ceilings* ]]; then
-  # tools/gpu/{gemv_read_ceiling,mla_gather_ceiling,copy_variants}.cu, built by prepare.sh (the file heads say what each times)
-  for t in gemv_read_ceiling mla_gather_ceiling copy_variants; do
+  # tools/gpu/{gemv_read_ceiling,mla_gather_ceiling,copy_variants,batch1_floor,long_k_variants}.cu, built by
+  # prepare.sh (the file heads say what each times)
+  for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants; do
     if [ -x .devcarry/bin/$t ]; then timeout 240 .devcarry/bin/$t > "$out/$t.txt" 2>&1; echo "$t: exit $?"
     else echo "$t: not built (prepare.sh found no nvcc)"; status=1; fi
   done

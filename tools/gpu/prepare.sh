@@ -22,9 +22,10 @@ cp "$b/tests/plugin/libkb_hostile_cuda_plugin.so" "$b/examples/plugin/libkb_exam
 # the one-file ceiling microbenchmarks (on_device.sh ceilings), rebuilt only when their source changed
 if command -v nvcc >/dev/null; then
   mkdir -p "$b/gpu-tools"
-  for t in gemv_read_ceiling mla_gather_ceiling copy_variants; do
+  for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants; do
     if [ ! -x "$b/gpu-tools/$t" ] || [ "tools/gpu/$t.cu" -nt "$b/gpu-tools/$t" ] || [ tools/gpu/standalone_cuda.cuh -nt "$b/gpu-tools/$t" ]; then
-      nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -o "$b/gpu-tools/$t" "tools/gpu/$t.cu"
+      libs=""; [ $t = long_k_variants ] && libs=-lcublasLt
+      nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -o "$b/gpu-tools/$t" "tools/gpu/$t.cu" $libs
     fi
     cp "$b/gpu-tools/$t" .devcarry/bin/
   done
