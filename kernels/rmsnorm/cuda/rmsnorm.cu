@@ -105,7 +105,9 @@ __global__ void __launch_bounds__(128) rmsnorm_warp_kernel(const uint4* __restri
   float x[N][8];
   // The row's arithmetic waits for every load, so all of them are issued
   // first: one memory round trip (issue_order_load.cuh).
-  gate(hv, zero_after(wv, zero_after(hv, ADD ? zero_after(rv) : 0.f)));
+  float zero = zero_after(wv, zero_after(hv));
+  if constexpr (ADD) zero = zero_after(rv, zero);
+  gate(hv, zero);
   float ss = 0.f;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
@@ -160,7 +162,9 @@ __global__ void __launch_bounds__(N == 8 ? 512 : N == 1 ? 1024 : 128)
   float x[N][8];
   // The row's arithmetic waits for every load, so all of them are issued
   // first: one memory round trip (issue_order_load.cuh).
-  gate(hv, zero_after(wv, zero_after(hv, ADD ? zero_after(rv) : 0.f)));
+  float zero = zero_after(wv, zero_after(hv));
+  if constexpr (ADD) zero = zero_after(rv, zero);
+  gate(hv, zero);
   float ss = 0.f;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
