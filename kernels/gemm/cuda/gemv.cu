@@ -104,6 +104,11 @@
 //      pattern from shared memory: level or slower on every shape, 1-9% at
 //      M = 16 (7168 x 5120 M = 16 35.2 against 33.6 us); read-only bulk
 //      readers reach the same ceiling as these loads.
+//    * tried and dropped (s11 gemv_forced_splits_trial.md, KB_GEMV_SPLITS=N
+//      forces N splits): 2-4 splits where the rule takes none, so that many
+//      short blocks even out the last wave (Nsight: 7168 x 5120's SMs are
+//      active 87% of the kernel at M = 1, 52 SMs with four blocks and 80 with
+//      three): slower on every shape, 7168 x 5120 M = 1 33.0 -> 35.8-37.6 us.
 //    Older (benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8
 //    by __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills)
 //    made M = 16 8-25% slower (gemv_launch_bounds_3.md).
@@ -528,6 +533,17 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   };
   plan.warps = std::min(kMaxWarps, plan.k_iterations);
   plan.splits = splits_for(plan.warps);
+  // KB_GEMV_SPLITS=N: N blocks along K whatever the rule (to measure splits side by side; clamped to what
+  // the scratch, the counters and one 64-wide step per warp allow).
+  static const int forced_splits = [] {
+    const char* v = std::getenv("KB_GEMV_SPLITS");
+    return v ? std::atoi(v) : 0;
+  }();
+  if (forced_splits > 0 && plan.row_blocks <= kMaxCounters) {
+    int s = std::min({forced_splits, kMaxSplits, std::max(1, plan.k_iterations / plan.warps)});
+    while (s > 1 && split_scratch_bytes(M, plan.rows_per_block, plan.row_blocks, s) > scratch_bytes) --s;
+    plan.splits = s;
+  }
   // Small problems (N = 128, 256): when the blocks do not reach every SM,
   // fewer warps per block and more splits, if that makes more blocks.
   for (int w = plan.warps / 2; w >= 2 && static_cast<long long>(plan.row_blocks) * plan.splits < plan.sm_count;
