@@ -6,9 +6,9 @@
 // weight vectors, first used after the block reduction, were issued after
 // the first multiply of the row's sum of squares, i.e. behind the row's
 // DRAM round trip: two round trips instead of one (SASS of the batch-1
-// kernels: 5 of 8 LDGs before the first FFMA at hidden 4096, 9 of 16 at
-// 7168). Neither `asm volatile` loads nor loading the weight first in the
-// source changed that. What does: making the first arithmetic depend on
+// kernel at hidden 4096: 5 of 8 LDGs before the first FFMA). Neither
+// `asm volatile` loads (9 of 14 first at hidden 7168) nor loading the
+// weight first in the source changed that. What does: making the first arithmetic depend on
 // every load. zero_after(v) (chained: zero_after(a, zero_after(b))) is
 // +0.0f for any bits in v (fmin(0, |w|) is 0 for every w, NaN included) but
 // ptxas cannot know that; gate(v, zero) ORs its (zero) bits into every word
