@@ -535,10 +535,7 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   plan.splits = splits_for(plan.warps);
   // KB_GEMV_SPLITS=N: N blocks along K whatever the rule (to measure splits side by side; clamped to what
   // the scratch, the counters and one 64-wide step per warp allow).
-  static const int forced_splits = [] {
-    const char* v = std::getenv("KB_GEMV_SPLITS");
-    return v ? std::atoi(v) : 0;
-  }();
+  static const int forced_splits = env_positive_int("KB_GEMV_SPLITS");
   if (forced_splits > 0 && plan.row_blocks <= kMaxCounters) {
     int s = std::min({forced_splits, kMaxSplits, std::max(1, plan.k_iterations / plan.warps)});
     while (s > 1 && split_scratch_bytes(M, plan.rows_per_block, plan.row_blocks, s) > scratch_bytes) --s;

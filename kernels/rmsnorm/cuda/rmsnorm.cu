@@ -77,6 +77,16 @@ __device__ __forceinline__ float inv_rms_of(float ss, std::int64_t hidden, float
   return __frcp_rn(__fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(hidden)), eps)));
 }
 
+// The row's arithmetic (all of it starts from hv) waits for every load of
+// the row, so ptxas issues them all first: one memory round trip
+// (issue_order_load.cuh). rv is read only in the fused form.
+template <bool ADD, int N>
+__device__ __forceinline__ void loads_before_math(uint4 (&hv)[N], const uint4 (&rv)[N], const uint4 (&wv)[N]) {
+  float zero = zero_after(wv, zero_after(hv));
+  if constexpr (ADD) zero = zero_after(rv, zero);
+  gate(hv, zero);
+}
+
 // ---- warp path: `tpr` (power of two <= 32) lanes per row, N vectors each ----
 // Rows of up to 1024 elements: no shared memory, no barrier. A block of 128
 // threads holds 128 / tpr rows.
@@ -103,11 +113,7 @@ __global__ void __launch_bounds__(128) rmsnorm_warp_kernel(const uint4* __restri
     }
   }
   float x[N][8];
-  // The row's arithmetic waits for every load, so all of them are issued
-  // first: one memory round trip (issue_order_load.cuh).
-  float zero = zero_after(wv, zero_after(hv));
-  if constexpr (ADD) zero = zero_after(rv, zero);
-  gate(hv, zero);
+  loads_before_math<ADD>(hv, rv, wv);
   float ss = 0.f;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
@@ -160,11 +166,7 @@ __global__ void __launch_bounds__(N == 8 ? 512 : N == 1 ? 1024 : 128)
     }
   }
   float x[N][8];
-  // The row's arithmetic waits for every load, so all of them are issued
-  // first: one memory round trip (issue_order_load.cuh).
-  float zero = zero_after(wv, zero_after(hv));
-  if constexpr (ADD) zero = zero_after(rv, zero);
-  gate(hv, zero);
+  loads_before_math<ADD>(hv, rv, wv);
   float ss = 0.f;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
