@@ -192,8 +192,8 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   GemvPlan plan;
   if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
   if (impl.name == "kb_cuda_gemm" && plan.short_last_wave) return "cuBLASLt (the gemv's last wave is short)";
-  return fmt::format("gemv {}x{} blocks of {} warps, {} rows", plan.row_blocks, plan.splits, plan.warps,
-                     plan.rows_per_block);
+  return fmt::format("gemv {}x{} blocks of {} warps, {} rows{}", plan.row_blocks, plan.splits, plan.warps,
+                     plan.rows_per_block, plan.balanced ? " at most (balanced)" : "");
 }
 
 // Runs impl on one case twice (fresh A each time); failures go to fail().
@@ -299,6 +299,8 @@ int main() {
       {1000, 520, {1, 5, 16, 17}}, {16384, 3072, {1, 16}},
       // 266 row blocks: at M = 16 (264 slots on 132 SMs) a last wave of 2, which kb_cuda_gemm gives to cuBLASLt
       {8512, 256, {8, 16}},
+      // rows spread evenly over a multiple of the SMs (gemv.hpp, GemvBalance): 13-14 rows a block at 7168, 8-9 at 2200
+      {7168, 5120, {1, 8, 16}}, {2200, 264, {1, 9, 16}},
       // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240 (one after the other); three of 9560 (one batch)
       {97, 20488, {3, 17, 257}}, {97, 28680, {1, 17, 130}},
   };

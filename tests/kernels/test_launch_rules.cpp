@@ -13,6 +13,8 @@
 #include "common/stream_ctas.hpp"
 #include "gemm/cuda/gemv.hpp"
 
+using kb::kernels::gemm_cuda::GemvBalance;
+using kb::kernels::gemm_cuda::gemv_balanced_blocks;
 using kb::kernels::gemm_cuda::gemv_rows_per_block;
 using kb::kernels::gemm_cuda::gemv_wave_fill;
 
@@ -43,6 +45,27 @@ TEST_CASE("gemv rows per block follow the H100 measurements") {
   // A tie (21504 rows at M = 1: 28/33 either way) goes to 16.
   CHECK(gemv_wave_fill(21504, 16, 132, 4) == gemv_wave_fill(21504, 32, 132, 3));
   CHECK(gemv_rows_per_block(21504, 132, 4, 3) == 16);
+}
+
+TEST_CASE("gemv balance: rows spread over a multiple of the SMs or of the slots") {
+  // 7168 rows in 448 tiles of 16 on 132 SMs x 4 slots: four blocks of 13-14 rows on every SM.
+  CHECK(gemv_balanced_blocks(448, 132, 528, GemvBalance::off) == 448);
+  CHECK(gemv_balanced_blocks(448, 132, 528, GemvBalance::sm) == 528);
+  CHECK(gemv_balanced_blocks(448, 132, 528, GemvBalance::wave) == 528);
+  // Several waves: 1792 tiles (28672 rows) -> 14 blocks an SM, or 4 full waves.
+  CHECK(gemv_balanced_blocks(1792, 132, 528, GemvBalance::sm) == 1848);
+  CHECK(gemv_balanced_blocks(1792, 132, 528, GemvBalance::wave) == 2112);
+  // A multiple already, and fewer tiles than SMs (split-K's case): unchanged.
+  CHECK(gemv_balanced_blocks(264, 132, 528, GemvBalance::sm) == 264);
+  CHECK(gemv_balanced_blocks(8, 132, 528, GemvBalance::sm) == 8);
+  CHECK(gemv_balanced_blocks(131, 132, 528, GemvBalance::wave) == 131);
+  // Never fewer blocks than tiles, so no block holds more than one tile's rows.
+  for (std::int64_t tiles = 1; tiles < 5000; tiles += 7)
+    for (GemvBalance b : {GemvBalance::off, GemvBalance::sm, GemvBalance::wave}) {
+      const std::int64_t blocks = gemv_balanced_blocks(tiles, 132, 396, b);
+      CHECK(blocks >= tiles);
+      CHECK(blocks < tiles + 396);
+    }
 }
 
 TEST_CASE("read-once streams: evict_first up to 6 x the L2 size") {

@@ -9,6 +9,7 @@
 #        bash tools/gpu/on_device.sh gemm-precision         (torch.matmul's split-K precision: speed and fp64 error; not in all)
 #        bash tools/gpu/on_device.sh decode-gemm            (M = 1, 16 gemm shapes vs torch, kb's split rule and the earlier one; not in all)
 #        bash tools/gpu/on_device.sh aten-bb                (kb's ATen CUDA kernels vs PyTorch eager on the BackendBench trace; not in all)
+#        bash tools/gpu/on_device.sh gemv-balance           (the gemv's row balances side by side, test_gemm under each; not in all)
 #        bash tools/gpu/on_device.sh ceilings               (read-only / copy ceilings: gemv weights, MLA KV gather, copy variants,
 #                                                   batch-1 floors, long-K gemm formulations; not in all)
 set -u
@@ -27,7 +28,7 @@ $kb devices || status=1
 
 if [[ $what == *tests* || $what == all ]]; then
   # test_cuda_attention / test_cuda_prefill run sharded in attn-check / prefill-check; test_plugin_gpu in plugin-gpu
-  for t in $(ls .devcarry/bin/test_* | grep -v -e test_plugin_gpu -e test_attention_bench -e test_cuda_attention -e test_cuda_prefill); do
+  for t in $(ls .devcarry/bin/test_* | grep -v -e test_plugin_gpu -e test_attention_bench -e test_gemv_ab -e test_cuda_attention -e test_cuda_prefill); do
     echo "== $t"
     timeout ${TEST_TIMEOUT:-240} "$t"; rc=$?
     if [ $rc -eq 77 ]; then echo "skipped"; elif [ $rc -ne 0 ]; then echo "FAILED ($rc)"; status=1; fi
@@ -112,6 +113,19 @@ if [[ $what == *gemm-precision* ]]; then
   # torch.matmul with and without fp16/bf16 split-K reductions, timed and judged against fp64 (gemm_precision.py)
   timeout ${GEMM_PRECISION_TIMEOUT:-240} python3 tools/gpu/gemm_precision.py --out "$out" > "$out/gemm_precision.log" 2>&1
   echo "gemm-precision: exit $?"; cat "$out/gemm_precision.log" | tail -12
+fi
+if [[ $what == *gemv-balance* ]]; then
+  # The gemv's row balances side by side (tools/gpu/gemv_ab.cpp: off, sm, wave in alternating rounds, outputs
+  # compared), then test_gemm under each balance that is not the default (every case against the CPU reference).
+  GEMV_SHAPES=${GEMV_SHAPES:-7168x5120,4096x4096,4096x14336,16384x3072,8192x8192,28672x4096,5120x17408,10240x8192}
+  timeout ${GEMV_AB_TIMEOUT:-240} .devcarry/bin/test_gemv_ab --shapes "$GEMV_SHAPES" --m ${GEMV_M:-1,8,16} \
+      --rounds ${GEMV_ROUNDS:-2} | tee "$out/gemv_balance_ab.md"; echo "gemv-balance: exit ${PIPESTATUS[0]}"
+  for b in ${GEMV_TEST_BALANCES:-off sm wave}; do
+    KB_GEMV_BALANCE=$b timeout ${TEST_TIMEOUT:-240} .devcarry/bin/test_gemm > "$out/test_gemm_balance_$b.log" 2>&1 &
+  done
+  wait
+  for b in ${GEMV_TEST_BALANCES:-off sm wave}; do echo "test_gemm KB_GEMV_BALANCE=$b: $(tail -1 "$out/test_gemm_balance_$b.log")"; done
+  grep -h "^FAIL" "$out"/test_gemm_balance_*.log | head -10
 fi
 if [[ $what == *ceilings* ]]; then
   # tools/gpu/{gemv_read_ceiling,mla_gather_ceiling,copy_variants,batch1_floor,long_k_variants}.cu, built by

@@ -109,6 +109,14 @@
 //      short blocks even out the last wave (Nsight: 7168 x 5120's SMs are
 //      active 87% of the kernel at M = 1, 52 SMs with four blocks and 80 with
 //      three): slower on every shape, 7168 x 5120 M = 1 33.0 -> 35.8-37.6 us.
+//    * tried and dropped (s12, benchmarks/h100-h200-2026-11-27-s12/,
+//      KB_GEMV_BALANCE=sm|wave; tools/gpu/gemv_ab.cpp times them side by
+//      side): the rows spread evenly over a multiple of the SMs or of the
+//      slots, so every SM gets as many rows (7168 x 5120: 528 blocks of 13-14
+//      rows, four on each SM): level or up to 2% slower on H100 and H200
+//      (7168 x 5120 M = 1 32.5 against 33.0 us on the H100), except 10240 x
+//      8192 at M <= 8 (1-2% faster on the H100 only); the idle SMs at the end
+//      do not cost what Nsight's 87% suggested.
 //    Older (benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8
 //    by __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills)
 //    made M = 16 8-25% slower (gemv_launch_bounds_3.md).
@@ -192,6 +200,7 @@ struct Params {
   int K;
   int k_iterations;        // ceil(K / kKStep)
   int splits;              // gridDim.y
+  int balanced;            // rows spread evenly over gridDim.x blocks (GemvPlan::balanced)
   unsigned* counters;      // [kMaxCounters], zero at rest (splits > 1)
   float* partials;         // [row_blocks][splits][M][rows per block] (splits > 1)
   float evict_first;       // the weight stream's L2 policy: evict_first fraction (l2_stream_policy.cuh)
@@ -256,13 +265,17 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
   const int warps = blockDim.x >> 5;
   const int g = lane >> 2;
   const int t = lane & 3;
-  const int n0 = blockIdx.x * kRows;
+  // This block's rows [n0, n_end): whole tiles, or an even share (at most kRows).
+  const int n0 = p.balanced ? static_cast<int>(static_cast<long long>(blockIdx.x) * p.N / gridDim.x)
+                            : static_cast<int>(blockIdx.x) * kRows;
+  const int n_end = p.balanced ? static_cast<int>(static_cast<long long>(blockIdx.x + 1) * p.N / gridDim.x)
+                               : min(n0 + kRows, p.N);
   const int split = blockIdx.y;
 
   // Weight loads: instruction j (0..kLoads-1) of an iteration reads rows
   // n0 + 4j + lane/8, 16 bytes at element kb + 8 (lane % 8): four whole
-  // 128-byte lines. Rows past the end load zeros (and point at row 0, never
-  // dereferenced).
+  // 128-byte lines. Rows past the block's end load zeros (and point at row 0,
+  // never dereferenced).
   const int q = lane >> 3;
   const int s8 = lane & 7;
   const bool odd = g & 1;
@@ -271,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
 #pragma unroll
   for (int j = 0; j < kLoads; ++j) {
     const int n = n0 + 4 * j + q;
-    bok[j] = n < p.N;
+    bok[j] = n < n_end;
     brow[j] = p.B + static_cast<std::size_t>(bok[j] ? n : 0) * p.K + 8 * s8;
   }
   const std::uint16_t* arow[MT];
@@ -370,7 +383,7 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
       const int m = i / kRows;
       const int r = i % kRows;
       const int n = n0 + r;
-      if (n >= p.N) continue;
+      if (n >= n_end) continue;
       float s = 0.f;
       for (int w = 0; w < warps; ++w) s += red[(w * MP + m) * kRedStride + r];
       p.C[static_cast<std::size_t>(m) * p.N + n] = to_bits<kBf16>(s);
@@ -399,7 +412,7 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
     const int m = i / kRows;
     const int r = i % kRows;
     const int n = n0 + r;
-    if (n >= p.N) continue;
+    if (n >= n_end) continue;
     float s = 0.f;
     for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(tiles + static_cast<std::size_t>(sp) * kOut + i);
     p.C[static_cast<std::size_t>(m) * p.N + n] = to_bits<kBf16>(s);
@@ -488,7 +501,19 @@ bool preconditions(const GemmProblem& p) {
 
 }  // namespace
 
+GemvBalance gemv_default_balance() {
+  static const GemvBalance b = env_is("KB_GEMV_BALANCE", "off")    ? GemvBalance::off
+                               : env_is("KB_GEMV_BALANCE", "wave") ? GemvBalance::wave
+                               : env_is("KB_GEMV_BALANCE", "sm")   ? GemvBalance::sm
+                                                                   : GemvBalance::off;
+  return b;
+}
+
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
+  return gemv_plan(p, scratch_bytes, gemv_default_balance(), out);
+}
+
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan* out) {
   if (!preconditions(p)) return cudaErrorInvalidValue;
   const int M = static_cast<int>(p.M);
   const bool bf16 = p.dtype == DType::bfloat16;
@@ -507,6 +532,16 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
   plan.blocks_per_sm = per_sm[plan.rows_per_block / kRowTile - 1];
   plan.k_iterations = static_cast<int>((p.K + kKStep - 1) / kKStep);
   plan.row_blocks = static_cast<int>((p.N + plan.rows_per_block - 1) / plan.rows_per_block);
+  // Rows spread evenly over a multiple of the SMs (or of the slots), so no SM
+  // is left idle while others finish a fourth block (gemv.hpp, GemvBalance).
+  {
+    const std::int64_t blocks = gemv_balanced_blocks(plan.row_blocks, plan.sm_count,
+                                                     plan.sm_count * plan.blocks_per_sm, balance);
+    if (blocks != plan.row_blocks && blocks <= 0x7fffffff) {
+      plan.row_blocks = static_cast<int>(blocks);
+      plan.balanced = true;
+    }
+  }
   // Blocks along K for a given block size: one resident wave (the occupancy
   // is that of full-size blocks; smaller ones fit proportionally more), at
   // least one 64-wide step per warp, and a final split-K sum of at most
@@ -580,6 +615,7 @@ int gemv_launch(const GemmProblem& p, const StreamScratch* scratch, const GemvPl
   params.K = static_cast<int>(p.K);
   params.k_iterations = plan.k_iterations;
   params.splits = plan.splits;
+  params.balanced = plan.balanced ? 1 : 0;
   params.evict_first = evict_first_fraction(plan.evict_first);
   if (plan.splits > 1) {
     auto* base = static_cast<unsigned char*>(scratch->gemv_scratch);

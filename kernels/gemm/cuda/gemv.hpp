@@ -23,8 +23,12 @@ inline constexpr std::size_t kGemvScratchBytes = std::size_t{4} << 20;
 
 // How one launch is cut (see the comment at the top of gemv.cu).
 struct GemvPlan {
-  int rows_per_block = 32;  // rows of N per block: 16 (one MMA tile) or 32 (two)
-  int row_blocks = 0;       // blocks along N, rows_per_block rows each
+  int rows_per_block = 32;  // rows of N per block: 16 (one MMA tile) or 32 (two); at most, when balanced
+  int row_blocks = 0;       // blocks along N, rows_per_block rows each (unless balanced)
+  // Rows spread evenly over row_blocks blocks (block b owns rows
+  // [b N / row_blocks, (b + 1) N / row_blocks), at most rows_per_block), so
+  // that every SM gets the same number of rows (gemv_balanced_blocks).
+  bool balanced = false;
   int splits = 1;           // blocks along K (split-K); >1 uses the scratch
   int warps = 0;            // warps per block, interleaved over K
   int k_iterations = 0;     // 64-wide K steps in all (ceil(K / 64))
@@ -55,10 +59,35 @@ inline int gemv_rows_per_block(std::int64_t N, int sm_count, int per_sm_16, int 
   return gemv_wave_fill(N, 16, sm_count, per_sm_16) >= gemv_wave_fill(N, 32, sm_count, per_sm_32) ? 16 : 32;
 }
 
+// How the gemv spreads rows over blocks. `off`: whole tiles of 16 or 32 rows
+// (7168 x 5120 at M = 1: 448 blocks of 16 on 132 SMs, 52 SMs with four and
+// 80 with three, the latter idle at the end). `sm`: the fewest blocks that
+// are a multiple of the SM count, rows spread evenly (528 blocks of 13-14
+// rows, four on every SM). `wave`: a multiple of the resident slots (SMs x
+// blocks per SM), so every wave is full. kb uses `off`: the others measured
+// level or slower on H100 and H200 (gemv.cu, "tried and dropped (s12)");
+// KB_GEMV_BALANCE=sm|wave selects them to measure again.
+enum class GemvBalance { off, sm, wave };
+
+// Blocks along N for `tiles` blocks of whole tiles under `balance`, on
+// sm_count SMs with `slots` resident blocks in all. Never fewer than `tiles`
+// (a block holds at most one tile's rows); `tiles` itself when balancing is
+// off or there are fewer tiles than SMs (then split-K fills the SMs).
+inline std::int64_t gemv_balanced_blocks(std::int64_t tiles, int sm_count, int slots, GemvBalance balance) {
+  if (balance == GemvBalance::off || sm_count < 1 || tiles < sm_count) return tiles;
+  const std::int64_t unit = balance == GemvBalance::wave ? std::max(slots, sm_count) : sm_count;
+  return (tiles + unit - 1) / unit * unit;
+}
+
+// KB_GEMV_BALANCE=off|sm|wave, read once per process; unset: kb's default.
+GemvBalance gemv_default_balance();
+
 // The plan gemv_launch would use for p on the current device (p must satisfy
 // the gemv preconditions: 1 <= M <= kGemvMaxM, K % 8 == 0). Returns a
 // cudaError_t value: 0 on success.
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out);
+// The same with the row balance given (to time the balances side by side).
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan* out);
 
 // The split-K scratch a plan may use from `scratch` (0 without one).
 inline std::size_t gemv_scratch_bytes(const StreamScratch* scratch) {

@@ -1,0 +1,258 @@
+// kb's gemv under its row balances side by side (kernels/gemm/cuda/gemv.hpp,
+// GemvBalance): for each N x K weight and M, every balance timed by kb's own
+// method (lib/cuda/timing.hpp: cold samples, L2 flushed, graph-captured,
+// median), in alternating rounds so that clock and thermal drift fall on all
+// of them alike; then each balance's output checked against the unbalanced
+// one (bit-identical when both plans split K the same way; within a few
+// ulps when they split it differently). Built as
+// build*/tests/gpu/test_gemv_ab so that tools/gpu/prepare.sh carries it; not a
+// test (without arguments it exits 77).
+//
+// usage: test_gemv_ab --shapes 7168x5120,4096x4096 [--m 1,8,16] [--rounds 2] [--balances off,sm,wave]
+//                     [--dtype bfloat16|float16]
+// Prints one markdown table: latency in us per round and balance, % of the
+// measured copy bandwidth (weight bytes read / median time / copy bytes/s)
+// of each balance's best round, and the check.
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../kernels/gemm/cuda/gemv.hpp"
+#include "cuda/timing.hpp"
+#include "tensor/convert.hpp"
+
+namespace {
+
+using namespace kb;
+using kb::kernels::gemm_cuda::GemmProblem;
+using kb::kernels::gemm_cuda::GemvBalance;
+using kb::kernels::gemm_cuda::GemvPlan;
+using kb::kernels::gemm_cuda::kGemvScratchBytes;
+using kb::kernels::gemm_cuda::StreamScratch;
+
+bool ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+  return false;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    const std::size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+const char* name_of(GemvBalance b) {
+  return b == GemvBalance::off ? "off" : b == GemvBalance::sm ? "sm" : "wave";
+}
+
+std::string describe(const GemvPlan& plan) {
+  return fmt::format("{}x{}{}", plan.row_blocks, plan.splits, plan.balanced ? "b" : "");
+}
+
+// Uniform values in [-1, 1), rounded to the dtype, deterministic.
+void fill(std::vector<std::uint16_t>& v, DType t, std::uint64_t seed) {
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& e : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const float f = static_cast<float>(static_cast<double>(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    e = t == DType::bfloat16 ? float_to_bf16(f) : float_to_half(f);
+  }
+}
+
+float to_float(std::uint16_t bits, DType t) {
+  return t == DType::bfloat16 ? bf16_to_float(bits) : half_to_float(bits);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shapes_arg, m_arg = "1,8,16", balances_arg = "off,sm,wave", dtype_arg = "bfloat16";
+  int rounds = 2;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--shapes") shapes_arg = v;
+    else if (k == "--m") m_arg = v;
+    else if (k == "--rounds") rounds = std::max(1, std::atoi(v.c_str()));
+    else if (k == "--balances") balances_arg = v;
+    else if (k == "--dtype") dtype_arg = v;
+    else {
+      std::fprintf(stderr, "test_gemv_ab: unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  if (shapes_arg.empty()) {
+    std::printf("skipped: test_gemv_ab is a benchmark driver (usage at the top of tools/gpu/gemv_ab.cpp)\n");
+    return 77;
+  }
+  const DType t = dtype_arg == "float16" ? DType::float16 : DType::bfloat16;
+  std::vector<GemvBalance> balances;
+  for (const auto& b : split(balances_arg, ',')) {
+    if (b == "off") balances.push_back(GemvBalance::off);
+    else if (b == "sm") balances.push_back(GemvBalance::sm);
+    else if (b == "wave") balances.push_back(GemvBalance::wave);
+    else {
+      std::fprintf(stderr, "test_gemv_ab: unknown balance %s (off, sm, wave)\n", b.c_str());
+      return 2;
+    }
+  }
+  std::vector<int> ms;
+  for (const auto& m : split(m_arg, ',')) ms.push_back(std::atoi(m.c_str()));
+
+  int device_count = 0;
+  if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count < 1) {
+    std::printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  if (!ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties")) return 1;
+  cudaStream_t stream = nullptr;
+  if (!ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
+  auto ceilings = cuda::measure_ceilings(stream);
+  if (!ceilings) {
+    std::fprintf(stderr, "measure_ceilings: %s\n", ceilings.error().message.c_str());
+    return 1;
+  }
+  const double copy_gbs = ceilings->copy_bandwidth_gbs;
+  std::printf("device: %s, %d SMs; copy bandwidth %.0f GB/s (read + write); empty kernel %.2f us; %s\n\n", prop.name,
+              prop.multiProcessorCount, copy_gbs, ceilings->empty_kernel_ms * 1e3, dtype_arg.c_str());
+
+  // Split-K scratch: one per balance, so no launch sees another's counters.
+  std::vector<void*> scratch_mem(balances.size(), nullptr);
+  std::vector<StreamScratch> scratch(balances.size());
+  for (std::size_t b = 0; b < balances.size(); ++b) {
+    if (!ok(cudaMalloc(&scratch_mem[b], kGemvScratchBytes), "cudaMalloc scratch") ||
+        !ok(cudaMemset(scratch_mem[b], 0, kGemvScratchBytes), "cudaMemset scratch"))
+      return 1;
+    scratch[b].gemv_scratch = scratch_mem[b];
+    scratch[b].gemv_bytes = kGemvScratchBytes;
+  }
+
+  std::string header = "| N x K | M |";
+  std::string rule = "| --- | ---: |";
+  for (GemvBalance b : balances) header += fmt::format(" plan {} |", name_of(b)), rule += " --- |";
+  for (GemvBalance b : balances) header += fmt::format(" {} us |", name_of(b)), rule += " --- |";
+  for (GemvBalance b : balances) header += fmt::format(" {} % copy |", name_of(b)), rule += " ---: |";
+  header += " check |";
+  rule += " --- |";
+  std::printf("%s\n%s\n", header.c_str(), rule.c_str());
+
+  int failures = 0;
+  std::uint64_t seed = 1;
+  for (const auto& shape : split(shapes_arg, ',')) {
+    const auto nk = split(shape, 'x');
+    if (nk.size() != 2) {
+      std::fprintf(stderr, "test_gemv_ab: shape %s is not NxK\n", shape.c_str());
+      return 2;
+    }
+    const std::int64_t N = std::atoll(nk[0].c_str()), K = std::atoll(nk[1].c_str());
+    std::vector<std::uint16_t> a_host(static_cast<std::size_t>(16 * K)), b_host(static_cast<std::size_t>(N * K));
+    fill(a_host, t, seed++);
+    fill(b_host, t, seed++);
+    void *A = nullptr, *B = nullptr;
+    std::vector<void*> C(balances.size(), nullptr);
+    if (!ok(cudaMalloc(&A, a_host.size() * 2), "cudaMalloc A") || !ok(cudaMalloc(&B, b_host.size() * 2), "cudaMalloc B"))
+      return 1;
+    for (auto& c : C)
+      if (!ok(cudaMalloc(&c, static_cast<std::size_t>(16 * N) * 2), "cudaMalloc C")) return 1;
+    if (!ok(cudaMemcpy(A, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "copy A") ||
+        !ok(cudaMemcpy(B, b_host.data(), b_host.size() * 2, cudaMemcpyHostToDevice), "copy B"))
+      return 1;
+    const double weight_bytes = static_cast<double>(N) * K * 2;
+
+    for (int M : ms) {
+      std::vector<GemvPlan> plans(balances.size());
+      std::vector<GemmProblem> problems(balances.size());
+      for (std::size_t b = 0; b < balances.size(); ++b) {
+        problems[b] = GemmProblem{t, M, N, K, A, B, C[b], stream};
+        if (kb::kernels::gemm_cuda::gemv_plan(problems[b], kGemvScratchBytes, balances[b], &plans[b]) != 0) {
+          std::fprintf(stderr, "gemv_plan failed for %s M=%d\n", shape.c_str(), M);
+          return 1;
+        }
+      }
+      // rounds x balances medians, in the order they ran
+      std::vector<std::vector<double>> us(balances.size());
+      for (int r = 0; r < rounds; ++r)
+        for (std::size_t b = 0; b < balances.size(); ++b) {
+          auto timed = cuda::time_gpu(
+              [&](int, void*) -> Status {
+                const int e = kb::kernels::gemm_cuda::gemv_launch(problems[b], &scratch[b], plans[b]);
+                if (e != 0) return Error{Code::cuda_error, cudaGetErrorString(static_cast<cudaError_t>(e))};
+                return ok_status();
+              },
+              stream);
+          if (!timed) {
+            std::fprintf(stderr, "%s M=%d %s: %s\n", shape.c_str(), M, name_of(balances[b]),
+                         timed.error().message.c_str());
+            return 1;
+          }
+          us[b].push_back(timed->median_ms * 1e3);
+        }
+      // One more call each, C poisoned first, compared with the first balance's output.
+      std::vector<std::vector<std::uint16_t>> out(balances.size(), std::vector<std::uint16_t>(M * N));
+      for (std::size_t b = 0; b < balances.size(); ++b) {
+        if (!ok(cudaMemsetAsync(C[b], 0xff, static_cast<std::size_t>(M * N) * 2, stream), "poison C")) return 1;
+        if (kb::kernels::gemm_cuda::gemv_launch(problems[b], &scratch[b], plans[b]) != 0) return 1;
+        if (!ok(cudaMemcpyAsync(out[b].data(), C[b], out[b].size() * 2, cudaMemcpyDeviceToHost, stream), "copy C") ||
+            !ok(cudaStreamSynchronize(stream), "sync"))
+          return 1;
+      }
+      std::string check = "identical";
+      for (std::size_t b = 1; b < balances.size(); ++b) {
+        std::size_t differ = 0;
+        double max_diff = 0;
+        bool nan = false, far = false;
+        for (std::size_t i = 0; i < out[b].size(); ++i) {
+          if (out[b][i] == out[0][i]) continue;
+          ++differ;
+          const float x = to_float(out[b][i], t), y = to_float(out[0][i], t);
+          if (std::isnan(x) || std::isnan(y)) nan = true;
+          const double d = std::fabs(static_cast<double>(x) - y);
+          max_diff = std::max(max_diff, d);
+          // Different K splits sum in another order, then round: a few ulps of the output's
+          // dtype (bf16: 2^-8 relative), never NaN.
+          if (d > 2e-2 * std::fabs(y) + 1e-2) far = true;
+        }
+        const bool same_split = plans[b].splits == plans[0].splits;
+        const bool bad = nan || far || (same_split && differ > 0);
+        if (differ) check = fmt::format("{}: {} differ, max {:.3g}{}", name_of(balances[b]), differ, max_diff,
+                                        bad ? " FAILED" : "");
+        if (bad) ++failures;
+      }
+      std::string row = fmt::format("| {} x {} | {} |", N, K, M);
+      for (const auto& plan : plans) row += " " + describe(plan) + " |";
+      for (const auto& v : us) {
+        std::string cell;
+        for (double x : v) cell += fmt::format("{}{:.1f}", cell.empty() ? "" : " / ", x);
+        row += " " + cell + " |";
+      }
+      for (const auto& v : us) {
+        const double best = *std::min_element(v.begin(), v.end());
+        row += fmt::format(" {:.1f} |", 100.0 * weight_bytes / (best * 1e-6) / (copy_gbs * 1e9));
+      }
+      row += " " + check + " |";
+      std::printf("%s\n", row.c_str());
+      std::fflush(stdout);
+    }
+    cudaFree(A);
+    cudaFree(B);
+    for (auto* c : C) cudaFree(c);
+  }
+  std::printf("\nplan: row blocks x splits, b = balanced. %s\n", failures ? "FAILED" : "all checks passed");
+  return failures ? 1 : 0;
+}
