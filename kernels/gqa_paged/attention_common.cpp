@@ -74,9 +74,10 @@ bool is_causal(const Definition& d) { return d.name.find("causal") != std::strin
 
 // ---- Reading the call -------------------------------------------------------
 
-Error bad(const OracleCall& c, std::string message) {
-  return make_error(Code::invalid_argument, fmt::format("{}: {}", c.definition.name, message));
+Error bad(const Definition& d, std::string message) {
+  return make_error(Code::invalid_argument, fmt::format("{}: {}", d.name, message));
 }
+Error bad(const OracleCall& c, std::string message) { return bad(c.definition, std::move(message)); }
 
 Result<const Tensor*> tensor_input(const OracleCall& c, std::string_view name) {
   auto i = input_index(c.definition, name);
@@ -112,12 +113,8 @@ Result<Tensor*> output_tensor(const OracleCall& c, std::string_view name, bool r
   return &c.outputs[*i];
 }
 
-std::string shape_str(const Tensor& t) { return fmt::format("[{}]", fmt::join(t.shape(), ", ")); }
-
-Status expect_rank(const OracleCall& c, std::string_view name, const Tensor& t, std::size_t rank) {
-  if (t.rank() != rank) return bad(c, fmt::format("'{}' has shape {}, expected rank {}", name, shape_str(t), rank));
-  return ok_status();
-}
+std::string shape_str(const std::vector<std::int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_str(const Tensor& t) { return shape_str(t.shape()); }
 
 Status expect_shape(const OracleCall& c, std::string_view name, const Tensor& t,
                     const std::vector<std::int64_t>& shape) {
@@ -126,22 +123,8 @@ Status expect_shape(const OracleCall& c, std::string_view name, const Tensor& t,
   return ok_status();
 }
 
-// The values of a rank-1 integer tensor.
-Result<std::vector<std::int64_t>> index_values(const OracleCall& c, std::string_view name, const Tensor& t) {
-  KB_TRY(expect_rank(c, name, t, 1));
-  std::vector<std::int64_t> v(static_cast<std::size_t>(t.numel()));
-  switch (t.dtype()) {
-    case DType::int64: std::copy_n(t.data<std::int64_t>(), v.size(), v.begin()); break;
-    case DType::int32: std::copy_n(t.data<std::int32_t>(), v.size(), v.begin()); break;
-    case DType::int16: std::copy_n(t.data<std::int16_t>(), v.size(), v.begin()); break;
-    case DType::int8: std::copy_n(t.data<std::int8_t>(), v.size(), v.begin()); break;
-    default: return bad(c, fmt::format("'{}' must be an integer tensor, not {}", name, dtype_name(t.dtype())));
-  }
-  return v;
-}
-
 // An indptr of exactly `len` entries, non-decreasing, every entry in [0, limit].
-Status check_indptr(const OracleCall& c, std::string_view name, const std::vector<std::int64_t>& p,
+Status check_indptr(const Definition& c, std::string_view name, const std::vector<std::int64_t>& p,
                     std::size_t len, std::int64_t limit, std::string_view limit_what) {
   if (p.size() != len) return bad(c, fmt::format("'{}' has {} entries, expected {}", name, p.size(), len));
   for (std::size_t i = 0; i < p.size(); ++i) {
@@ -268,13 +251,150 @@ Status finish(const OracleCall& c, const Problem& p, std::int64_t tokens, std::i
   return ok_status();
 }
 
-Status check_heads(const OracleCall& c, std::int64_t q_heads, std::int64_t kv_heads) {
+Status check_heads(const Definition& c, std::int64_t q_heads, std::int64_t kv_heads) {
   if (kv_heads < 1 || q_heads < 0 || q_heads % kv_heads != 0)
     return bad(c, fmt::format("{} query heads are not a multiple of {} kv heads", q_heads, kv_heads));
   return ok_status();
 }
 
 }  // namespace
+
+// ---- Shapes and index checks (shared with the GPU oracle) --------------------
+
+Result<std::vector<std::int64_t>> index_values(const Definition& d, std::string_view name, const Tensor& t) {
+  if (t.rank() != 1) return bad(d, fmt::format("'{}' has shape {}, expected rank 1", name, shape_str(t)));
+  std::vector<std::int64_t> v(static_cast<std::size_t>(t.numel()));
+  switch (t.dtype()) {
+    case DType::int64: std::copy_n(t.data<std::int64_t>(), v.size(), v.begin()); break;
+    case DType::int32: std::copy_n(t.data<std::int32_t>(), v.size(), v.begin()); break;
+    case DType::int16: std::copy_n(t.data<std::int16_t>(), v.size(), v.begin()); break;
+    case DType::int8: std::copy_n(t.data<std::int8_t>(), v.size(), v.begin()); break;
+    default: return bad(d, fmt::format("'{}' must be an integer tensor, not {}", name, dtype_name(t.dtype())));
+  }
+  return v;
+}
+
+Result<AttentionShapes> paged_shapes(const Definition& d, PagedKind kind, const Shape& q, const Shape* q_pe,
+                                     const Shape& kc, const Shape& vc) {
+  const bool mla = kind == PagedKind::mla;
+  const char* q_name = mla ? "q_nope" : "q";
+  const char* k_name = mla ? "ckv_cache" : "k_cache";
+  const char* v_name = mla ? "kpe_cache" : "v_cache";  // MLA: the kpe part of the keys
+  auto rank = [&](std::string_view name, const Shape& t, std::size_t r) -> Status {
+    if (t.size() != r) return bad(d, fmt::format("'{}' has shape {}, expected rank {}", name, shape_str(t), r));
+    return ok_status();
+  };
+  KB_TRY(rank(q_name, q, 3));
+  AttentionShapes s;
+  s.tokens = q[0], s.q_heads = q[1], s.d_qk = q[2];
+  // The caches are [num_pages, page_size, kv_heads, dim] (MLA: [num_pages,
+  // page_size, dim], one kv head).
+  if (!mla) {
+    KB_TRY(rank(k_name, kc, 4));
+    KB_TRY(rank(v_name, vc, 4));
+    s.num_pages = kc[0], s.page_size = kc[1], s.kv_heads = kc[2];
+    if (kc[3] != s.d_qk)
+      return bad(d, fmt::format("k_cache {} does not match q {} in head_dim", shape_str(kc), shape_str(q)));
+    if (vc[0] != s.num_pages || vc[1] != s.page_size || vc[2] != s.kv_heads)
+      return bad(d, fmt::format("v_cache {} does not match k_cache {}", shape_str(vc), shape_str(kc)));
+    s.d_v = vc[3];
+    KB_TRY(check_heads(d, s.q_heads, s.kv_heads));
+  } else {
+    if (!q_pe) return bad(d, "input 'q_pe' was not passed");
+    KB_TRY(rank("q_pe", *q_pe, 3));
+    KB_TRY(rank(k_name, kc, 3));
+    KB_TRY(rank(v_name, vc, 3));
+    s.d_pe = (*q_pe)[2];
+    if ((*q_pe)[0] != s.tokens || (*q_pe)[1] != s.q_heads)
+      return bad(d, fmt::format("q_pe {} does not match q_nope {}", shape_str(*q_pe), shape_str(q)));
+    s.num_pages = kc[0], s.page_size = kc[1];
+    if (kc[2] != s.d_qk)
+      return bad(d, fmt::format("ckv_cache {} does not match q_nope {} in head_dim_ckv", shape_str(kc), shape_str(q)));
+    if (vc[0] != s.num_pages || vc[1] != s.page_size || vc[2] != s.d_pe)
+      return bad(d, fmt::format("kpe_cache {} does not match ckv_cache {} and q_pe {}", shape_str(vc), shape_str(kc),
+                                shape_str(*q_pe)));
+    s.d_v = s.d_qk;  // output = attn . ckv
+  }
+  if (s.page_size < 1) return bad(d, fmt::format("page_size is {}, expected at least 1", s.page_size));
+  return s;
+}
+
+Result<std::vector<Sequence>> paged_sequences(const Definition& d, const AttentionShapes& shapes,
+                                              const std::vector<std::int64_t>* qo_p,
+                                              const std::vector<std::int64_t>& indptr,
+                                              const std::vector<std::int64_t>& indices,
+                                              const std::vector<std::int64_t>* last_p) {
+  // Sequences: decode has one query per sequence (batch = tokens); prefill
+  // takes its query ranges from qo_indptr.
+  const bool prefill = qo_p != nullptr;
+  std::int64_t batch = shapes.tokens;
+  if (prefill) {
+    const auto& qo = *qo_p;
+    if (qo.empty()) return bad(d, "'qo_indptr' is empty (it needs batch_size + 1 entries)");
+    batch = static_cast<std::int64_t>(qo.size()) - 1;
+    KB_TRY(check_indptr(d, "qo_indptr", qo, qo.size(), shapes.tokens, "query tokens"));
+  }
+  KB_TRY(check_indptr(d, "kv_indptr", indptr, static_cast<std::size_t>(batch + 1),
+                      static_cast<std::int64_t>(indices.size()), "entries of kv_indices"));
+  if (last_p && static_cast<std::int64_t>(last_p->size()) < batch)
+    return bad(d, fmt::format("'kv_last_page_len' has {} entries for {} sequences", last_p->size(), batch));
+  std::vector<Sequence> seqs;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    Sequence s;
+    s.q_begin = prefill ? (*qo_p)[static_cast<std::size_t>(b)] : b;
+    s.q_len = prefill ? (*qo_p)[static_cast<std::size_t>(b + 1)] - s.q_begin : 1;
+    s.first = indptr[static_cast<std::size_t>(b)];
+    s.pages = indptr[static_cast<std::size_t>(b + 1)] - s.first;
+    if (s.q_len == 0 || s.pages == 0) continue;  // output 0, lse -inf
+    s.last_len = shapes.page_size;
+    if (last_p) {
+      s.last_len = (*last_p)[static_cast<std::size_t>(b)];
+      if (s.last_len < 0 || s.last_len > shapes.page_size)
+        return bad(d, fmt::format("kv_last_page_len[{}] = {} is outside [0, {}] (page_size)", b, s.last_len,
+                                  shapes.page_size));
+    }
+    for (std::int64_t i = s.first; i < s.first + s.pages; ++i) {
+      const std::int64_t page = indices[static_cast<std::size_t>(i)];
+      if (page < 0 || page >= shapes.num_pages)
+        return bad(d, fmt::format("kv_indices[{}] = {} is not a page (num_pages {})", i, page, shapes.num_pages));
+    }
+    seqs.push_back(s);
+  }
+  return seqs;
+}
+
+Result<AttentionShapes> ragged_shapes(const Definition& d, const Shape& q, const Shape& k, const Shape& v) {
+  for (const auto& [name, t] : {std::pair<const char*, const Shape*>{"q", &q}, {"k", &k}, {"v", &v}})
+    if (t->size() != 3) return bad(d, fmt::format("'{}' has shape {}, expected rank 3", name, shape_str(*t)));
+  AttentionShapes s;
+  s.tokens = q[0], s.q_heads = q[1], s.d_qk = q[2];
+  s.kv_rows = k[0], s.kv_heads = k[1], s.d_v = v[2];
+  if (k[2] != s.d_qk) return bad(d, fmt::format("k {} does not match q {} in head dim", shape_str(k), shape_str(q)));
+  if (v[0] != s.kv_rows || v[1] != s.kv_heads)
+    return bad(d, fmt::format("v {} does not match k {}", shape_str(v), shape_str(k)));
+  KB_TRY(check_heads(d, s.q_heads, s.kv_heads));
+  return s;
+}
+
+Result<std::vector<Sequence>> ragged_sequences(const Definition& d, const AttentionShapes& shapes,
+                                               const std::vector<std::int64_t>& qo,
+                                               const std::vector<std::int64_t>& kvp) {
+  if (qo.empty()) return bad(d, "'qo_indptr' is empty (it needs batch_size + 1 entries)");
+  KB_TRY(check_indptr(d, "qo_indptr", qo, qo.size(), shapes.tokens, "query tokens"));
+  KB_TRY(check_indptr(d, "kv_indptr", kvp, qo.size(), shapes.kv_rows, "kv tokens"));
+  std::vector<Sequence> seqs;
+  for (std::size_t b = 0; b + 1 < qo.size(); ++b) {
+    Sequence s;
+    s.q_begin = qo[b];
+    s.q_len = qo[b + 1] - qo[b];
+    s.first = kvp[b];
+    s.pages = 1;
+    s.last_len = kvp[b + 1] - kvp[b];
+    if (s.q_len == 0 || s.last_len == 0) continue;  // output 0, lse -inf
+    seqs.push_back(s);
+  }
+  return seqs;
+}
 
 // ---- Paged ------------------------------------------------------------------
 
@@ -330,137 +450,80 @@ Status run_paged(const OracleCall& c, PagedKind kind) {
   auto scale = scale_input(c, "sm_scale");
   if (!scale) return std::move(scale).error();
 
-  // Shapes. The caches are [num_pages, page_size, kv_heads, dim] (MLA:
-  // [num_pages, page_size, dim], one kv head).
   const Tensor& q = **q_r;
   const Tensor& kc = **k_r;
   const Tensor& vc = **v_r;
-  KB_TRY(expect_rank(c, q_name, q, 3));
-  const std::int64_t tokens = q.dim(0), q_heads = q.dim(1), d_q = q.dim(2);
-  std::int64_t num_pages = 0, page_size = 0, kv_heads = 1, d_v = 0, d_pe = 0;
-  if (!mla) {
-    KB_TRY(expect_rank(c, k_name, kc, 4));
-    KB_TRY(expect_rank(c, v_name, vc, 4));
-    num_pages = kc.dim(0), page_size = kc.dim(1), kv_heads = kc.dim(2);
-    if (kc.dim(3) != d_q)
-      return bad(c, fmt::format("k_cache {} does not match q {} in head_dim", shape_str(kc), shape_str(q)));
-    if (vc.dim(0) != num_pages || vc.dim(1) != page_size || vc.dim(2) != kv_heads)
-      return bad(c, fmt::format("v_cache {} does not match k_cache {}", shape_str(vc), shape_str(kc)));
-    d_v = vc.dim(3);
-    KB_TRY(check_heads(c, q_heads, kv_heads));
-  } else {
-    const Tensor& qpe = **qpe_r;
-    KB_TRY(expect_rank(c, "q_pe", qpe, 3));
-    KB_TRY(expect_rank(c, k_name, kc, 3));
-    KB_TRY(expect_rank(c, v_name, vc, 3));
-    d_pe = qpe.dim(2);
-    if (qpe.dim(0) != tokens || qpe.dim(1) != q_heads)
-      return bad(c, fmt::format("q_pe {} does not match q_nope {}", shape_str(qpe), shape_str(q)));
-    num_pages = kc.dim(0), page_size = kc.dim(1);
-    if (kc.dim(2) != d_q)
-      return bad(c, fmt::format("ckv_cache {} does not match q_nope {} in head_dim_ckv", shape_str(kc), shape_str(q)));
-    if (vc.dim(0) != num_pages || vc.dim(1) != page_size || vc.dim(2) != d_pe)
-      return bad(c, fmt::format("kpe_cache {} does not match ckv_cache {} and q_pe {}", shape_str(vc),
-                                shape_str(kc), shape_str(qpe)));
-    d_v = d_q;  // output = attn . ckv
-  }
-  if (page_size < 1) return bad(c, fmt::format("page_size is {}, expected at least 1", page_size));
+  auto shapes_r = paged_shapes(c.definition, kind, q.shape(), mla ? &(*qpe_r)->shape() : nullptr, kc.shape(),
+                               vc.shape());
+  if (!shapes_r) return std::move(shapes_r).error();
+  const AttentionShapes& sh = *shapes_r;
 
-  // Sequences: decode has one query per sequence (batch = tokens); prefill
-  // takes its query ranges from qo_indptr.
   const bool prefill = *qo_r != nullptr;
-  std::vector<std::int64_t> qo;
-  std::int64_t batch = tokens;
+  std::vector<std::int64_t> qo, last;
   if (prefill) {
-    auto v = index_values(c, "qo_indptr", **qo_r);
+    auto v = index_values(c.definition, "qo_indptr", **qo_r);
     if (!v) return std::move(v).error();
     qo = std::move(*v);
-    if (qo.empty()) return bad(c, "'qo_indptr' is empty (it needs batch_size + 1 entries)");
-    batch = static_cast<std::int64_t>(qo.size()) - 1;
-    KB_TRY(check_indptr(c, "qo_indptr", qo, qo.size(), tokens, "query tokens"));
   }
-  auto indptr_v = index_values(c, "kv_indptr", **indptr_r);
+  auto indptr_v = index_values(c.definition, "kv_indptr", **indptr_r);
   if (!indptr_v) return std::move(indptr_v).error();
-  auto indices_v = index_values(c, "kv_indices", **indices_r);
+  auto indices_v = index_values(c.definition, "kv_indices", **indices_r);
   if (!indices_v) return std::move(indices_v).error();
-  const auto& indptr = *indptr_v;
-  const auto& indices = *indices_v;
-  KB_TRY(check_indptr(c, "kv_indptr", indptr, static_cast<std::size_t>(batch + 1),
-                      static_cast<std::int64_t>(indices.size()), "entries of kv_indices"));
-  std::vector<std::int64_t> last;
   if (*last_r) {
-    auto v = index_values(c, "kv_last_page_len", **last_r);
+    auto v = index_values(c.definition, "kv_last_page_len", **last_r);
     if (!v) return std::move(v).error();
     last = std::move(*v);
-    if (static_cast<std::int64_t>(last.size()) < batch)
-      return bad(c, fmt::format("'kv_last_page_len' has {} entries for {} sequences", last.size(), batch));
   }
+  const auto& indices = *indices_v;
+  auto seqs_r = paged_sequences(c.definition, sh, prefill ? &qo : nullptr, *indptr_v, indices,
+                                *last_r ? &last : nullptr);
+  if (!seqs_r) return std::move(seqs_r).error();
+  const std::vector<Sequence>& seqs = *seqs_r;
 
-  // Check every sequence that is read and note the pages it uses: only those
-  // are converted to float32 (a cache may hold far more pages than a call reads).
-  struct Seq {
-    std::int64_t q_begin, q_len, first, pages, last_len;
-  };
-  std::vector<Seq> seqs;
-  std::vector<std::int64_t> packed_of(static_cast<std::size_t>(num_pages), -1);  // page -> packed position
-  std::vector<std::int64_t> used_pages;                                          // packed position -> page
-  for (std::int64_t b = 0; b < batch; ++b) {
-    Seq s{};
-    s.q_begin = prefill ? qo[static_cast<std::size_t>(b)] : b;
-    s.q_len = prefill ? qo[static_cast<std::size_t>(b + 1)] - s.q_begin : 1;
-    s.first = indptr[static_cast<std::size_t>(b)];
-    s.pages = indptr[static_cast<std::size_t>(b + 1)] - s.first;
-    if (s.q_len == 0 || s.pages == 0) continue;  // output 0, lse -inf
-    s.last_len = page_size;
-    if (!last.empty()) {
-      s.last_len = last[static_cast<std::size_t>(b)];
-      if (s.last_len < 0 || s.last_len > page_size)
-        return bad(c, fmt::format("kv_last_page_len[{}] = {} is outside [0, {}] (page_size)", b, s.last_len,
-                                  page_size));
-    }
+  // Only the pages that are read are converted to float32 (a cache may hold
+  // far more pages than a call reads).
+  std::vector<std::int64_t> packed_of(static_cast<std::size_t>(sh.num_pages), -1);  // page -> packed position
+  std::vector<std::int64_t> used_pages;                                             // packed position -> page
+  for (const Sequence& s : seqs)
     for (std::int64_t i = s.first; i < s.first + s.pages; ++i) {
       const std::int64_t page = indices[static_cast<std::size_t>(i)];
-      if (page < 0 || page >= num_pages)
-        return bad(c, fmt::format("kv_indices[{}] = {} is not a page (num_pages {})", i, page, num_pages));
       auto& packed = packed_of[static_cast<std::size_t>(page)];
       if (packed < 0) {
         packed = static_cast<std::int64_t>(used_pages.size());
         used_pages.push_back(page);
       }
     }
-    seqs.push_back(s);
-  }
 
-  Rows q0 = rows_of(q, q_heads, d_q), q1, k0, k1, vals;
+  Rows q0 = rows_of(q, sh.q_heads, sh.d_qk), q1, k0, k1, vals;
   Problem p;
   if (!mla) {
-    k0 = packed_pages(kc, used_pages, page_size, kv_heads, d_q);
-    vals = packed_pages(vc, used_pages, page_size, kv_heads, d_v);
+    k0 = packed_pages(kc, used_pages, sh.page_size, sh.kv_heads, sh.d_qk);
+    vals = packed_pages(vc, used_pages, sh.page_size, sh.kv_heads, sh.d_v);
     p.q0 = &q0, p.k0 = &k0, p.v = &vals;
   } else {
-    q1 = rows_of(**qpe_r, q_heads, d_pe);
-    k0 = packed_pages(kc, used_pages, page_size, 1, d_q);
-    k1 = packed_pages(vc, used_pages, page_size, 1, d_pe);
+    q1 = rows_of(**qpe_r, sh.q_heads, sh.d_pe);
+    k0 = packed_pages(kc, used_pages, sh.page_size, 1, sh.d_qk);
+    k1 = packed_pages(vc, used_pages, sh.page_size, 1, sh.d_pe);
     p.q0 = &q0, p.q1 = &q1, p.k0 = &k0, p.k1 = &k1, p.v = &k0;
   }
-  p.q_heads = q_heads;
-  p.group = q_heads / kv_heads;
+  p.q_heads = sh.q_heads;
+  p.group = sh.q_heads / sh.kv_heads;
   p.scale = *scale;
   p.causal = prefill;
-  start(p, tokens, d_v);
+  start(p, sh.tokens, sh.d_v);
 
   std::vector<std::int64_t> kv_rows;
-  for (const Seq& s : seqs) {
+  for (const Sequence& s : seqs) {
     kv_rows.clear();
     for (std::int64_t i = 0; i < s.pages; ++i) {
       const std::int64_t page = indices[static_cast<std::size_t>(s.first + i)];
       const std::int64_t packed = packed_of[static_cast<std::size_t>(page)];
-      const std::int64_t used = i + 1 < s.pages ? page_size : s.last_len;
-      for (std::int64_t slot = 0; slot < used; ++slot) kv_rows.push_back(packed * page_size + slot);
+      const std::int64_t used = i + 1 < s.pages ? sh.page_size : s.last_len;
+      for (std::int64_t slot = 0; slot < used; ++slot) kv_rows.push_back(packed * sh.page_size + slot);
     }
     attend(p, s.q_begin, s.q_len, kv_rows);
   }
-  return finish(c, p, tokens, d_v);
+  return finish(c, p, sh.tokens, sh.d_v);
 }
 
 // ---- Ragged -----------------------------------------------------------------
@@ -494,46 +557,34 @@ Status run_ragged(const OracleCall& c) {
   const Tensor& q = **q_r;
   const Tensor& k = **k_r;
   const Tensor& v = **v_r;
-  KB_TRY(expect_rank(c, "q", q, 3));
-  KB_TRY(expect_rank(c, "k", k, 3));
-  KB_TRY(expect_rank(c, "v", v, 3));
-  const std::int64_t tokens = q.dim(0), q_heads = q.dim(1), d_qk = q.dim(2);
-  const std::int64_t total_kv = k.dim(0), kv_heads = k.dim(1), d_v = v.dim(2);
-  if (k.dim(2) != d_qk) return bad(c, fmt::format("k {} does not match q {} in head dim", shape_str(k), shape_str(q)));
-  if (v.dim(0) != total_kv || v.dim(1) != kv_heads)
-    return bad(c, fmt::format("v {} does not match k {}", shape_str(v), shape_str(k)));
-  KB_TRY(check_heads(c, q_heads, kv_heads));
-
-  auto qo_v = index_values(c, "qo_indptr", **qo_r);
+  auto shapes_r = ragged_shapes(c.definition, q.shape(), k.shape(), v.shape());
+  if (!shapes_r) return std::move(shapes_r).error();
+  const AttentionShapes& sh = *shapes_r;
+  auto qo_v = index_values(c.definition, "qo_indptr", **qo_r);
   if (!qo_v) return std::move(qo_v).error();
-  auto kvp_v = index_values(c, "kv_indptr", **kvp_r);
+  auto kvp_v = index_values(c.definition, "kv_indptr", **kvp_r);
   if (!kvp_v) return std::move(kvp_v).error();
-  const auto& qo = *qo_v;
-  const auto& kvp = *kvp_v;
-  if (qo.empty()) return bad(c, "'qo_indptr' is empty (it needs batch_size + 1 entries)");
-  KB_TRY(check_indptr(c, "qo_indptr", qo, qo.size(), tokens, "query tokens"));
-  KB_TRY(check_indptr(c, "kv_indptr", kvp, qo.size(), total_kv, "kv tokens"));
+  auto seqs = ragged_sequences(c.definition, sh, *qo_v, *kvp_v);
+  if (!seqs) return std::move(seqs).error();
 
-  Rows q0 = rows_of(q, q_heads, d_qk);
-  Rows k0 = rows_of(k, kv_heads, d_qk);
-  Rows vals = rows_of(v, kv_heads, d_v);
+  Rows q0 = rows_of(q, sh.q_heads, sh.d_qk);
+  Rows k0 = rows_of(k, sh.kv_heads, sh.d_qk);
+  Rows vals = rows_of(v, sh.kv_heads, sh.d_v);
   Problem p;
   p.q0 = &q0, p.k0 = &k0, p.v = &vals;
-  p.q_heads = q_heads;
-  p.group = q_heads / kv_heads;
+  p.q_heads = sh.q_heads;
+  p.group = sh.q_heads / sh.kv_heads;
   p.scale = *scale;
   p.causal = true;
-  start(p, tokens, d_v);
+  start(p, sh.tokens, sh.d_v);
 
   std::vector<std::int64_t> kv_rows;
-  for (std::size_t b = 0; b + 1 < qo.size(); ++b) {
-    const std::int64_t q_len = qo[b + 1] - qo[b];
-    if (q_len == 0 || kvp[b + 1] == kvp[b]) continue;  // output 0, lse -inf
+  for (const Sequence& s : *seqs) {
     kv_rows.clear();
-    for (std::int64_t r = kvp[b]; r < kvp[b + 1]; ++r) kv_rows.push_back(r);
-    attend(p, qo[b], q_len, kv_rows);
+    for (std::int64_t r = s.first; r < s.first + s.last_len; ++r) kv_rows.push_back(r);
+    attend(p, s.q_begin, s.q_len, kv_rows);
   }
-  return finish(c, p, tokens, d_v);
+  return finish(c, p, sh.tokens, sh.d_v);
 }
 
 }  // namespace kb::kernels::attention

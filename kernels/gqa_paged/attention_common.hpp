@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "oracle/oracle.hpp"
 
@@ -41,5 +43,46 @@ Status run_paged(const OracleCall& call, PagedKind kind);
 // D_v == D_qk; mla_ragged has D_qk 192, D_v 128).
 std::string supports_ragged(const Definition& d);
 Status run_ragged(const OracleCall& call);
+
+// ---- What the CPU and GPU oracles share: shapes and index checks ----------
+// (kernels/gqa_paged/attention_gpu_oracle.cu runs the same math on the GPU.)
+
+// The sizes of a call, from the shapes of its tensors. Paged GQA: q [tokens,
+// H_q, D], k_cache / v_cache [pages, page_size, H_kv, D / D_v]; paged MLA:
+// q_nope [tokens, H_q, D], q_pe [tokens, H_q, D_pe], ckv_cache [pages,
+// page_size, D], kpe_cache [pages, page_size, D_pe] (one kv head, D_v = D);
+// ragged: q [tokens, H_q, D], k [kv_rows, H_kv, D], v [kv_rows, H_kv, D_v].
+struct AttentionShapes {
+  std::int64_t tokens = 0, q_heads = 0, kv_heads = 1, d_qk = 0, d_pe = 0, d_v = 0;
+  std::int64_t num_pages = 0, page_size = 0;  // paged
+  std::int64_t kv_rows = 0;                   // ragged
+};
+using Shape = std::vector<std::int64_t>;
+Result<AttentionShapes> paged_shapes(const Definition& d, PagedKind kind, const Shape& q, const Shape* q_pe,
+                                     const Shape& k_cache, const Shape& v_cache);
+Result<AttentionShapes> ragged_shapes(const Definition& d, const Shape& q, const Shape& k, const Shape& v);
+
+// The values of a rank-1 integer tensor (any integer dtype).
+Result<std::vector<std::int64_t>> index_values(const Definition& d, std::string_view name, const Tensor& t);
+
+// One sequence that is read: queries [q_begin, q_begin + q_len), and its keys
+// (paged: pages kv_indices[first .. first + pages), the last holding
+// last_len rows; ragged: rows [first, first + last_len) of k and v, pages 1).
+// Sequences with no query or no key are left out (their rows are output 0,
+// lse -inf).
+struct Sequence {
+  std::int64_t q_begin = 0, q_len = 0, first = 0, pages = 0, last_len = 0;
+  std::int64_t keys(std::int64_t page_size) const { return (pages - 1) * page_size + last_len; }
+};
+// Checks qo_indptr (null: decode, one query per sequence), kv_indptr,
+// kv_indices and kv_last_page_len (null: full pages) against the shapes.
+Result<std::vector<Sequence>> paged_sequences(const Definition& d, const AttentionShapes& s,
+                                              const std::vector<std::int64_t>* qo,
+                                              const std::vector<std::int64_t>& kv_indptr,
+                                              const std::vector<std::int64_t>& kv_indices,
+                                              const std::vector<std::int64_t>* last_page_len);
+Result<std::vector<Sequence>> ragged_sequences(const Definition& d, const AttentionShapes& s,
+                                               const std::vector<std::int64_t>& qo,
+                                               const std::vector<std::int64_t>& kv_indptr);
 
 }  // namespace kb::kernels::attention

@@ -1,9 +1,16 @@
 // The GPU oracles (plain fp32 CUDA kernels used for workloads too large for
 // the CPU) judged against the CPU oracles on small, awkward shapes through
-// kb's own harness. Skips (exit 77) without a usable CUDA device.
+// kb's own harness: gemm, rmsnorm and silu_and_mul on kb's bundled
+// definitions; the attention ones (decode and causal prefill, paged at page
+// sizes 1 and 64, and ragged; GQA and MLA) on FlashInfer-Bench's definitions
+// in KB_SHARED_DIR, with the index tensors the workload materializer builds.
+// Skips (exit 77) without a usable CUDA device.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda/device.hpp"
 #include "harness/harness.hpp"
@@ -30,7 +37,87 @@ int main() {
       {"kernels/rmsnorm/definitions/fused_add_rmsnorm_h4096.json", "batch_size", {1, 17, 33}},
       {"kernels/silu_and_mul/definitions/silu_and_mul_i14336.json", "num_tokens", {1, 3, 17}},
   };
+  // Attention: every var axis given (the materializer builds valid indptr /
+  // indices / last-page lengths from them); sm_scale 1 / sqrt(the qk dim).
+  struct AttentionCase {
+    const char* file;  // under KB_SHARED_DIR/flashinfer-trace/definitions
+    double qk_dim;
+    std::vector<std::pair<std::string, std::int64_t>> axes;
+  };
+  const char* shared_env = std::getenv("KB_SHARED_DIR");
+  const std::string shared = shared_env ? shared_env : root + "/../shared";
+  auto paged = [](std::int64_t batch, std::int64_t pages, std::int64_t used, std::int64_t total_q) {
+    std::vector<std::pair<std::string, std::int64_t>> a = {
+        {"batch_size", batch}, {"num_pages", pages}, {"len_indptr", batch + 1}, {"num_kv_indices", used}};
+    if (total_q > 0) a.emplace_back("total_q", total_q);
+    return a;
+  };
+  const AttentionCase attention[] = {
+      {"gqa_paged/gqa_paged_decode_h32_kv8_d128_ps1.json", 128, paged(3, 400, 301, 0)},
+      {"gqa_paged/gqa_paged_decode_h32_kv8_d128_ps64.json", 128, paged(5, 40, 17, 0)},
+      {"gqa_paged/gqa_paged_prefill_causal_h32_kv8_d128_ps1.json", 128, paged(2, 300, 211, 37)},
+      {"gqa_paged/gqa_paged_prefill_causal_h32_kv8_d128_ps64.json", 128, paged(3, 30, 11, 70)},
+      {"mla_paged/mla_paged_decode_h16_ckv512_kpe64_ps1.json", 192, paged(3, 300, 257, 0)},
+      {"mla_paged/mla_paged_decode_h16_ckv512_kpe64_ps64.json", 192, paged(2, 20, 9, 0)},
+      {"mla_paged/mla_paged_prefill_causal_h16_ckv512_kpe64_ps64.json", 192, paged(2, 20, 7, 33)},
+      {"gqa_ragged/gqa_ragged_prefill_causal_h32_kv8_d128.json", 128,
+       {{"len_indptr", 4}, {"total_q", 61}, {"total_kv", 150}}},
+      {"mla_ragged/mla_ragged_prefill_causal_h16_qk192_vo128.json", 192,
+       {{"len_indptr", 3}, {"total_q", 40}, {"total_kv", 97}}},
+  };
+
   int failures = 0, checks = 0;
+  auto judge = [&](const kb::Definition& d, kb::GpuOracleFn fn, const kb::Workload& w, const std::string& label) {
+    kb::Implementation impl;
+    impl.name = "gpu_oracle";
+    impl.author = "test";
+    impl.device = kb::Device::cuda;
+    impl.supports = [](const kb::Definition&) { return std::string(); };
+    impl.run_cuda = [fn](const kb::CudaCall& call) {
+      return fn(kb::GpuOracleCall{call.definition, call.axes, call.inputs, call.outputs, call.stream});
+    };
+    kb::BenchOptions opt;
+    opt.trials = 2;
+    opt.time = false;
+    auto r = kb::evaluate(d, w, impl, opt);
+    ++checks;
+    bool ok = r && r->evaluation.status == kb::EvalStatus::passed;
+    std::printf("%s %s %s: %s\n", ok ? "ok  " : "FAIL", d.name.c_str(), label.c_str(),
+                r ? (ok ? "PASSED against the CPU oracle" : r->summary.c_str()) : r.error().message.c_str());
+    failures += !ok;
+  };
+
+  for (const auto& c : attention) {
+    auto d = kb::read_definition_file(shared + "/flashinfer-trace/definitions/" + c.file);
+    if (!d) {
+      std::printf("FAIL %s: %s\n", c.file, d.error().message.c_str());
+      ++failures;
+      continue;
+    }
+    kb::GpuOracleFn fn = kb::find_gpu_oracle(*d, /*include_unchecked=*/true);
+    if (!fn) {
+      std::printf("FAIL %s: no GPU oracle\n", d->name.c_str());
+      ++failures;
+      continue;
+    }
+    kb::Workload w;
+    w.uuid = "gpu-oracle-check";
+    std::string label;
+    for (const auto& [axis, value] : c.axes) {
+      w.axes.emplace_back(axis, value);
+      label += (label.empty() ? "" : " ") + axis + "=" + std::to_string(value);
+    }
+    for (const auto& t : d->inputs) {
+      kb::InputSpec s;
+      if (t.name == "sm_scale") {
+        s.kind = kb::InputKind::scalar;
+        s.value = 1.0 / std::sqrt(c.qk_dim);
+      }
+      w.inputs.emplace_back(t.name, s);
+    }
+    judge(*d, fn, w, label);
+  }
+
   for (const auto& c : cases) {
     auto d = kb::read_definition_file(root + "/" + c.file);
     if (!d) {
@@ -44,28 +131,12 @@ int main() {
       ++failures;
       continue;
     }
-    kb::Implementation impl;
-    impl.name = "gpu_oracle";
-    impl.author = "test";
-    impl.device = kb::Device::cuda;
-    impl.supports = [](const kb::Definition&) { return std::string(); };
-    impl.run_cuda = [fn](const kb::CudaCall& call) {
-      return fn(kb::GpuOracleCall{call.definition, call.axes, call.inputs, call.outputs, call.stream});
-    };
     for (std::int64_t v : c.values) {
       kb::Workload w;
       w.uuid = "gpu-oracle-check";
       w.axes = {{c.axis, v}};
       for (const auto& t : d->inputs) w.inputs.emplace_back(t.name, kb::InputSpec{});
-      kb::BenchOptions opt;
-      opt.trials = 2;
-      opt.time = false;
-      auto r = kb::evaluate(*d, w, impl, opt);
-      ++checks;
-      bool ok = r && r->evaluation.status == kb::EvalStatus::passed;
-      std::printf("%s %s %s=%lld: %s\n", ok ? "ok  " : "FAIL", d->name.c_str(), c.axis, static_cast<long long>(v),
-                  r ? (ok ? "PASSED against the CPU oracle" : r->summary.c_str()) : r.error().message.c_str());
-      failures += !ok;
+      judge(*d, fn, w, std::string(c.axis) + "=" + std::to_string(v));
     }
   }
   std::printf("%d checks, %d failures\n", checks, failures);
