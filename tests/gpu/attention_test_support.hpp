@@ -12,12 +12,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "device_buffer.hpp"
+#include "harness/implementation.hpp"
+#include "oracle/gpu_oracle.hpp"
 #include "schema/io.hpp"
 #include "tensor/tensor.hpp"
 
@@ -31,12 +34,33 @@ inline bool g_dry = false;              // --dry-run: no GPU, oracle only
 inline std::string g_filter;            // --filter SUBSTRING
 inline long g_max_workloads = -1;       // --max-workloads N
 inline long g_shard = 0, g_shards = 1;  // --shard K/N: this process runs items K, K + N, ...
+inline bool g_gpu_oracle = false;       // --gpu-oracle: judge kb's attention GPU oracle, not the solutions
 inline long g_item = -1;                // running index over edge cases and shipped workloads
 
 // True when the next item belongs to this shard.
 inline bool mine() {
   ++g_item;
   return g_item % g_shards == g_shard;
+}
+
+// kb's attention GPU oracle (kernels/gqa_paged/attention_gpu_oracle.cpp) as
+// an Implementation, so that --gpu-oracle judges it on every case.
+inline const kb::Implementation& gpu_oracle_impl(const kb::Definition& d) {
+  static std::map<std::string, kb::Implementation> impls;
+  auto [it, fresh] = impls.try_emplace(d.op_type);
+  if (fresh) {
+    kb::GpuOracleFn fn = kb::find_gpu_oracle(d, /*include_unchecked=*/true);
+    if (!fn) throw std::runtime_error("no GPU oracle for " + d.op_type);
+    kb::Implementation& impl = it->second;
+    impl.name = "gpu_oracle_" + d.op_type;
+    impl.author = "kb";
+    impl.device = kb::Device::cuda;
+    impl.supports = [](const kb::Definition&) { return std::string(); };
+    impl.run_cuda = [fn](const kb::CudaCall& call) {
+      return fn(kb::GpuOracleCall{call.definition, call.axes, call.inputs, call.outputs, call.stream});
+    };
+  }
+  return it->second;
 }
 
 inline bool selected(const std::string& label) { return g_filter.empty() || label.find(g_filter) != std::string::npos; }

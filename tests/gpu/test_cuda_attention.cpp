@@ -16,8 +16,10 @@
 // Each case prints PASS/FAIL, the number of KV splits the launcher chose,
 // and the max abs / rel error of `output` and `lse` against the oracle.
 //
-// usage: test_cuda_attention [--dry-run] [--filter SUBSTRING] [--max-workloads N] [--shard K/N]
+// usage: test_cuda_attention [--dry-run] [--filter SUBSTRING] [--max-workloads N] [--shard K/N] [--gpu-oracle]
 //   --dry-run: no GPU; materialize and run the oracle only (times the CPU side)
+//   --gpu-oracle: judge kb's attention GPU oracle
+//     (kernels/gqa_paged/attention_gpu_oracle.cpp) instead of the solutions
 //   --shard K/N: run only items K, K + N, K + 2N, ... of the edge cases and
 //     shipped workloads together (tools/gpu/on_device.sh attn-check runs N
 //     processes side by side: the CPU side, random inputs and the fp64
@@ -70,6 +72,7 @@ std::int64_t const_axis(const kb::Definition& d, const std::string& axis) {
 }
 
 const kb::Implementation& impl_for(const kb::Registry& reg, const kb::Definition& d) {
+  if (g_gpu_oracle) return gpu_oracle_impl(d);
   const char* name = d.op_type == "mla_paged" ? "kb_cuda_mla_paged_decode" : "kb_cuda_gqa_paged_decode";
   const kb::Implementation* impl = reg.find(name);
   if (!impl) throw std::runtime_error(std::string("not registered: ") + name);
@@ -456,13 +459,15 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dry-run") g_dry = true;
+    else if (a == "--gpu-oracle") g_gpu_oracle = true;
     else if (a == "--filter" && i + 1 < argc) g_filter = argv[++i];
     else if (a == "--max-workloads" && i + 1 < argc) g_max_workloads = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--shard" && i + 1 < argc && std::sscanf(argv[i + 1], "%ld/%ld", &g_shard, &g_shards) == 2 &&
              g_shards >= 1 && g_shard >= 0 && g_shard < g_shards)
       ++i;
     else {
-      std::printf("usage: %s [--dry-run] [--filter SUBSTRING] [--max-workloads N] [--shard K/N]\n", argv[0]);
+      std::printf("usage: %s [--dry-run] [--filter SUBSTRING] [--max-workloads N] [--shard K/N] [--gpu-oracle]\n",
+                  argv[0]);
       return 2;
     }
   }

@@ -24,8 +24,11 @@
 //     token axes scaled down, the number of sequences kept) and says so.
 //
 // usage: test_cuda_prefill [--dry-run] [--filter SUBSTRING] [--max-workloads N] [--shard K/N]
-//                          [--max-oracle-gflop G]
+//                          [--max-oracle-gflop G] [--gpu-oracle]
 //   --dry-run: no GPU; materialize and run the oracle only (times the CPU side)
+//   --gpu-oracle: parts 1 and 2 judge kb's attention GPU oracle
+//     (kernels/gqa_paged/attention_gpu_oracle.cpp) instead of the solutions;
+//     1b and 1c, which call the solutions' launchers, are left out
 //   --shard K/N: run only items K, K + N, ... (tools/gpu/on_device.sh
 //     prefill-check runs N processes side by side: the CPU oracle dominates)
 // Exit codes: 0 all passed, 1 a failure, 77 skipped (no usable CUDA device).
@@ -82,6 +85,7 @@ std::int64_t const_or(const kb::Definition& d, const std::string& axis, std::int
 bool is_paged(const kb::Definition& d) { return d.op_type == "gqa_paged" || d.op_type == "mla_paged"; }
 
 const kb::Implementation& impl_for(const kb::Registry& reg, const kb::Definition& d) {
+  if (g_gpu_oracle) return gpu_oracle_impl(d);
   const char* name = d.op_type == "gqa_paged"    ? "kb_cuda_gqa_paged_prefill"
                      : d.op_type == "gqa_ragged" ? "kb_cuda_gqa_ragged_prefill"
                      : d.op_type == "mla_paged"  ? "kb_cuda_mla_paged_prefill"
@@ -756,6 +760,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dry-run") g_dry = true;
+    else if (a == "--gpu-oracle") g_gpu_oracle = true;
     else if (a == "--filter" && i + 1 < argc) g_filter = argv[++i];
     else if (a == "--max-workloads" && i + 1 < argc) g_max_workloads = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--max-oracle-gflop" && i + 1 < argc) g_max_oracle_gflop = std::strtod(argv[++i], nullptr);
@@ -763,7 +768,8 @@ int main(int argc, char** argv) {
              g_shards >= 1 && g_shard >= 0 && g_shard < g_shards)
       ++i;
     else {
-      std::printf("usage: %s [--dry-run] [--filter SUBSTRING] [--max-workloads N] [--shard K/N] [--max-oracle-gflop G]\n",
+      std::printf("usage: %s [--dry-run] [--filter SUBSTRING] [--max-workloads N] [--shard K/N] [--max-oracle-gflop G] "
+                  "[--gpu-oracle]\n",
                   argv[0]);
       return 2;
     }
@@ -794,8 +800,10 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
     run_edges(reg, shared);
-    run_plan_split();
-    run_paged_vs_ragged();
+    if (!g_gpu_oracle) {  // these call the solutions' launchers directly
+      run_plan_split();
+      run_paged_vs_ragged();
+    }
     std::printf("-- edge cases done (%.1f s)\n", seconds_since(t0));
     run_shipped(reg, shared);
     if (!g_dry) check_cuda(cudaDeviceSynchronize(), "final cudaDeviceSynchronize");
