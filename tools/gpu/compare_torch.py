@@ -12,6 +12,9 @@ Per op family (gemm, rmsnorm, silu_and_mul; --families picks some):
    graph-captured samples, median).
 3. Rewrites benchmark.md (ratios) and benchmark.json with every family done
    so far, so a run cut short keeps what it measured.
+   With --torch-after, PyTorch is timed again after each kb run and kb is
+   compared with the mean of the two (both shown): the SM clock drifts over a
+   run, and compute-bound shapes (gemm M = 8192) move with it.
 The device copy bandwidth (torch copy of 1 GiB) and an empty kernel are
 measured first. Progress lines carry the time since the start.
 
@@ -59,6 +62,10 @@ p.add_argument("--all-solutions", action="store_true",
                help="every kb solution at every shape, even where two run the same code")
 p.add_argument("--time-limit", type=float, default=0,
                help="seconds: start no kb run after this and stop a running one; 0: none")
+p.add_argument("--torch-after", action="store_true",
+               help="time PyTorch again after each kb run and compare kb with the mean of the two torch times: "
+                    "compute-bound shapes drift with the clock over a run (s11: M = 8192 rows moved 9%% between "
+                    "runs), and one torch pass before kb puts all of that drift on one side")
 p.add_argument("--merge", nargs="+", metavar="JSON", help="join these benchmark.json files into --out; no GPU")
 args = p.parse_args()
 
@@ -93,7 +100,10 @@ def write_outputs(meta, rows, parts=None):
                      + (f"; not finished: {', '.join(m['families_cut'])}" if m.get("families_cut") else "")
                      + (f"; definitions shard {m['shard']}" if m.get("shard", "1/1") != "1/1" else "")
                      + f" ({m['elapsed_s']:.0f} s).")
+    bracketed = any(r.get("torch_ms_after") for r in rows)
     lines += ["", "Latencies are medians of cold samples (L2 flushed). ratio = kb / torch (below 1: kb faster). "
+              + ("torch ms is the mean of torch timed before and after kb (--torch-after; both in the last column). "
+                 if bracketed else "") +
               "All kb rows were judged against kb's oracle in the same run. "
               "kb / empty: kb's latency over an empty kernel's, both timed by kb in the same process "
               "(graph replay, L2 flushed): how far a launch is above the launch floor; kb / 1-read: the same over a "
@@ -102,14 +112,16 @@ def write_outputs(meta, rows, parts=None):
               "as many bytes as the weight) reaches, timed the same way (cold): the copy bandwidth at this size, "
               "launch and L2 state included.", "",
               "| definition | batch | solution | status | kb ms | torch ms | baseline | ratio | kb % copy BW | kb / empty "
-              "| kb / 1-read | kb % same-size copy |",
-              "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+              "| kb / 1-read | kb % same-size copy |" + (" torch ms before / after |" if bracketed else ""),
+              "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+              + (" ---: |" if bracketed else "")]
     for r in sorted(rows, key=lambda r: (r["definition"], r["value"], r["solution"])):
         frac = r["kb_fraction_of_copy_bw"]
         lines.append(f"| {r['definition']} | {r['value']} | {r['solution']} | {r['status']} | {fmt_num(r['kb_ms'])} | "
                      f"{fmt_num(r['torch_ms'])} | {r['baseline']} | {fmt_num(r['ratio'], 3)} | "
                      f"{'-' if frac is None else f'{100 * frac:.0f}%'} | {fmt_num(r.get('kb_over_empty_kernel'), 2)} | "
-                     f"{fmt_num(r.get('kb_over_one_read_kernel'), 2)} | {same_size_pct(r)} |")
+                     f"{fmt_num(r.get('kb_over_one_read_kernel'), 2)} | {same_size_pct(r)} |"
+                     + (f" {fmt_num(r.get('torch_ms_before'))} / {fmt_num(r.get('torch_ms_after'))} |" if bracketed else ""))
     with open(os.path.join(args.out, "benchmark.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     return lines
@@ -393,12 +405,19 @@ try:
                 torch_ms = time_torch_cases(cases)
                 kb, ran = run_kb(name, cases, solutions)
                 finished &= ran
+                # torch bracketing kb: the same shapes again, so drift falls on both sides
+                torch_after = time_torch_cases(cases) if args.torch_after and ran and not stopped else {}
             for d, axis, v in cases:
                 t_ms, nbytes, flops, baseline = torch_ms.get((d["name"], v), (None, None, None, "-"))
+                t_before = t_ms
+                t_after = torch_after.get((d["name"], v), (None,))[0] if args.torch_after else None
+                if t_ms and t_after:
+                    t_ms = 0.5 * (t_ms + t_after)
                 sols = kb.get((d["name"], v), {})
                 for sol, (status, lat, extra) in sorted(sols.items()):
                     rows.append({"definition": d["name"], "axis": axis, "value": v, "solution": sol, "status": status,
-                                 "kb_ms": lat, "torch_ms": t_ms, "baseline": baseline, "bytes": nbytes,
+                                 "kb_ms": lat, "torch_ms": t_ms, "torch_ms_before": t_before,
+                                 "torch_ms_after": t_after, "baseline": baseline, "bytes": nbytes,
                                  "flops": flops, "ratio": (lat / t_ms) if lat and t_ms else None,
                                  "kb_fraction_of_copy_bw": (nbytes / (lat * 1e-3) / 1e9 / bw) if lat and nbytes else None,
                                  "kb_copy_bw_gbs": extra.get("copy_bandwidth_gbs"), "graph": extra.get("graph"),
