@@ -104,6 +104,7 @@ int main() {
     w.uuid = "gpu-oracle-check";
     std::string label;
     for (const auto& [axis, value] : c.axes) {
+      if (!d->find_axis(axis)) continue;  // page size 1 prefill has no batch_size (no kv_last_page_len)
       w.axes.emplace_back(axis, value);
       label += (label.empty() ? "" : " ") + axis + "=" + std::to_string(value);
     }
