@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cuda/cupti.hpp"
 #include "cuda/nvml.hpp"
 #include "cuda/runtime.hpp"
 
@@ -206,6 +207,42 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   r.samples = samples.size();
   if (r.sm_clock_mhz_max > 0)
     r.throttled = std::min(r.sm_clock_mhz_before, r.sm_clock_mhz_after) < 0.9 * r.sm_clock_mhz_max;
+  return r;
+}
+
+Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int, void*)>& launch, void* stream_ptr,
+                                              int samples, bool flush_l2) {
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  std::string why;
+  if (!cupti_available(&why)) return make_error(Code::unsupported, "CUPTI: " + why);
+  int device = 0;
+  KB_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
+  auto flush = flush_buffer(device);
+  if (!flush) return flush.error();
+  KB_TRY(launch(0, stream));  // warm-up: first-call work (plans, autotuning) stays out of the records
+  KB_TRY(check(cudaStreamSynchronize(stream), "CUPTI warm-up"));
+  KernelTimingResult r;
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(1, samples); ++i) {
+    if (flush_l2) KB_TRY(check(cudaMemsetAsync(flush->first, i & 0xff, flush->second, stream), "L2 flush"));
+    KB_TRY(check(cudaStreamSynchronize(stream), "L2 flush"));  // the flush's work stays out of the records
+    KernelRecorder rec;
+    KB_TRY(rec.begin());
+    Status st = launch(i, stream);
+    cudaError_t synced = cudaStreamSynchronize(stream);
+    auto spans = rec.end();
+    KB_TRY(st);
+    KB_TRY(check(synced, "CUPTI sample"));
+    if (!spans) return spans.error();
+    if (spans->empty()) return make_error(Code::internal, "CUPTI recorded no kernel for a call (did it launch any?)");
+    std::uint64_t first = spans->front().start_ns, last = spans->front().end_ns;
+    for (const KernelSpan& k : *spans) first = std::min(first, k.start_ns), last = std::max(last, k.end_ns);
+    ms.push_back(static_cast<double>(last - first) * 1e-6);
+    r.kernels_per_call = std::max(r.kernels_per_call, spans->size());
+  }
+  Stats st = stats(ms);
+  r.median_ms = st.median, r.min_ms = st.min, r.max_ms = st.max;
+  r.samples = ms.size();
   return r;
 }
 

@@ -58,6 +58,20 @@ struct TimingResult {
 Result<TimingResult> time_gpu(const std::function<Status(int sample, void* stream)>& launch, void* stream,
                               const TimingOptions& opt = {}, std::vector<double>* samples_out = nullptr);
 
+// Kernel time from CUPTI's activity records (cupti.hpp): the GPU's own
+// start and end of each kernel, without the launch and event overhead that
+// time_gpu's events include. `samples` cold calls (L2 flushed), each alone:
+// flush, synchronize, record, launch, synchronize; a sample is the span from
+// the call's first kernel start to its last kernel end. One warm-up call.
+// Code::unsupported where CUPTI cannot record (cupti_available says why).
+struct KernelTimingResult {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  std::size_t samples = 0;
+  std::size_t kernels_per_call = 0;  // the most kernels one call ran
+};
+Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int sample, void* stream)>& launch,
+                                              void* stream, int samples = 20, bool flush_l2 = true);
+
 // Device ceilings kb measures once per run with the same timer.
 struct Ceilings {
   double copy_bandwidth_gbs = 0;  // device-to-device copy, bytes read + written per second

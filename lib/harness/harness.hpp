@@ -33,6 +33,9 @@ struct BenchOptions {
   double min_time_s = 0.05;
   double max_time_s = 2.0;
   bool time = true;  // false: correctness only
+  // CUDA: also time each solution by CUPTI's kernel records (cuda/timing.hpp,
+  // time_kernels_cupti) and record them beside the event timing in `extra`.
+  bool cupti = false;
   // Where the expected outputs come from: kb's oracles, or the definition's
   // PyTorch reference run in a python3 subprocess (torch_reference.hpp).
   // With torch, definitions without a kb oracle become evaluable and the

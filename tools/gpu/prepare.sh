@@ -32,6 +32,10 @@ if command -v nvcc >/dev/null; then
 fi
 strip .devcarry/bin/* 2>/dev/null || true
 for lib in libsimdjson.so.14 libfmt.so.9; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/; done
+# CUPTI (kb bench --cupti, test_cupti_timing), in case the GPU machine's loader path lacks it
+for f in /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13; do
+  if [ -f "$f" ]; then cp -L "$f" .devcarry/lib/; break; fi
+done
 cp -r ../shared/flashinfer-trace .devcarry/shared/
 cp -r ../shared/backendbench .devcarry/shared/  # the BackendBench trace (on_device.sh backendbench)
 # one gzip'd bundle (the device tool carries 64 MiB at most); on_device.sh unpacks it

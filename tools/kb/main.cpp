@@ -93,6 +93,9 @@ options:
   --tolerances FILE   tolerance config (default, op_type, definition sections)
   --atol X --rtol X --matched-ratio X   tolerances applied on top of everything
   --no-time           judge correctness only
+  --cupti             CUDA: also time each solution's kernels alone from CUPTI's
+                      records (the GPU's start and end of each kernel), recorded
+                      in the trace's extra beside the CUDA-event latency
   --reference native|torch   where expected outputs come from: kb's oracles
                       (default), or the definition's own PyTorch `reference`
                       run by python3 (needs torch; CPU). With torch, definitions
@@ -441,6 +444,8 @@ int cmd_bench(const std::vector<std::string>& args) {
       smallest = true;
     } else if (a == "--no-time") {
       opt.time = false;
+    } else if (a == "--cupti") {
+      opt.cupti = true;
     } else if (a == "--list") {
       list = true;
     } else if (a == "--plugin") {
