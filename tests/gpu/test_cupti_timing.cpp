@@ -1,8 +1,9 @@
 // CUPTI's kernel time (cuda/timing.hpp, time_kernels_cupti) against the CUDA
 // events of time_gpu on kernels whose cost is known:
-//  - kb's copy kernel over 512 MiB (hundreds of us): the two clocks agree
-//    within 10%, and CUPTI is not longer than the events (which also hold the
-//    launch and event overhead);
+//  - kb's copy kernel over 512 MiB (hundreds of us): CUPTI at 0.9 to 1.05 of
+//    the events (which also hold the launch and event overhead, a few us; the
+//    upper slack is for the clock, which the events' graph replay keeps high
+//    and CUPTI's one-call-at-a-time samples may not);
 //  - the same bytes in two launches of 256 MiB: two kernels a call, the span
 //    within 10% of the one launch;
 //  - an empty kernel: one kernel a call, shorter than the events' time (the
@@ -96,7 +97,7 @@ int main() {
   const double r = cu_copy->median_ms / ev_copy->median_ms;
   expect(cu_copy->kernels_per_call == 1 && cu_empty->kernels_per_call == 1 && cu_copy2->kernels_per_call == 2,
          "kernels counted per call: 1, 1 and 2");
-  expect(r > 0.9 && r <= 1.01, "copy: CUPTI / events = " + std::to_string(r) + " (in (0.9, 1.01])");
+  expect(r > 0.9 && r <= 1.05, "copy: CUPTI / events = " + std::to_string(r) + " (in (0.9, 1.05])");
   const double r2 = cu_copy2->median_ms / cu_copy->median_ms;
   expect(r2 > 0.9 && r2 < 1.1, "two launches / one: " + std::to_string(r2) + " (in (0.9, 1.1))");
   expect(cu_empty->median_ms > 0 && cu_empty->median_ms < ev_empty->median_ms,
