@@ -66,6 +66,8 @@ p.add_argument("--torch-after", action="store_true",
                help="time PyTorch again after each kb run and compare kb with the mean of the two torch times: "
                     "compute-bound shapes drift with the clock over a run (s11: M = 8192 rows moved 9%% between "
                     "runs), and one torch pass before kb puts all of that drift on one side")
+p.add_argument("--cupti", action="store_true",
+               help="pass --cupti to kb bench: each kb row also gets its kernels' own time from CUPTI (kb CUPTI ms)")
 p.add_argument("--merge", nargs="+", metavar="JSON", help="join these benchmark.json files into --out; no GPU")
 args = p.parse_args()
 
@@ -101,9 +103,12 @@ def write_outputs(meta, rows, parts=None):
                      + (f"; definitions shard {m['shard']}" if m.get("shard", "1/1") != "1/1" else "")
                      + f" ({m['elapsed_s']:.0f} s).")
     bracketed = any(r.get("torch_ms_after") for r in rows)
+    cupti = any(r.get("kb_cupti_ms") for r in rows)
     lines += ["", "Latencies are medians of cold samples (L2 flushed). ratio = kb / torch (below 1: kb faster). "
-              + ("torch ms is the mean of torch timed before and after kb (--torch-after; both in the last column). "
-                 if bracketed else "") +
+              + ("torch ms is the mean of torch timed before and after kb (--torch-after; both in a column at the end). "
+                 if bracketed else "")
+              + ("kb CUPTI ms: kb's kernels alone, from CUPTI's records of the GPU's start and end of each kernel "
+                 "(kb bench --cupti), where the other columns hold CUDA events. " if cupti else "") +
               "All kb rows were judged against kb's oracle in the same run. "
               "kb / empty: kb's latency over an empty kernel's, both timed by kb in the same process "
               "(graph replay, L2 flushed): how far a launch is above the launch floor; kb / 1-read: the same over a "
@@ -112,16 +117,18 @@ def write_outputs(meta, rows, parts=None):
               "as many bytes as the weight) reaches, timed the same way (cold): the copy bandwidth at this size, "
               "launch and L2 state included.", "",
               "| definition | batch | solution | status | kb ms | torch ms | baseline | ratio | kb % copy BW | kb / empty "
-              "| kb / 1-read | kb % same-size copy |" + (" torch ms before / after |" if bracketed else ""),
+              "| kb / 1-read | kb % same-size copy |" + (" torch ms before / after |" if bracketed else "")
+              + (" kb CUPTI ms |" if cupti else ""),
               "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
-              + (" ---: |" if bracketed else "")]
+              + (" ---: |" if bracketed else "") + (" ---: |" if cupti else "")]
     for r in sorted(rows, key=lambda r: (r["definition"], r["value"], r["solution"])):
         frac = r["kb_fraction_of_copy_bw"]
         lines.append(f"| {r['definition']} | {r['value']} | {r['solution']} | {r['status']} | {fmt_num(r['kb_ms'])} | "
                      f"{fmt_num(r['torch_ms'])} | {r['baseline']} | {fmt_num(r['ratio'], 3)} | "
                      f"{'-' if frac is None else f'{100 * frac:.0f}%'} | {fmt_num(r.get('kb_over_empty_kernel'), 2)} | "
                      f"{fmt_num(r.get('kb_over_one_read_kernel'), 2)} | {same_size_pct(r)} |"
-                     + (f" {fmt_num(r.get('torch_ms_before'))} / {fmt_num(r.get('torch_ms_after'))} |" if bracketed else ""))
+                     + (f" {fmt_num(r.get('torch_ms_before'))} / {fmt_num(r.get('torch_ms_after'))} |" if bracketed else "")
+                     + (f" {fmt_num(r.get('kb_cupti_ms'))} |" if cupti else ""))
     with open(os.path.join(args.out, "benchmark.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     return lines
@@ -345,7 +352,7 @@ def run_kb(name, cases, solutions):
                       "inputs": {k: {"type": "random"} for k in d["inputs"]}}
                 fh.write(json.dumps({"definition": dname, "workload": wl, "solution": None, "evaluation": None}) + "\n")
     out = os.path.join(args.out, "compare-kb", name)
-    cmd = [args.kb, "bench", tmp, "--device", "cuda", "--trials", "1", "--out", out]
+    cmd = [args.kb, "bench", tmp, "--device", "cuda", "--trials", "1", "--out", out] + (["--cupti"] if args.cupti else [])
     if solutions:
         cmd += ["--solutions", ",".join(solutions)]
     jobs = f"{len(cases) * len(solutions)}" if solutions else f"{len(cases)}+"  # every solution: at least one each
@@ -421,6 +428,7 @@ try:
                                  "flops": flops, "ratio": (lat / t_ms) if lat and t_ms else None,
                                  "kb_fraction_of_copy_bw": (nbytes / (lat * 1e-3) / 1e9 / bw) if lat and nbytes else None,
                                  "kb_copy_bw_gbs": extra.get("copy_bandwidth_gbs"), "graph": extra.get("graph"),
+                                 "kb_cupti_ms": extra.get("cupti_kernel_ms"),
                                  "kb_empty_kernel_ms": extra.get("empty_kernel_ms"),
                                  "same_size_copy_gbs": same_size_copy.get((d["name"], v)),
                                  "kb_one_read_kernel_ms": extra.get("one_read_kernel_ms"),
