@@ -14,8 +14,12 @@ kb, shared, project = sys.argv[1:4]
 failures = 0
 
 
+# A time limit per command; tools/test.sh scales it for the sanitized build (KB_TEST_TIMEOUT_SCALE).
+TIMEOUT_S = 600 * float(os.environ.get("KB_TEST_TIMEOUT_SCALE", "1"))
+
+
 def run(*args, cwd=None, env=None):
-    p = subprocess.run([kb, *args], capture_output=True, text=True, timeout=600, cwd=cwd,
+    p = subprocess.run([kb, *args], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd,
                        env=None if env is None else {**os.environ, **env})
     return p.returncode, p.stdout, p.stderr
 
