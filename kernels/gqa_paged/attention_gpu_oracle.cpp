@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <variant>
@@ -85,28 +86,14 @@ Result<float> scale_of(const GpuOracleCall& c) {
   return bad(c.definition, "input 'sm_scale' must be a number");
 }
 
-// A host vector on the device, freed when this goes out of scope (after the
-// stream has been synchronized).
+// A list for the kernel on the device (cuda::upload, freed with the copy).
 template <class T>
-class DeviceVector {
- public:
-  ~DeviceVector() {
-    if (p_) cudaFree(p_);
-  }
-  Status upload(const std::vector<T>& v, void* stream) {
-    const std::size_t bytes = std::max<std::size_t>(1, v.size()) * sizeof(T);
-    KB_TRY(cuda::check(cudaMalloc(&p_, bytes), "GPU oracle: cudaMalloc"));
-    if (!v.empty())
-      KB_TRY(cuda::check(cudaMemcpyAsync(p_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice,
-                                         static_cast<cudaStream_t>(stream)),
-                         "GPU oracle: copying the index lists"));
-    return ok_status();
-  }
-  const T* get() const { return static_cast<const T*>(p_); }
-
- private:
-  void* p_ = nullptr;
-};
+Result<cuda::DeviceCopy> upload_list(const std::vector<T>& v, DType dtype, void* stream) {
+  auto host = Tensor::allocate(dtype, {static_cast<std::int64_t>(v.size())});
+  if (!host) return host.error();
+  if (!v.empty()) std::memcpy(host->bytes(), v.data(), v.size() * sizeof(T));
+  return cuda::upload(*host, stream);  // a pageable source: copied out before this returns
+}
 
 Status run(const GpuOracleCall& c, Family family) {
   const Definition& d = c.definition;
@@ -217,7 +204,8 @@ Status run(const GpuOracleCall& c, Family family) {
     return make_error(Code::limit_exceeded, fmt::format("{} (GPU oracle): too many sequences", d.name));
 
   Params p{};
-  auto types = [&](const cuda::DeviceTensor* t, std::string_view name, const void** data, int* type) -> Status {
+  // A tensor's data and element type into the kernel's parameters (data: const void* or void*).
+  auto types = [&](const cuda::DeviceTensor* t, std::string_view name, auto* data, int* type) -> Status {
     if (!t) return ok_status();
     auto e = elem_type(d, name, t->dtype);
     if (!e) return std::move(e).error();
@@ -235,16 +223,8 @@ Status run(const GpuOracleCall& c, Family family) {
     KB_TRY(types(*k, k_name, &p.k0, &p.k0_type));
     KB_TRY(types(*v, v_name, &p.v, &p.v_type));
   }
-  {
-    auto e = elem_type(d, "output", out.dtype);
-    if (!e) return std::move(e).error();
-    p.out = out.data, p.out_type = *e;
-  }
-  if (lse) {
-    auto e = elem_type(d, "lse", lse->dtype);
-    if (!e) return std::move(e).error();
-    p.lse = lse->data, p.lse_type = *e;
-  }
+  KB_TRY(types(&out, "output", &p.out, &p.out_type));
+  KB_TRY(types(lse, "lse", &p.lse, &p.lse_type));
   p.tokens = sh.tokens;
   p.q_heads = static_cast<int>(sh.q_heads);
   p.kv_heads = static_cast<int>(sh.kv_heads);
@@ -255,20 +235,17 @@ Status run(const GpuOracleCall& c, Family family) {
   p.scale = *scale;
   p.causal = !paged || *qo_t;  // ragged is always causal prefill; paged with qo_indptr
 
-  DeviceVector<int> d_token_seq;
-  DeviceVector<long long> d_q_begin, d_q_len, d_kv_begin, d_kv_len, d_kv_rows;
-  KB_TRY(d_token_seq.upload(token_seq, c.stream));
-  KB_TRY(d_q_begin.upload(q_begin, c.stream));
-  KB_TRY(d_q_len.upload(q_len, c.stream));
-  KB_TRY(d_kv_begin.upload(kv_begin, c.stream));
-  KB_TRY(d_kv_len.upload(kv_len, c.stream));
-  KB_TRY(d_kv_rows.upload(kv_rows, c.stream));
-  p.token_seq = d_token_seq.get();
-  p.seq_q_begin = d_q_begin.get();
-  p.seq_q_len = d_q_len.get();
-  p.seq_kv_begin = d_kv_begin.get();
-  p.seq_kv_len = d_kv_len.get();
-  p.kv_rows = d_kv_rows.get();
+  std::vector<cuda::DeviceCopy> lists;
+  for (auto [list, field] : {std::pair{&q_begin, &p.seq_q_begin}, {&q_len, &p.seq_q_len}, {&kv_begin, &p.seq_kv_begin},
+                             {&kv_len, &p.seq_kv_len}, {&kv_rows, &p.kv_rows}}) {
+    auto up = upload_list(*list, DType::int64, c.stream);
+    if (!up) return up.error();
+    *field = up->view.as<const long long>();
+    lists.push_back(std::move(*up));
+  }
+  auto seq_of = upload_list(token_seq, DType::int32, c.stream);
+  if (!seq_of) return seq_of.error();
+  p.token_seq = seq_of->view.as<const int>();
 
   KB_TRY(cuda::check(launch(p, c.stream), "attention GPU oracle launch"));
   // The index lists are freed on return: wait for the kernel that reads them.

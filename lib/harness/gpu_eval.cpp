@@ -356,12 +356,12 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       }
     }
     KB_TRY(stream.synchronize());
-    auto t = cuda::time_gpu(
-        [&](int sample, void* s) {
-          std::size_t k = static_cast<std::size_t>(sample) % input_sets.size();
-          return impl.run_cuda(CudaCall{d, axes, input_sets[k].args, view_sets[k], s});
-        },
-        stream.get());
+    // One timed call: sample i runs on rotation i % rotations.
+    auto run_rotated = [&](int sample, void* s) {
+      std::size_t k = static_cast<std::size_t>(sample) % input_sets.size();
+      return impl.run_cuda(CudaCall{d, axes, input_sets[k].args, view_sets[k], s});
+    };
+    auto t = cuda::time_gpu(run_rotated, stream.get());
     if (!t) {
       ev.status = EvalStatus::runtime_error;
       ev.correctness.reset();
@@ -385,12 +385,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     // CUPTI's kernel time beside the events (--cupti): the kernels alone.
     std::string cupti_json;
     if (opt.cupti) {
-      auto kt = cuda::time_kernels_cupti(
-          [&](int sample, void* s) {
-            std::size_t k = static_cast<std::size_t>(sample) % input_sets.size();
-            return impl.run_cuda(CudaCall{d, axes, input_sets[k].args, view_sets[k], s});
-          },
-          stream.get());
+      auto kt = cuda::time_kernels_cupti(run_rotated, stream.get());
       if (kt) {
         cupti_json = fmt::format(R"(,"cupti_kernel_ms":{},"cupti_min_ms":{},"cupti_max_ms":{},"cupti_samples":{},)"
                                  R"("cupti_kernels_per_call":{})",

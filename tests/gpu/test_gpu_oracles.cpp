@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,28 +88,37 @@ int main() {
     failures += !ok;
   };
 
-  for (const auto& c : attention) {
-    auto d = kb::read_definition_file(shared + "/flashinfer-trace/definitions/" + c.file);
+  // The definition in `path` and its GPU oracle; nullopt (a failure counted) when either is missing.
+  auto load = [&](const std::string& path, bool include_unchecked)
+      -> std::optional<std::pair<kb::Definition, kb::GpuOracleFn>> {
+    auto d = kb::read_definition_file(path);
     if (!d) {
-      std::printf("FAIL %s: %s\n", c.file, d.error().message.c_str());
+      std::printf("FAIL %s: %s\n", path.c_str(), d.error().message.c_str());
       ++failures;
-      continue;
+      return std::nullopt;
     }
-    kb::GpuOracleFn fn = kb::find_gpu_oracle(*d, /*include_unchecked=*/true);
+    kb::GpuOracleFn fn = kb::find_gpu_oracle(*d, include_unchecked);
     if (!fn) {
       std::printf("FAIL %s: no GPU oracle\n", d->name.c_str());
       ++failures;
-      continue;
+      return std::nullopt;
     }
+    return std::pair{std::move(*d), fn};
+  };
+
+  for (const auto& c : attention) {
+    auto loaded = load(shared + "/flashinfer-trace/definitions/" + c.file, /*include_unchecked=*/true);
+    if (!loaded) continue;
+    const auto& [def, fn] = *loaded;
     kb::Workload w;
     w.uuid = "gpu-oracle-check";
     std::string label;
     for (const auto& [axis, value] : c.axes) {
-      if (!d->find_axis(axis)) continue;  // page size 1 prefill has no batch_size (no kv_last_page_len)
+      if (!def.find_axis(axis)) continue;  // page size 1 prefill has no batch_size (no kv_last_page_len)
       w.axes.emplace_back(axis, value);
       label += (label.empty() ? "" : " ") + axis + "=" + std::to_string(value);
     }
-    for (const auto& t : d->inputs) {
+    for (const auto& t : def.inputs) {
       kb::InputSpec s;
       if (t.name == "sm_scale") {
         s.kind = kb::InputKind::scalar;
@@ -116,28 +126,19 @@ int main() {
       }
       w.inputs.emplace_back(t.name, s);
     }
-    judge(*d, fn, w, label);
+    judge(def, fn, w, label);
   }
 
   for (const auto& c : cases) {
-    auto d = kb::read_definition_file(root + "/" + c.file);
-    if (!d) {
-      std::printf("FAIL %s: %s\n", c.file, d.error().message.c_str());
-      ++failures;
-      continue;
-    }
-    kb::GpuOracleFn fn = kb::find_gpu_oracle(*d);
-    if (!fn) {
-      std::printf("FAIL %s: no GPU oracle\n", d->name.c_str());
-      ++failures;
-      continue;
-    }
+    auto loaded = load(root + "/" + c.file, /*include_unchecked=*/false);
+    if (!loaded) continue;
+    const auto& [def, fn] = *loaded;
     for (std::int64_t v : c.values) {
       kb::Workload w;
       w.uuid = "gpu-oracle-check";
       w.axes = {{c.axis, v}};
-      for (const auto& t : d->inputs) w.inputs.emplace_back(t.name, kb::InputSpec{});
-      judge(*d, fn, w, std::string(c.axis) + "=" + std::to_string(v));
+      for (const auto& t : def.inputs) w.inputs.emplace_back(t.name, kb::InputSpec{});
+      judge(def, fn, w, std::string(c.axis) + "=" + std::to_string(v));
     }
   }
   std::printf("%d checks, %d failures\n", checks, failures);
