@@ -63,11 +63,17 @@ Result<TimingResult> time_gpu(const std::function<Status(int sample, void* strea
 // time_gpu's events include. `samples` cold calls (L2 flushed), each alone:
 // flush, synchronize, record, launch, synchronize; a sample is the span from
 // the call's first kernel start to its last kernel end. One warm-up call.
+// Each call is captured in a CUDA graph and replayed: launched directly, a
+// call of several kernels (cuBLASLt's split-K and its reduction) left the GPU
+// idle while the host launched the next one, and the span held that gap
+// (H100, 2026-11-27: 60 us against the events' 10 us). Work that cannot be
+// captured is launched directly (graph = false: host gaps may be inside).
 // Code::unsupported where CUPTI cannot record (cupti_available says why).
 struct KernelTimingResult {
   double median_ms = 0, min_ms = 0, max_ms = 0;
   std::size_t samples = 0;
   std::size_t kernels_per_call = 0;  // the most kernels one call ran
+  bool graph = false;                // every call replayed from a CUDA graph
 };
 Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int sample, void* stream)>& launch,
                                               void* stream, int samples = 20, bool flush_l2 = true);

@@ -166,7 +166,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     CallCost cost = ideal_cost(d, m->axes);
     GpuOracleFn gpu_oracle = find_gpu_oracle(d);
     const bool use_torch = opt.reference == ReferenceSource::torch && !judged_by_distribution(d);
-    bool use_gpu_oracle = !use_torch && gpu_oracle && (cost.flops > 2e9 || cost.bytes > 64e6);
+    bool use_gpu_oracle = !use_torch && !opt.cpu_oracle_only && gpu_oracle && (cost.flops > 2e9 || cost.bytes > 64e6);
     if (use_gpu_oracle) {
       std::vector<cuda::DeviceCopy> ref;
       std::vector<cuda::DeviceTensor> ref_views;
@@ -388,10 +388,11 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       auto kt = cuda::time_kernels_cupti(run_rotated, stream.get());
       if (kt) {
         cupti_json = fmt::format(R"(,"cupti_kernel_ms":{},"cupti_min_ms":{},"cupti_max_ms":{},"cupti_samples":{},)"
-                                 R"("cupti_kernels_per_call":{})",
-                                 kt->median_ms, kt->min_ms, kt->max_ms, kt->samples, kt->kernels_per_call);
-        log += fmt::format("CUPTI kernel time: median {:.6f} ms of {} cold calls ({} kernel(s) a call)\n",
-                           kt->median_ms, kt->samples, kt->kernels_per_call);
+                                 R"("cupti_kernels_per_call":{},"cupti_graph":{})",
+                                 kt->median_ms, kt->min_ms, kt->max_ms, kt->samples, kt->kernels_per_call, kt->graph);
+        log += fmt::format("CUPTI kernel time: median {:.6f} ms of {} cold calls ({} kernel(s) a call, {})\n",
+                           kt->median_ms, kt->samples, kt->kernels_per_call,
+                           kt->graph ? "each replayed from a CUDA graph" : "launched directly: host gaps may be inside");
       } else {
         cupti_json = fmt::format(R"(,"cupti":{})", json_string(kt.error().message));
         log += "CUPTI kernel time: not measured: " + kt.error().message + "\n";

@@ -42,6 +42,9 @@ struct BenchOptions {
   // oracle itself can be judged. Sampling is always judged by distribution
   // against kb's sampling oracle's filtered probabilities (sampling_judge.hpp).
   ReferenceSource reference = ReferenceSource::native;
+  // CUDA, native reference: the CPU oracle for every workload, also those large
+  // enough for the GPU oracle (the tests that judge the GPU oracle itself).
+  bool cpu_oracle_only = false;
   TorchReferenceOptions torch;
   SamplingOptions sampling;
 };

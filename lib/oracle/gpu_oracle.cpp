@@ -14,13 +14,10 @@ Status gqa_ragged_gpu_oracle(const GpuOracleCall& c);
 Status mla_ragged_gpu_oracle(const GpuOracleCall& c);
 }  // namespace kernels
 
-GpuOracleFn find_gpu_oracle(const Definition& d, bool include_unchecked) {
+GpuOracleFn find_gpu_oracle(const Definition& d) {
   if (d.op_type == "gemm") return kernels::gemm_gpu_oracle;
   if (d.op_type == "rmsnorm") return kernels::rmsnorm_gpu_oracle;
   if (d.op_type == "silu_and_mul") return kernels::silu_and_mul_gpu_oracle;
-  // Written 2026-11-27 with no device left to run them: not the judge's until
-  // tests/gpu/test_gpu_oracles has passed them on a GPU.
-  if (!include_unchecked) return nullptr;
   if (d.op_type == "gqa_paged") return kernels::gqa_paged_gpu_oracle;
   if (d.op_type == "mla_paged") return kernels::mla_paged_gpu_oracle;
   if (d.op_type == "gqa_ragged") return kernels::gqa_ragged_gpu_oracle;
@@ -28,7 +25,7 @@ GpuOracleFn find_gpu_oracle(const Definition& d, bool include_unchecked) {
   return nullptr;
 }
 #else
-GpuOracleFn find_gpu_oracle(const Definition&, bool) { return nullptr; }
+GpuOracleFn find_gpu_oracle(const Definition&) { return nullptr; }
 #endif
 
 }  // namespace kb

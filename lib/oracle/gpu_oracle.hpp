@@ -21,11 +21,11 @@ struct GpuOracleCall {
 };
 using GpuOracleFn = Status (*)(const GpuOracleCall&);
 
-// The GPU oracle of a definition's op_type, or nullptr. The judge
-// (harness/gpu_eval.cpp) takes only oracles that have agreed with their CPU
-// oracle on a device; `include_unchecked` also answers those written but not
-// yet run there (the attention ones, 2026-11-27: tests/gpu/test_gpu_oracles
-// asks for them, and once it passes on a GPU they join the judge's list).
-GpuOracleFn find_gpu_oracle(const Definition& d, bool include_unchecked = false);
+// The GPU oracle of a definition's op_type, or nullptr. Each one here has
+// agreed with its CPU oracle on a device (tests/gpu/test_gpu_oracles; the
+// attention ones also on every edge case and shipped workload of
+// test_cuda_attention / test_cuda_prefill --gpu-oracle, H100, 2026-11-27)
+// before the judge (harness/gpu_eval.cpp) could take it.
+GpuOracleFn find_gpu_oracle(const Definition& d);
 
 }  // namespace kb

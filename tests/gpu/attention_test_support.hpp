@@ -49,7 +49,7 @@ inline const kb::Implementation& gpu_oracle_impl(const kb::Definition& d) {
   static std::map<std::string, kb::Implementation> impls;
   auto [it, fresh] = impls.try_emplace(d.op_type);
   if (fresh) {
-    kb::GpuOracleFn fn = kb::find_gpu_oracle(d, /*include_unchecked=*/true);
+    kb::GpuOracleFn fn = kb::find_gpu_oracle(d);
     if (!fn) throw std::runtime_error("no GPU oracle for " + d.op_type);
     kb::Implementation& impl = it->second;
     impl.name = "gpu_oracle_" + d.op_type;

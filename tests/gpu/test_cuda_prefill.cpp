@@ -720,6 +720,7 @@ void run_shipped(const kb::Registry& reg, const fs::path& shared) {
         opt.trials = 1;
         opt.time = false;
         opt.dataset_root = (shared / "flashinfer-trace").string();
+        opt.cpu_oracle_only = g_gpu_oracle;  // the GPU oracle is what is judged here, not the judge
         auto r = kb::evaluate_cuda(d, w, impl, opt);
         if (!r) {
           std::printf("FAIL %s workload %zu (%s):%s: not evaluable: %s\n", d.name.c_str(), i, w.uuid.c_str(),

@@ -7,11 +7,16 @@
 //  - the same bytes in two launches of 256 MiB: two kernels a call, the span
 //    within 10% of the one launch;
 //  - an empty kernel: one kernel a call, shorter than the events' time (the
-//    launch floor that CUPTI leaves out).
+//    launch floor that CUPTI leaves out);
+//  - two empty kernels with 300 us of host work between their launches (as
+//    cuBLASLt's split-K GEMM and its reduction have some): the span holds the
+//    kernels, not the host's gap, because each call is replayed from a graph.
 // Exit 77 without a CUDA device, or where CUPTI cannot record (it says why).
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <string>
 
 #include "cuda/cupti.hpp"
@@ -74,12 +79,23 @@ int main() {
                                                     half, sms, st));
   };
   auto empty = [&](int, void* s) { return cuda_status(kb::cuda::launch_empty_kernel(static_cast<cudaStream_t>(s))); };
+  auto empty_host_gap_empty = [&](int, void* s) -> kb::Status {
+    auto st = static_cast<cudaStream_t>(s);
+    if (cudaError_t e = kb::cuda::launch_empty_kernel(st); e != cudaSuccess) return cuda_status(e);
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    return cuda_status(kb::cuda::launch_empty_kernel(st));
+  };
 
   auto ev_copy = kb::cuda::time_gpu(copy_once, stream);
   auto cu_copy = kb::cuda::time_kernels_cupti(copy_once, stream);
   auto cu_copy2 = kb::cuda::time_kernels_cupti(copy_twice, stream);
   auto ev_empty = kb::cuda::time_gpu(empty, stream);
   auto cu_empty = kb::cuda::time_kernels_cupti(empty, stream);
+  auto cu_gap = kb::cuda::time_kernels_cupti(empty_host_gap_empty, stream, 10);
+  if (!cu_gap) {
+    std::printf("FAIL: %s\n", cu_gap.error().message.c_str());
+    return 1;
+  }
   if (!ev_copy || !ev_empty || !cu_copy || !cu_copy2 || !cu_empty) {
     std::printf("FAIL: %s\n", (!ev_copy    ? ev_copy.error().message
                                : !ev_empty ? ev_empty.error().message
@@ -103,6 +119,11 @@ int main() {
   expect(cu_empty->median_ms > 0 && cu_empty->median_ms < ev_empty->median_ms,
          "empty kernel: CUPTI " + std::to_string(cu_empty->median_ms * 1e3) + " us below the events' " +
              std::to_string(ev_empty->median_ms * 1e3) + " us");
+  std::printf("two empty kernels, 300 us of host work between their launches: CUPTI %.4f ms (%zu kernels a call)\n",
+              cu_gap->median_ms, cu_gap->kernels_per_call);
+  expect(cu_copy->graph && cu_copy2->graph && cu_empty->graph && cu_gap->graph, "every call replayed from a graph");
+  expect(cu_gap->kernels_per_call == 2 && cu_gap->median_ms < 0.05,
+         "host gap left out: span " + std::to_string(cu_gap->median_ms * 1e3) + " us (under 50)");
   cudaFree(src);
   cudaFree(dst);
   std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "passed", g_failures);
