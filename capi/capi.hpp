@@ -2,7 +2,9 @@
 // thread-local last error and the exception firewall every entry point uses.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <new>
 #include <optional>
@@ -93,6 +95,23 @@ T guarded_value(const char* function, T fallback, F&& body) noexcept {
 
 // Reading JSON from the caller: (pointer, length) -> string_view, refusing NULL.
 constexpr std::string_view memory_origin = "<memory>";
+
+// An input struct that has grown since version 1: the caller's copy, read only
+// as far as its struct_size reaches, over `defaults` (which holds the INIT
+// values). A caller built against an older header keeps working; a
+// struct_size below `version1_size` is rejected.
+template <class T>
+kb_status read_grown_struct(const char* function, const char* arg, const T* in, std::size_t version1_size,
+                            const char* init, T& defaults) noexcept {
+  if (in->struct_size < version1_size) return short_struct(function, arg, in->struct_size, version1_size, init);
+  std::memcpy(static_cast<void*>(&defaults), in, std::min(in->struct_size, sizeof(T)));
+  defaults.struct_size = sizeof(T);
+  return KB_OK;
+}
+
+// kb_benchmark_options as version 1 had it (up to required_matched_ratio).
+inline constexpr std::size_t kBenchmarkOptionsV1Size =
+    offsetof(kb_benchmark_options, required_matched_ratio) + sizeof(double);
 
 }  // namespace kb::capi
 

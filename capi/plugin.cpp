@@ -102,9 +102,13 @@ KB_API kb_status kb_plugin_benchmark_run(kb_context* ctx, kb_plugin* plugin, con
   KB_CAPI_REQUIRE(solution);
   KB_CAPI_REQUIRE(def);
   KB_CAPI_REQUIRE(workload);
-  kb_benchmark_options defaults = KB_BENCHMARK_OPTIONS_INIT;
-  if (opts) KB_CAPI_REQUIRE_STRUCT(opts, kb_benchmark_options, "KB_BENCHMARK_OPTIONS_INIT");
-  else opts = &defaults;
+  kb_benchmark_options read = KB_BENCHMARK_OPTIONS_INIT;
+  if (opts) {
+    kb_status s = kb::capi::read_grown_struct(__func__, "opts", opts, kb::capi::kBenchmarkOptionsV1Size,
+                                              "KB_BENCHMARK_OPTIONS_INIT", read);
+    if (s != KB_OK) return s;
+  }
+  opts = &read;
   return kb::capi::guarded(__func__, [&]() -> kb_status {
     const kb::Definition& d = def->def;
     const kb::Workload& w = workload->workload;
@@ -112,6 +116,8 @@ KB_API kb_status kb_plugin_benchmark_run(kb_context* ctx, kb_plugin* plugin, con
     for (const auto& i : plugin->impls)
       if (i.name == solution) impl = &i;
     if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_plugin_benchmark_run: the plugin has no solution \"{}\"", solution));
+    if (opts->cupti)  // CUPTI records kernels in this process; outside solutions run in kb-worker
+      return fail(KB_ERROR_UNSUPPORTED, "kb_plugin_benchmark_run: opts->cupti: CUPTI timing covers in-process solutions only");
     if (auto why = impl->supports(d); !why.empty())
       return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_plugin_benchmark_run: {} {}", impl->name, why));
     kb::Diagnostics diags;

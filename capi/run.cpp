@@ -158,9 +158,13 @@ KB_API kb_status kb_benchmark_run(kb_context* ctx, const kb_definition* def, con
   KB_CAPI_REQUIRE(def);
   KB_CAPI_REQUIRE(workload);
   KB_CAPI_REQUIRE(solution);
-  kb_benchmark_options defaults = KB_BENCHMARK_OPTIONS_INIT;
-  if (opts) KB_CAPI_REQUIRE_STRUCT(opts, kb_benchmark_options, "KB_BENCHMARK_OPTIONS_INIT");
-  else opts = &defaults;
+  kb_benchmark_options read = KB_BENCHMARK_OPTIONS_INIT;
+  if (opts) {
+    kb_status s = kb::capi::read_grown_struct(__func__, "opts", opts, kb::capi::kBenchmarkOptionsV1Size,
+                                              "KB_BENCHMARK_OPTIONS_INIT", read);
+    if (s != KB_OK) return s;
+  }
+  opts = &read;
   return kb::capi::guarded(__func__, [&]() -> kb_status {
     const kb::Definition& d = def->def;
     const kb::Workload& w = workload->workload;
@@ -182,6 +186,7 @@ KB_API kb_status kb_benchmark_run(kb_context* ctx, const kb_definition* def, con
     if (opts->atol >= 0) bo.tolerances.atol = opts->atol;
     if (opts->rtol >= 0) bo.tolerances.rtol = opts->rtol;
     if (opts->required_matched_ratio >= 0) bo.tolerances.required_matched_ratio = opts->required_matched_ratio;
+    bo.cupti = opts->cupti != 0;
     auto r = kb::evaluate(d, w, *impl, bo);
     if (!r) return fail(r.error());
     auto h = std::make_unique<kb_result>();

@@ -45,7 +45,10 @@
  *   Structs that cross the ABI start with `size_t struct_size`. Initialize each with its KB_..._INIT
  *   macro (or set struct_size = sizeof(the struct)). kb reads or fills only the fields of the
  *   version it was built with, so a caller compiled against a newer, larger struct keeps working;
- *   a struct_size smaller than the version-1 size is rejected with KB_ERROR_INVALID_ARGUMENT.
+ *   an input struct that grew (fields marked "added after version 1") is read only as far as the
+ *   caller's struct_size reaches, the rest taking their defaults, so a caller compiled against an
+ *   older header keeps working too; a struct_size smaller than the version-1 size is rejected
+ *   with KB_ERROR_INVALID_ARGUMENT.
  *
  *   Threads. Every function may be called from any thread. Handles are immutable once created:
  *   any number of threads may use the same kb_context, kb_definition, kb_workload, kb_solution or
@@ -601,9 +604,15 @@ typedef struct kb_benchmark_options {
   double atol;                 /* tolerances; a negative value keeps kb's policy (1e-2, 1e-2, 1.0; */
   double rtol;                 /*   0.95 matched ratio for moe) */
   double required_matched_ratio;
+  /* Added after version 1 of this struct: a caller whose struct_size ends before a field gets
+   * that field's default. */
+  int cupti;                   /* CUDA solutions: also time the kernels alone from CUPTI's records
+                                * (the trace's evaluation.performance.extra gains cupti_kernel_ms,
+                                * or `cupti` with the reason it could not record) (default 0).
+                                * kb_plugin_benchmark_run rejects it: KB_ERROR_UNSUPPORTED */
 } kb_benchmark_options;
 
-#define KB_BENCHMARK_OPTIONS_INIT {sizeof(kb_benchmark_options), 3, 27490, 1, NULL, -1.0, -1.0, -1.0}
+#define KB_BENCHMARK_OPTIONS_INIT {sizeof(kb_benchmark_options), 3, 27490, 1, NULL, -1.0, -1.0, -1.0, 0}
 
 /* Runs one workload through kb's harness with solution `solution`: inputs materialized from the
  * workload (seeded), the solution judged against kb's oracle over `trials` trials with outputs

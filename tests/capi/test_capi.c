@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -999,6 +1000,20 @@ static void test_running(kb_context* ctx) {
       kb_result_destroy(res);
       res = NULL;
     }
+    /* A caller built against version 1 of kb_benchmark_options (struct_size ends at
+     * required_matched_ratio, before cupti) still runs; one byte shorter is refused. */
+    opts.struct_size = offsetof(kb_benchmark_options, required_matched_ratio) + sizeof(double);
+    EXPECT_OK(kb_benchmark_run(ctx, def, wl, "kb_cpu_silu_and_mul", &opts, &res));
+    if (res) {
+      CHECK(strstr(kb_result_json(res), "\"status\":\"PASSED\"") != NULL);
+      kb_result_destroy(res);
+      res = NULL;
+    }
+    opts.struct_size -= 1;
+    EXPECT_FAIL(kb_benchmark_run(ctx, def, wl, "kb_cpu_silu_and_mul", &opts, &res), KB_ERROR_INVALID_ARGUMENT,
+                "must be at least");
+    CHECK(res == NULL);
+    opts.struct_size = sizeof opts;
     CHECK(kb_benchmark_run(ctx, def, wl, "no_such_solution", &opts, &res) == KB_ERROR_NOT_FOUND);
     CHECK(res == NULL);
     CHECK(strstr(kb_last_error(), "no solution \"no_such_solution\"") != NULL);

@@ -58,6 +58,13 @@ int main(int argc, char** argv) {
   CHECK(kb_plugin_solution_get(p, 3, &info) == KB_ERROR_INVALID_ARGUMENT);
   CHECK(bench(ctx, p, "example_c_rmsnorm_h64", def, w, NULL) == KB_EVAL_PASSED);
   CHECK(bench(ctx, p, "example_c_rmsnorm_h4096", def, w, NULL) == KB_EVAL_STATUS_FORCE_32BIT); /* other definition */
+  { /* CUPTI timing is for in-process solutions: asked of a plugin, a clear refusal */
+    kb_benchmark_options o = KB_BENCHMARK_OPTIONS_INIT;
+    kb_result* r = NULL;
+    o.cupti = 1;
+    CHECK(kb_plugin_benchmark_run(ctx, p, "example_c_rmsnorm_h64", def, w, &o, &r) == KB_ERROR_UNSUPPORTED);
+    CHECK(r == NULL && strstr(kb_last_error(), "opts->cupti") != NULL);
+  }
   kb_plugin_destroy(p);
   p = NULL;
 
