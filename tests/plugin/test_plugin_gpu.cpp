@@ -183,16 +183,16 @@ int main(int argc, char** argv) {
   };
 
   // Outside solutions, in kb-worker.
-  expect("hostile_cuda_good", timed, "PASSED", "rotations re-checked after timing");
+  (void)expect("hostile_cuda_good", timed, "PASSED", "rotations re-checked after timing");
   pid_t before = (*plugin)->worker->pid();
-  expect("hostile_cuda_kernel_hang", untimed, "TIMEOUT", "was killed");
+  (void)expect("hostile_cuda_kernel_hang", untimed, "TIMEOUT", "was killed");
   check((*plugin)->worker->pid() != before, "the hung worker was replaced");
-  expect("hostile_cuda_good", untimed, "PASSED", nullptr);
-  expect("hostile_cuda_illegal_address", untimed, "RUNTIME_ERROR", "cudaErrorIllegalAddress");
-  expect("hostile_cuda_good", untimed, "PASSED", nullptr);
-  expect("hostile_cuda_write_past_output", untimed, "RUNTIME_ERROR", "wrote outside output");
-  expect("hostile_cuda_stale", timed, "INCORRECT_NUMERICAL", nullptr);
-  expect("hostile_cuda_other_stream", untimed, "RUNTIME_ERROR", "stream other than");
+  (void)expect("hostile_cuda_good", untimed, "PASSED", nullptr);
+  (void)expect("hostile_cuda_illegal_address", untimed, "RUNTIME_ERROR", "cudaErrorIllegalAddress");
+  (void)expect("hostile_cuda_good", untimed, "PASSED", nullptr);
+  (void)expect("hostile_cuda_write_past_output", untimed, "RUNTIME_ERROR", "wrote outside output");
+  (void)expect("hostile_cuda_stale", timed, "INCORRECT_NUMERICAL", nullptr);
+  (void)expect("hostile_cuda_other_stream", untimed, "RUNTIME_ERROR", "stream other than");
   auto good = expect("hostile_cuda_good", timed, "PASSED", "stream check: outputs untouched");
   if (good && good->evaluation.performance) {
     const auto& extra = good->evaluation.performance->extra.value_or("");
