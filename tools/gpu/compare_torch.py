@@ -67,7 +67,9 @@ p.add_argument("--torch-after", action="store_true",
                     "compute-bound shapes drift with the clock over a run (s11: M = 8192 rows moved 9%% between "
                     "runs), and one torch pass before kb puts all of that drift on one side")
 p.add_argument("--cupti", action="store_true",
-               help="pass --cupti to kb bench: each kb row also gets its kernels' own time from CUPTI (kb CUPTI ms)")
+               help="pass --cupti to kb bench: each kb row also gets its kernels' own time from CUPTI (kb CUPTI ms); "
+                    "torch's kernels are timed the same way through torch.profiler (torch CUPTI ms), and the two "
+                    "give a kernels-only ratio")
 p.add_argument("--merge", nargs="+", metavar="JSON", help="join these benchmark.json files into --out; no GPU")
 args = p.parse_args()
 
@@ -89,6 +91,11 @@ def same_size_pct(r):
     return f"{100 * r['bytes'] / (r['kb_ms'] * 1e-3) / 1e9 / c:.0f}%"
 
 
+def cupti_ratio(r):
+    kb_k, torch_k = r.get("kb_cupti_ms"), r.get("torch_cupti_ms")
+    return kb_k / torch_k if kb_k and torch_k else None
+
+
 def write_outputs(meta, rows, parts=None):
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "benchmark.json"), "w") as fh:
@@ -97,7 +104,9 @@ def write_outputs(meta, rows, parts=None):
     lines = [f"# kb vs PyTorch on {metas[0]['device']}", ""]
     for m in metas:
         lines.append(f"torch {m['torch']}; copy bandwidth (torch, 1 GiB D2D, read+write) {m['copy_bandwidth_gbs']:.0f} "
-                     f"GB/s; empty kernel {m['empty_kernel_ms'] * 1000:.1f} us; families done: "
+                     f"GB/s; empty kernel {m['empty_kernel_ms'] * 1000:.1f} us"
+                     + (f" ({m['empty_kernel_cupti_ms'] * 1000:.2f} us by CUPTI)" if m.get("empty_kernel_cupti_ms") else "")
+                     + "; families done: "
                      f"{', '.join(m['families_done']) or 'none'}"
                      + (f"; not finished: {', '.join(m['families_cut'])}" if m.get("families_cut") else "")
                      + (f"; definitions shard {m['shard']}" if m.get("shard", "1/1") != "1/1" else "")
@@ -108,7 +117,9 @@ def write_outputs(meta, rows, parts=None):
               + ("torch ms is the mean of torch timed before and after kb (--torch-after; both in a column at the end). "
                  if bracketed else "")
               + ("kb CUPTI ms: kb's kernels alone, from CUPTI's records of the GPU's start and end of each kernel "
-                 "(kb bench --cupti), where the other columns hold CUDA events. " if cupti else "") +
+                 "(kb bench --cupti), where the other columns hold CUDA events; torch CUPTI ms: torch's the same way "
+                 "(torch.profiler's kernel records, cold calls queued behind a spin kernel); CUPTI ratio: kb / torch "
+                 "of these, kernels against kernels, launch overhead left out. " if cupti else "") +
               "All kb rows were judged against kb's oracle in the same run. "
               "kb / empty: kb's latency over an empty kernel's, both timed by kb in the same process "
               "(graph replay, L2 flushed): how far a launch is above the launch floor; kb / 1-read: the same over a "
@@ -118,9 +129,9 @@ def write_outputs(meta, rows, parts=None):
               "launch and L2 state included.", "",
               "| definition | batch | solution | status | kb ms | torch ms | baseline | ratio | kb % copy BW | kb / empty "
               "| kb / 1-read | kb % same-size copy |" + (" torch ms before / after |" if bracketed else "")
-              + (" kb CUPTI ms |" if cupti else ""),
+              + (" kb CUPTI ms | torch CUPTI ms | CUPTI ratio |" if cupti else ""),
               "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
-              + (" ---: |" if bracketed else "") + (" ---: |" if cupti else "")]
+              + (" ---: |" if bracketed else "") + (" ---: | ---: | ---: |" if cupti else "")]
     for r in sorted(rows, key=lambda r: (r["definition"], r["value"], r["solution"])):
         frac = r["kb_fraction_of_copy_bw"]
         lines.append(f"| {r['definition']} | {r['value']} | {r['solution']} | {r['status']} | {fmt_num(r['kb_ms'])} | "
@@ -128,7 +139,8 @@ def write_outputs(meta, rows, parts=None):
                      f"{'-' if frac is None else f'{100 * frac:.0f}%'} | {fmt_num(r.get('kb_over_empty_kernel'), 2)} | "
                      f"{fmt_num(r.get('kb_over_one_read_kernel'), 2)} | {same_size_pct(r)} |"
                      + (f" {fmt_num(r.get('torch_ms_before'))} / {fmt_num(r.get('torch_ms_after'))} |" if bracketed else "")
-                     + (f" {fmt_num(r.get('kb_cupti_ms'))} |" if cupti else ""))
+                     + (f" {fmt_num(r.get('kb_cupti_ms'))} | {fmt_num(r.get('torch_cupti_ms'))} | "
+                        f"{fmt_num(cupti_ratio(r), 3)} |" if cupti else ""))
     with open(os.path.join(args.out, "benchmark.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     return lines
@@ -176,7 +188,7 @@ import torch  # noqa: E402 (not needed by --merge)
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_timing import time_like_kb  # noqa: E402 (kb's timing procedure, for torch)
+from torch_timing import kernel_span_ms, time_like_kb  # noqa: E402 (kb's timing procedure, for torch)
 
 dev = torch.device("cuda")
 props = torch.cuda.get_device_properties(0)
@@ -184,9 +196,20 @@ L2 = getattr(props, "L2_cache_size", 50 << 20)
 flush_buf = torch.empty(2 * L2, dtype=torch.uint8, device=dev)
 
 
-def time_torch(fn, **_):
-    """Median ms of fn() over cold samples, timed as kb times its kernels (torch_timing.py)."""
-    return time_like_kb(fn, flush_buf, max_time_s=1.5)
+kernel_ms_of_case = None  # --cupti: time_torch_cases points this at the case being timed
+
+
+def time_torch(fn, kernels=False, **_):
+    """Median ms of fn() over cold samples, timed as kb times its kernels (torch_timing.py). kernels=True (the
+    op itself, not a side measurement): with --cupti, also its kernels alone, kept for the case."""
+    global kernel_ms_of_case
+    ms = time_like_kb(fn, flush_buf, max_time_s=1.5)
+    if kernels and args.cupti and kernel_ms_of_case is not None:
+        try:
+            kernel_ms_of_case = kernel_span_ms(fn, flush_buf)
+        except Exception as e:  # the profiler's trouble costs the column, not the run
+            kernel_ms_of_case = (None, f"torch.profiler: {e}")
+    return ms
 
 
 def copy_bandwidth_gbs():
@@ -269,7 +292,7 @@ def torch_case(d, axis, v):
         dt = torch_dtype[d["inputs"]["A"]["dtype"]]
         A = torch.randn(v, ax["K"], dtype=dt, device=dev)
         B = torch.randn(ax["N"], ax["K"], dtype=dt, device=dev)
-        ms = time_torch(lambda: torch.matmul(A, B.T))
+        ms = time_torch(lambda: torch.matmul(A, B.T), kernels=True)
         if v <= 16:  # decode: what a plain copy moving as many bytes as the weight reaches, timed the same way
             half = B.flatten()[: B.numel() // 2]
             B2 = torch.empty_like(half)
@@ -284,25 +307,34 @@ def torch_case(d, axis, v):
         eps = 1e-6 if "EPS = 1e-6" in d["reference"] else 1e-5
         if "residual" in d["inputs"]:
             res = torch.randn_like(x)
-            ms = time_torch(lambda: F.rms_norm(x + res, (h,), w, eps))
+            ms = time_torch(lambda: F.rms_norm(x + res, (h,), w, eps), kernels=True)
             return ms, 3 * x.numel() * 2 + h * 2, 0, "F.rms_norm(x + r)"  # read x and r, write out
-        ms = time_torch(lambda: F.rms_norm(x, (h,), w, eps))
+        ms = time_torch(lambda: F.rms_norm(x, (h,), w, eps), kernels=True)
         return ms, 2 * x.numel() * 2 + h * 2, 0, "F.rms_norm"
     i = ax["intermediate_size"]  # silu_and_mul
     x = torch.randn(v, 2 * i, dtype=torch.bfloat16, device=dev)
-    ms = time_torch(lambda: F.silu(x[:, :i]) * x[:, i:])
+    ms = time_torch(lambda: F.silu(x[:, :i]) * x[:, i:], kernels=True)
     return ms, 3 * v * i * 2, 0, "F.silu(x1) * x2"
 
 
-def time_torch_cases(cases):
-    """{(definition, value): torch_case(...)}, logged per definition."""
+torch_kernel_ms = {}  # --cupti: (definition, value) -> (median ms, kernels a call) or (None, reason)
+
+
+def time_torch_cases(cases, kernels=False):
+    """{(definition, value): torch_case(...)}, logged per definition; kernels=True (--cupti): also each op's
+    kernels alone, into torch_kernel_ms."""
+    global kernel_ms_of_case
     out, t, current = {}, time.time(), None
     for d, axis, v in cases:
         if current not in (None, d["name"]):
             log(f"torch {current}: done ({time.time() - t:.1f} s)")
             t = time.time()
         current = d["name"]
+        kernel_ms_of_case = (None, "not measured") if kernels else None
         out[(d["name"], v)] = torch_case(d, axis, v)
+        if kernels:
+            torch_kernel_ms[(d["name"], v)] = kernel_ms_of_case
+        kernel_ms_of_case = None
     if current:
         log(f"torch {current}: done ({time.time() - t:.1f} s)")
     torch.cuda.empty_cache()  # leave the device memory to kb
@@ -394,9 +426,14 @@ def run_kb(name, cases, solutions):
 log(f"families {','.join(families)}, shard {args.shard}" + (f", time limit {args.time_limit:.0f} s" if deadline else ""))
 bw = copy_bandwidth_gbs()
 empty_ms = time_torch(lambda: torch.cuda._sleep(0))
-log(f"copy bandwidth {bw:.0f} GB/s, empty kernel {empty_ms * 1000:.1f} us")
+try:
+    empty_cupti = kernel_span_ms(lambda: torch.cuda._sleep(0), flush_buf) if args.cupti else (None, None)
+except Exception as e:
+    empty_cupti = (None, f"torch.profiler: {e}")
+log(f"copy bandwidth {bw:.0f} GB/s, empty kernel {empty_ms * 1000:.1f} us"
+    + (f" (kernel alone, CUPTI: {empty_cupti[0] * 1000:.2f} us)" if empty_cupti[0] else ""))
 meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_bandwidth_gbs": bw,
-        "empty_kernel_ms": empty_ms, "l2_bytes": L2, "families_requested": families, "families_done": [],
+        "empty_kernel_ms": empty_ms, "empty_kernel_cupti_ms": empty_cupti[0], "l2_bytes": L2, "families_requested": families, "families_done": [],
         "families_cut": [], "shard": args.shard, "elapsed_s": 0.0}
 rows = []
 try:
@@ -409,7 +446,7 @@ try:
                 kb, ran = {}, False
                 torch_ms = {}
             else:
-                torch_ms = time_torch_cases(cases)
+                torch_ms = time_torch_cases(cases, kernels=args.cupti)
                 kb, ran = run_kb(name, cases, solutions)
                 finished &= ran
                 # torch bracketing kb: the same shapes again, so drift falls on both sides
@@ -429,6 +466,9 @@ try:
                                  "kb_fraction_of_copy_bw": (nbytes / (lat * 1e-3) / 1e9 / bw) if lat and nbytes else None,
                                  "kb_copy_bw_gbs": extra.get("copy_bandwidth_gbs"), "graph": extra.get("graph"),
                                  "kb_cupti_ms": extra.get("cupti_kernel_ms"),
+                                 "torch_cupti_ms": torch_kernel_ms.get((d["name"], v), (None,))[0],
+                                 "torch_cupti_note": None if torch_kernel_ms.get((d["name"], v), (None,))[0]
+                                 else torch_kernel_ms.get((d["name"], v), (None, None))[1],
                                  "kb_empty_kernel_ms": extra.get("empty_kernel_ms"),
                                  "same_size_copy_gbs": same_size_copy.get((d["name"], v)),
                                  "kb_one_read_kernel_ms": extra.get("one_read_kernel_ms"),

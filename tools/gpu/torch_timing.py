@@ -56,3 +56,53 @@ def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error
                 or len(samples) >= max_samples or time.perf_counter() - start >= max_time_s):
             break
     return statistics.median(samples)
+
+
+def kernel_span_ms(fn, flush_buf, samples=PER_BATCH):
+    """fn()'s kernels alone: the median over cold calls of the span from the first kernel's start to the last
+    kernel's end, from the CUDA profiler's kernel records (CUPTI, through torch.profiler), as kb bench --cupti
+    times kb's. The calls are queued behind the spin kernel, so the GPU runs each call's kernels back to back
+    (no host launch gap inside a span). Returns (median ms, kernels a call), or (None, reason)."""
+    import json
+    import os
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+
+    def kernels_of(work):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            work()
+            torch.cuda.synchronize()
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as fh:
+                events = json.load(fh).get("traceEvents", [])
+        finally:
+            os.unlink(path)
+        return sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
+
+    for _ in range(3):
+        fn()
+    flush_names = {e["name"] for e in kernels_of(lambda: flush_buf.fill_(1))}
+    if not flush_names:
+        return None, "the profiler recorded no kernel for the L2 flush"
+
+    def work():
+        torch.cuda._sleep(HOLD_CYCLES)
+        for k in range(samples):
+            flush_buf.fill_(k & 0xFF)
+            fn()
+
+    spans, per_call, current, started = [], 0, [], False
+    for e in kernels_of(work) + [None]:
+        if e is None or e["name"] in flush_names:  # a flush ends the call before it
+            if started and current:
+                spans.append((max(float(k["ts"]) + float(k["dur"]) for k in current) - float(current[0]["ts"])) * 1e-3)
+                per_call = max(per_call, len(current))
+            current, started = [], True
+        elif started:
+            current.append(e)
+    if len(spans) != samples:
+        return None, f"{len(spans)} calls found in the profile for {samples} (a call's own kernel named like the flush?)"
+    return statistics.median(spans), per_call
