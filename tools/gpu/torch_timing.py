@@ -20,6 +20,8 @@ import time
 
 import torch
 
+from kernel_spans import median_call_ms
+
 WARMUP_MS = 10.0
 PER_BATCH = 16
 HOLD_CYCLES = 3_000_000  # ~1.5 ms at boost clock: enough to queue one batch from Python
@@ -94,15 +96,4 @@ def kernel_span_ms(fn, flush_buf, samples=PER_BATCH):
             flush_buf.fill_(k & 0xFF)
             fn()
 
-    spans, per_call, current, started = [], 0, [], False
-    for e in kernels_of(work) + [None]:
-        if e is None or e["name"] in flush_names:  # a flush ends the call before it
-            if started and current:
-                spans.append((max(float(k["ts"]) + float(k["dur"]) for k in current) - float(current[0]["ts"])) * 1e-3)
-                per_call = max(per_call, len(current))
-            current, started = [], True
-        elif started:
-            current.append(e)
-    if len(spans) != samples:
-        return None, f"{len(spans)} calls found in the profile for {samples} (a call's own kernel named like the flush?)"
-    return statistics.median(spans), per_call
+    return median_call_ms(kernels_of(work), flush_names, samples)

@@ -1,0 +1,58 @@
+"""The GPU machine's Python tools, on the parts that need no GPU: how a profiler's kernel records are cut into
+calls (tools/gpu/kernel_spans.py), and compare_torch.py --merge on committed H100 results (its tables, the
+kernels-only ratio). usage: test_gpu_tools.py SOURCE_ROOT"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+root = sys.argv[1]
+sys.path.insert(0, os.path.join(root, "tools", "gpu"))
+from kernel_spans import call_spans_ms, median_call_ms  # noqa: E402
+
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print(("ok   " if ok else "FAIL ") + what)
+    failures += not ok
+
+
+def k(name, ts, dur):
+    return {"name": name, "ts": ts, "dur": dur}
+
+
+# A spin kernel holding the queue, then three calls, each behind a flush; the second call runs two kernels with a
+# gap between them (the gap is the call's own: it counts), records arrive out of order.
+trace = [k("spin", 0.0, 1500.0), k("fill", 1500.0, 30.0), k("gemm", 1531.0, 10.0),
+         k("fill", 1542.0, 30.0), k("gemm", 1573.0, 10.0), k("reduce", 1585.5, 2.5),
+         k("fill", 1589.0, 30.0), k("gemm", 1620.0, 12.0)]
+spans, per_call = call_spans_ms(list(reversed(trace)), {"fill"})
+check([round(s * 1e3, 3) for s in spans] == [10.0, 15.0, 12.0], f"three calls cut at the flushes: {spans}")
+check(per_call == 2, f"the most kernels one call ran: {per_call}")
+check(median_call_ms(trace, {"fill"}, 3) == (0.012, 2), "median of the three calls: 12 us")
+ms, why = median_call_ms(trace, {"fill"}, 4)
+check(ms is None and "3 calls found" in why, f"a count that does not match is refused: {why}")
+check(call_spans_ms(trace, {"gemm"})[0] != spans, "a different flush name cuts differently (the test can tell)")
+
+# compare_torch.py --merge on committed results (no torch needed)
+bench = os.path.join(root, "benchmarks", "h100-2026-11-27-s13")
+with tempfile.TemporaryDirectory() as out:
+    r = subprocess.run([sys.executable, os.path.join(root, "tools", "gpu", "compare_torch.py"), "--merge",
+                        os.path.join(bench, "kernels_vs_kernels.json"), "--out", out],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"compare_torch.py --merge: exit {r.returncode} {r.stderr[-300:]}")
+    if r.returncode == 0:
+        md = open(os.path.join(out, "benchmark.md")).read()
+        merged = json.load(open(os.path.join(out, "benchmark.json")))
+        rows = [l for l in md.splitlines() if l.startswith("| gemm_n4096_k4096 | 1 | kb_cuda_gemm |")]
+        check(len(rows) == 1 and rows[0].rstrip(" |").endswith("0.752"),
+              f"the kernels-only ratio of 4096^2 M = 1: {rows}")
+        check("(0.91 us by CUPTI)" in md, "the empty kernel's CUPTI time in the header")
+        check(len(merged["rows"]) == len(json.load(open(os.path.join(bench, "kernels_vs_kernels.json")))["rows"]),
+              "every row kept")
+
+print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
+sys.exit(1 if failures else 0)
