@@ -54,6 +54,10 @@ struct kb_result {
   std::string json;
 };
 
+namespace kb {
+struct BenchOptions;
+}
+
 namespace kb::capi {
 
 // Records `message` (made one line) as this thread's last error; returns status.
@@ -112,6 +116,10 @@ kb_status read_grown_struct(const char* function, const char* arg, const T* in, 
 // kb_benchmark_options as version 1 had it (up to required_matched_ratio).
 inline constexpr std::size_t kBenchmarkOptionsV1Size =
     offsetof(kb_benchmark_options, required_matched_ratio) + sizeof(double);
+
+// The caller's kb_benchmark_options (nullable: the defaults), read as far as
+// its struct_size reaches, as kb's BenchOptions (run.cpp).
+kb_status read_benchmark_options(const char* function, const kb_benchmark_options* opts, BenchOptions& out);
 
 }  // namespace kb::capi
 

@@ -102,21 +102,16 @@ KB_API kb_status kb_plugin_benchmark_run(kb_context* ctx, kb_plugin* plugin, con
   KB_CAPI_REQUIRE(solution);
   KB_CAPI_REQUIRE(def);
   KB_CAPI_REQUIRE(workload);
-  kb_benchmark_options read = KB_BENCHMARK_OPTIONS_INIT;
-  if (opts) {
-    kb_status s = kb::capi::read_grown_struct(__func__, "opts", opts, kb::capi::kBenchmarkOptionsV1Size,
-                                              "KB_BENCHMARK_OPTIONS_INIT", read);
-    if (s != KB_OK) return s;
-  }
-  opts = &read;
   return kb::capi::guarded(__func__, [&]() -> kb_status {
+    kb::BenchOptions bo;
+    if (kb_status s = kb::capi::read_benchmark_options("kb_plugin_benchmark_run", opts, bo); s != KB_OK) return s;
     const kb::Definition& d = def->def;
     const kb::Workload& w = workload->workload;
     const kb::Implementation* impl = nullptr;
     for (const auto& i : plugin->impls)
       if (i.name == solution) impl = &i;
     if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_plugin_benchmark_run: the plugin has no solution \"{}\"", solution));
-    if (opts->cupti)  // CUPTI records kernels in this process; outside solutions run in kb-worker
+    if (bo.cupti)  // CUPTI records kernels in this process; outside solutions run in kb-worker
       return fail(KB_ERROR_UNSUPPORTED, "kb_plugin_benchmark_run: opts->cupti: CUPTI timing covers in-process solutions only");
     if (auto why = impl->supports(d); !why.empty())
       return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_plugin_benchmark_run: {} {}", impl->name, why));
@@ -124,17 +119,9 @@ KB_API kb_status kb_plugin_benchmark_run(kb_context* ctx, kb_plugin* plugin, con
     kb::CheckContext cc;
     cc.origin = "<workload>";
     cc.path = "workload";
-    if (opts->dataset_root) cc.dataset_root = opts->dataset_root;
+    cc.dataset_root = bo.dataset_root;
     kb::validate_workload_against(w, d, cc, diags);
     if (diags.has_errors()) return fail(KB_ERROR_INVALID_ARGUMENT, "kb_plugin_benchmark_run: " + diags.first_error());
-    kb::BenchOptions bo;
-    bo.trials = opts->trials > 0 ? opts->trials : 1;
-    bo.seed = opts->seed;
-    bo.time = opts->time != 0;
-    if (opts->dataset_root) bo.dataset_root = opts->dataset_root;
-    if (opts->atol >= 0) bo.tolerances.atol = opts->atol;
-    if (opts->rtol >= 0) bo.tolerances.rtol = opts->rtol;
-    if (opts->required_matched_ratio >= 0) bo.tolerances.required_matched_ratio = opts->required_matched_ratio;
     auto r = kb::plugin::evaluate(d, w, *impl, bo);
     if (!r) return fail(r.error());
     auto h = std::make_unique<kb_result>();

@@ -56,6 +56,28 @@ kb::ScalarValue scalar_of(const kb::TensorSpec& spec, const DLTensor* t) {
 
 }  // namespace
 
+namespace kb::capi {
+
+kb_status read_benchmark_options(const char* function, const kb_benchmark_options* opts, BenchOptions& out) {
+  kb_benchmark_options o = KB_BENCHMARK_OPTIONS_INIT;
+  if (opts) {
+    if (kb_status s = read_grown_struct(function, "opts", opts, kBenchmarkOptionsV1Size, "KB_BENCHMARK_OPTIONS_INIT", o);
+        s != KB_OK)
+      return s;
+  }
+  out.trials = o.trials > 0 ? o.trials : 1;
+  out.seed = o.seed;
+  out.time = o.time != 0;
+  if (o.dataset_root) out.dataset_root = o.dataset_root;
+  if (o.atol >= 0) out.tolerances.atol = o.atol;
+  if (o.rtol >= 0) out.tolerances.rtol = o.rtol;
+  if (o.required_matched_ratio >= 0) out.tolerances.required_matched_ratio = o.required_matched_ratio;
+  out.cupti = o.cupti != 0;
+  return KB_OK;
+}
+
+}  // namespace kb::capi
+
 extern "C" {
 
 KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, const char* solution,
@@ -158,35 +180,21 @@ KB_API kb_status kb_benchmark_run(kb_context* ctx, const kb_definition* def, con
   KB_CAPI_REQUIRE(def);
   KB_CAPI_REQUIRE(workload);
   KB_CAPI_REQUIRE(solution);
-  kb_benchmark_options read = KB_BENCHMARK_OPTIONS_INIT;
-  if (opts) {
-    kb_status s = kb::capi::read_grown_struct(__func__, "opts", opts, kb::capi::kBenchmarkOptionsV1Size,
-                                              "KB_BENCHMARK_OPTIONS_INIT", read);
-    if (s != KB_OK) return s;
-  }
-  opts = &read;
   return kb::capi::guarded(__func__, [&]() -> kb_status {
+    kb::BenchOptions bo;
+    if (kb_status s = kb::capi::read_benchmark_options("kb_benchmark_run", opts, bo); s != KB_OK) return s;
     const kb::Definition& d = def->def;
     const kb::Workload& w = workload->workload;
     kb::Diagnostics diags;
     kb::CheckContext cc;
     cc.origin = "<workload>";
     cc.path = "workload";
-    if (opts->dataset_root) cc.dataset_root = opts->dataset_root;
+    cc.dataset_root = bo.dataset_root;
     kb::validate_workload_against(w, d, cc, diags);
     if (diags.has_errors()) return fail(KB_ERROR_INVALID_ARGUMENT, "kb_benchmark_run: " + diags.first_error());
     kb::Implementation reference;
     const kb::Implementation* impl = find_solution(solution, reference);
     if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_benchmark_run: no solution \"{}\" (see kb bench --list)", solution));
-    kb::BenchOptions bo;
-    bo.trials = opts->trials > 0 ? opts->trials : 1;
-    bo.seed = opts->seed;
-    bo.time = opts->time != 0;
-    if (opts->dataset_root) bo.dataset_root = opts->dataset_root;
-    if (opts->atol >= 0) bo.tolerances.atol = opts->atol;
-    if (opts->rtol >= 0) bo.tolerances.rtol = opts->rtol;
-    if (opts->required_matched_ratio >= 0) bo.tolerances.required_matched_ratio = opts->required_matched_ratio;
-    bo.cupti = opts->cupti != 0;
     auto r = kb::evaluate(d, w, *impl, bo);
     if (!r) return fail(r.error());
     auto h = std::make_unique<kb_result>();

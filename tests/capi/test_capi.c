@@ -975,6 +975,7 @@ static void test_running(kb_context* ctx) {
   kb_result* res = NULL;
   kb_result_info info = KB_RESULT_INFO_INIT;
   kb_benchmark_options opts = KB_BENCHMARK_OPTIONS_INIT;
+  char needle[160];
   float x[2 * 16], out[2 * 8];
   int64_t xs[2] = {2, 16}, os[2] = {2, 8};
   DLTensor tx, to;
@@ -1010,8 +1011,9 @@ static void test_running(kb_context* ctx) {
       res = NULL;
     }
     opts.struct_size -= 1;
-    EXPECT_FAIL(kb_benchmark_run(ctx, def, wl, "kb_cpu_silu_and_mul", &opts, &res), KB_ERROR_INVALID_ARGUMENT,
-                "must be at least");
+    snprintf(needle, sizeof needle, "kb_benchmark_run: opts->struct_size is %zu but must be at least %zu",
+             opts.struct_size, opts.struct_size + 1);
+    EXPECT_FAIL(kb_benchmark_run(ctx, def, wl, "kb_cpu_silu_and_mul", &opts, &res), KB_ERROR_INVALID_ARGUMENT, needle);
     CHECK(res == NULL);
     opts.struct_size = sizeof opts;
     CHECK(kb_benchmark_run(ctx, def, wl, "no_such_solution", &opts, &res) == KB_ERROR_NOT_FOUND);
