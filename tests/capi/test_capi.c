@@ -921,6 +921,52 @@ static void test_cuda(void) {
   EXPECT_FAIL(kb_cuda_device_get(0, &info), KB_ERROR_INVALID_ARGUMENT, "struct_size");
 }
 
+/* kb_benchmark_run on a CUDA solution with cupti set (a device only): the trace's extra carries CUPTI's kernel
+ * time, or the reason CUPTI could not record; a version-1 struct_size leaves cupti unread (no CUPTI field). */
+static const char SILU_BF16_DEF[] =
+    "{\"name\": \"silu_and_mul_bf16_i64\", \"op_type\": \"silu_and_mul\", \"axes\": {\"T\": {\"type\": \"var\"},"
+    " \"I\": {\"type\": \"const\", \"value\": 64}, \"I2\": {\"type\": \"const\", \"value\": 128}},"
+    " \"inputs\": {\"x\": {\"shape\": [\"T\", \"I2\"], \"dtype\": \"bfloat16\"}},"
+    " \"outputs\": {\"out\": {\"shape\": [\"T\", \"I\"], \"dtype\": \"bfloat16\"}},"
+    " \"reference\": \"def run(x):\\n    return torch.nn.functional.silu(x[..., :64]) * x[..., 64:]\\n\"}";
+
+static void test_cuda_benchmark(kb_context* ctx) {
+  int n = 0;
+  kb_definition* def = NULL;
+  kb_workload* wl = NULL;
+  kb_result* res = NULL;
+  kb_benchmark_options opts = KB_BENCHMARK_OPTIONS_INIT;
+  const char* wl_json = "{\"uuid\": \"w-cuda\", \"axes\": {\"T\": 64}, \"inputs\": {\"x\": {\"type\": \"random\"}}}";
+  if (kb_cuda_device_count(&n) != KB_OK || n < 1) {
+    printf("cuda benchmark: skipped (no CUDA device)\n");
+    return;
+  }
+  EXPECT_OK(kb_definition_load(ctx, SILU_BF16_DEF, strlen(SILU_BF16_DEF), &def));
+  EXPECT_OK(kb_workload_load(ctx, wl_json, strlen(wl_json), &wl));
+  if (!def || !wl) return;
+  opts.trials = 1;
+  opts.cupti = 1;
+  EXPECT_OK(kb_benchmark_run(ctx, def, wl, "kb_cuda_silu_and_mul", &opts, &res));
+  if (res) {
+    const char* json = kb_result_json(res);
+    const int kernel_ms = strstr(json, "cupti_kernel_ms") != NULL;
+    CHECK(strstr(json, "\"status\":\"PASSED\"") != NULL);
+    CHECK(strstr(json, "cupti") != NULL); /* the kernel time, or `cupti` with the reason it could not record */
+    printf("cuda benchmark with cupti: %s\n", kernel_ms ? "CUPTI kernel time recorded" : "CUPTI could not record (reason in the trace)");
+    kb_result_destroy(res);
+    res = NULL;
+  }
+  opts.struct_size = offsetof(kb_benchmark_options, required_matched_ratio) + sizeof(double);
+  EXPECT_OK(kb_benchmark_run(ctx, def, wl, "kb_cuda_silu_and_mul", &opts, &res));
+  if (res) {
+    CHECK(strstr(kb_result_json(res), "\"status\":\"PASSED\"") != NULL);
+    CHECK(strstr(kb_result_json(res), "cupti") == NULL);
+    kb_result_destroy(res);
+  }
+  kb_workload_destroy(wl);
+  kb_definition_destroy(def);
+}
+
 /* ---- threads: the last error is per thread; handles are shared read-only ----------------------- */
 
 typedef struct {
@@ -1087,6 +1133,7 @@ int main(int argc, char** argv) {
   test_results(ctx);
   test_running(ctx);
   test_cuda();
+  test_cuda_benchmark(ctx);
 
   /* a handle outlives its context */
   kb_context_destroy(ctx);
