@@ -73,6 +73,37 @@ class EventPool {
   std::vector<cudaEvent_t> events_;
 };
 
+// Work captured from a stream as a CUDA graph, instantiated (time_gpu's batch
+// of samples, time_kernels_cupti's one call). capture() is false where the
+// work refused capture; the stream is then usable again.
+class GraphExec {
+ public:
+  GraphExec() = default;
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  ~GraphExec() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+  bool capture(const std::function<Status()>& work, cudaStream_t stream) {
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    Status st = work();
+    cudaGraph_t graph = nullptr;
+    cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    bool ok = st.ok() && end == cudaSuccess && graph && cudaGraphInstantiate(&exec_, graph, 0) == cudaSuccess;
+    if (graph) cudaGraphDestroy(graph);
+    if (!ok) exec_ = nullptr;
+    (void)cudaGetLastError();  // a refused capture leaves an error behind; it is not the work's
+    return ok;
+  }
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 }  // namespace
 
 std::string TimingResult::method() const {
@@ -135,23 +166,10 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   };
 
   // Graph mode: capture one batch, replay it.
-  cudaGraphExec_t exec = nullptr;
-  {
-    cudaGraph_t graph = nullptr;
-    bool captured = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
-    capturing = captured;
-    Status st = captured ? enqueue_batch(0) : make_error(Code::cuda_error, "capture refused");
-    capturing = false;
-    cudaError_t end = captured ? cudaStreamEndCapture(stream, &graph) : cudaErrorUnknown;
-    if (st.ok() && end == cudaSuccess && graph &&
-        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
-      r.graph = true;
-    } else {
-      exec = nullptr;
-    }
-    if (graph) cudaGraphDestroy(graph);
-    (void)cudaGetLastError();  // a refused capture leaves an error behind; it is not the work's
-  }
+  GraphExec exec;
+  capturing = true;
+  r.graph = exec.capture([&] { return enqueue_batch(0); }, stream);
+  capturing = false;
   std::vector<int> host_flag_storage;
   volatile int* host_flag = nullptr;
   if (!r.graph) {
@@ -166,7 +184,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   int batch = 0;
   while (true) {
     if (r.graph) {
-      status = check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+      status = check(cudaGraphLaunch(exec.get(), stream), "cudaGraphLaunch");
     } else {
       *host_flag = 0;
       status = check(launch_blocking_kernel(host_flag, stream), "blocking kernel");
@@ -189,7 +207,6 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
                   s.rel_noise / std::sqrt(static_cast<double>(samples.size())) <= opt.target_rel_error;
     if (enough || static_cast<int>(samples.size()) >= opt.max_samples || elapsed >= opt.max_time_s) break;
   }
-  if (exec) cudaGraphExecDestroy(exec);
   if (host_flag) cudaFreeHost(const_cast<int*>(host_flag));
   if (!status.ok()) {
     (void)cudaGetLastError();  // do not leave a non-sticky error for the next caller to find
@@ -209,40 +226,6 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
     r.throttled = std::min(r.sm_clock_mhz_before, r.sm_clock_mhz_after) < 0.9 * r.sm_clock_mhz_max;
   return r;
 }
-
-namespace {
-
-// One call captured as a CUDA graph (time_kernels_cupti). capture() is false
-// where the work refused capture; the stream is then usable again.
-class GraphExec {
- public:
-  GraphExec() = default;
-  GraphExec(const GraphExec&) = delete;
-  GraphExec& operator=(const GraphExec&) = delete;
-  ~GraphExec() {
-    if (exec_) cudaGraphExecDestroy(exec_);
-  }
-  bool capture(const std::function<Status()>& work, cudaStream_t stream) {
-    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    Status st = work();
-    cudaGraph_t graph = nullptr;
-    cudaError_t end = cudaStreamEndCapture(stream, &graph);
-    bool ok = st.ok() && end == cudaSuccess && graph && cudaGraphInstantiate(&exec_, graph, 0) == cudaSuccess;
-    if (graph) cudaGraphDestroy(graph);
-    if (!ok) exec_ = nullptr;
-    (void)cudaGetLastError();  // a refused capture leaves an error behind; it is not the work's
-    return ok;
-  }
-  cudaGraphExec_t get() const { return exec_; }
-
- private:
-  cudaGraphExec_t exec_ = nullptr;
-};
-
-}  // namespace
 
 Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int, void*)>& launch, void* stream_ptr,
                                               int samples, bool flush_l2) {

@@ -55,6 +55,20 @@ static void expect_status(const char* file, int line, kb_status got, kb_status e
 #define EXPECT_OK(call) expect_status(__FILE__, __LINE__, (call), KB_OK, NULL)
 #define EXPECT_FAIL(call, status, needle) expect_status(__FILE__, __LINE__, (call), (status), (needle))
 
+/* kb_benchmark_options as a caller built against version 1 of the header has it: it ends at
+ * required_matched_ratio, before the fields added since (cupti). */
+#define BENCHMARK_OPTIONS_V1_SIZE (offsetof(kb_benchmark_options, required_matched_ratio) + sizeof(double))
+
+/* Checks that a kb_benchmark_run result PASSED and whether its JSON mentions `word` (has_word 1 or 0; word
+ * NULL: not checked), then destroys it. */
+static void check_passed(kb_result** res, const char* word, int has_word) {
+  if (!*res) return;
+  CHECK(strstr(kb_result_json(*res), "\"status\":\"PASSED\"") != NULL);
+  if (word) CHECK((strstr(kb_result_json(*res), word) != NULL) == has_word);
+  kb_result_destroy(*res);
+  *res = NULL;
+}
+
 /* Makes the last error recognizable, so a later check can tell it changed. */
 static void poison_last_error(void) {
   kb_context* ctx = NULL;
@@ -947,22 +961,14 @@ static void test_cuda_benchmark(kb_context* ctx) {
   opts.trials = 1;
   opts.cupti = 1;
   EXPECT_OK(kb_benchmark_run(ctx, def, wl, "kb_cuda_silu_and_mul", &opts, &res));
-  if (res) {
-    const char* json = kb_result_json(res);
-    const int kernel_ms = strstr(json, "cupti_kernel_ms") != NULL;
-    CHECK(strstr(json, "\"status\":\"PASSED\"") != NULL);
-    CHECK(strstr(json, "cupti") != NULL); /* the kernel time, or `cupti` with the reason it could not record */
-    printf("cuda benchmark with cupti: %s\n", kernel_ms ? "CUPTI kernel time recorded" : "CUPTI could not record (reason in the trace)");
-    kb_result_destroy(res);
-    res = NULL;
-  }
-  opts.struct_size = offsetof(kb_benchmark_options, required_matched_ratio) + sizeof(double);
+  if (res)
+    printf("cuda benchmark with cupti: %s\n", strstr(kb_result_json(res), "cupti_kernel_ms")
+                                                  ? "CUPTI kernel time recorded"
+                                                  : "CUPTI could not record (reason in the trace)");
+  check_passed(&res, "cupti", 1); /* the kernel time, or `cupti` with the reason it could not record */
+  opts.struct_size = BENCHMARK_OPTIONS_V1_SIZE;
   EXPECT_OK(kb_benchmark_run(ctx, def, wl, "kb_cuda_silu_and_mul", &opts, &res));
-  if (res) {
-    CHECK(strstr(kb_result_json(res), "\"status\":\"PASSED\"") != NULL);
-    CHECK(strstr(kb_result_json(res), "cupti") == NULL);
-    kb_result_destroy(res);
-  }
+  check_passed(&res, "cupti", 0);
   kb_workload_destroy(wl);
   kb_definition_destroy(def);
 }
@@ -1049,13 +1055,9 @@ static void test_running(kb_context* ctx) {
     }
     /* A caller built against version 1 of kb_benchmark_options (struct_size ends at
      * required_matched_ratio, before cupti) still runs; one byte shorter is refused. */
-    opts.struct_size = offsetof(kb_benchmark_options, required_matched_ratio) + sizeof(double);
+    opts.struct_size = BENCHMARK_OPTIONS_V1_SIZE;
     EXPECT_OK(kb_benchmark_run(ctx, def, wl, "kb_cpu_silu_and_mul", &opts, &res));
-    if (res) {
-      CHECK(strstr(kb_result_json(res), "\"status\":\"PASSED\"") != NULL);
-      kb_result_destroy(res);
-      res = NULL;
-    }
+    check_passed(&res, NULL, 0);
     opts.struct_size -= 1;
     snprintf(needle, sizeof needle, "kb_benchmark_run: opts->struct_size is %zu but must be at least %zu",
              opts.struct_size, opts.struct_size + 1);
