@@ -111,8 +111,6 @@ KB_API kb_status kb_plugin_benchmark_run(kb_context* ctx, kb_plugin* plugin, con
     for (const auto& i : plugin->impls)
       if (i.name == solution) impl = &i;
     if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_plugin_benchmark_run: the plugin has no solution \"{}\"", solution));
-    if (bo.cupti)  // CUPTI records kernels in this process; outside solutions run in kb-worker
-      return fail(KB_ERROR_UNSUPPORTED, "kb_plugin_benchmark_run: opts->cupti: CUPTI timing covers in-process solutions only");
     if (auto why = impl->supports(d); !why.empty())
       return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_plugin_benchmark_run: {} {}", impl->name, why));
     kb::Diagnostics diags;

@@ -609,7 +609,7 @@ typedef struct kb_benchmark_options {
   int cupti;                   /* CUDA solutions: also time the kernels alone from CUPTI's records
                                 * (the trace's evaluation.performance.extra gains cupti_kernel_ms,
                                 * or `cupti` with the reason it could not record) (default 0).
-                                * kb_plugin_benchmark_run rejects it: KB_ERROR_UNSUPPORTED */
+                                * A plugin's CUDA solutions are timed so in kb-worker. */
 } kb_benchmark_options;
 
 #define KB_BENCHMARK_OPTIONS_INIT {sizeof(kb_benchmark_options), 3, 27490, 1, NULL, -1.0, -1.0, -1.0, 0}

@@ -11,6 +11,7 @@
 #include "cuda/runtime.hpp"
 #include "cuda/timing.hpp"
 #include "harness/cost.hpp"
+#include "harness/cupti_report.hpp"
 #include "harness/sampling_judge.hpp"
 #include "harness/torch_reference.hpp"
 #include "inputs/inputs.hpp"
@@ -385,18 +386,9 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     // CUPTI's kernel time beside the events (--cupti): the kernels alone.
     std::string cupti_json;
     if (opt.cupti) {
-      auto kt = cuda::time_kernels_cupti(run_rotated, stream.get());
-      if (kt) {
-        cupti_json = fmt::format(R"(,"cupti_kernel_ms":{},"cupti_min_ms":{},"cupti_max_ms":{},"cupti_samples":{},)"
-                                 R"("cupti_kernels_per_call":{},"cupti_graph":{})",
-                                 kt->median_ms, kt->min_ms, kt->max_ms, kt->samples, kt->kernels_per_call, kt->graph);
-        log += fmt::format("CUPTI kernel time: median {:.6f} ms of {} cold calls ({} kernel(s) a call, {})\n",
-                           kt->median_ms, kt->samples, kt->kernels_per_call,
-                           kt->graph ? "each replayed from a CUDA graph" : "launched directly: host gaps may be inside");
-      } else {
-        cupti_json = fmt::format(R"(,"cupti":{})", json_string(kt.error().message));
-        log += "CUPTI kernel time: not measured: " + kt.error().message + "\n";
-      }
+      CuptiReport cr = cupti_report(cuda::time_kernels_cupti(run_rotated, stream.get()));
+      cupti_json = std::move(cr.extra_fields);
+      log += cr.log_line;
     }
     perf.extra = fmt::format(
         R"({{"timing":"cuda_events","graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},"l2_flushed":true,)"

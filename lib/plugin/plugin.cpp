@@ -11,6 +11,7 @@
 
 #include "cuda/plausible.hpp"
 #include "harness/cost.hpp"
+#include "harness/cupti_report.hpp"
 #include "harness/sampling_judge.hpp"
 #include "inputs/inputs.hpp"
 #include "json/json.hpp"
@@ -249,6 +250,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   worker::EvaluateOptions eo;
   eo.time = opt.time;
   eo.stream_check = impl.device == Device::cuda;
+  eo.cupti = opt.cupti;
   worker::EvaluateResult r;
   {
     std::lock_guard<std::mutex> lock(p.mutex);
@@ -308,6 +310,8 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
         impl.device == Device::cuda
             ? cuda::implausible_speed(cost.bytes, cost.flops, t.median_ms, t.copy_bandwidth_gbs, t.mma_tflops)
             : std::string();
+    CuptiReport cupti;  // --cupti: the kernels alone, timed in the worker
+    if (t.cupti) cupti = cupti_report(*t.cupti);
     Performance perf;
     perf.latency_ms = t.median_ms;
     perf.extra = fmt::format(
@@ -315,7 +319,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
         R"("l2_flushed":{},"input_sets":{},"rotations_checked":{},"stream_check":"{}","sm_clock_mhz":[{},{}],)"
         R"("sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},"copy_bandwidth_gbs":{},)"
         R"("fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},"mma_bf16_tflops":{},"empty_kernel_ms":{},)"
-        R"("one_read_kernel_ms":{},"implausible":{}}})",
+        R"("one_read_kernel_ms":{},"implausible":{}{}}})",
         impl.device == Device::cuda ? "cuda_events" : "wall_clock", t.graph, t.samples, t.min_ms, t.max_ms,
         t.rel_noise, impl.device == Device::cuda, trials, trials,
         r.stream == worker::StreamCheck::same           ? "same_stream"
@@ -324,8 +328,9 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
         t.sm_clock_before, t.sm_clock_after, t.sm_clock_max, t.throttled, cost.bytes, gbs, t.copy_bandwidth_gbs,
         t.copy_bandwidth_gbs > 0 ? gbs / t.copy_bandwidth_gbs : 0, cost.flops,
         seconds > 0 ? cost.flops / seconds / 1e12 : 0, t.mma_tflops, t.empty_kernel_ms, t.one_read_kernel_ms,
-        json_string(implausible));
+        json_string(implausible), cupti.extra_fields);
     ev.performance = perf;
+    log += cupti.log_line;
     log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", trials);
     if (!implausible.empty()) {
       log += "IMPLAUSIBLE speed: " + implausible + "\n";

@@ -29,7 +29,7 @@
 namespace kb::worker {
 
 inline constexpr std::uint32_t kMagic = 0x6b62776bu;  // "kbwk"
-inline constexpr std::uint32_t kProtocolVersion = 3;
+inline constexpr std::uint32_t kProtocolVersion = 4;
 inline constexpr int kControlFd = 3;  // in the worker
 inline constexpr int kShmFd = 4;      // in the worker
 inline constexpr std::size_t kMaxArgs = 64;
@@ -84,7 +84,9 @@ struct ArgDesc {
 };
 
 enum Op : std::uint32_t { kOpRun = 1, kOpEvaluate = 2 };
-enum Flags : std::uint32_t { kFlagTime = 1, kFlagStreamCheck = 2 };
+// kFlagCupti (with kFlagTime): after the event timing, time the kernels alone
+// from CUPTI's records in the worker (kb bench --cupti), cuda::time_kernels_cupti.
+enum Flags : std::uint32_t { kFlagTime = 1, kFlagStreamCheck = 2, kFlagCupti = 4 };
 inline constexpr std::size_t kMaxSets = 64;
 
 struct RunRequest {
@@ -111,6 +113,8 @@ enum RunStatus : std::int32_t {
   kRunWrongDtype = 6,   // the solution changed an output's dtype (INCORRECT_DTYPE)
 };
 
+enum CuptiState : std::uint32_t { kCuptiNotAsked = 0, kCuptiMeasured = 1, kCuptiFailed = 2 };
+
 enum StreamVerdict : std::int32_t { kStreamNotChecked = 0, kStreamSame = 1, kStreamOther = 2, kStreamInconclusive = 3 };
 
 struct RunReply {
@@ -128,6 +132,12 @@ struct RunReply {
   double copy_bandwidth_gbs, mma_tflops;  // measured once per worker (CUDA)
   double empty_kernel_ms, one_read_kernel_ms;  // launch floors, timed as solutions are (CUDA)
   char detail[kMessageBytes];             // the stream check's and the timing's lines for the log
+  // kFlagCupti: CUPTI's kernel time (cuda::KernelTimingResult), or why not.
+  std::uint32_t cupti;  // CuptiState
+  std::uint32_t cupti_graph;
+  std::uint64_t cupti_samples, cupti_kernels_per_call;
+  double cupti_median_ms, cupti_min_ms, cupti_max_ms;
+  char cupti_error[kMessageBytes];  // kCuptiFailed: CUPTI's reason
 };
 
 static_assert(std::is_trivially_copyable_v<LoadReply> && std::is_trivially_copyable_v<SolutionDesc> &&

@@ -603,7 +603,8 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
   req->n_inputs = static_cast<std::uint32_t>(ni);
   req->n_outputs = static_cast<std::uint32_t>(no);
   req->n_sets = static_cast<std::uint32_t>(sets.size());
-  req->flags = (eo.time ? kFlagTime : 0u) | (eo.stream_check ? kFlagStreamCheck : 0u);
+  req->flags = (eo.time ? kFlagTime : 0u) | (eo.stream_check ? kFlagStreamCheck : 0u) |
+               (eo.time && eo.cupti ? kFlagCupti : 0u);
   std::size_t pos = 0;
   std::vector<std::size_t> offsets(ni + no, 0);
   auto place = [&](std::size_t k, std::size_t nbytes) {
@@ -668,7 +669,7 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
   // One limit per checked call, one for the stream check, and one more plus
   // the timing's own caps (and the first measurement of the ceilings).
   double limit = options_.timeout_s * static_cast<double>(sets.size() + (eo.stream_check ? 1 : 0)) +
-                 (eo.time ? options_.timeout_s + 20 : 0);
+                 (eo.time ? options_.timeout_s + 20 : 0) + (eo.time && eo.cupti ? options_.timeout_s : 0);
   auto reply = std::make_unique<RunReply>();
   Wait w = receive(reply.get(), sizeof *reply, now_s() + limit);
   if (w == Wait::timeout) {
@@ -752,6 +753,22 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
     t.mma_tflops = reply->mma_tflops;
     t.empty_kernel_ms = reply->empty_kernel_ms;
     t.one_read_kernel_ms = reply->one_read_kernel_ms;
+    if (reply->cupti == kCuptiMeasured) {
+      cuda::KernelTimingResult k;
+      k.median_ms = reply->cupti_median_ms;
+      k.min_ms = reply->cupti_min_ms;
+      k.max_ms = reply->cupti_max_ms;
+      k.samples = reply->cupti_samples;
+      k.kernels_per_call = reply->cupti_kernels_per_call;
+      k.graph = reply->cupti_graph != 0;
+      t.cupti = k;
+    } else if (reply->cupti == kCuptiFailed) {
+      reply->cupti_error[sizeof reply->cupti_error - 1] = '\0';
+      t.cupti = Result<cuda::KernelTimingResult>(make_error(Code::unsupported, reply->cupti_error));
+    } else if (eo.cupti) {
+      t.cupti = Result<cuda::KernelTimingResult>(
+          make_error(Code::unsupported, "the worker did not time with CUPTI (not a CUDA solution)"));
+    }
     r.timing = t;
   }
   r.call = CallResult{Outcome::ok, {}, reply->call_ms};

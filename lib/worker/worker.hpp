@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "cuda/timing.hpp"
 #include "schema/dtype.hpp"
 #include "schema/model.hpp"
 
@@ -87,6 +88,7 @@ struct SetArgs {
 struct EvaluateOptions {
   bool time = false;
   bool stream_check = false;  // CUDA solutions
+  bool cupti = false;         // with time, CUDA: also the kernels alone from CUPTI's records (kb bench --cupti)
 };
 struct WorkerTiming {
   double median_ms = 0, min_ms = 0, max_ms = 0, rel_noise = 0;
@@ -95,6 +97,8 @@ struct WorkerTiming {
   unsigned sm_clock_before = 0, sm_clock_after = 0, sm_clock_max = 0;
   double copy_bandwidth_gbs = 0, mma_tflops = 0;  // measured by the worker (CUDA)
   double empty_kernel_ms = 0, one_read_kernel_ms = 0;  // launch floors (CUDA), 0 if not measured
+  // EvaluateOptions::cupti: CUPTI's kernel time in the worker, or why it could not record.
+  std::optional<Result<cuda::KernelTimingResult>> cupti;
 };
 enum class StreamCheck { not_checked, same, other, inconclusive };
 struct EvaluateResult {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cupti.hpp"
 #include "cuda/device.hpp"
 #include "harness/harness.hpp"
 #include "kb/kb.h"
@@ -207,6 +208,27 @@ int main(int argc, char** argv) {
     check(empty_ms > 0 && one_read_ms >= empty_ms * 0.9,
           "worker launch floors recorded (empty " + std::to_string(empty_ms) + " ms, one read " +
               std::to_string(one_read_ms) + " ms)");
+  }
+
+  // --cupti on an outside solution: kb-worker times its kernels alone from
+  // CUPTI's records; the span lies inside the events' latency (5% slack for
+  // two medians of different sample sets).
+  {
+    kb::BenchOptions with_cupti = timed;
+    with_cupti.cupti = true;
+    auto r = expect("hostile_cuda_good", with_cupti, "PASSED", "CUPTI kernel time: ");
+    const std::string extra = r && r->evaluation.performance ? r->evaluation.performance->extra.value_or("") : "";
+    const auto at = extra.find("\"cupti_kernel_ms\":");
+    std::string why;
+    if (at == std::string::npos && !kb::cuda::cupti_available(&why)) {
+      std::printf("skipped: CUPTI in the worker (CUPTI cannot record here: %s)\n", why.c_str());
+    } else {
+      const double kernel_ms = at == std::string::npos ? -1 : std::strtod(extra.c_str() + at + 18, nullptr);
+      const double latency_ms = r && r->evaluation.performance ? r->evaluation.performance->latency_ms : 0;
+      check(kernel_ms > 0 && kernel_ms <= latency_ms * 1.05 && extra.find("\"cupti_graph\":true") != std::string::npos,
+            "CUPTI kernel time from the worker: " + std::to_string(kernel_ms) + " ms against the events' " +
+                std::to_string(latency_ms) + " ms | " + extra);
+    }
   }
 
   // A cuda Solution JSON, built with nvcc into the cache, judged in the worker.

@@ -81,11 +81,16 @@ for t in traces(out3):
 
 out2 = os.path.join(tmp, "out2")
 r2 = subprocess.run([kb, "bench", "--plugin", example, "--device", "cuda", "--definitions", "rmsnorm_h4096",
-                     "--solutions", "example_cuda_rmsnorm_h4096", "--out", out2],
+                     "--solutions", "example_cuda_rmsnorm_h4096", "--out", out2, "--cupti"],
                     capture_output=True, text=True, env=env, timeout=600)
 recs = traces(out2)
 check(r2.returncode == 0 and recs and all(t["evaluation"]["status"] == "PASSED" for t in recs),
       f"example CUDA plugin: {r2.stdout[-2000:]} {r2.stderr[-1000:]}")
+# --cupti reaches kb-worker: every timed record carries CUPTI's kernel time, or `cupti` with the reason it could not
+for t in recs:
+    extra = t["evaluation"].get("performance", {}).get("extra", {})
+    check(isinstance(extra.get("cupti_kernel_ms"), float) and 0 < extra["cupti_kernel_ms"] or isinstance(extra.get("cupti"), str),
+          f"--cupti on an outside CUDA solution: {extra}")
 if not failures:
     shutil.rmtree(tmp, ignore_errors=True)
 print("ok" if not failures else f"{len(failures)} failures")
