@@ -20,50 +20,13 @@
 #include <vector>
 
 #include "oracle/oracle.hpp"
+#include "rope_reference.hpp"
 #include "tensor/convert.hpp"
 
 namespace kb::kernels {
 namespace {
 
-enum class Style { neox, gptj };
-
-struct Plan {
-  Style style = Style::neox;
-  bool upcast = true;  // compute in float32 (else in q's dtype)
-};
-
-std::string squeezed(const std::string& s) {
-  std::string out;
-  for (char c : s)
-    if (c != ' ' && c != '\t') out.push_back(c);
-  return out;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return s;
-}
-
 bool float_dtype(DType t) { return t == DType::float32 || t == DType::float16 || t == DType::bfloat16; }
-
-// The layout and compute dtype the reference uses, or why it cannot be told.
-std::string plan_for(const Definition& d, Plan& plan) {
-  std::string r = squeezed(d.reference);
-  std::string rl = lower(r);
-  bool neox = rl.find("neox") != std::string::npos;
-  bool gptj = r.find("[...,::2]") != std::string::npos && r.find("[...,1::2]") != std::string::npos;
-  if (neox == gptj)
-    return neox ? "rope oracle: the reference mentions both NeoX and interleaved (GPT-J) layouts"
-                : "rope oracle: cannot tell the rotation layout from the reference (neither 'neox' nor x[..., ::2] / x[..., 1::2])";
-  plan.style = neox ? Style::neox : Style::gptj;
-  if (r.find("cos_sin_cache[positions]") == std::string::npos)
-    return "rope oracle: the reference does not index cos_sin_cache by positions";
-  if (r.find("chunk(2") == std::string::npos)
-    return "rope oracle: the reference does not split the cache row into cos and sin halves";
-  plan.upcast = r.find("q.to(torch.float32)") != std::string::npos || r.find("q.float()") != std::string::npos;
-  return {};
-}
 
 std::string supports(const Definition& d) {
   if (d.op_type != "rope") return fmt::format("op_type {} is not rope", d.op_type);
@@ -88,8 +51,8 @@ std::string supports(const Definition& d) {
   if (!float_dtype(q.dtype) || !float_dtype(k.dtype) || !float_dtype(cache.dtype))
     return "rope oracle handles float32/float16/bfloat16 q, k and cos_sin_cache";
   if (q.dtype != k.dtype) return "rope oracle: q and k must share a dtype";
-  Plan plan;
-  return plan_for(d, plan);
+  RopeReference ref;
+  return read_rope_reference(d, ref);
 }
 
 // Rounds a float to the compute dtype.
@@ -103,9 +66,9 @@ float round_to(DType t, float v) {
 
 Status run_checked(const OracleCall& call) {
   const Definition& d = call.definition;
-  Plan plan;
+  RopeReference plan;
   if (std::string why = supports(d); !why.empty()) return make_error(Code::unsupported, d.name + ": " + why);
-  (void)plan_for(d, plan);
+  (void)read_rope_reference(d, plan);
   if (call.inputs.size() != 4 || call.outputs.size() != 2)
     return make_error(Code::invalid_argument, d.name + ": rope oracle: wrong number of arguments");
   for (const Arg& a : call.inputs)
@@ -122,10 +85,7 @@ Status run_checked(const OracleCall& call) {
 
   // head_size / rotary_dim: reference constants, else axes.
   auto constant = [&](const char* name) -> std::optional<std::int64_t> {
-    if (auto v = reference_constant(d, name)) {
-      if (*v != std::floor(*v)) return std::nullopt;
-      return static_cast<std::int64_t>(*v);
-    }
+    if (auto v = rope_reference_constant(d, name)) return v;
     return call.axes.get(name);
   };
   std::int64_t head_size = constant("head_size").value_or(q.dim(2));
@@ -171,8 +131,8 @@ Status run_checked(const OracleCall& call) {
         for (std::int64_t i = 0; i < half; ++i) {
           float c = round_to(compute, cs[i]);
           float s = round_to(compute, cs[half + i]);
-          std::int64_t i1 = plan.style == Style::neox ? i : 2 * i;
-          std::int64_t i2 = plan.style == Style::neox ? half + i : 2 * i + 1;
+          std::int64_t i1 = plan.style == RopeStyle::neox ? i : 2 * i;
+          std::int64_t i2 = plan.style == RopeStyle::neox ? half + i : 2 * i + 1;
           float x1 = xr[i1], x2 = xr[i2];
           float a = round_to(compute, x1 * c);
           float b = round_to(compute, x2 * s);

@@ -7,6 +7,7 @@ namespace kernels {
 Status gemm_gpu_oracle(const GpuOracleCall& c);
 Status rmsnorm_gpu_oracle(const GpuOracleCall& c);
 Status silu_and_mul_gpu_oracle(const GpuOracleCall& c);
+Status rope_gpu_oracle(const GpuOracleCall& c);
 // kernels/gqa_paged/attention_gpu_oracle.cu
 Status gqa_paged_gpu_oracle(const GpuOracleCall& c);
 Status mla_paged_gpu_oracle(const GpuOracleCall& c);
@@ -18,6 +19,7 @@ GpuOracleFn find_gpu_oracle(const Definition& d) {
   if (d.op_type == "gemm") return kernels::gemm_gpu_oracle;
   if (d.op_type == "rmsnorm") return kernels::rmsnorm_gpu_oracle;
   if (d.op_type == "silu_and_mul") return kernels::silu_and_mul_gpu_oracle;
+  if (d.op_type == "rope") return kernels::rope_gpu_oracle;
   if (d.op_type == "gqa_paged") return kernels::gqa_paged_gpu_oracle;
   if (d.op_type == "mla_paged") return kernels::mla_paged_gpu_oracle;
   if (d.op_type == "gqa_ragged") return kernels::gqa_ragged_gpu_oracle;

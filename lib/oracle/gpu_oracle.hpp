@@ -24,8 +24,10 @@ using GpuOracleFn = Status (*)(const GpuOracleCall&);
 // The GPU oracle of a definition's op_type, or nullptr. Each one here has
 // agreed with its CPU oracle on a device (tests/gpu/test_gpu_oracles; the
 // attention ones also on every edge case and shipped workload of
-// test_cuda_attention / test_cuda_prefill --gpu-oracle, H100, 2026-11-27)
-// before the judge (harness/gpu_eval.cpp) could take it.
+// test_cuda_attention / test_cuda_prefill --gpu-oracle, H100, 2026-11-27;
+// rope's NeoX, GPT-J and bf16-math forms on an H200, 2026-11-27) before the
+// judge (harness/gpu_eval.cpp) could take it. Sampling has none: its judge
+// compares distributions on the host (harness/sampling_judge.hpp).
 GpuOracleFn find_gpu_oracle(const Definition& d);
 
 }  // namespace kb

@@ -1,7 +1,7 @@
 // The GPU oracles (plain fp32 CUDA kernels used for workloads too large for
 // the CPU) judged against the CPU oracles on small, awkward shapes through
 // kb's own harness: gemm, rmsnorm and silu_and_mul on kb's bundled
-// definitions; the attention ones (decode and causal prefill, paged at page
+// definitions; rope (NeoX, GPT-J, math in bf16) on FlashInfer-Bench's; the attention ones (decode and causal prefill, paged at page
 // sizes 1 and 64, and ragged; GQA and MLA) on FlashInfer-Bench's definitions
 // in KB_SHARED_DIR, with the index tensors the workload materializer builds.
 // Skips (exit 77) without a usable CUDA device.
@@ -142,6 +142,42 @@ int main() {
       judge(def, fn, w, std::string(c.axis) + "=" + std::to_string(v));
     }
   }
+  // rope: the shipped NeoX definition (fp32 math), the same with the math in
+  // bf16 (no upcast), and a GPT-J (interleaved pairs) variant of it; odd
+  // token and head counts, int64 positions anywhere in a 4096-row cache.
+  if (auto loaded = load(shared + "/flashinfer-trace/definitions/rope/rope_with_cos_sin_cache_neox_style_d128_rd64.json")) {
+    auto replace_all = [](std::string& s, const std::string& from, const std::string& to) {
+      for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+    };
+    const kb::Definition& neox = loaded->first;
+    kb::Definition bf16_math = neox, gptj = neox;
+    bf16_math.name += "_bf16_math";
+    replace_all(bf16_math.reference, "q.to(torch.float32)", "q");
+    replace_all(bf16_math.reference, "k.to(torch.float32)", "k");
+    gptj.name = "rope_with_cos_sin_cache_gptj_style_d128_rd64";
+    replace_all(gptj.reference, "neox", "gptj");
+    replace_all(gptj.reference, "NeoX", "GPT-J");
+    replace_all(gptj.reference, "torch.chunk(x, 2, dim=-1)", "x[..., ::2], x[..., 1::2]");
+    const std::int64_t shapes[][3] = {{1, 1, 1}, {7, 8, 2}, {33, 5, 3}};
+    const kb::Definition* variants[] = {&neox, &bf16_math, &gptj};
+    for (const kb::Definition* def : variants) {
+      kb::GpuOracleFn fn = kb::find_gpu_oracle(*def);
+      if (!fn) {
+        std::printf("FAIL %s: no GPU oracle\n", def->name.c_str());
+        ++failures;
+        continue;
+      }
+      for (const auto& sh : shapes) {
+        kb::Workload w;
+        w.uuid = "gpu-oracle-check";
+        w.axes = {{"num_tokens", sh[0]}, {"num_qo_heads", sh[1]}, {"num_kv_heads", sh[2]}, {"max_seq_len", 4096}};
+        for (const auto& t : def->inputs) w.inputs.emplace_back(t.name, kb::InputSpec{});
+        judge(*def, fn, w, "tokens=" + std::to_string(sh[0]) + " heads=" + std::to_string(sh[1]) + "/" +
+                               std::to_string(sh[2]));
+      }
+    }
+  }
+
   std::printf("%d checks, %d failures\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "harness/implementation.hpp"
+#include "../rope_reference.hpp"
 #include "rope_cuda.hpp"
 
 namespace kb::kernels {
@@ -17,32 +18,9 @@ namespace {
 
 const char* kName = "kb_cuda_rope";
 
-std::string squeezed(const std::string& s) {
-  std::string out;
-  for (char c : s)
-    if (c != ' ' && c != '\t') out.push_back(c);
-  return out;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return s;
-}
-
-// True when the reference computes in fp32 (q.to(torch.float32) / q.float()),
-// false when in q's own dtype.
-bool reference_upcasts(const Definition& d) {
-  const std::string r = squeezed(d.reference);
-  return r.find("q.to(torch.float32)") != std::string::npos || r.find("q.float()") != std::string::npos;
-}
-
 // A constant of the reference (`head_size = 128`), else the const axis of that name.
 std::optional<std::int64_t> constant(const Definition& d, const char* name) {
-  if (auto v = reference_constant(d, name)) {
-    if (*v != std::floor(*v)) return std::nullopt;
-    return static_cast<std::int64_t>(*v);
-  }
+  if (auto v = rope_reference_constant(d, name)) return v;
   if (const Axis* a = d.find_axis(name); a && a->kind == AxisKind::const_) return a->value;
   return std::nullopt;
 }
@@ -64,10 +42,9 @@ std::string supports(const Definition& d) {
     return fmt::format("cos_sin_cache is {}; this kernel reads a float32 cache", dtype_name(d.inputs[2].dtype));
   if (d.inputs[3].dtype != DType::int64 && d.inputs[3].dtype != DType::int32)
     return "positions must be int64 or int32";
-  const std::string r = squeezed(d.reference);
-  if (lower(r).find("neox") == std::string::npos)
-    return "the reference is not NeoX-style (no 'neox' in it); this kernel rotates halves, not interleaved pairs";
-  if (r.find("[...,::2]") != std::string::npos || r.find("[...,1::2]") != std::string::npos)
+  RopeReference ref;
+  if (std::string why = read_rope_reference(d, ref); !why.empty()) return why;
+  if (ref.style != RopeStyle::neox)
     return "the reference slices interleaved (GPT-J) pairs; this kernel rotates NeoX halves";
   auto o = find_oracle(d);  // the rest of the structure: shapes, cache indexing, cos/sin halves
   if (!o) return o.error().message;
@@ -104,9 +81,11 @@ Status run(const CudaCall& c) {
                       fmt::format("{}cos_sin_cache's last dim {} is not rotary_dim {}", who, rotary_dim, *rd));
   if (q.dtype != k.dtype || q_out.dtype != q.dtype || k_out.dtype != q.dtype || cache.dtype != DType::float32)
     return make_error(Code::invalid_argument, who + "tensor dtypes differ from the definition's");
+  RopeReference ref;
+  (void)read_rope_reference(d, ref);  // supports() read it
   return launch_rope_neox(q.data, k.data, static_cast<const float*>(cache.data), pos.data, pos.dtype, q_out.data,
                           k_out.data, tokens, q.shape[1], k.shape[1], head_size, rotary_dim, cache.shape[0],
-                          reference_upcasts(d), q.dtype, c.stream);
+                          ref.upcast, q.dtype, c.stream);
 }
 
 }  // namespace
