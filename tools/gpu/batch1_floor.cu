@@ -15,7 +15,13 @@
 // write-through / evict-first stores;
 // SiLU-and-mul on 12 blocks and on one. The *_no_flush rows replace the flush with
 // a 4 KB memset (L2 warm, nothing dirty) to separate the cold-DRAM cost from
-// the rest; empty_no_memset has no memset at all. All data bf16, each buffer
+// the rest; empty_no_memset has no memset at all. The *_smem rows (s14) ask
+// whether shared memory (an L1 / shared split the flush's memset does not
+// use) costs a launch anything: it did not (H100, benchmarks/
+// h100-2026-11-27-s14/batch1_floor_smem.txt: 0 to 100 KB level with the
+// empty kernel), and rmsnorm_warp (one warp, shuffles only) ran level with
+// rmsnorm_like: a batch-1 norm's extra time over a copy of its row is the
+// serial math of one block, not its shared memory. All data bf16, each buffer
 // its own cudaMalloc. Ratios are to the cold empty kernel (first row); the
 // empty kernel is timed again last to show drift over the run.
 //
@@ -270,6 +276,59 @@ __global__ void __launch_bounds__(N == 1 ? 128 : 1024)
   }
 }
 
+// Shared memory and the floor (s14): the flush is a driver memset that uses no
+// shared memory; does a kernel that does use some pay for the SM switching its
+// L1 / shared-memory split? `never` is 0 at run time: the shared memory is
+// allocated (the branch is live to the compiler) but never touched.
+__global__ void empty_static_smem(int never, unsigned* sink) {
+  __shared__ unsigned s[256];
+  if (never) {
+    s[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    sink[0] = s[(threadIdx.x + 1) & 255];
+  }
+}
+__global__ void empty_dynamic_smem(int never, unsigned* sink) {
+  extern __shared__ unsigned dyn[];
+  if (never) {
+    dyn[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    sink[0] = dyn[(threadIdx.x + 1) & 31];
+  }
+}
+
+// RMSNorm of one 4096 row by one warp: the same loads and math as
+// rmsnorm_like, the sum by shuffles alone, no shared memory.
+__global__ void __launch_bounds__(32) rmsnorm_warp(const uint4* __restrict__ h, const uint4* __restrict__ w,
+                                                   uint4* __restrict__ out, float eps) {
+  constexpr int N = kNvec / 32;
+  const int lane = threadIdx.x;
+  uint4 hv[N], wv[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    hv[k] = h[lane + 32 * k];
+    wv[k] = __ldg(&w[lane + 32 * k]);
+  }
+  float x[N][8];
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    unpack8<true>(hv[k], x[k]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += x[k][e] * x[k][e];
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = __frcp_rn(__fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(kHidden)), eps)));
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    float wf[8], y[8];
+    unpack8<true>(wv[k], wf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] = __fmul_rn(__fmul_rn(x[k][e], inv), wf[e]);
+    out[lane + 32 * k] = pack8<true>(y);
+  }
+}
+
 // ---- timing, as kb's time_gpu ---------------------------------------------------
 
 enum class Pre { flush, small, none };  // before each sample: memset 2 x L2, memset 4 KB, nothing
@@ -444,6 +503,19 @@ int main() {
        [=](cudaStream_t s) { silu_like<1><<<(silu_vpr + 127) / 128, 128, 0, s>>>(x16, o16, kD); }},
       {"silu_like_1block (896 x 2)", Pre::flush,
        [=](cudaStream_t s) { silu_like<2><<<1, 896, 0, s>>>(x16, o16, kD); }},
+      {"empty_static_smem (1 KB)", Pre::flush,
+       [=](cudaStream_t s) { empty_static_smem<<<1, 32, 0, s>>>(0, sink); }},
+      {"empty_dynamic_smem 0 KB", Pre::flush,
+       [=](cudaStream_t s) { empty_dynamic_smem<<<1, 32, 0, s>>>(0, sink); }},
+      {"empty_dynamic_smem 16 KB", Pre::flush,
+       [=](cudaStream_t s) { empty_dynamic_smem<<<1, 32, 16 << 10, s>>>(0, sink); }},
+      {"empty_dynamic_smem 100 KB", Pre::flush,
+       [=](cudaStream_t s) { empty_dynamic_smem<<<1, 32, 100 << 10, s>>>(0, sink); }},
+      {"empty_static_smem_no_flush", Pre::small,
+       [=](cudaStream_t s) { empty_static_smem<<<1, 32, 0, s>>>(0, sink); }},
+      {"rmsnorm_warp (32 x 16, no smem)", Pre::flush,
+       [=](cudaStream_t s) { rmsnorm_warp<<<1, 32, 0, s>>>(h, w, o, eps); }},
+      {"rmsnorm_like (128 x 4) again", Pre::flush, rms},
       {"empty_no_flush (4 KB memset)", Pre::small, empty},
       {"one_read_no_flush", Pre::small, [=](cudaStream_t s) { one_read<<<1, 1, 0, s>>>(h, o); }},
       {"read_only_row_no_flush", Pre::small, read_row},
@@ -452,6 +524,16 @@ int main() {
       {"empty (again, last: drift)", Pre::flush, empty},
   };
 
+  CK(cudaFuncSetAttribute(empty_dynamic_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10));
+  {
+    cudaFuncAttributes a{};
+    CK(cudaFuncGetAttributes(&a, empty_static_smem));
+    std::printf("empty_static_smem: %zu bytes of static shared memory\n", a.sharedSizeBytes);
+    CK(cudaFuncGetAttributes(&a, rmsnorm_like<4, kKb, false>));
+    std::printf("rmsnorm_like: %zu bytes of static shared memory; rmsnorm_warp: ", a.sharedSizeBytes);
+    CK(cudaFuncGetAttributes(&a, rmsnorm_warp));
+    std::printf("%zu bytes, %d registers\n\n", a.sharedSizeBytes, a.numRegs);
+  }
   std::vector<Row> rows;
   for (const auto& v : variants) rows.push_back(time_variant(c, v.name, v.pre, v.launch));
   CK(cudaDeviceSynchronize());
