@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kb against PyTorch on the same shapes, on one GPU (issue 4).
 
-Per op family (gemm, rmsnorm, silu_and_mul; --families picks some):
+Per op family (gemm, rmsnorm, silu_and_mul, rope; --families picks some):
 1. Times PyTorch on the family's shapes: CUDA events around each call, L2
    flushed before each sample (a buffer twice the L2 size), samples queued
    behind torch.cuda._sleep so host launch gaps are not timed, median.
@@ -42,7 +42,9 @@ import threading
 import time
 import uuid
 
-FAMILIES = ("gemm", "rmsnorm", "silu_and_mul")
+FAMILIES = ("gemm", "rmsnorm", "silu_and_mul", "rope")
+# rope: the shipped definition at Llama-3.1-8B's heads (32 query, 8 kv), a 4096-row cos/sin cache; num_tokens varies
+ROPE_AXES = {"num_qo_heads": 32, "num_kv_heads": 8, "max_seq_len": 4096}
 GEMM_M = [1, 2, 4, 8, 16, 32, 128, 512, 2048, 8192]
 NORM_B = [1, 16, 128, 1024, 4096, 16384, 32768]
 NORM_NAMES = ("rmsnorm_h4096", "rmsnorm_h7168", "fused_add_rmsnorm_h4096", "fused_add_rmsnorm_h7168",
@@ -253,6 +255,11 @@ def family_plan(family):
             norm_b = [1, 128, 4096, 32768]
             defs = [d for d in defs if d["name"] in ("rmsnorm_h4096", "rmsnorm_h7168", "fused_add_rmsnorm_h7168")]
         axis, values = "batch_size", norm_b
+    elif family == "rope":
+        defs = load_defs(os.path.join(args.definitions, "rope", "*.json"))
+        if args.quick:
+            norm_b = [1, 128, 4096, 32768]
+        axis, values = "num_tokens", norm_b
     else:
         defs = load_defs(os.path.join(args.bundled, "silu_and_mul", "definitions", "*.json"))
         if args.quick:
@@ -311,6 +318,19 @@ def torch_case(d, axis, v):
             return ms, 3 * x.numel() * 2 + h * 2, 0, "F.rms_norm(x + r)"  # read x and r, write out
         ms = time_torch(lambda: F.rms_norm(x, (h,), w, eps), kernels=True)
         return ms, 2 * x.numel() * 2 + h * 2, 0, "F.rms_norm"
+    if d["op_type"] == "rope":  # the definition's own reference, run by torch on the GPU
+        scope = {}
+        exec(d["reference"], scope)
+        ax.update(ROPE_AXES)
+        hs = ax["head_size"]
+        q = torch.randn(v, ax["num_qo_heads"], hs, dtype=torch.bfloat16, device=dev)
+        k = torch.randn(v, ax["num_kv_heads"], hs, dtype=torch.bfloat16, device=dev)
+        cache = torch.randn(ax["max_seq_len"], ax["rotary_dim"], dtype=torch.float32, device=dev)
+        pos = torch.randint(0, ax["max_seq_len"], (v,), dtype=torch.int64, device=dev)
+        ms = time_torch(lambda: scope["run"](q, k, cache, pos), kernels=True)
+        # q and k read and written, one cache row and one position read per token
+        nbytes = 2 * (q.numel() + k.numel()) * 2 + v * ax["rotary_dim"] * 4 + v * 8
+        return ms, nbytes, 0, "reference (torch)"
     i = ax["intermediate_size"]  # silu_and_mul
     x = torch.randn(v, 2 * i, dtype=torch.bfloat16, device=dev)
     ms = time_torch(lambda: F.silu(x[:, :i]) * x[:, i:], kernels=True)
@@ -380,7 +400,9 @@ def run_kb(name, cases, solutions):
             json.dump(d, fh)
         with open(os.path.join(tmp, "workloads", dname + ".jsonl"), "w") as fh:
             for v in values:
-                wl = {"uuid": str(uuid.uuid4()), "axes": {axis: v},
+                # the varied axis first: read_kb_traces keys results by the first axis's value
+                fixed = ROPE_AXES if d["op_type"] == "rope" else {}
+                wl = {"uuid": str(uuid.uuid4()), "axes": {axis: v, **fixed},
                       "inputs": {k: {"type": "random"} for k in d["inputs"]}}
                 fh.write(json.dumps({"definition": dname, "workload": wl, "solution": None, "evaluation": None}) + "\n")
     out = os.path.join(args.out, "compare-kb", name)
