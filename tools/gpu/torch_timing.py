@@ -8,8 +8,9 @@ same cuBLAS kernel timed by kb's adaptive loop (H100, 2026-11-24). Both sides
 now do the same:
   - warm-up: at least 3 calls and at least WARMUP_MS of device work;
   - batches of 16 cold samples (L2 flushed by writing a buffer twice its size
-    before each start event), queued behind a short spin kernel so host
-    launch gaps are not timed (kb replays a CUDA graph instead);
+    before each start event), queued behind a spin kernel long enough for
+    Python to queue the batch (hold_cycles), so host launch gaps are not
+    timed (kb replays a CUDA graph instead);
   - stop once there are at least 10 samples and the relative standard error
     of the mean (stdev / mean / sqrt(n)) is <= 0.5%, or after max_time_s of
     wall time; report the median. (Not stdev / mean <= 0.5%: a 4% spread
@@ -24,7 +25,24 @@ from kernel_spans import median_call_ms
 
 WARMUP_MS = 10.0
 PER_BATCH = 16
-HOLD_CYCLES = 3_000_000  # ~1.5 ms at boost clock: enough to queue one batch from Python
+HOLD_CYCLES = 3_000_000  # ~1.5 ms at boost clock: enough to queue one batch of single-op calls from Python
+SPIN_HZ = 2.0e9  # cycles a second the spin is counted in (the SM clock, at most ~2 GHz on H100 / H200)
+
+
+def hold_cycles(fn, flush_buf, calls):
+    """Spin cycles that keep the GPU busy while Python queues `calls` flushes and calls of fn: HOLD_CYCLES, or
+    3x the host time measured to queue them when that is longer. A call of many small ops (the rope reference
+    runs ~20) takes Python longer to queue than the fixed spin lasts; the GPU would then wait for the host
+    inside the timed spans (H200, 2026-11-27: 0.50 ms for a 4 us batch-1 rope)."""
+    torch.cuda.synchronize()
+    torch.cuda._sleep(HOLD_CYCLES)  # the queueing below is timed on the host only
+    t = time.perf_counter()
+    for k in range(4):
+        flush_buf.fill_(k)
+        fn()
+    per_call_s = (time.perf_counter() - t) / 4
+    torch.cuda.synchronize()
+    return max(HOLD_CYCLES, int(3 * calls * per_call_s * SPIN_HZ))
 
 
 def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error=0.005, max_samples=2000, flush=True):
@@ -38,12 +56,13 @@ def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error
         if time.perf_counter() - t0 >= WARMUP_MS * 1e-3 or n >= 1 << 16:
             break
         n *= 2
+    hold = hold_cycles(fn, flush_buf, PER_BATCH)
     samples = []
     start = time.perf_counter()
     while True:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(PER_BATCH)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(PER_BATCH)]
-        torch.cuda._sleep(HOLD_CYCLES)
+        torch.cuda._sleep(hold)
         for k in range(PER_BATCH):
             if flush:
                 flush_buf.fill_(k & 0xFF)
@@ -90,8 +109,10 @@ def kernel_span_ms(fn, flush_buf, samples=PER_BATCH):
     if not flush_names:
         return None, "the profiler recorded no kernel for the L2 flush"
 
+    hold = hold_cycles(fn, flush_buf, samples)
+
     def work():
-        torch.cuda._sleep(HOLD_CYCLES)
+        torch.cuda._sleep(hold)
         for k in range(samples):
             flush_buf.fill_(k & 0xFF)
             fn()
