@@ -229,7 +229,9 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 // so a decode step (1 token, e.g. 48 + 8 heads = 672 items) spreads over 6
 // blocks on 6 SMs and finishes in about one memory round trip; prefill gives
 // tokens x that many blocks, or tokens / 2 x that many once there are 4096 or
-// more (a thread then takes two tokens, to have more loads in flight).
+// more (a thread then takes two tokens, to have more loads in flight; four
+// tokens ran 5-12% slower on an H100, s14 benchmarks/h100-2026-11-27-s14/
+// rope_tokens_trial.md).
 // grid.y is capped at 65535; the kernel strides over the rest. Tried and
 // dropped (s14, H200, benchmarks/h200-2026-11-27-s14/rope_waves.md): capping
 // the grid at 1, 2, 4 or 8 waves of resident blocks that stride over the
