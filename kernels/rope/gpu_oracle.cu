@@ -8,7 +8,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,14 +107,10 @@ Status rope_gpu_oracle(const GpuOracleCall& c) {
   const long long tokens = q.shape[0], head_size = q.shape[2], max_seq = cache.shape[0], rotary_dim = cache.shape[1];
   if (k.shape[0] != tokens || k.shape[2] != head_size || pos.shape[0] != tokens)
     return fail(Code::invalid_argument, d, "q, k and positions disagree on tokens or head size");
-  auto constant = [&](const char* name) -> std::optional<std::int64_t> {
-    if (auto v = rope_reference_constant(d, name)) return v;
-    return c.axes.get(name);
-  };
-  if (auto hs = constant("head_size"); hs && *hs != head_size)
+  if (auto hs = rope_constant(d, c.axes, "head_size"); hs && *hs != head_size)
     return fail(Code::invalid_argument, d, "q's head size " + std::to_string(head_size) + " is not head_size " +
                                                std::to_string(*hs));
-  if (auto rd = constant("rotary_dim"); rd && *rd != rotary_dim)
+  if (auto rd = rope_constant(d, c.axes, "rotary_dim"); rd && *rd != rotary_dim)
     return fail(Code::invalid_argument, d, "cos_sin_cache's last dim " + std::to_string(rotary_dim) +
                                                " is not rotary_dim " + std::to_string(*rd));
   if (rotary_dim <= 0 || rotary_dim % 2 != 0 || rotary_dim > head_size)

@@ -84,12 +84,8 @@ Status run_checked(const OracleCall& call) {
   const std::int64_t cache_dim = cache.dim(1);
 
   // head_size / rotary_dim: reference constants, else axes.
-  auto constant = [&](const char* name) -> std::optional<std::int64_t> {
-    if (auto v = rope_reference_constant(d, name)) return v;
-    return call.axes.get(name);
-  };
-  std::int64_t head_size = constant("head_size").value_or(q.dim(2));
-  std::int64_t rotary_dim = constant("rotary_dim").value_or(cache_dim);
+  std::int64_t head_size = rope_constant(d, call.axes, "head_size").value_or(q.dim(2));
+  std::int64_t rotary_dim = rope_constant(d, call.axes, "rotary_dim").value_or(cache_dim);
   if (q.dim(2) != head_size || k.dim(2) != head_size || k.dim(0) != tokens || pos.dim(0) != tokens)
     return make_error(Code::invalid_argument,
                       fmt::format("{}: rope oracle: q [{}, {}, {}] / k [{}, {}, {}] / positions [{}] do not fit head_size {}",

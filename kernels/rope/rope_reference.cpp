@@ -44,4 +44,9 @@ std::optional<std::int64_t> rope_reference_constant(const Definition& d, const c
   return static_cast<std::int64_t>(*v);
 }
 
+std::optional<std::int64_t> rope_constant(const Definition& d, const AxisValues& axes, const char* name) {
+  if (auto v = rope_reference_constant(d, name)) return v;
+  return axes.get(name);
+}
+
 }  // namespace kb::kernels

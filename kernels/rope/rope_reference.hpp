@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "oracle/oracle.hpp"
 #include "schema/model.hpp"
 
 namespace kb::kernels {
@@ -27,5 +28,9 @@ std::string read_rope_reference(const Definition& d, RopeReference& out);
 
 // An integral constant of the reference (`head_size = 128`), if it has one.
 std::optional<std::int64_t> rope_reference_constant(const Definition& d, const char* name);
+
+// head_size / rotary_dim as the oracles read them: the reference's constant,
+// else the call's axis of that name.
+std::optional<std::int64_t> rope_constant(const Definition& d, const AxisValues& axes, const char* name);
 
 }  // namespace kb::kernels

@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/timing.hpp"
+
 namespace kb::worker {
 
 inline constexpr std::uint32_t kMagic = 0x6b62776bu;  // "kbwk"
@@ -132,14 +134,14 @@ struct RunReply {
   double copy_bandwidth_gbs, mma_tflops;  // measured once per worker (CUDA)
   double empty_kernel_ms, one_read_kernel_ms;  // launch floors, timed as solutions are (CUDA)
   char detail[kMessageBytes];             // the stream check's and the timing's lines for the log
-  // kFlagCupti: CUPTI's kernel time (cuda::KernelTimingResult), or why not.
+  // kFlagCupti: CUPTI's kernel time, or why not. The worker and kb are
+  // built together, so the timer's own result struct crosses as it is.
   std::uint32_t cupti;  // CuptiState
-  std::uint32_t cupti_graph;
-  std::uint64_t cupti_samples, cupti_kernels_per_call;
-  double cupti_median_ms, cupti_min_ms, cupti_max_ms;
-  char cupti_error[kMessageBytes];  // kCuptiFailed: CUPTI's reason
+  kb::cuda::KernelTimingResult cupti_timing;  // kCuptiMeasured
+  char cupti_error[kMessageBytes];            // kCuptiFailed: CUPTI's reason
 };
 
+static_assert(std::is_trivially_copyable_v<kb::cuda::KernelTimingResult>);
 static_assert(std::is_trivially_copyable_v<LoadReply> && std::is_trivially_copyable_v<SolutionDesc> &&
               std::is_trivially_copyable_v<RunRequest> && std::is_trivially_copyable_v<RunReply>);
 

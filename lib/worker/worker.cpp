@@ -754,14 +754,7 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
     t.empty_kernel_ms = reply->empty_kernel_ms;
     t.one_read_kernel_ms = reply->one_read_kernel_ms;
     if (reply->cupti == kCuptiMeasured) {
-      cuda::KernelTimingResult k;
-      k.median_ms = reply->cupti_median_ms;
-      k.min_ms = reply->cupti_min_ms;
-      k.max_ms = reply->cupti_max_ms;
-      k.samples = reply->cupti_samples;
-      k.kernels_per_call = reply->cupti_kernels_per_call;
-      k.graph = reply->cupti_graph != 0;
-      t.cupti = k;
+      t.cupti = Result<cuda::KernelTimingResult>(reply->cupti_timing);
     } else if (reply->cupti == kCuptiFailed) {
       reply->cupti_error[sizeof reply->cupti_error - 1] = '\0';
       t.cupti = Result<cuda::KernelTimingResult>(make_error(Code::unsupported, reply->cupti_error));

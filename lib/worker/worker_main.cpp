@@ -499,12 +499,7 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
       }
       if (kt) {
         reply.cupti = kCuptiMeasured;
-        reply.cupti_graph = kt->graph;
-        reply.cupti_samples = kt->samples;
-        reply.cupti_kernels_per_call = kt->kernels_per_call;
-        reply.cupti_median_ms = kt->median_ms;
-        reply.cupti_min_ms = kt->min_ms;
-        reply.cupti_max_ms = kt->max_ms;
+        reply.cupti_timing = *kt;
       } else {
         reply.cupti = kCuptiFailed;
         set_message(reply.cupti_error, sizeof reply.cupti_error, "%s", kt.error().message.c_str());
