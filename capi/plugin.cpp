@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "capi.hpp"
+#include "cuda/device.hpp"
 #include "plugin/plugin.hpp"
 #include "schema/io.hpp"
 #include "schema/validate.hpp"
@@ -30,6 +31,11 @@ kb_status read_options(const char* function, const kb_plugin_options* opts, kb::
   return KB_OK;
 }
 
+// The worker runs CUDA solutions on the device current on the calling thread when the plugin is loaded.
+void use_current_device(kb::plugin::Options& o) {
+  if (auto d = kb::cuda::current_device()) o.cuda_device = *d;
+}
+
 kb_status finish(kb::Result<std::shared_ptr<kb::plugin::Plugin>> p, kb_plugin** out) {
   if (!p) return fail(p.error());
   auto h = std::make_unique<kb_plugin>();
@@ -51,6 +57,7 @@ KB_API kb_status kb_plugin_load(kb_context* ctx, const char* path, const kb_plug
   return kb::capi::guarded(__func__, [&]() -> kb_status {
     kb::plugin::Options o;
     if (kb_status st = read_options(__func__, opts, o); st != KB_OK) return st;
+    use_current_device(o);
     return finish(kb::plugin::load(path, o), out);
   });
 }
@@ -65,6 +72,7 @@ KB_API kb_status kb_plugin_load_solution(kb_context* ctx, const kb_solution* sol
   return kb::capi::guarded(__func__, [&]() -> kb_status {
     kb::plugin::Options o;
     if (kb_status st = read_options(__func__, opts, o); st != KB_OK) return st;
+    use_current_device(o);
     return finish(kb::plugin::load_solution(solution->solution, def->def, o), out);
   });
 }

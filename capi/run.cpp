@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "capi.hpp"
+#include "cuda/device.hpp"
 #include "harness/harness.hpp"
 #include "inputs/inputs.hpp"
 #include "schema/io.hpp"
@@ -162,6 +163,25 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
     for (std::size_t i = 0; i < n_outputs; ++i) {
       if (outputs[i]->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} runs on the GPU but output \"{}\" is not in device memory", impl->name, d.outputs[i].name));
       out_views[i] = view(outputs[i], d.outputs[i].dtype);
+    }
+    // The solution runs on its tensors' device (DLPack device_id; check_tensors made them agree), as a
+    // PyTorch op does; the caller's current device is restored afterwards. Only a call whose tensors are
+    // on another device than the current one switches.
+    int tensor_device = -1;
+    for (std::size_t i = 0; i < n_outputs && tensor_device < 0; ++i) tensor_device = outputs[i]->device.device_id;
+    auto current = kb::cuda::current_device();
+    if (!current) return fail(current.error());
+    struct Restore {
+      int device = -1;
+      ~Restore() {
+        if (device >= 0) (void)kb::cuda::select_device(device);
+      }
+    } restore;
+    if (tensor_device >= 0 && tensor_device != *current) {
+      if (auto sel = kb::cuda::select_device(tensor_device); !sel)
+        return fail(kb::Error{sel.error().code, fmt::format("kb_solution_run: the tensors are on CUDA device {}: {}",
+                                                            tensor_device, sel.error().message)});
+      restore.device = *current;
     }
     kb::Status st = impl->run_cuda(kb::CudaCall{d, axes, args, out_views, stream});
     if (!st.ok()) return fail(st.error());

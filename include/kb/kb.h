@@ -583,9 +583,12 @@ KB_API const char* kb_result_json(const kb_result* result);
  *   outputs    (in) n_outputs tensors in definition output order; the solution writes into them.
  *   stream     (in) a cudaStream_t for GPU solutions (NULL: the default stream); ignored on the CPU.
  * A CPU solution needs every tensor in host memory; kb copies inputs into its own buffers, runs,
- * and copies outputs back before returning. A GPU solution needs every tensor on the current CUDA
- * device; kb launches on `stream` with the caller's memory, allocates nothing and does not
- * synchronize (errors from the kernel itself surface at the caller's next synchronization).
+ * and copies outputs back before returning. A GPU solution runs on its tensors' CUDA device (their
+ * DLPack device_id, one for all), as a PyTorch op does: when that is not the calling thread's
+ * current device, kb makes it current for the call and restores the caller's afterwards, so
+ * `stream` must belong to the tensors' device. kb launches on `stream` with the caller's memory,
+ * allocates nothing and does not synchronize (errors from the kernel itself surface at the
+ * caller's next synchronization).
  * Returns KB_OK; KB_ERROR_INVALID_ARGUMENT (NULL argument, tensors that do not fit the definition);
  * KB_ERROR_NOT_FOUND (no such solution); KB_ERROR_UNSUPPORTED (the solution does not handle this
  * definition, or tensors on the wrong device kind, or a CUDA solution in a build without CUDA);
@@ -617,8 +620,9 @@ typedef struct kb_benchmark_options {
 /* Runs one workload through kb's harness with solution `solution`: inputs materialized from the
  * workload (seeded), the solution judged against kb's oracle over `trials` trials with outputs
  * poisoned, inputs and guard bytes checked, then timed (CPU: steady clock; GPU: CUDA events, L2
- * flushed). The evaluation comes back as a result (a Trace record) whose status may be any
- * kb_eval_status; a failing solution is not an error of this call.
+ * flushed), GPU solutions on the calling thread's current CUDA device (its copy bandwidth and
+ * tensor-core rate measured once per device). The evaluation comes back as a result (a Trace
+ * record) whose status may be any kb_eval_status; a failing solution is not an error of this call.
  *   opts (in, nullable) options; NULL means KB_BENCHMARK_OPTIONS_INIT.
  *   out  (out) owned by the caller until kb_result_destroy().
  * Returns KB_OK; KB_ERROR_INVALID_ARGUMENT (NULL argument, short struct_size, the workload does
@@ -781,7 +785,9 @@ typedef struct kb_plugin_options {
  * (the library has no kb_plugin_entry_v1, or cannot be dlopened: the message has dlerror's text);
  * KB_ERROR_ABI_MISMATCH (the table's abi_version is not KB_PLUGIN_ABI_VERSION, or the entry point
  * returned NULL); KB_ERROR_INVALID_DATA (a malformed table; the worker crashed or hung while
- * loading); KB_ERROR_INVALID_ARGUMENT. Messages begin with the path. Thread-safe. Since 0.1. */
+ * loading); KB_ERROR_INVALID_ARGUMENT. Messages begin with the path. The worker runs the
+ * plugin's CUDA solutions on the CUDA device current on the calling thread at this call (kb checks
+ * it did, and traces record the device's ordinal and PCI bus id). Thread-safe. Since 0.1. */
 KB_API kb_status kb_plugin_load(kb_context* ctx, const char* path, const kb_plugin_options* opts, kb_plugin** out);
 
 /* Builds a Solution (language "cpp" or "cuda") of definition `def` into a plugin under the cache

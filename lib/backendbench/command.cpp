@@ -244,7 +244,8 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
 
   std::string device_name = "cpu";
   if (device == "cuda") {
-    auto info = cuda::device_info(0);
+    auto current = cuda::current_device();
+    auto info = cuda::device_info(current ? *current : 0);
     device_name = info ? info->name : "cuda";
     fmt::print(out,
                "device: {} (kb's CUDA kernels, judged against kb's fp64 CPU oracles: atol = rtol = 1e-2, NaN == NaN,\n"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -115,12 +116,16 @@ Result<StreamCheck> check_stream_discipline(const std::function<Status(void*)>& 
 }
 
 double measured_mma_tflops(void* stream) {
-  static std::once_flag once;
-  static double tflops = 0;
-  std::call_once(once, [&] {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  static std::mutex mutex;
+  static std::map<int, double> measured;  // per device, once per process
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = measured.find(device); it != measured.end()) return it->second;
+  double& tflops = measured[device];
+  [&] {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
       return;
     float* sink = nullptr;
     if (cudaMalloc(reinterpret_cast<void**>(&sink), 1024 * sizeof(float)) != cudaSuccess) return;
@@ -138,7 +143,7 @@ double measured_mma_tflops(void* stream) {
     cudaFree(sink);
     if (t && t->median_ms > 0) tflops = flops / (t->median_ms * 1e-3) / 1e12;
     (void)cudaGetLastError();
-  });
+  }();
   return tflops;
 }
 

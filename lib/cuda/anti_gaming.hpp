@@ -37,7 +37,7 @@ Result<StreamCheck> check_stream_discipline(const std::function<Status(void* str
                                             const std::vector<std::pair<void*, std::size_t>>& outputs, void* stream);
 
 // Dense bf16 tensor-core FLOP/s of this device through mma.sync (wmma), in
-// TFLOP/s, measured once per process with time_gpu. 0 when it cannot be measured.
+// TFLOP/s, of the current device, measured once per device per process with time_gpu. 0 when it cannot be measured.
 double measured_mma_tflops(void* stream);
 
 }  // namespace kb::cuda

@@ -47,7 +47,28 @@ Result<DeviceInfo> device_info(int ordinal) {
   info.compute_minor = p.minor;
   info.memory_bytes = p.totalGlobalMem;
   info.l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) == cudaSuccess) info.pci_bus_id = bus;
   return info;
+}
+
+Result<int> current_device() {
+  if (auto n = device_count(); !n) return n.error();
+  int d = 0;
+  if (cudaError_t err = cudaGetDevice(&d); err != cudaSuccess)
+    return make_error(Code::cuda_error, fmt::format("cudaGetDevice: {}", cudaGetErrorString(err)));
+  return d;
+}
+
+Status select_device(int ordinal) {
+  auto n = device_count();
+  if (!n) return n.error();
+  if (ordinal < 0 || ordinal >= *n)
+    return make_error(Code::invalid_argument, fmt::format("CUDA device {} does not exist ({} present: 0..{})", ordinal,
+                                                          *n, *n - 1));
+  if (cudaError_t err = cudaSetDevice(ordinal); err != cudaSuccess)
+    return make_error(Code::cuda_error, fmt::format("cudaSetDevice({}): {}", ordinal, cudaGetErrorString(err)));
+  return ok_status();
 }
 
 std::vector<std::pair<std::string, std::string>> library_versions() {
@@ -79,9 +100,22 @@ Result<int> device_count() {
 }
 
 Result<DeviceInfo> device_info(int) { return device_count().error(); }
+Result<int> current_device() { return device_count().error(); }
+Status select_device(int) { return device_count().error(); }
 
 std::vector<std::pair<std::string, std::string>> library_versions() { return {}; }
 
 #endif
+
+Result<int> parse_cuda_device(const std::string& text) {
+  if (text == "cuda") return -1;
+  const std::string digits = text.rfind("cuda:", 0) == 0 ? text.substr(5) : std::string();
+  bool ok = !digits.empty() && digits.size() <= 6;
+  for (char c : digits) ok = ok && c >= '0' && c <= '9';
+  if (!ok)
+    return make_error(Code::invalid_argument,
+                      fmt::format("\"{}\" is not a CUDA device (expected cuda or cuda:N, N a device ordinal)", text));
+  return std::stoi(digits);
+}
 
 }  // namespace kb::cuda

@@ -2,7 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <map>
 #include <mutex>
+
+#if KB_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace kb::cuda {
 namespace {
@@ -14,7 +19,8 @@ constexpr int kClockSM = 1;  // NVML_CLOCK_SM
 
 struct Nvml {
   nvmlReturn (*init)() = nullptr;
-  nvmlReturn (*handle_by_index)(unsigned, nvmlDevice*) = nullptr;
+  nvmlReturn (*handle_by_pci_bus_id)(const char*, nvmlDevice*) = nullptr;
+  nvmlReturn (*index)(nvmlDevice, unsigned*) = nullptr;
   nvmlReturn (*clock_info)(nvmlDevice, int, unsigned*) = nullptr;
   nvmlReturn (*max_clock_info)(nvmlDevice, int, unsigned*) = nullptr;
   bool ok = false;
@@ -27,19 +33,39 @@ const Nvml& nvml() {
     void* h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!h) return;
     n.init = reinterpret_cast<nvmlReturn (*)()>(dlsym(h, "nvmlInit_v2"));
-    n.handle_by_index = reinterpret_cast<nvmlReturn (*)(unsigned, nvmlDevice*)>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+    n.handle_by_pci_bus_id =
+        reinterpret_cast<nvmlReturn (*)(const char*, nvmlDevice*)>(dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2"));
+    n.index = reinterpret_cast<nvmlReturn (*)(nvmlDevice, unsigned*)>(dlsym(h, "nvmlDeviceGetIndex"));
     n.clock_info = reinterpret_cast<nvmlReturn (*)(nvmlDevice, int, unsigned*)>(dlsym(h, "nvmlDeviceGetClockInfo"));
     n.max_clock_info = reinterpret_cast<nvmlReturn (*)(nvmlDevice, int, unsigned*)>(dlsym(h, "nvmlDeviceGetMaxClockInfo"));
-    n.ok = n.init && n.handle_by_index && n.clock_info && n.max_clock_info && n.init() == 0;
+    n.ok = n.init && n.handle_by_pci_bus_id && n.index && n.clock_info && n.max_clock_info && n.init() == 0;
   });
   return n;
 }
 
+// The NVML handle of CUDA device `device` (nullptr when there is none), looked
+// up once by its PCI bus id.
+nvmlDevice handle(int device) {
+  const Nvml& n = nvml();
+  if (!n.ok) return nullptr;
+  static std::mutex mutex;
+  static std::map<int, nvmlDevice> handles;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = handles.find(device); it != handles.end()) return it->second;
+  nvmlDevice d = nullptr;
+#if KB_HAVE_CUDA
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess || n.handle_by_pci_bus_id(bus, &d) != 0)
+    d = nullptr;
+#endif
+  handles[device] = d;
+  return d;
+}
+
 unsigned read(int device, bool max) {
   const Nvml& n = nvml();
-  if (!n.ok) return 0;
-  nvmlDevice d = nullptr;
-  if (n.handle_by_index(static_cast<unsigned>(device), &d) != 0) return 0;
+  nvmlDevice d = handle(device);
+  if (!d) return 0;
   unsigned mhz = 0;
   if ((max ? n.max_clock_info : n.clock_info)(d, kClockSM, &mhz) != 0) return 0;
   return mhz;
@@ -49,5 +75,12 @@ unsigned read(int device, bool max) {
 
 unsigned sm_clock_mhz(int device) { return read(device, false); }
 unsigned max_sm_clock_mhz(int device) { return read(device, true); }
+
+int nvml_index(int device) {
+  nvmlDevice d = handle(device);
+  unsigned i = 0;
+  if (!d || nvml().index(d, &i) != 0) return -1;
+  return static_cast<int>(i);
+}
 
 }  // namespace kb::cuda

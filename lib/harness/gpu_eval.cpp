@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "cuda/anti_gaming.hpp"
@@ -43,13 +44,16 @@ Result<DeviceInputs> upload_inputs(const Materialized& m, void* stream) {
   return di;
 }
 
-// Copy bandwidth and launch floor of this device, measured once per process.
-const cuda::Ceilings& device_ceilings(void* stream) {
-  static std::once_flag once;
-  static cuda::Ceilings c;
-  std::call_once(once, [&] {
-    if (auto m = cuda::measure_ceilings(stream)) c = *m;
-  });
+// Copy bandwidth and launch floor of the current device, measured once per
+// device per process (the first evaluation on a device pays for it).
+cuda::Ceilings device_ceilings(int device, void* stream) {
+  static std::mutex mutex;
+  static std::map<int, cuda::Ceilings> measured;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = measured.find(device); it != measured.end()) return it->second;
+  cuda::Ceilings c;
+  if (auto m = cuda::measure_ceilings(stream)) c = *m;
+  measured[device] = c;
   return c;
 }
 
@@ -377,7 +381,12 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     }
     CallCost cost = ideal_cost(d, axes);
     double seconds = t->median_ms * 1e-3;
-    const cuda::Ceilings& ceilings = device_ceilings(stream.get());
+    // The device it ran on, named by PCI bus id too (ordinals depend on CUDA_VISIBLE_DEVICES).
+    int device = 0;
+    KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
+    char pci_bus_id[32] = {};
+    (void)cudaDeviceGetPCIBusId(pci_bus_id, sizeof pci_bus_id, device);  // "" if it fails; only recorded
+    const cuda::Ceilings ceilings = device_ceilings(device, stream.get());
     double bw = ceilings.copy_bandwidth_gbs;
     double mma = cuda::measured_mma_tflops(stream.get());
     std::string implausible = cuda::implausible_speed(cost.bytes, cost.flops, t->median_ms, bw, mma);
@@ -391,11 +400,11 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       log += cr.log_line;
     }
     perf.extra = fmt::format(
-        R"({{"timing":"cuda_events","graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},"l2_flushed":true,)"
+        R"({{"cuda_device":{},"pci_bus_id":{},"timing":"cuda_events","graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},"l2_flushed":true,)"
         R"("input_sets":{},"sm_clock_mhz":[{},{}],"sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},)"
         R"("copy_bandwidth_gbs":{},"fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},)"
         R"("mma_bf16_tflops":{},"empty_kernel_ms":{},"one_read_kernel_ms":{},"rotations_checked":{},"stream_check":true,"implausible":{}{}}})",
-        t->graph, t->samples, t->min_ms, t->max_ms, t->rel_noise, input_sets.size(), t->sm_clock_mhz_before,
+        device, json_string(pci_bus_id), t->graph, t->samples, t->min_ms, t->max_ms, t->rel_noise, input_sets.size(), t->sm_clock_mhz_before,
         t->sm_clock_mhz_after, t->sm_clock_mhz_max, t->throttled, cost.bytes, gbs, bw, bw > 0 ? gbs / bw : 0,
         cost.flops, cost.flops / seconds / 1e12, mma, ceilings.empty_kernel_ms, ceilings.one_read_kernel_ms, output_sets.size(), json_string(implausible), cupti_json);
     log += "timing: " + t->method() + "\n";

@@ -87,6 +87,7 @@ Result<std::shared_ptr<Plugin>> load(const std::string& path, const Options& opt
   wo.timeout_s = options.timeout_s;
   wo.load_timeout_s = options.load_timeout_s;
   wo.worker_path = options.worker_path;
+  wo.cuda_device = options.cuda_device;
   auto w = worker::Worker::start(path, wo);
   if (!w) return std::move(w).error();
   auto p = std::make_shared<Plugin>();
@@ -315,11 +316,13 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
     Performance perf;
     perf.latency_ms = t.median_ms;
     perf.extra = fmt::format(
-        R"({{"timing":"{}","worker":true,"graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},)"
+        R"({{{}"timing":"{}","worker":true,"graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},)"
         R"("l2_flushed":{},"input_sets":{},"rotations_checked":{},"stream_check":"{}","sm_clock_mhz":[{},{}],)"
         R"("sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},"copy_bandwidth_gbs":{},)"
         R"("fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},"mma_bf16_tflops":{},"empty_kernel_ms":{},)"
         R"("one_read_kernel_ms":{},"implausible":{}{}}})",
+        r.cuda_device >= 0 ? fmt::format(R"("cuda_device":{},"pci_bus_id":{},)", r.cuda_device, json_string(r.pci_bus_id))
+                           : std::string(),
         impl.device == Device::cuda ? "cuda_events" : "wall_clock", t.graph, t.samples, t.min_ms, t.max_ms,
         t.rel_noise, impl.device == Device::cuda, trials, trials,
         r.stream == worker::StreamCheck::same           ? "same_stream"

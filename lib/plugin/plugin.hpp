@@ -24,6 +24,7 @@ struct Options {
   double load_timeout_s = 0;  // starting a worker and loading the library; <= 0: max(timeout_s, 10)
   std::string worker_path;  // "" = $KB_WORKER or the kb-worker built/installed with kb
   std::string cache_dir;    // Solution JSON builds; "" = default_cache_dir()
+  int cuda_device = -1;     // the worker's CUDA device (kb bench: the one it runs on); -1: the worker's default
 };
 
 // A loaded library and its worker; shared by the Implementations of its solutions.

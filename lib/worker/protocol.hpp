@@ -31,7 +31,7 @@
 namespace kb::worker {
 
 inline constexpr std::uint32_t kMagic = 0x6b62776bu;  // "kbwk"
-inline constexpr std::uint32_t kProtocolVersion = 4;
+inline constexpr std::uint32_t kProtocolVersion = 5;
 inline constexpr int kControlFd = 3;  // in the worker
 inline constexpr int kShmFd = 4;      // in the worker
 inline constexpr std::size_t kMaxArgs = 64;
@@ -139,6 +139,10 @@ struct RunReply {
   std::uint32_t cupti;  // CuptiState
   kb::cuda::KernelTimingResult cupti_timing;  // kCuptiMeasured
   char cupti_error[kMessageBytes];            // kCuptiFailed: CUPTI's reason
+  // CUDA solutions: the device the evaluation ran on (its ordinal and PCI bus
+  // id), so kb can check the worker used the device it was told to.
+  std::int32_t cuda_device;  // -1 for CPU solutions
+  char pci_bus_id[32];
 };
 
 static_assert(std::is_trivially_copyable_v<kb::cuda::KernelTimingResult>);

@@ -337,7 +337,8 @@ Status Worker::spawn_and_load() {
   envp.push_back(nullptr);
   std::string arg0 = "kb-worker";
   std::string arg1 = plugin_path_;
-  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  std::string arg2 = std::to_string(options_.cuda_device);  // the CUDA device to use; -1: the default
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
   const char* exe = executable_.c_str();
   pid_t parent = ::getpid();
 
@@ -737,6 +738,14 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
         if (dst.nbytes && dst.data) std::memcpy(dst.data, at(p, s, ni + i), dst.nbytes);
       }
     }
+  if (reply->cuda_device >= 0) {
+    reply->pci_bus_id[sizeof reply->pci_bus_id - 1] = '\0';
+    r.cuda_device = reply->cuda_device;
+    r.pci_bus_id = reply->pci_bus_id;
+    if (options_.cuda_device >= 0 && reply->cuda_device != options_.cuda_device)
+      return fail(Outcome::failed, fmt::format("{}: the worker ran on CUDA device {}, not on device {} as told", sname,
+                                               reply->cuda_device, options_.cuda_device));
+  }
   if (reply->timed) {
     WorkerTiming t;
     t.median_ms = reply->median_ms;

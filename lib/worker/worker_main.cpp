@@ -276,6 +276,7 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
   RunReply reply{};
   reply.magic = kMagic;
   reply.failed_set = -1;
+  reply.cuda_device = -1;
   auto respond = [&] {
     std::fflush(stdout);
     std::fflush(stderr);
@@ -345,6 +346,11 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
   }
 
 #if KB_HAVE_CUDA
+  int device = -1;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    reply.cuda_device = device;
+    (void)cudaDeviceGetPCIBusId(reply.pci_bus_id, sizeof reply.pci_bus_id, device);
+  }
   DeviceSets dev;
   cudaError_t e = cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking);
   dev.data.assign(sets, std::vector<char*>(n, nullptr));
@@ -522,12 +528,28 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   std::setvbuf(stderr, nullptr, _IONBF, 0);
   std::signal(SIGPIPE, SIG_IGN);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: kb-worker PLUGIN.so (started by kb, not by hand)\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: kb-worker PLUGIN.so [CUDA_DEVICE] (started by kb, not by hand)\n");
     return 2;
   }
   const char* path = argv[1];
   char msg[kMessageBytes];
+  // The CUDA device kb runs on, made current before the library loads (its
+  // initializers may touch the GPU). -1 or absent: the CUDA default.
+  if (argc == 3 && std::strcmp(argv[2], "-1") != 0) {
+    char* end = nullptr;
+    const long device = std::strtol(argv[2], &end, 10);
+    if (!end || *end || device < 0 || device > 4096) {
+      set_message(msg, sizeof msg, "kb-worker: \"%s\" is not a CUDA device ordinal", argv[2]);
+      return fail_load(kLoadInvalid, msg);
+    }
+#if KB_HAVE_CUDA
+    if (cudaError_t e = cudaSetDevice(static_cast<int>(device)); e != cudaSuccess) {
+      set_message(msg, sizeof msg, "kb-worker: cannot use CUDA device %ld: %s", device, cudaGetErrorString(e));
+      return fail_load(kLoadInvalid, msg);
+    }
+#endif
+  }
 
   void* lib = ::dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {

@@ -172,6 +172,16 @@ rc, out, err = run("devices")
 check("devices answers cleanly", (rc == 0 and ": " in out) or (rc == 1 and "kb devices: " in err and
       ("no CUDA device" in err or "built without CUDA" in err)), out + err)
 
+# bench --device: cpu, cuda or cuda:N; anything else is a usage error (2); a device that is not there is exit 1,
+# named (here: no GPU or no CUDA build; with GPUs, an ordinal past the last one).
+for bad in ["cuda:x", "cuda:-1", "cuda:", "gpu", "cuda:1:2"]:
+    rc, out, err = run("bench", "--device", bad, "--smallest")
+    check(f"bench --device {bad} is a usage error", rc == 2 and "--device is cpu, cuda or cuda:N" in err and
+          f'"{bad}"' in err, err)
+rc, out, err = run("bench", "--device", "cuda:4095", "--smallest", "--no-time")
+check("bench --device cuda:4095 names the missing device", rc == 1 and "--device cuda:4095: " in err and
+      ("no CUDA device" in err or "built without CUDA" in err or "CUDA device 4095 does not exist" in err), err)
+
 # bench: the bundled dataset on the CPU, traces valid, kill + --resume without duplicates.
 import glob
 import signal

@@ -8,6 +8,7 @@ usage: test_plugin_gpu.py KB KB_WORKER DATASET BUILD_DIR cuda|nocuda [HOSTILE_CU
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +92,61 @@ for t in recs:
     extra = t["evaluation"].get("performance", {}).get("extra", {})
     check(isinstance(extra.get("cupti_kernel_ms"), float) and 0 < extra["cupti_kernel_ms"] or isinstance(extra.get("cupti"), str),
           f"--cupti on an outside CUDA solution: {extra}")
+
+
+# Which GPU. `kb devices` names the physical GPU behind each ordinal; every CUDA record (kb's own solutions' and
+# the worker's) names the device it ran on, and that is the device asked for. With two or more GPUs: --device cuda:1,
+# and CUDA_VISIBLE_DEVICES=1, where ordinal 0 is the second GPU (NVML must find it by bus id, not take NVML's GPU 0).
+def listed(extra_env=None):
+    r = subprocess.run([kb, "devices"], capture_output=True, text=True, env=dict(env, **(extra_env or {})))
+    devs = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"(\d+): .*, PCI ([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)(?:, nvidia-smi (\d+))?\)$", line)
+        if m:
+            devs[int(m.group(1))] = (m.group(2).lower(), int(m.group(3)) if m.group(3) else None)
+    return devs
+
+
+def on_device(recs, ordinal, pci, what):
+    for t in recs:
+        extra = (t["evaluation"].get("performance") or {}).get("extra", {})
+        check(extra.get("cuda_device") == ordinal and str(extra.get("pci_bus_id", "")).lower() == pci,
+              f"{what}: {t['solution']} ran on device {extra.get('cuda_device')} ({extra.get('pci_bus_id')}), "
+              f"expected {ordinal} ({pci})")
+
+
+devs = listed()
+print("devices:", devs)
+check(devs and sorted(devs) == list(range(len(devs))), f"kb devices lists every ordinal with its PCI bus id: {devs}")
+check(all(smi is not None for _, smi in devs.values()), f"kb devices gives nvidia-smi's index of every device: {devs}")
+if 0 in devs:
+    on_device(recs, 0, devs[0][0], "the example plugin on --device cuda")
+r = subprocess.run([kb, "bench", "--device", f"cuda:{len(devs)}", "--smallest", "--no-time"], capture_output=True,
+                   text=True, env=env, timeout=120)
+check(r.returncode == 1 and f"CUDA device {len(devs)} does not exist ({len(devs)} present" in r.stderr,
+      f"--device cuda:{len(devs)} (one past the last) is a clear error: {r.returncode} {r.stderr[-500:]}")
+if len(devs) >= 2:
+    both = ["--plugin", example, "--definitions", "rmsnorm_h4096", "--solutions",
+            "example_cuda_rmsnorm_h4096,kb_cuda_rmsnorm", "--smallest"]
+    out_dev1 = os.path.join(tmp, "out-device1")
+    r3 = subprocess.run([kb, "bench", "--device", "cuda:1", *both, "--out", out_dev1], capture_output=True, text=True,
+                        env=env, timeout=600)
+    recs3 = traces(out_dev1)
+    check(r3.returncode == 0 and {t["solution"] for t in recs3} == {"example_cuda_rmsnorm_h4096", "kb_cuda_rmsnorm"}
+          and all(t["evaluation"]["status"] == "PASSED" for t in recs3),
+          f"--device cuda:1, kb's and the worker's solutions: {r3.stdout[-1500:]} {r3.stderr[-800:]}")
+    on_device(recs3, 1, devs[1][0], "--device cuda:1")
+    seen = listed({"CUDA_VISIBLE_DEVICES": "1"})
+    check(list(seen) == [0] and seen[0] == devs[1],
+          f"CUDA_VISIBLE_DEVICES=1: ordinal 0 is the second GPU, PCI bus id and nvidia-smi index: {seen} vs {devs[1]}")
+    out_cvd1 = os.path.join(tmp, "out-visible1")
+    r4 = subprocess.run([kb, "bench", "--device", "cuda", *both, "--out", out_cvd1], capture_output=True, text=True,
+                        env=dict(env, CUDA_VISIBLE_DEVICES="1"), timeout=600)
+    recs4 = traces(out_cvd1)
+    check(r4.returncode == 0 and len(recs4) == len(recs3), f"CUDA_VISIBLE_DEVICES=1 bench: {r4.stderr[-800:]}")
+    on_device(recs4, 0, devs[1][0], "CUDA_VISIBLE_DEVICES=1")
+else:
+    print("skipped: the two-GPU cases (--device cuda:1, CUDA_VISIBLE_DEVICES=1) need two devices")
 if not failures:
     shutil.rmtree(tmp, ignore_errors=True)
 print("ok" if not failures else f"{len(failures)} failures")

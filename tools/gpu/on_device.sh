@@ -6,6 +6,8 @@
 #        bash tools/gpu/on_device.sh attn-check attention   (paged decode tests / benchmark vs SDPA; not in all)
 #        bash tools/gpu/on_device.sh prefill-check          (causal prefill tests vs the CPU oracle; not in all)
 #        bash tools/gpu/on_device.sh plugin-gpu             (outside CUDA solutions: faults, anti-gaming; not in all)
+#        bash tools/gpu/on_device.sh multi-gpu              (two GPUs: another device than the current one, --device cuda:1,
+#                                                   CUDA_VISIBLE_DEVICES=1; not in all)
 #        bash tools/gpu/on_device.sh gemm-precision         (torch.matmul's split-K precision: speed and fp64 error; not in all)
 #        bash tools/gpu/on_device.sh decode-gemm            (M = 1, 16 gemm shapes vs torch, kb's split rule and the earlier one; not in all)
 #        bash tools/gpu/on_device.sh aten-bb                (kb's ATen CUDA kernels vs PyTorch eager on the BackendBench trace; not in all)
@@ -108,6 +110,21 @@ if [[ $what == *plugin-gpu* ]]; then
   timeout ${PLUGIN_GPU_TIMEOUT:-300} python3 tests/plugin/test_plugin_gpu.py $kb "$KB_WORKER" tests/plugin/dataset "$cache" cuda \
       .devcarry/lib/libkb_hostile_cuda_plugin.so .devcarry/lib/libkb_example_cuda_plugin.so > "$out/plugin_gpu_cli.log" 2>&1
   rc=$?; echo "test_plugin_gpu.py: exit $rc"; tail -15 "$out/plugin_gpu_cli.log"; [ $rc -eq 0 ] || status=1
+fi
+if [[ $what == *multi-gpu* ]]; then
+  # Two or more GPUs (kind nvidia-h100-x2): kb_solution_run on another device than the current one (test_multi_gpu),
+  # then kb bench --device cuda:1 and CUDA_VISIBLE_DEVICES=1 through kb's and the worker's solutions (the device
+  # section of tests/plugin/test_plugin_gpu.py, which runs the whole script).
+  nvidia-smi --query-gpu=index,pci.bus_id,name --format=csv | tee "$out/gpus.txt"
+  CUDA_VISIBLE_DEVICES=1 $kb devices
+  timeout 120 .devcarry/bin/test_multi_gpu > "$out/multi_gpu.log" 2>&1
+  rc=$?; echo "test_multi_gpu: exit $rc"; cat "$out/multi_gpu.log"; [ $rc -eq 0 ] || status=1
+  export KB_WORKER="$PWD/.devcarry/bin/kb-worker"
+  command -v nvcc >/dev/null && export NVCC=$(command -v nvcc)
+  timeout ${PLUGIN_GPU_TIMEOUT:-300} python3 tests/plugin/test_plugin_gpu.py $kb "$KB_WORKER" tests/plugin/dataset "$(mktemp -d)" cuda \
+      .devcarry/lib/libkb_hostile_cuda_plugin.so .devcarry/lib/libkb_example_cuda_plugin.so > "$out/multi_gpu_cli.log" 2>&1
+  rc=$?; echo "test_plugin_gpu.py: exit $rc"; grep -E "devices:|FAIL|skipped|^ok|failures" "$out/multi_gpu_cli.log" | tail -20
+  [ $rc -eq 0 ] || status=1
 fi
 if [[ $what == *gemm-precision* ]]; then
   # torch.matmul with and without fp16/bf16 split-K reductions, timed and judged against fp64 (gemm_precision.py)

@@ -16,6 +16,7 @@ ninja -C "$b" >/dev/null
 rm -rf .devcarry
 mkdir -p .devcarry/bin .devcarry/lib .devcarry/shared
 cp "$b/tools/kb/kb" "$b/lib/kb-worker" .devcarry/bin/
+cp -P "$b"/capi/libkb.so.1 "$b"/capi/libkb.so.0.1.0 .devcarry/lib/  # C ABI tests (test_multi_gpu)
 for t in "$b"/tests/gpu/test_* "$b/tests/plugin/test_plugin_gpu"; do if [ -f "$t" ] && [ -x "$t" ]; then cp "$t" .devcarry/bin/; fi; done
 # outside-solution GPU cases (on_device.sh plugin-gpu): the hostile and example CUDA plugins
 cp "$b/tests/plugin/libkb_hostile_cuda_plugin.so" "$b/examples/plugin/libkb_example_cuda_plugin.so" .devcarry/lib/
@@ -30,7 +31,7 @@ if command -v nvcc >/dev/null; then
     cp "$b/gpu-tools/$t" .devcarry/bin/
   done
 fi
-strip .devcarry/bin/* 2>/dev/null || true
+strip .devcarry/bin/* .devcarry/lib/libkb.so.0.1.0 2>/dev/null || true
 for lib in libsimdjson.so.14 libfmt.so.9; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/; done
 # CUPTI (kb bench --cupti, test_cupti_timing), in case the GPU machine's loader path lacks it
 for f in /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13; do

@@ -17,6 +17,7 @@
 
 #include "backendbench/command.hpp"
 #include "cuda/device.hpp"
+#include "cuda/nvml.hpp"
 #include "dataset/dataset.hpp"
 #include "harness/harness.hpp"
 #include "harness/trace_writer.hpp"
@@ -83,7 +84,10 @@ and workloads; default: kb's bundled dataset.
 options:
   --definitions A,B   only these definitions (names)
   --solutions S,T     only these solutions (names; see kb bench --list)
-  --device cpu|cuda   where solutions run (default: cuda if a device is usable, else cpu)
+  --device cpu|cuda|cuda:N   where solutions run (default: cuda if a device is
+                      usable, else cpu); cuda:N picks device N (kb devices lists
+                      them; numbered as CUDA_VISIBLE_DEVICES leaves them), cuda
+                      the current one (0 unless CUDA_VISIBLE_DEVICES says)
   --trials N          correctness trials per workload, fresh inputs each (default 3)
   --seed S            base seed; trial t uses S + t (default 27490)
   --out DIR           where traces go (default: kb-results)
@@ -136,7 +140,10 @@ is invalid (its problems are printed, nothing is written for it).
 
 constexpr const char* kDevicesUsage = R"(usage: kb devices
 
-Lists the CUDA devices kb can use, or says why there are none (exit 1).
+Lists the CUDA devices kb can use, or says why there are none (exit 1): for each,
+the ordinal that kb bench --device cuda:N takes, its name and size, and the
+physical GPU behind it (PCI bus id, nvidia-smi's index), which CUDA_VISIBLE_DEVICES
+and CUDA_DEVICE_ORDER can renumber.
 )";
 
 bool is_help(std::string_view a) { return a == "-h" || a == "--help"; }
@@ -401,8 +408,9 @@ int cmd_bench(const std::vector<std::string>& args) {
     } else if (a == "--device") {
       if (!(v = need(i, a))) return 2;
       device_arg = *v;
-      if (device_arg != "cpu" && device_arg != "cuda") {
-        fmt::print(stderr, "kb bench: --device is cpu or cuda, got \"{}\"\n", device_arg);
+      if (device_arg != "cpu" && !kb::cuda::parse_cuda_device(device_arg)) {
+        fmt::print(stderr, "kb bench: --device is cpu, cuda or cuda:N (N a device ordinal, see kb devices), got \"{}\"\n",
+                   device_arg);
         return 2;
       }
     } else if (a == "--trials") {
@@ -494,13 +502,25 @@ int cmd_bench(const std::vector<std::string>& args) {
   auto cuda_count = kb::cuda::device_count();
   kb::Device device = cuda_count ? kb::Device::cuda : kb::Device::cpu;
   if (device_arg == "cpu") device = kb::Device::cpu;
-  if (device_arg == "cuda") {
+  if (device_arg != "" && device_arg != "cpu") {
     if (!cuda_count) {
-      fmt::print(stderr, "kb bench: --device cuda: {}\n", cuda_count.error().message);
+      fmt::print(stderr, "kb bench: --device {}: {}\n", device_arg, cuda_count.error().message);
       return 1;
     }
     device = kb::Device::cuda;
+    // cuda:N: everything (kb's solutions, the oracles, the timer, the workers
+    // of outside solutions) runs on device N.
+    if (const int ordinal = *kb::cuda::parse_cuda_device(device_arg); ordinal >= 0) {
+      if (auto st = kb::cuda::select_device(ordinal); !st) {
+        fmt::print(stderr, "kb bench: --device {}: {}\n", device_arg, st.error().message);
+        return 1;
+      }
+    }
   }
+  if (device == kb::Device::cuda) {
+    if (auto current = kb::cuda::current_device()) plugin_options.cuda_device = *current;
+  }
+
   kb::Registry registry = kb::builtin_registry();
 
   kb::Diagnostics diags;
@@ -735,8 +755,12 @@ int cmd_devices(const std::vector<std::string>& args) {
       fmt::print(stderr, "kb devices: {}\n", info.error().message);
       return 1;
     }
-    fmt::print("{}: {} (sm_{}{}, {} SMs, {:.1f} GiB, L2 {:.0f} MiB)\n", i, info->name, info->compute_major,
-               info->compute_minor, info->sm_count, info->memory_bytes / double(1 << 30), info->l2_bytes / double(1 << 20));
+    // The PCI bus id and nvidia-smi's index name the physical GPU behind the ordinal (which depends on
+    // CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER).
+    const int smi = kb::cuda::nvml_index(i);
+    fmt::print("{}: {} (sm_{}{}, {} SMs, {:.1f} GiB, L2 {:.0f} MiB, PCI {}{})\n", i, info->name, info->compute_major,
+               info->compute_minor, info->sm_count, info->memory_bytes / double(1 << 30), info->l2_bytes / double(1 << 20),
+               info->pci_bus_id.empty() ? "?" : info->pci_bus_id, smi >= 0 ? fmt::format(", nvidia-smi {}", smi) : "");
   }
   for (const auto& [k, v] : kb::cuda::library_versions()) fmt::print("{} {}\n", k, v);
   return 0;
