@@ -18,7 +18,7 @@ namespace kb::backendbench {
 const char* const kParseUsage = R"USAGE(usage: kb backendbench parse FILE
        kb backendbench import FILE --out DIR
        kb backendbench ops [--device cuda]
-       kb backendbench run FILE [--ops A,B] [--device cpu|cuda] [--limit-per-op N]
+       kb backendbench run FILE [--ops A,B] [--device cpu|cuda|cuda:N] [--limit-per-op N]
                                 [--baseline JSON] [--seed N] [--lines] [--reps N]
                                 [--markdown FILE] [--oracle-limit N] [--oracle-flops N]
                                 [--gpu-reference] [--time-limit S]
@@ -41,9 +41,9 @@ run     Run the operators kb implements on the file's lines and print the
         the smallest inputs; --baseline reads times from
         tools/backendbench/torch_baseline.py; --lines lists every line run.
         --device cuda runs kb's CUDA kernels (operators that have one) and
-        judges them against the CPU oracles; --reps sets the timed calls per
-        line (20); --markdown writes the per-operator table, the score and
-        the coverage as markdown. The fp64 CPU oracle is slow (~1e7
+        judges them against the CPU oracles (cuda:N: on device N); --reps
+        sets the timed calls per line (20); --markdown writes the
+        per-operator table, the score and the coverage as markdown. The fp64 CPU oracle is slow (~1e7
         elements/s per core): lines over --oracle-limit input elements
         (2^23) or, for mm/bmm/addmm, --oracle-flops (2^32) are not judged
         and do not pass; 0 lifts a limit. --gpu-reference judges those lines
@@ -128,6 +128,7 @@ std::string pct(double num, double den) { return den > 0 ? fmt::format("{:.1f}%"
 
 int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
   std::string file, device = "cpu", baseline_path;
+  int cuda_device = -1;  // --device cuda:N; -1: the current device
   RunOptions opt;
   CudaRunOptions copt;
   std::string markdown_path, save_path;
@@ -149,8 +150,10 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
       for (auto& o : split_commas(*v)) opt.ops.push_back(o == "aten.sum.SymInt" ? "aten.sum.dim_IntList" : o);
     } else if (a == "--device") {
       auto v = value("--device");
-      if (!v || (*v != "cpu" && *v != "cuda")) return usage_error(err, "run: --device takes cpu or cuda");
-      device = *v;
+      auto ordinal = v ? cuda::parse_cuda_device(*v) : Result<int>(make_error(Code::invalid_argument, ""));
+      if (!v || (*v != "cpu" && !ordinal)) return usage_error(err, "run: --device takes cpu, cuda or cuda:N");
+      device = *v == "cpu" ? "cpu" : "cuda";
+      if (ordinal) cuda_device = *ordinal;
     } else if (a == "--limit-per-op") {
       auto v = value("--limit-per-op");
       std::uint64_t n = 0;
@@ -218,6 +221,12 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   if (device == "cuda" && !cuda_runs_available()) {
     fmt::print(err, "kb backendbench run: --device cuda: this kb was built without CUDA; run with --device cpu\n");
     return 1;
+  }
+  if (cuda_device >= 0) {
+    if (auto st = cuda::select_device(cuda_device); !st) {
+      fmt::print(err, "kb backendbench run: --device cuda:{}: {}\n", cuda_device, st.error().message);
+      return 1;
+    }
   }
   auto trace = parse_file(file);
   if (!trace) {

@@ -164,6 +164,8 @@ rc, out, err = run("backendbench", "run", trace_file, "--device", "cuda")
 # here (no GPU) either the build lacks CUDA or there is no device: both a clear error, exit 1
 check("backendbench run --device cuda without a GPU is a clear error", rc == 1 and
       ("built without CUDA" in err or "no CUDA device" in err), err)
+rc, out, err = run("backendbench", "run", trace_file, "--device", "cuda:q")
+check("backendbench run --device cuda:q is a usage error", rc == 2 and "--device takes cpu, cuda or cuda:N" in err, err)
 rc, out, err = run("backendbench", "import", trace_file)
 check("backendbench import without --out exits 2", rc == 2 and "--out" in err, err)
 
