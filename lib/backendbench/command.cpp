@@ -43,8 +43,8 @@ run     Run the operators kb implements on the file's lines and print the
         --device cuda runs kb's CUDA kernels (operators that have one) and
         judges them against the CPU oracles (cuda:N: on device N); --reps
         sets the timed calls per line (20); --markdown writes the
-        per-operator table, the score and the coverage as markdown. The fp64 CPU oracle is slow (~1e7
-        elements/s per core): lines over --oracle-limit input elements
+        per-operator table, the score and the coverage as markdown. The
+        fp64 CPU oracle is slow (~1e7 elements/s per core): lines over --oracle-limit input elements
         (2^23) or, for mm/bmm/addmm, --oracle-flops (2^32) are not judged
         and do not pass; 0 lifts a limit. --gpu-reference judges those lines
         against kb's fp64 GPU reference instead (its own CUDA plans in fp64,
