@@ -28,7 +28,7 @@ struct Options {
   double load_timeout_s = 0;   // starting the worker and loading the plugin; <= 0: max(timeout_s, 10)
   std::string worker_path;  // "" = find_worker_executable("")
   std::size_t max_output_bytes = 16 * 1024;  // captured stdout/stderr kept per take_output()
-  int cuda_device = -1;  // the CUDA device the worker makes current before loading the library; -1: its default
+  int cuda_device = -1;  // the CUDA device the worker runs CUDA solutions on (made current at the first); -1: its default
 };
 
 // Where kb-worker is: `explicit_path` if set, else $KB_WORKER, else the one

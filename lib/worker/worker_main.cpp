@@ -37,6 +37,8 @@ namespace {
 
 using namespace kb::worker;
 
+int g_cuda_device = -1;  // argv[2]: the CUDA device to run CUDA solutions on; -1: the CUDA default
+
 bool write_all(int fd, const void* p, std::size_t n) {
   const char* c = static_cast<const char*>(p);
   while (n) {
@@ -346,6 +348,14 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
   }
 
 #if KB_HAVE_CUDA
+  if (g_cuda_device >= 0) {
+    if (cudaError_t se = cudaSetDevice(g_cuda_device); se != cudaSuccess) {
+      set_message(reply.message, sizeof reply.message, "kb-worker: cannot use CUDA device %d: %s", g_cuda_device,
+                  cudaGetErrorString(se));
+      reply.status = kRunBadRequest;
+      return respond();
+    }
+  }
   int device = -1;
   if (cudaGetDevice(&device) == cudaSuccess) {
     reply.cuda_device = device;
@@ -534,21 +544,17 @@ int main(int argc, char** argv) {
   }
   const char* path = argv[1];
   char msg[kMessageBytes];
-  // The CUDA device kb runs on, made current before the library loads (its
-  // initializers may touch the GPU). -1 or absent: the CUDA default.
-  if (argc == 3 && std::strcmp(argv[2], "-1") != 0) {
+  // The CUDA device kb runs on (-1 or absent: the CUDA default), made
+  // current when a CUDA solution is first served, so that a worker serving
+  // only CPU solutions never creates a CUDA context.
+  if (argc == 3) {
     char* end = nullptr;
     const long device = std::strtol(argv[2], &end, 10);
-    if (!end || *end || device < 0 || device > 4096) {
+    if (!end || *end || device < -1 || device > 4096) {
       set_message(msg, sizeof msg, "kb-worker: \"%s\" is not a CUDA device ordinal", argv[2]);
       return fail_load(kLoadInvalid, msg);
     }
-#if KB_HAVE_CUDA
-    if (cudaError_t e = cudaSetDevice(static_cast<int>(device)); e != cudaSuccess) {
-      set_message(msg, sizeof msg, "kb-worker: cannot use CUDA device %ld: %s", device, cudaGetErrorString(e));
-      return fail_load(kLoadInvalid, msg);
-    }
-#endif
+    g_cuda_device = static_cast<int>(device);
   }
 
   void* lib = ::dlopen(path, RTLD_NOW | RTLD_LOCAL);
