@@ -5,6 +5,7 @@ done-criterion of issue 2: the shipped FlashInfer-Bench dataset validates with
 
 usage: test_cli.py KB SHARED_DIR PROJECT_DIR
 """
+import json
 import os
 import subprocess
 import sys
@@ -196,6 +197,29 @@ with tempfile.TemporaryDirectory() as tmp:
     check("bench writes traces", len(files) > 0, str(files))
     rc, vout, verr = run("validate", *files)
     check("bench traces validate", rc == 0 and ": 0 errors" in vout, vout + verr)
+
+    # --shard K/N: three shards into one folder write what the unsharded run wrote, each definition's file by one.
+    def recorded(root):
+        got = {}
+        for f in glob.glob(os.path.join(root, "traces", "*", "*", "*.jsonl")):
+            with open(f) as fh:
+                got[os.path.relpath(f, root)] = sorted((r["workload"]["uuid"], r["solution"])
+                                                       for r in map(json.loads, fh))
+        return got
+    whole = recorded(tmp)
+    sharded = os.path.join(tmp, "sharded")
+    per_shard = []
+    for k in (1, 2, 3):
+        rc, out, err = run("bench", "--device", "cpu", "--smallest", "--no-time", "--shard", f"{k}/3", "--out", sharded)
+        per_shard.append(set(recorded(sharded)) - set().union(*per_shard))  # the files this shard added
+        check(f"bench --shard {k}/3 runs its slice", rc == 0 and f"shard {k}/3: " in out and " 0 failed" in out, out + err)
+    check("the three shards' files are disjoint and non-empty", all(per_shard) and
+          sum(len(x) for x in per_shard) == len(set().union(*per_shard)), str([sorted(x) for x in per_shard]))
+    check("the shards together record what one unsharded run records", recorded(sharded) == whole,
+          f"{sorted(set(recorded(sharded)) ^ set(whole))}")
+for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
+    rc, out, err = run("bench", "--device", "cpu", "--shard", bad)
+    check(f"bench --shard {bad} is a usage error", rc == 2 and "--shard is K/N" in err, err)
 
 with tempfile.TemporaryDirectory() as tmp:
     # Small definitions only: this also runs under AddressSanitizer at -O0.

@@ -94,6 +94,10 @@ options:
   --resume            skip evaluations already recorded under --out
   --smallest          only the smallest workload of each definition
   --max-workloads N   at most N workloads per definition (smallest first)
+  --shard K/N         only the K-th of N slices of the selected definitions (by
+                      name: sorted, every N-th from the K-th), so N processes,
+                      one a GPU (--device cuda:I), cover a dataset between them;
+                      their trace files never overlap (one file a definition)
   --tolerances FILE   tolerance config (default, op_type, definition sections)
   --atol X --rtol X --matched-ratio X   tolerances applied on top of everything
   --no-time           judge correctness only
@@ -374,6 +378,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   kb::plugin::Options plugin_options;
   std::optional<double> atol, rtol, ratio;
   long max_workloads = -1;
+  long shard_k = 1, shard_n = 1;  // --shard K/N
   auto need = [&](std::size_t& i, const std::string& flag) -> std::optional<std::string> {
     if (i + 1 >= args.size()) {
       fmt::print(stderr, "kb bench: {} needs a value\n", flag);
@@ -446,6 +451,24 @@ int cmd_bench(const std::vector<std::string>& args) {
       if (!(v = need(i, a)) || !number(a, *v, ratio)) return 2;
     } else if (a == "--max-workloads") {
       if (!(v = need(i, a)) || !number(a, *v, max_workloads) || max_workloads < 1) return 2;
+    } else if (a == "--shard") {
+      if (!(v = need(i, a))) return 2;
+      const auto slash = v->find('/');
+      std::optional<long> k, n;
+      auto digits = [](std::string_view t) {
+        return !t.empty() && t.size() <= 6 && t.find_first_not_of("0123456789") == std::string_view::npos;
+      };
+      if (slash != std::string::npos && digits(std::string_view(*v).substr(0, slash)) &&
+          digits(std::string_view(*v).substr(slash + 1))) {
+        k = std::stol(v->substr(0, slash));
+        n = std::stol(v->substr(slash + 1));
+      }
+      if (!k || !n || *n < 1 || *k < 1 || *k > *n) {
+        fmt::print(stderr, "kb bench: --shard is K/N with 1 <= K <= N (e.g. 2/8), got \"{}\"\n", *v);
+        return 2;
+      }
+      shard_k = *k;
+      shard_n = *n;
     } else if (a == "--resume") {
       resume = true;
     } else if (a == "--smallest") {
@@ -527,6 +550,22 @@ int cmd_bench(const std::vector<std::string>& args) {
   kb::LoadOptions lo;
   auto datasets = kb::load_paths(paths, lo, diags);
   int status = 0;
+  // --shard K/N: the selected definition names, sorted, every N-th from the K-th (a name in several datasets
+  // stays in one shard: its trace file is one).
+  std::set<std::string> in_shard;
+  std::size_t selected_names = 0;
+  {
+    std::set<std::string> names;
+    for (const auto& ds : datasets)
+      for (const auto& e : ds.definitions)
+        if (only_defs.empty() || std::find(only_defs.begin(), only_defs.end(), e.definition.name) != only_defs.end())
+          names.insert(e.definition.name);
+    selected_names = names.size();
+    long i = 0;
+    for (const auto& name : names)
+      if (i++ % shard_n == shard_k - 1) in_shard.insert(name);
+  }
+  auto shard_has = [&](const std::string& name) { return shard_n == 1 || in_shard.count(name) > 0; };
   for (const auto& x : diags.items())
     if (x.severity == kb::Severity::error) {
       fmt::print(stderr, "{}\n", x.to_string());
@@ -561,7 +600,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     for (const auto& ds : datasets)
       for (const auto& e : ds.solutions) {
         const kb::Solution& s = e.solution;
-        if (!wanted(only_solutions, s.name) || !wanted(only_defs, s.definition)) continue;
+        if (!wanted(only_solutions, s.name) || !wanted(only_defs, s.definition) || !shard_has(s.definition)) continue;
         if (auto why = kb::plugin::unsupported_language(s.spec.language); !why.empty()) {
           not_runnable.push_back(fmt::format("{} ({}): {}", s.name, e.file, why));
           continue;
@@ -630,6 +669,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     for (const auto& e : ds.definitions) {
       const kb::Definition& d = e.definition;
       if (!only_defs.empty() && std::find(only_defs.begin(), only_defs.end(), d.name) == only_defs.end()) continue;
+      if (!shard_has(d.name)) continue;
       auto has_oracle = kb::find_oracle(d);
       if (!has_oracle && (opt.reference == kb::ReferenceSource::native || d.op_type == "sampling")) {
         skipped.push_back(fmt::format("{}: {}{}", d.name, has_oracle.error().message,
@@ -681,6 +721,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   }
 
   bool tty = isatty(STDERR_FILENO);
+  if (shard_n > 1)
+    fmt::print("shard {}/{}: {} of the {} selected definitions\n", shard_k, shard_n, in_shard.size(), selected_names);
   fmt::print("{:<34} {:<24} {:<24} {:<20} {:>9} {:>9} {:>11} {:>8}\n", "definition", "axes", "solution", "status",
              "max_abs", "max_rel", "latency_ms", "speedup");
   std::size_t passed = 0, failed = 0, errors = 0;
