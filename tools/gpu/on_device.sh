@@ -8,6 +8,8 @@
 #        bash tools/gpu/on_device.sh plugin-gpu             (outside CUDA solutions: faults, anti-gaming; not in all)
 #        bash tools/gpu/on_device.sh multi-gpu              (two GPUs: another device than the current one, --device cuda:1,
 #                                                   CUDA_VISIBLE_DEVICES=1; not in all)
+#        bash tools/gpu/on_device.sh shards                 (two GPUs: the bundled dataset in one process, then two --shard
+#                                                   processes one a GPU, into one folder; not in all)
 #        bash tools/gpu/on_device.sh gemm-precision         (torch.matmul's split-K precision: speed and fp64 error; not in all)
 #        bash tools/gpu/on_device.sh decode-gemm            (M = 1, 16 gemm shapes vs torch, kb's split rule and the earlier one; not in all)
 #        bash tools/gpu/on_device.sh aten-bb                (kb's ATen CUDA kernels vs PyTorch eager on the BackendBench trace; not in all)
@@ -125,6 +127,34 @@ if [[ $what == *multi-gpu* ]]; then
       .devcarry/lib/libkb_hostile_cuda_plugin.so .devcarry/lib/libkb_example_cuda_plugin.so > "$out/multi_gpu_cli.log" 2>&1
   rc=$?; echo "test_plugin_gpu.py: exit $rc"; grep -E "devices:|FAIL|skipped|^ok|failures" "$out/multi_gpu_cli.log" | tail -20
   [ $rc -eq 0 ] || status=1
+fi
+if [[ $what == *shards* ]]; then
+  # Two GPUs: kb bench on the bundled dataset in one process on one GPU, then as two shards, one a GPU, into one
+  # folder; wall times, and whether the shards recorded the same evaluations with the same statuses.
+  s=$(date +%s%N); $kb bench --device cuda --out "$out/one" > "$out/shard_one.txt" 2>&1; r=$?
+  echo "one process on one GPU: exit $r in $(( ($(date +%s%N) - s) / 1000000 )) ms"; tail -1 "$out/shard_one.txt"
+  s=$(date +%s%N)
+  $kb bench --device cuda:0 --shard 1/2 --out "$out/two" > "$out/shard_1of2.txt" 2>&1 & p1=$!
+  $kb bench --device cuda:1 --shard 2/2 --out "$out/two" > "$out/shard_2of2.txt" 2>&1 & p2=$!
+  wait $p1; r1=$?; wait $p2; r2=$?
+  echo "two shards on two GPUs (1/2 on cuda:0, 2/2 on cuda:1): exits $r1 $r2 in $(( ($(date +%s%N) - s) / 1000000 )) ms"
+  for f in "$out/shard_1of2.txt" "$out/shard_2of2.txt"; do head -1 "$f"; tail -1 "$f"; done
+  python3 - "$out" <<'PY'
+import collections, glob, json, os, sys
+def records(d):
+    r = {}
+    for f in glob.glob(os.path.join(sys.argv[1], d, "traces", "*", "*", "*.jsonl")):
+        for line in open(f):
+            t = json.loads(line)
+            e = t["evaluation"] or {}
+            r[(t["definition"], t["workload"]["uuid"], t["solution"])] = (
+                e.get("status"), (e.get("performance") or {}).get("extra", {}).get("cuda_device"))
+    return r
+one, two = records("one"), records("two")
+print(f"records: one process {len(one)}, two shards {len(two)}; same evaluations: {set(one) == set(two)}; "
+      f"same statuses: {all(one[k][0] == two[k][0] for k in one if k in two)}; "
+      f"devices of the sharded records: {dict(collections.Counter(v[1] for v in two.values()))}")
+PY
 fi
 if [[ $what == *gemm-precision* ]]; then
   # torch.matmul with and without fp16/bf16 split-K reductions, timed and judged against fp64 (gemm_precision.py)
