@@ -9,6 +9,10 @@
 namespace kb::cuda {
 
 namespace {
+// One flag for the process, not one per device: CUDA documents a sticky error
+// as leaving the process in an inconsistent state, and so it is (two H100s,
+// tests/plugin/test_plugin_gpu.cpp: after an illegal address on device 1,
+// cudaStreamCreate on device 0 fails with the same error).
 std::atomic<bool> g_broken{false};
 constexpr unsigned char kGuard = 0xA5;
 

@@ -11,6 +11,7 @@
 // usage: test_plugin_gpu [KB_WORKER HOSTILE_CUDA.so DATASET CUDA_SOLUTION.json CACHE_DIR]
 //   defaults: the build's paths; else files next to this executable
 //   (kb-worker, libkb_hostile_cuda_plugin.so) and tests/plugin/... under the working directory.
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -262,6 +263,36 @@ int main(int argc, char** argv) {
     auto r = kb::evaluate(*def, w, impl, timed);
     bool ok = status_of(r) == want && r && r->evaluation.log.find(needle) != std::string::npos;
     check(ok, "in-process " + impl.name + ": " + status_of(r) + (ok ? "" : " | " + log_of(r)));
+  }
+
+  // Two or more GPUs: an illegal address in-process on device 1. CUDA documents a sticky error as leaving the
+  // process unusable, device 0 included (cudaStreamCreate there fails with device 1's error), so kb refuses every
+  // device afterwards with a clear error, never a crash or a hang. Last: the process stays poisoned.
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices >= 2) {
+    const kb::Implementation* bad = nullptr;
+    const kb::Implementation* good = nullptr;
+    for (const auto& impl : local) {
+      if (impl.name == "inproc_hostile_cuda_illegal_address") bad = &impl;
+      if (impl.name == "inproc_hostile_cuda_good") good = &impl;
+    }
+    if (bad && good) {
+      (void)cudaSetDevice(1);
+      auto r1 = kb::evaluate(*def, w, *bad, untimed);
+      const std::string log1 = log_of(r1);
+      check(log1.find("sticky error") != std::string::npos,
+            "device 1: an illegal address in-process is reported as a sticky error: " + status_of(r1) + " | " + log1);
+      auto r2 = kb::evaluate(*def, w, *good, untimed);
+      check(!r2 && r2.error().message.find("unusable") != std::string::npos,
+            "device 1 afterwards: kb refuses it as unusable: " + status_of(r2) + " | " + log_of(r2));
+      (void)cudaSetDevice(0);
+      auto r0 = kb::evaluate(*def, w, *good, timed);
+      check(!r0 && r0.error().message.find("unusable") != std::string::npos,
+            "device 0 afterwards: refused as unusable too (the process is poisoned): " + status_of(r0) + " | " +
+                log_of(r0));
+    }
+  } else {
+    std::printf("skipped: a sticky error on one of two devices (%d usable)\n", devices);
   }
   std::printf("%s\n", failures ? (std::to_string(failures) + " failures").c_str() : "all passed");
   return failures ? 1 : 0;
