@@ -8,6 +8,8 @@
 //   single           one cuBLASLt matmul over all of K, bf16 out (torch's way)
 //   batched+cast     kb's method: the chunks as one strided batch into fp32
 //                    parts, then add the parts in order and round
+//   batched+cast xC  the same in C = 3 or 4 equal chunks (where K allows and
+//                    C is more than kb's count): more tiles, more parts
 //   seq-fp32C-bf16D  chunks into an fp32 buffer P, the last chunk with
 //                    beta = 1, C = P (fp32), D = the bf16 output (may be
 //                    refused by cuBLASLt: printed as unsupported)
@@ -393,7 +395,7 @@ int main(int argc, char** argv) {
   std::size_t maxN = 0, maxK = 0, maxNK = 0, max_chunks = 1;
   for (const auto& shape : shapes) {
     maxN = std::max<std::size_t>(maxN, shape.first), maxK = std::max<std::size_t>(maxK, shape.second);
-    max_chunks = std::max<std::size_t>(max_chunks, (shape.second + kChunkK - 1) / kChunkK);
+    max_chunks = std::max<std::size_t>(max_chunks, std::max<std::size_t>(4, (shape.second + kChunkK - 1) / kChunkK));
     maxNK = std::max(maxNK, std::size_t(shape.first) * shape.second);
   }
   const std::size_t maxMN = std::size_t(maxM) * maxN;
@@ -467,6 +469,19 @@ int main(int argc, char** argv) {
         add("batched+cast", note, ok ? std::function<void()>([s, chunks, stride, MN, C, parts] {
           LT(launch(s));
           add_parts(parts, int(chunks), stride, C, MN);
+        }) : nullptr);
+      }
+      for (std::int64_t more : {std::int64_t{3}, std::int64_t{4}}) {  // batched+cast in more, shorter chunks
+        const std::int64_t c = more, len = K / more;
+        if (c <= chunks || K % (8 * c)) continue;
+        const auto lb = layout(CUDA_R_16BF, len, N, K, c, len), la = layout(CUDA_R_16BF, len, M, K, c, len);
+        const auto lp = layout(CUDA_R_32F, N, M, N, c, stride);
+        Step s{lb, la, lp, lp, B, A, parts, parts, 0.f, g_ws, kWs};
+        std::string note;
+        const bool ok = tuned(s, "batch", note);
+        add("batched+cast x" + std::to_string(c), note, ok ? std::function<void()>([s, c, stride, MN, C, parts] {
+          LT(launch(s));
+          add_parts(parts, int(c), stride, C, MN);
         }) : nullptr);
       }
       std::vector<Step> seq;  // the chunks into P, beta 0 then 1 (shared by seq-fp32C-bf16D and seq-fp32)

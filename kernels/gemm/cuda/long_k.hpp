@@ -34,7 +34,12 @@
 // batch 1.058, one after the other 1.068, cuBLASLt's own split-K (2, 3, 4
 // splits, fp32 reduction in its workspace) 1.09-1.17, all exact enough; an
 // fp32 C with a bf16 D (the second chunk rounding as it adds the first) is
-// not supported by cuBLASLt 13 for bf16 inputs.
+// not supported by cuBLASLt 13 for bf16 inputs. More, shorter chunks in the
+// batch (more tiles to fill the SMs, one more fp32 part each) are slower
+// (H100, benchmarks/h100-2026-11-28-s15/long_k_chunks.txt, same run):
+// 5376 x 21504 M = 512 1.064 of one product with 2 chunks, 1.125 with 3,
+// 1.150 with 4; M = 2048 1.055 / 1.079 / 1.170; 8192 x 28672 M = 512 1.061
+// with 2, 1.098 with 4.
 #pragma once
 
 #include <cstdint>
