@@ -3,7 +3,8 @@
 # Safe to run repeatedly; needs root or sudo only when something is missing.
 set -eu
 # python3-torch (Debian: 1.13, CPU): `kb bench --reference torch` and its tests
-packages="meson ninja-build pkg-config g++ python3 python3-jsonschema libsimdjson-dev doctest-dev libfmt-dev libdlpack-dev clang python3-torch"
+# rustc, golang-go: the Rust and Go examples (examples/rust, examples/go), built and run by the tests
+packages="meson ninja-build pkg-config g++ python3 python3-jsonschema libsimdjson-dev doctest-dev libfmt-dev libdlpack-dev clang python3-torch rustc golang-go"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
