@@ -38,6 +38,11 @@ if [[ $what == *tests* || $what == all ]]; then
     if [ $rc -eq 77 ]; then echo "skipped"; elif [ $rc -ne 0 ]; then echo "FAILED ($rc)"; status=1; fi
   done 2>&1 | tee "$out/gpu_tests.log"
 fi
+if [[ $what == *tests* || $what == all ]]; then
+  # the Python example on PyTorch CUDA tensors (ctypes + DLPack, kb_cuda_rmsnorm on torch's current stream)
+  timeout 120 python3 examples/python/rmsnorm.py .devcarry/lib/libkb.so.1 kernels/rmsnorm/definitions/rmsnorm_h4096.json \
+      cuda || status=1
+fi
 if [[ $what == *bench* || $what == all ]]; then
   $kb bench --device cuda --out "$out/bundled" > "$out/bench_bundled.txt" 2>&1; tail -5 "$out/bench_bundled.txt"
 fi
@@ -121,6 +126,9 @@ if [[ $what == *multi-gpu* ]]; then
   CUDA_VISIBLE_DEVICES=1 $kb devices
   timeout 120 .devcarry/bin/test_multi_gpu > "$out/multi_gpu.log" 2>&1
   rc=$?; echo "test_multi_gpu: exit $rc"; cat "$out/multi_gpu.log"; [ $rc -eq 0 ] || status=1
+  # PyTorch tensors on device 1 through ctypes (examples/python/rmsnorm.py): kb on the tensors' device, torch's stream
+  timeout 120 python3 examples/python/rmsnorm.py .devcarry/lib/libkb.so.1 kernels/rmsnorm/definitions/rmsnorm_h4096.json \
+      cuda:1 || status=1
   export KB_WORKER="$PWD/.devcarry/bin/kb-worker"
   command -v nvcc >/dev/null && export NVCC=$(command -v nvcc)
   timeout ${PLUGIN_GPU_TIMEOUT:-300} python3 tests/plugin/test_plugin_gpu.py $kb "$KB_WORKER" tests/plugin/dataset "$(mktemp -d)" cuda \
