@@ -39,6 +39,9 @@ if [[ $what == *tests* || $what == all ]]; then
   done 2>&1 | tee "$out/gpu_tests.log"
 fi
 if [[ $what == *tests* || $what == all ]]; then
+  # the engine-style C++ example: a decode step (RMSNorm, gemm M = 16) captured into a CUDA graph and replayed
+  timeout 120 .devcarry/bin/kb_example_engine_step kernels/rmsnorm/definitions/rmsnorm_h4096.json \
+      kernels/gemm/definitions/gemm_n4096_k4096.json || status=1
   # the Python example on PyTorch CUDA tensors (ctypes + DLPack, kb_cuda_rmsnorm on torch's current stream)
   timeout 120 python3 examples/python/rmsnorm.py .devcarry/lib/libkb.so.1 kernels/rmsnorm/definitions/rmsnorm_h4096.json \
       cuda || status=1

@@ -410,7 +410,16 @@ Result<const StreamScratch*> scratch_locked(State& st, int device, void* stream)
   auto key = std::make_pair(device, stream);
   if (auto it = st.scratch.find(key); it != st.scratch.end()) return it->second.get();
   // First gemm on this stream: one allocation (cudaMalloc may synchronize the
-  // device), outside any timed region once the stream is warmed up.
+  // device), outside any timed region once the stream is warmed up. Under
+  // stream capture cudaMalloc is not allowed (and would invalidate the
+  // capture): refuse with the reason, the capture intact.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture); e != cudaSuccess)
+    return cuda_failure("cudaStreamIsCapturing", e);
+  if (capture != cudaStreamCaptureStatusNone)
+    return make_error(Code::unsupported,
+                      "gemm: this stream's workspace is allocated by its first gemm, which must run outside stream "
+                      "capture; run one gemm on the stream before capturing it");
   const std::size_t total = kLtWorkspaceBytes + kGemvScratchBytes;
   void* mem = nullptr;
   if (cudaError_t e = cudaMalloc(&mem, total); e != cudaSuccess)
