@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kb/kb.h"
@@ -22,8 +23,8 @@ namespace {
 
 int failures = 0;
 
-void check(bool ok, const char* what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+void check(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
   if (!ok) ++failures;
 }
 
@@ -120,6 +121,10 @@ int main(int argc, char** argv) {
     int current = -1;
     CU(cudaGetDevice(&current));
     check(current == 0, "the caller's current device is device 0 again after the call");
+    // Without the device guard the kernel ran on device 0 against device 1's memory and faulted there
+    // (measured on two H200s: the illegal address surfaced at a later call on device 0).
+    const cudaError_t sync0 = cudaDeviceSynchronize();
+    check(sync0 == cudaSuccess, std::string("device 0 saw no CUDA error: ") + cudaGetErrorString(sync0));
     CU(cudaSetDevice(1));
     const cudaError_t sync = cudaDeviceSynchronize();
     check(sync == cudaSuccess, "device 1 finishes the call without a CUDA error");
