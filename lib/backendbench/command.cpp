@@ -150,10 +150,15 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
       for (auto& o : split_commas(*v)) opt.ops.push_back(o == "aten.sum.SymInt" ? "aten.sum.dim_IntList" : o);
     } else if (a == "--device") {
       auto v = value("--device");
-      auto ordinal = v ? cuda::parse_cuda_device(*v) : Result<int>(make_error(Code::invalid_argument, ""));
-      if (!v || (*v != "cpu" && !ordinal)) return usage_error(err, "run: --device takes cpu, cuda or cuda:N");
-      device = *v == "cpu" ? "cpu" : "cuda";
-      if (ordinal) cuda_device = *ordinal;
+      if (!v) return usage_error(err, "run: --device takes cpu, cuda or cuda:N");
+      if (*v == "cpu") {
+        device = "cpu";
+      } else {
+        auto ordinal = cuda::parse_cuda_device(*v);
+        if (!ordinal) return usage_error(err, "run: --device takes cpu, cuda or cuda:N");
+        device = "cuda";
+        cuda_device = *ordinal;
+      }
     } else if (a == "--limit-per-op") {
       auto v = value("--limit-per-op");
       std::uint64_t n = 0;
@@ -253,8 +258,7 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
 
   std::string device_name = "cpu";
   if (device == "cuda") {
-    auto current = cuda::current_device();
-    auto info = cuda::device_info(current ? *current : 0);
+    auto info = cuda::current_device_info();
     device_name = info ? info->name : "cuda";
     fmt::print(out,
                "device: {} (kb's CUDA kernels, judged against kb's fp64 CPU oracles: atol = rtol = 1e-2, NaN == NaN,\n"

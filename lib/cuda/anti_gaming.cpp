@@ -6,10 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <thread>
 
+#include "cuda/per_device.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/timing.hpp"
 
@@ -118,17 +117,13 @@ Result<StreamCheck> check_stream_discipline(const std::function<Status(void*)>& 
 double measured_mma_tflops(void* stream) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  static std::mutex mutex;
-  static std::map<int, double> measured;  // per device, once per process
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = measured.find(device); it != measured.end()) return it->second;
-  double& tflops = measured[device];
-  [&] {
+  static PerDevice<double> measured;
+  return measured.get(device, [&]() -> double {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
-      return;
+      return 0;
     float* sink = nullptr;
-    if (cudaMalloc(reinterpret_cast<void**>(&sink), 1024 * sizeof(float)) != cudaSuccess) return;
+    if (cudaMalloc(reinterpret_cast<void**>(&sink), 1024 * sizeof(float)) != cudaSuccess) return 0;
     double flops = 0;
     TimingOptions o;
     o.flush_l2 = false;
@@ -141,10 +136,9 @@ double measured_mma_tflops(void* stream) {
         },
         stream, o);
     cudaFree(sink);
-    if (t && t->median_ms > 0) tflops = flops / (t->median_ms * 1e-3) / 1e12;
     (void)cudaGetLastError();
-  }();
-  return tflops;
+    return t && t->median_ms > 0 ? flops / (t->median_ms * 1e-3) / 1e12 : 0.0;
+  });
 }
 
 }  // namespace kb::cuda

@@ -107,6 +107,12 @@ std::vector<std::pair<std::string, std::string>> library_versions() { return {};
 
 #endif
 
+Result<DeviceInfo> current_device_info() {
+  auto current = current_device();
+  if (!current) return current.error();
+  return device_info(*current);
+}
+
 Result<int> parse_cuda_device(const std::string& text) {
   if (text == "cuda") return -1;
   const std::string digits = text.rfind("cuda:", 0) == 0 ? text.substr(5) : std::string();

@@ -29,6 +29,8 @@ Result<int> device_count();
 Result<DeviceInfo> device_info(int ordinal);
 // The calling thread's current device (cudaGetDevice), or no_cuda_device / unsupported.
 Result<int> current_device();
+// device_info of the calling thread's current device.
+Result<DeviceInfo> current_device_info();
 // Makes `ordinal` the calling thread's current device (cudaSetDevice). invalid_argument, naming the
 // ordinal and how many devices there are, when it does not exist.
 Status select_device(int ordinal);

@@ -2,12 +2,13 @@
 
 #include <dlfcn.h>
 
-#include <map>
 #include <mutex>
 
 #if KB_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+
+#include "cuda/per_device.hpp"
 
 namespace kb::cuda {
 namespace {
@@ -48,18 +49,16 @@ const Nvml& nvml() {
 nvmlDevice handle(int device) {
   const Nvml& n = nvml();
   if (!n.ok) return nullptr;
-  static std::mutex mutex;
-  static std::map<int, nvmlDevice> handles;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = handles.find(device); it != handles.end()) return it->second;
-  nvmlDevice d = nullptr;
+  static PerDevice<nvmlDevice> handles;
+  return handles.get(device, [&] {
+    nvmlDevice d = nullptr;
 #if KB_HAVE_CUDA
-  char bus[32] = {};
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess || n.handle_by_pci_bus_id(bus, &d) != 0)
-    d = nullptr;
+    char bus[32] = {};
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess || n.handle_by_pci_bus_id(bus, &d) != 0)
+      d = nullptr;
 #endif
-  handles[device] = d;
-  return d;
+    return d;
+  });
 }
 
 unsigned read(int device, bool max) {

@@ -6,13 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <numeric>
 #include <vector>
 
 #include "cuda/cupti.hpp"
 #include "cuda/nvml.hpp"
+#include "cuda/per_device.hpp"
 #include "cuda/runtime.hpp"
 
 namespace kb::cuda {
@@ -26,17 +25,15 @@ namespace {
 
 // One flush buffer per device, twice the L2 size, allocated on first use.
 Result<std::pair<void*, std::size_t>> flush_buffer(int device) {
-  static std::mutex mu;
-  static std::map<int, std::pair<void*, std::size_t>> buffers;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = buffers.find(device); it != buffers.end()) return it->second;
-  int l2 = 0;
-  KB_TRY(check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size"));
-  std::size_t bytes = std::max<std::size_t>(2 * static_cast<std::size_t>(l2), 1 << 20);
-  void* p = nullptr;
-  KB_TRY(check(cudaMalloc(&p, bytes), "allocating the L2 flush buffer"));
-  buffers[device] = {p, bytes};
-  return buffers[device];
+  static PerDevice<std::pair<void*, std::size_t>> buffers;
+  return buffers.try_get(device, [&]() -> Result<std::pair<void*, std::size_t>> {
+    int l2 = 0;
+    KB_TRY(check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size"));
+    std::size_t bytes = std::max<std::size_t>(2 * static_cast<std::size_t>(l2), 1 << 20);
+    void* p = nullptr;
+    KB_TRY(check(cudaMalloc(&p, bytes), "allocating the L2 flush buffer"));
+    return std::pair<void*, std::size_t>{p, bytes};
+  });
 }
 
 struct Stats {

@@ -4,10 +4,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <map>
-#include <mutex>
 
 #include "cuda/anti_gaming.hpp"
+#include "cuda/per_device.hpp"
 #include "cuda/plausible.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/timing.hpp"
@@ -47,14 +46,11 @@ Result<DeviceInputs> upload_inputs(const Materialized& m, void* stream) {
 // Copy bandwidth and launch floor of the current device, measured once per
 // device per process (the first evaluation on a device pays for it).
 cuda::Ceilings device_ceilings(int device, void* stream) {
-  static std::mutex mutex;
-  static std::map<int, cuda::Ceilings> measured;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = measured.find(device); it != measured.end()) return it->second;
-  cuda::Ceilings c;
-  if (auto m = cuda::measure_ceilings(stream)) c = *m;
-  measured[device] = c;
-  return c;
+  static cuda::PerDevice<cuda::Ceilings> measured;
+  return measured.get(device, [&] {
+    auto m = cuda::measure_ceilings(stream);
+    return m ? *m : cuda::Ceilings{};
+  });
 }
 
 std::string json_string(const std::string& v) {

@@ -131,8 +131,7 @@ EvalEnvironment current_environment(Device device) {
   EvalEnvironment env;
   env.libs.emplace_back("kb", KB_VERSION_STRING);
   if (device == Device::cuda) {
-    auto current = cuda::current_device();
-    auto info = cuda::device_info(current ? *current : 0);
+    auto info = cuda::current_device_info();
     env.hardware = info ? info->name : "CUDA device";
     for (auto& lib : cuda::library_versions()) env.libs.push_back(std::move(lib));
   } else {
