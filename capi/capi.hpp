@@ -56,6 +56,8 @@ struct kb_result {
 
 namespace kb {
 struct BenchOptions;
+struct AxisValues;
+struct Implementation;
 }
 
 namespace kb::capi {
@@ -120,6 +122,13 @@ inline constexpr std::size_t kBenchmarkOptionsV1Size =
 // The caller's kb_benchmark_options (nullable: the defaults), read as far as
 // its struct_size reaches, as kb's BenchOptions (run.cpp).
 kb_status read_benchmark_options(const char* function, const kb_benchmark_options* opts, BenchOptions& out);
+
+// Runs `implementation` on tensors kb_definition_check_tensors() accepted, with
+// the axis values it bound (run.cpp; kb_solution_run and kb_dispatch_run).
+// Messages begin with `function`.
+kb_status run_checked(const char* function, const kb::Definition& d, const kb::AxisValues& axes,
+                      const kb::Implementation& implementation, const DLTensor* const* inputs, size_t n_inputs,
+                      const DLTensor* const* outputs, size_t n_outputs, void* stream);
 
 }  // namespace kb::capi
 

@@ -77,6 +77,98 @@ kb_status read_benchmark_options(const char* function, const kb_benchmark_option
   return KB_OK;
 }
 
+kb_status run_checked(const char* function, const kb::Definition& d, const kb::AxisValues& axes,
+                      const kb::Implementation& implementation, const DLTensor* const* inputs, size_t n_inputs,
+                      const DLTensor* const* outputs, size_t n_outputs, void* stream) {
+  const kb::Implementation* impl = &implementation;
+  if (impl->device == kb::Device::cpu) {
+    std::vector<kb::Tensor> in_tensors(n_inputs);
+    std::vector<kb::Arg> args(n_inputs);
+    for (std::size_t i = 0; i < n_inputs; ++i) {
+      const DLTensor* t = inputs[i];
+      if (!t) continue;
+      if (!is_host(t)) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the CPU but input \"{}\" is not in host memory", function, impl->name, d.inputs[i].name));
+      if (d.inputs[i].is_scalar()) {
+        args[i].scalar = scalar_of(d.inputs[i], t);
+        continue;
+      }
+      auto x = kb::Tensor::allocate(d.inputs[i].dtype, shape_of(t));
+      if (!x) return fail(x.error());
+      std::memcpy(x->bytes(), host_bytes(t), x->nbytes());
+      in_tensors[i] = std::move(*x);
+      args[i].tensor = &in_tensors[i];
+    }
+    std::vector<kb::Tensor> out_tensors;
+    for (std::size_t i = 0; i < n_outputs; ++i) {
+      if (!is_host(outputs[i])) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the CPU but output \"{}\" is not in host memory", function, impl->name, d.outputs[i].name));
+      auto x = kb::Tensor::allocate(d.outputs[i].dtype, shape_of(outputs[i]));
+      if (!x) return fail(x.error());
+      out_tensors.push_back(std::move(*x));
+    }
+    kb::Status st = impl->run(kb::ImplementationCall{d, axes, args, out_tensors, 0});
+    if (!st.ok()) return fail(st.error());
+    for (std::size_t i = 0; i < n_outputs; ++i) {
+      const kb::Tensor& o = out_tensors[i];
+      if (o.shape() != shape_of(outputs[i]) || o.dtype() != d.outputs[i].dtype)
+        return fail(KB_ERROR_INVALID_DATA, fmt::format("{}: {} returned output \"{}\" of another shape or dtype", function, impl->name, d.outputs[i].name));
+      std::memcpy(static_cast<std::byte*>(outputs[i]->data) + outputs[i]->byte_offset, o.bytes(), o.nbytes());
+    }
+    return KB_OK;
+  }
+#if KB_HAVE_CUDA
+  std::vector<kb::cuda::DeviceTensor> in_views(n_inputs), out_views(n_outputs);
+  std::vector<kb::cuda::DeviceArg> args(n_inputs);
+  auto view = [&](const DLTensor* t, kb::DType dtype) {
+    kb::cuda::DeviceTensor v;
+    v.dtype = dtype;
+    v.shape = shape_of(t);
+    v.data = static_cast<char*>(t->data) + t->byte_offset;
+    v.nbytes = static_cast<std::size_t>(kb::dtype_storage_bytes(dtype, v.numel()));
+    return v;
+  };
+  for (std::size_t i = 0; i < n_inputs; ++i) {
+    const DLTensor* t = inputs[i];
+    if (!t) continue;
+    if (d.inputs[i].is_scalar()) {
+      if (!is_host(t)) return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("{}: scalar input \"{}\" must be a host tensor", function, d.inputs[i].name));
+      args[i].scalar = scalar_of(d.inputs[i], t);
+      continue;
+    }
+    if (t->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the GPU but input \"{}\" is not in device memory", function, impl->name, d.inputs[i].name));
+    in_views[i] = view(t, d.inputs[i].dtype);
+    args[i].tensor = &in_views[i];
+  }
+  for (std::size_t i = 0; i < n_outputs; ++i) {
+    if (outputs[i]->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the GPU but output \"{}\" is not in device memory", function, impl->name, d.outputs[i].name));
+    out_views[i] = view(outputs[i], d.outputs[i].dtype);
+  }
+  // The solution runs on its tensors' device (DLPack device_id; check_tensors made them agree), as a
+  // PyTorch op does; the caller's current device is restored afterwards. Only a call whose tensors are
+  // on another device than the current one switches.
+  int tensor_device = -1;
+  for (std::size_t i = 0; i < n_outputs && tensor_device < 0; ++i) tensor_device = outputs[i]->device.device_id;
+  auto current = kb::cuda::current_device();
+  if (!current) return fail(current.error());
+  struct Restore {
+    int device = -1;
+    ~Restore() {
+      if (device >= 0) (void)kb::cuda::select_device(device);
+    }
+  } restore;
+  if (tensor_device >= 0 && tensor_device != *current) {
+    if (auto sel = kb::cuda::select_device(tensor_device); !sel)
+      return fail(kb::Error{sel.error().code, fmt::format("{}: the tensors are on CUDA device {}: {}", function,
+                                                          tensor_device, sel.error().message)});
+    restore.device = *current;
+  }
+  kb::Status st = impl->run_cuda(kb::CudaCall{d, axes, args, out_views, stream});
+  if (!st.ok()) return fail(st.error());
+  return KB_OK;
+#else
+  return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} needs CUDA; kb was built without it", function, impl->name));
+#endif
+}
+
 }  // namespace kb::capi
 
 extern "C" {
@@ -102,93 +194,7 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
     if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_solution_run: no solution \"{}\" (see kb bench --list)", solution));
     if (auto why = impl->supports(d); !why.empty())
       return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} does not handle {}: {}", impl->name, d.name, why));
-
-    if (impl->device == kb::Device::cpu) {
-      std::vector<kb::Tensor> in_tensors(n_inputs);
-      std::vector<kb::Arg> args(n_inputs);
-      for (std::size_t i = 0; i < n_inputs; ++i) {
-        const DLTensor* t = inputs[i];
-        if (!t) continue;
-        if (!is_host(t)) return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} runs on the CPU but input \"{}\" is not in host memory", impl->name, d.inputs[i].name));
-        if (d.inputs[i].is_scalar()) {
-          args[i].scalar = scalar_of(d.inputs[i], t);
-          continue;
-        }
-        auto x = kb::Tensor::allocate(d.inputs[i].dtype, shape_of(t));
-        if (!x) return fail(x.error());
-        std::memcpy(x->bytes(), host_bytes(t), x->nbytes());
-        in_tensors[i] = std::move(*x);
-        args[i].tensor = &in_tensors[i];
-      }
-      std::vector<kb::Tensor> out_tensors;
-      for (std::size_t i = 0; i < n_outputs; ++i) {
-        if (!is_host(outputs[i])) return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} runs on the CPU but output \"{}\" is not in host memory", impl->name, d.outputs[i].name));
-        auto x = kb::Tensor::allocate(d.outputs[i].dtype, shape_of(outputs[i]));
-        if (!x) return fail(x.error());
-        out_tensors.push_back(std::move(*x));
-      }
-      kb::Status st = impl->run(kb::ImplementationCall{d, axes, args, out_tensors, 0});
-      if (!st.ok()) return fail(st.error());
-      for (std::size_t i = 0; i < n_outputs; ++i) {
-        const kb::Tensor& o = out_tensors[i];
-        if (o.shape() != shape_of(outputs[i]) || o.dtype() != d.outputs[i].dtype)
-          return fail(KB_ERROR_INVALID_DATA, fmt::format("kb_solution_run: {} returned output \"{}\" of another shape or dtype", impl->name, d.outputs[i].name));
-        std::memcpy(static_cast<std::byte*>(outputs[i]->data) + outputs[i]->byte_offset, o.bytes(), o.nbytes());
-      }
-      return KB_OK;
-    }
-#if KB_HAVE_CUDA
-    std::vector<kb::cuda::DeviceTensor> in_views(n_inputs), out_views(n_outputs);
-    std::vector<kb::cuda::DeviceArg> args(n_inputs);
-    auto view = [&](const DLTensor* t, kb::DType dtype) {
-      kb::cuda::DeviceTensor v;
-      v.dtype = dtype;
-      v.shape = shape_of(t);
-      v.data = static_cast<char*>(t->data) + t->byte_offset;
-      v.nbytes = static_cast<std::size_t>(kb::dtype_storage_bytes(dtype, v.numel()));
-      return v;
-    };
-    for (std::size_t i = 0; i < n_inputs; ++i) {
-      const DLTensor* t = inputs[i];
-      if (!t) continue;
-      if (d.inputs[i].is_scalar()) {
-        if (!is_host(t)) return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("kb_solution_run: scalar input \"{}\" must be a host tensor", d.inputs[i].name));
-        args[i].scalar = scalar_of(d.inputs[i], t);
-        continue;
-      }
-      if (t->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} runs on the GPU but input \"{}\" is not in device memory", impl->name, d.inputs[i].name));
-      in_views[i] = view(t, d.inputs[i].dtype);
-      args[i].tensor = &in_views[i];
-    }
-    for (std::size_t i = 0; i < n_outputs; ++i) {
-      if (outputs[i]->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} runs on the GPU but output \"{}\" is not in device memory", impl->name, d.outputs[i].name));
-      out_views[i] = view(outputs[i], d.outputs[i].dtype);
-    }
-    // The solution runs on its tensors' device (DLPack device_id; check_tensors made them agree), as a
-    // PyTorch op does; the caller's current device is restored afterwards. Only a call whose tensors are
-    // on another device than the current one switches.
-    int tensor_device = -1;
-    for (std::size_t i = 0; i < n_outputs && tensor_device < 0; ++i) tensor_device = outputs[i]->device.device_id;
-    auto current = kb::cuda::current_device();
-    if (!current) return fail(current.error());
-    struct Restore {
-      int device = -1;
-      ~Restore() {
-        if (device >= 0) (void)kb::cuda::select_device(device);
-      }
-    } restore;
-    if (tensor_device >= 0 && tensor_device != *current) {
-      if (auto sel = kb::cuda::select_device(tensor_device); !sel)
-        return fail(kb::Error{sel.error().code, fmt::format("kb_solution_run: the tensors are on CUDA device {}: {}",
-                                                            tensor_device, sel.error().message)});
-      restore.device = *current;
-    }
-    kb::Status st = impl->run_cuda(kb::CudaCall{d, axes, args, out_views, stream});
-    if (!st.ok()) return fail(st.error());
-    return KB_OK;
-#else
-    return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} needs CUDA; kb was built without it", impl->name));
-#endif
+    return kb::capi::run_checked("kb_solution_run", d, axes, *impl, inputs, n_inputs, outputs, n_outputs, stream);
   });
 }
 

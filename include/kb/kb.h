@@ -597,6 +597,86 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
                                  const DLTensor* const* inputs, size_t n_inputs,
                                  const DLTensor* const* outputs, size_t n_outputs, void* stream);
 
+/* ==== Dispatch ================================================================================= */
+
+/* A per-call choice among kb's solutions of one definition, made from recorded traces: what an
+ * engine links kb for. Built once (kb_dispatch_create reads the traces); every call then picks, for
+ * its own axis values, the solution that was fastest and PASSED on the nearest recorded workload,
+ * and runs it as kb_solution_run() does. Immutable after creation: any number of threads may call
+ * kb_dispatch_choose() and kb_dispatch_run() on one kb_dispatch. Since 0.1. */
+typedef struct kb_dispatch kb_dispatch;
+
+/* Only a recorded workload with exactly the call's var-axis values counts; otherwise the fallback. */
+#define KB_DISPATCH_EXACT 1u
+
+/* Options of kb_dispatch_create(). Since 0.1. */
+typedef struct kb_dispatch_options {
+  size_t struct_size;   /* sizeof(kb_dispatch_options) */
+  const char* hardware; /* nullable: only records whose evaluation.environment.hardware equals this
+                           (e.g. "NVIDIA H100 80GB HBM3"); NULL: records from any hardware */
+  const char* fallback; /* nullable: the solution for calls no record covers, on its device kind;
+                           NULL: kb's default solution of the definition for the tensors' device */
+  uint32_t flags;       /* KB_DISPATCH_EXACT, or 0 */
+} kb_dispatch_options;
+
+#define KB_DISPATCH_OPTIONS_INIT {sizeof(kb_dispatch_options), NULL, NULL, 0u}
+
+/* Builds a dispatch for `def` from the FlashInfer-Bench Trace lines under `traces`: a .jsonl file,
+ * or a folder searched recursively for them (`kb bench --out DIR` writes DIR/traces/...).
+ * Lines of other definitions are skipped. A record counts when its solution is one of kb's
+ * in-process solutions that handles `def` ("kb bench --list"; plugins and the oracle do not count:
+ * they do not run in this process). For each workload's var-axis values and device kind (CPU or
+ * CUDA) the fastest PASSED solution is kept; a solution with any record other than PASSED on
+ * those values is out for them.
+ *   ctx     (in) a context.
+ *   def     (in) the definition; the dispatch keeps its own copy.
+ *   traces  (in) a path.
+ *   opts    (in, nullable) NULL means KB_DISPATCH_OPTIONS_INIT. Not kept.
+ *   out     (out) the dispatch, owned by the caller until kb_dispatch_destroy().
+ * Returns KB_OK (also when no record counts: every call then takes the fallback); KB_ERROR_IO
+ * (no such path); KB_ERROR_PARSE / KB_ERROR_INVALID_DATA (a line of this definition that is not a
+ * valid Trace, or whose workload lacks a var axis: the message names the file and line);
+ * KB_ERROR_NOT_FOUND / KB_ERROR_UNSUPPORTED (a fallback that is not kb's, or does not handle
+ * `def`); KB_ERROR_INVALID_ARGUMENT. Thread-safe. Since 0.1. */
+KB_API kb_status kb_dispatch_create(kb_context* ctx, const kb_definition* def, const char* traces,
+                                    const kb_dispatch_options* opts, kb_dispatch** out);
+
+/* Frees a dispatch. NULL is a no-op. Since 0.1. */
+KB_API void kb_dispatch_destroy(kb_dispatch* dispatch);
+
+/* Number of (workload axis values, device kind) entries the traces gave, or 0 for NULL. Since 0.1. */
+KB_API size_t kb_dispatch_entry_count(const kb_dispatch* dispatch);
+
+/* What kb_dispatch_choose() picked. Strings are owned by the dispatch. Since 0.1. */
+typedef struct kb_dispatch_choice {
+  size_t struct_size;          /* in: sizeof(kb_dispatch_choice) */
+  const char* solution;        /* out: the solution a run of this call uses */
+  const char* workload_uuid;   /* out: the recorded workload it won on; NULL for the fallback */
+  double recorded_latency_ms;  /* out: its recorded latency; 0 for the fallback */
+  int exact;                   /* out: 1 when that workload has exactly the call's var-axis values */
+} kb_dispatch_choice;
+
+#define KB_DISPATCH_CHOICE_INIT {sizeof(kb_dispatch_choice), NULL, NULL, 0.0, 0}
+
+/* The choice for a call, without running it. The tensors are checked as in
+ * kb_definition_check_tensors(); the device kind is CUDA when any tensor is kDLCUDA, else CPU.
+ * The nearest recorded workload is the one whose var-axis values differ least, summed over the var
+ * axes as |log2(a) - log2(b)| (batch 1 against 2 weighs as 1024 against 2048); ties go to the
+ * smaller values. Returns KB_OK; the checks' errors; KB_ERROR_UNSUPPORTED when nothing was
+ * recorded for this device kind and kb has no solution of the definition for it;
+ * KB_ERROR_INVALID_ARGUMENT. Allocates nothing, touches no device memory. Since 0.1. */
+KB_API kb_status kb_dispatch_choose(const kb_dispatch* dispatch, const DLTensor* const* inputs, size_t n_inputs,
+                                    const DLTensor* const* outputs, size_t n_outputs, kb_dispatch_choice* out);
+
+/* Runs the call on the solution kb_dispatch_choose() picks, with kb_solution_run()'s contract: the
+ * tensors' device, `stream`, no device allocation and no synchronization, so it may be captured in
+ * a CUDA graph once each shape has run outside capture (a gemm sets up its stream's workspace on
+ * its first call and refuses that under capture, with its reason). On the CPU path kb copies the
+ * tensors through host buffers as kb_solution_run() does. Returns kb_dispatch_choose()'s and
+ * kb_solution_run()'s statuses. Since 0.1. */
+KB_API kb_status kb_dispatch_run(const kb_dispatch* dispatch, const DLTensor* const* inputs, size_t n_inputs,
+                                 const DLTensor* const* outputs, size_t n_outputs, void* stream);
+
 /* Options of kb_benchmark_run(). Since 0.1. */
 typedef struct kb_benchmark_options {
   size_t struct_size;          /* in: sizeof(kb_benchmark_options) */

@@ -1,0 +1,134 @@
+#include "dispatch/dispatch_table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include "schema/io.hpp"
+
+namespace kb::dispatch {
+namespace fs = std::filesystem;
+
+namespace {
+
+Result<std::vector<fs::path>> trace_files(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return std::vector<fs::path>{path};
+  if (!fs::is_directory(path, ec)) return make_error(Code::io_error, fmt::format("{}: no such file or folder", path));
+  std::vector<fs::path> files;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->path().extension() == ".jsonl" && it->is_regular_file()) files.push_back(it->path());
+  if (ec) return make_error(Code::io_error, fmt::format("{}: {}", path, ec.message()));
+  std::sort(files.begin(), files.end());  // the same table whatever order the folder lists
+  return files;
+}
+
+// What the records say about one solution on one set of axis values.
+struct Candidate {
+  double best_ms = 0;
+  std::string uuid;
+  bool failed = false;  // a record other than PASSED: out for these axis values
+};
+
+using Key = std::tuple<Device, std::vector<std::int64_t>, std::string>;  // device, var values, solution
+
+double log_size(std::int64_t v) { return std::log2(static_cast<double>(std::max<std::int64_t>(v, 1))); }
+
+}  // namespace
+
+Result<Table> build_table(const Definition& def, const std::string& path, const TableOptions& options,
+                          const Registry& registry) {
+  Table table;
+  for (std::size_t i = 0; i < def.axes.size(); ++i)
+    if (def.axes[i].kind == AxisKind::var) table.var_axes.push_back(i);
+
+  auto files = trace_files(path);
+  if (!files) return std::move(files).error();
+  std::map<Key, Candidate> seen;
+  const std::string quoted_name = fmt::format("\"{}\"", def.name);
+  for (const fs::path& file : *files) {
+    std::ifstream in(file);
+    if (!in) return make_error(Code::io_error, fmt::format("{}: cannot be read", file.string()));
+    std::string line;
+    for (std::size_t number = 1; std::getline(in, line); ++number) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      // Most lines of a shared traces folder belong to other definitions.
+      if (line.find(quoted_name) == std::string::npos) continue;
+      const std::string origin = fmt::format("{}:{}", file.string(), number);
+      auto trace = read_trace(line, origin);
+      if (!trace) return std::move(trace).error();
+      if (trace->definition != def.name || !trace->solution || !trace->evaluation) continue;
+      ++table.records;
+      const Implementation* impl = registry.find(*trace->solution);
+      if (!impl || impl->outside || (impl->supports && !impl->supports(def).empty())) continue;
+      const Evaluation& ev = *trace->evaluation;
+      if (!options.hardware.empty() && ev.environment.hardware != options.hardware) continue;
+      std::vector<std::int64_t> values;
+      for (std::size_t a : table.var_axes) {
+        const std::int64_t* v = trace->workload.find_axis(def.axes[a].name);
+        if (!v)
+          return make_error(Code::invalid_data, fmt::format("{}: workload {} has no value for var axis \"{}\" of {}",
+                                                            origin, trace->workload.uuid, def.axes[a].name, def.name));
+        values.push_back(*v);
+      }
+      ++table.used;
+      Candidate& c = seen[Key{impl->device, std::move(values), impl->name}];
+      const bool passed = ev.status == EvalStatus::passed && ev.performance && ev.performance->latency_ms > 0;
+      if (!passed) {
+        c.failed = true;
+      } else if (c.uuid.empty() || ev.performance->latency_ms < c.best_ms) {
+        c.best_ms = ev.performance->latency_ms;
+        c.uuid = trace->workload.uuid;
+      }
+    }
+  }
+  // `seen` is ordered by (device, values, solution): the fastest passing
+  // solution of each (device, values) run, ties to the first name.
+  for (auto it = seen.begin(); it != seen.end();) {
+    const auto& [device, values, name] = it->first;
+    Entry best;
+    for (; it != seen.end() && std::get<0>(it->first) == device && std::get<1>(it->first) == values; ++it) {
+      const Candidate& c = it->second;
+      if (c.failed || c.uuid.empty()) continue;
+      if (!best.impl || c.best_ms < best.latency_ms) {
+        best.impl = registry.find(std::get<2>(it->first));
+        best.latency_ms = c.best_ms;
+        best.workload_uuid = c.uuid;
+      }
+    }
+    if (!best.impl) continue;
+    best.var_values = values;
+    (device == Device::cpu ? table.cpu : table.cuda).push_back(std::move(best));
+  }
+  return table;
+}
+
+const Entry* nearest(const Table& table, const std::vector<Entry>& entries, std::span<const std::int64_t> axis_values,
+                     bool exact) {
+  const Entry* best = nullptr;
+  double best_distance = 0;
+  for (const Entry& e : entries) {
+    double distance = 0;
+    for (std::size_t i = 0; i < table.var_axes.size(); ++i) {
+      const std::size_t a = table.var_axes[i];
+      const std::int64_t call = a < axis_values.size() ? axis_values[a] : -1;
+      if (call == e.var_values[i]) continue;
+      distance += std::abs(log_size(call) - log_size(e.var_values[i]));
+      if (exact) distance += 1;  // any difference disqualifies
+    }
+    if (exact && distance > 0) continue;
+    if (!best || distance < best_distance) {
+      best = &e;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+}  // namespace kb::dispatch
