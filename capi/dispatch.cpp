@@ -90,7 +90,7 @@ KB_API kb_status kb_dispatch_create(kb_context* ctx, const kb_definition* def, c
   return kb::capi::guarded(__func__, [&]() -> kb_status {
     kb_dispatch_options o = KB_DISPATCH_OPTIONS_INIT;
     if (opts) {
-      if (kb_status s = kb::capi::read_grown_struct(__func__, "opts", opts, sizeof(kb_dispatch_options),
+      if (kb_status s = kb::capi::read_grown_struct("kb_dispatch_create", "opts", opts, sizeof(kb_dispatch_options),
                                                     "KB_DISPATCH_OPTIONS_INIT", o);
           s != KB_OK)
         return s;
@@ -152,7 +152,8 @@ KB_API kb_status kb_dispatch_choose(const kb_dispatch* dispatch, const DLTensor*
   return kb::capi::guarded(__func__, [&]() -> kb_status {
     CallAxes axes(dispatch->def->def.axes.size());
     Choice c;
-    if (kb_status s = choose(__func__, dispatch, inputs, n_inputs, outputs, n_outputs, axes, c); s != KB_OK) return s;
+    if (kb_status s = choose("kb_dispatch_choose", dispatch, inputs, n_inputs, outputs, n_outputs, axes, c); s != KB_OK)
+      return s;
     out->solution = c.impl->name.c_str();
     out->workload_uuid = c.entry ? c.entry->workload_uuid.c_str() : nullptr;
     out->recorded_latency_ms = c.entry ? c.entry->latency_ms : 0.0;
@@ -168,10 +169,11 @@ KB_API kb_status kb_dispatch_run(const kb_dispatch* dispatch, const DLTensor* co
     const kb::Definition& d = dispatch->def->def;
     CallAxes axes(d.axes.size());
     Choice c;
-    if (kb_status s = choose(__func__, dispatch, inputs, n_inputs, outputs, n_outputs, axes, c); s != KB_OK) return s;
+    if (kb_status s = choose("kb_dispatch_run", dispatch, inputs, n_inputs, outputs, n_outputs, axes, c); s != KB_OK)
+      return s;
     kb::AxisValues values;
     for (std::size_t i = 0; i < d.axes.size(); ++i) values.values.emplace_back(d.axes[i].name, axes.values[i]);
-    return kb::capi::run_checked(__func__, d, values, *c.impl, inputs, n_inputs, outputs, n_outputs, stream);
+    return kb::capi::run_checked("kb_dispatch_run", d, values, *c.impl, inputs, n_inputs, outputs, n_outputs, stream);
   });
 }
 

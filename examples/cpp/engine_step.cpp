@@ -8,9 +8,11 @@
 //   2. one eager step (the warm-up every engine does), then the step captured into a graph;
 //   3. the graph replayed 20 times on fresh inputs: every replay's outputs equal those of an eager
 //      step on the same inputs, bit for bit.
+// Given a third argument, traces from `kb bench --out DIR` on this GPU, steps 2 and 3 run the gemm
+// through kb_dispatch: the solution that was fastest and PASSED on the nearest recorded M.
 // Exit 0 when all holds, 1 otherwise, 77 without a CUDA device.
 //
-//   $ kb_example_engine_step kernels/rmsnorm/definitions/rmsnorm_h4096.json kernels/gemm/definitions/gemm_n4096_k4096.json
+//   $ kb_example_engine_step kernels/rmsnorm/definitions/rmsnorm_h4096.json kernels/gemm/definitions/gemm_n4096_k4096.json [TRACES]
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 
@@ -88,17 +90,19 @@ struct Call {
   const kb_definition* def;
   const char* solution;
   std::vector<const DLTensor*> in, out;
+  const kb_dispatch* dispatch = nullptr;  // set: the solution is chosen per call from traces
 };
 
 kb_status run(kb_context* ctx, const Call& c, cudaStream_t stream) {
+  if (c.dispatch) return kb_dispatch_run(c.dispatch, c.in.data(), c.in.size(), c.out.data(), c.out.size(), stream);
   return kb_solution_run(ctx, c.def, c.solution, c.in.data(), c.in.size(), c.out.data(), c.out.size(), stream);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s RMSNORM_H4096.json GEMM_N4096_K4096.json\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s RMSNORM_H4096.json GEMM_N4096_K4096.json [TRACES]\n", argv[0]);
     return 2;
   }
   int n = 0;
@@ -118,7 +122,7 @@ int main(int argc, char** argv) {
   DeviceTensor x({tokens, hidden}, kDLBfloat), w({hidden}, kDLBfloat), y({tokens, hidden}, kDLBfloat);
   DeviceTensor a({tokens, hidden}, kDLFloat), b({hidden, hidden}, kDLFloat), c({tokens, hidden}, kDLFloat);
   const Call norm{norm_def, "kb_cuda_rmsnorm", {&x.view, &w.view}, {&y.view}};
-  const Call gemm{gemm_def, "kb_cuda_gemm", {&a.view, &b.view}, {&c.view}};
+  Call gemm{gemm_def, "kb_cuda_gemm", {&a.view, &b.view}, {&c.view}};
   cudaStream_t stream = nullptr;
   CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   fill(w, 1, stream);
@@ -138,6 +142,24 @@ int main(int argc, char** argv) {
     check(end == cudaSuccess && graph, std::string("the capture is still valid after the refusal: ") +
                                            cudaGetErrorString(end));
     if (graph) cudaGraphDestroy(graph);
+  }
+
+  // From here on, the gemm's solution comes from the traces, if given.
+  kb_dispatch* dispatch = nullptr;
+  if (argc == 4) {
+    const kb_status sd = kb_dispatch_create(ctx, gemm_def, argv[3], nullptr, &dispatch);
+    check(sd == KB_OK, std::string("a dispatch from ") + argv[3] + ": " + (sd == KB_OK ? "ok" : kb_last_error()));
+    if (!dispatch) return 1;
+    kb_dispatch_choice choice = KB_DISPATCH_CHOICE_INIT;
+    const kb_status sc = kb_dispatch_choose(dispatch, gemm.in.data(), gemm.in.size(), gemm.out.data(), gemm.out.size(),
+                                            &choice);
+    check(sc == KB_OK && choice.workload_uuid,
+          sc != KB_OK ? std::string("choosing: ") + kb_last_error()
+                      : std::string("the gemm at M = 16 runs ") + choice.solution + ", fastest on recorded workload " +
+                            (choice.workload_uuid ? choice.workload_uuid : "(none: the fallback)") + " (" +
+                            std::to_string(choice.recorded_latency_ms * 1000) + " us, " +
+                            std::to_string(kb_dispatch_entry_count(dispatch)) + " entries)");
+    gemm.dispatch = dispatch;
   }
 
   // 2. The warm-up step, then the step captured.
@@ -177,6 +199,7 @@ int main(int argc, char** argv) {
   CU(cudaGraphExecDestroy(exec));
   CU(cudaGraphDestroy(graph));
   CU(cudaStreamDestroy(stream));
+  kb_dispatch_destroy(dispatch);
   kb_definition_destroy(norm_def);
   kb_definition_destroy(gemm_def);
   kb_context_destroy(ctx);

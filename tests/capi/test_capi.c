@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <kb/kb.h>
 
@@ -1103,6 +1104,222 @@ static void test_running(kb_context* ctx) {
   kb_definition_destroy(def);
 }
 
+/* A PASSED record of kb's CUDA silu_and_mul at T = 64, as `kb bench` on a GPU writes one, for the
+ * definition named NAME. */
+#define SILU_CUDA_RECORD(NAME)                                                                              \
+  "{\"definition\":\"" NAME "\",\"workload\":{\"uuid\":\"g64\",\"axes\":{\"T\":64},"                        \
+  "\"inputs\":{\"x\":{\"type\":\"random\"}}},\"solution\":\"kb_cuda_silu_and_mul\",\"evaluation\":"         \
+  "{\"status\":\"PASSED\",\"environment\":{\"hardware\":\"NVIDIA H100 80GB HBM3\",\"libs\":{}},"           \
+  "\"timestamp\":\"2026-11-28T00:00:00.000Z\",\"log\":\"\",\"correctness\":{\"max_relative_error\":0.0,"   \
+  "\"max_absolute_error\":0.0},\"performance\":{\"latency_ms\":0.004,\"reference_latency_ms\":0.01,"      \
+  "\"speedup_factor\":2.5}}}"
+
+static void write_line(FILE* f, const char* line) { fprintf(f, "%s\n", line); }
+
+/* kb_dispatch over real records: kb_benchmark_run measures kb's CPU solution and the oracle, their
+ * trace lines go into a file beside a GPU record, and the dispatch picks and runs per call. */
+static void test_dispatch(kb_context* ctx) {
+  kb_definition* def = NULL;
+  kb_workload* wl = NULL;
+  kb_result* res = NULL;
+  kb_dispatch* dp = NULL;
+  kb_dispatch_options dopts = KB_DISPATCH_OPTIONS_INIT;
+  kb_dispatch_choice choice = KB_DISPATCH_CHOICE_INIT;
+  kb_benchmark_options opts = KB_BENCHMARK_OPTIONS_INIT;
+  const int cuda_build = strstr(kb_build_info(), "cuda=on") != NULL;
+  char dir[] = "/tmp/kb-capi-dispatch-XXXXXX";
+  char file[256], torn[256], bf16_file[256];
+  kb_definition* bf16 = NULL;
+  const char* solutions[2] = {"kb_cpu_silu_and_mul", "reference"};
+  const char* wl_json = "{\"uuid\": \"w3\", \"axes\": {\"T\": 3}, \"inputs\": {\"x\": {\"type\": \"random\"}}}";
+  float x[2 * 16], out[2 * 8], ref[2 * 8];
+  int64_t xs[2] = {2, 16}, os[2] = {2, 8};
+  DLTensor tx, to, gx, go;
+  const DLTensor* ins[1];
+  const DLTensor* outs[1];
+  FILE* f;
+  int i;
+
+  EXPECT_OK(kb_definition_load(ctx, SILU_DEF, strlen(SILU_DEF), &def));
+  EXPECT_OK(kb_workload_load(ctx, wl_json, strlen(wl_json), &wl));
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(file, sizeof file, "%s/silu_and_mul_i8.jsonl", dir);
+  snprintf(torn, sizeof torn, "%s/torn.jsonl", dir);
+  snprintf(bf16_file, sizeof bf16_file, "%s/bf16.jsonl", dir);
+  f = fopen(file, "w");
+  CHECK(f != NULL);
+  if (!def || !wl || !f) return;
+  opts.trials = 1;
+  opts.time = 1;
+  for (i = 0; i < 2; ++i) {
+    EXPECT_OK(kb_benchmark_run(ctx, def, wl, solutions[i], &opts, &res));
+    if (res) write_line(f, kb_result_json(res));
+    kb_result_destroy(res);
+    res = NULL;
+  }
+  /* kb's CUDA silu_and_mul takes bfloat16 and float16 only: its record of this float32 definition
+   * does not count. */
+  write_line(f, SILU_CUDA_RECORD("silu_and_mul_i8"));
+  fclose(f);
+  f = fopen(bf16_file, "w");
+  CHECK(f != NULL);
+  if (f) {
+    write_line(f, SILU_CUDA_RECORD("silu_and_mul_bf16_i64"));
+    fclose(f);
+  }
+
+  /* The folder: kb's CPU solution at T = 3 (the oracle is not a candidate); the bf16 file is another
+   * definition's. */
+  EXPECT_OK(kb_dispatch_create(ctx, def, dir, NULL, &dp));
+  CHECK(kb_dispatch_entry_count(dp) == 1);
+
+  /* A CPU call at T = 2: the nearest record is T = 3's. */
+  for (i = 0; i < 32; ++i) x[i] = (float)(i % 5) * 0.5f - 1.0f;
+  memset(&tx, 0, sizeof tx);
+  tx.data = x;
+  tx.device.device_type = kDLCPU;
+  tx.ndim = 2;
+  tx.dtype.code = kDLFloat;
+  tx.dtype.bits = 32;
+  tx.dtype.lanes = 1;
+  tx.shape = xs;
+  to = tx;
+  to.data = out;
+  to.shape = os;
+  ins[0] = &tx;
+  outs[0] = &to;
+  EXPECT_OK(kb_dispatch_choose(dp, ins, 1, outs, 1, &choice));
+  CHECK(str_eq(choice.solution, "kb_cpu_silu_and_mul"));
+  CHECK(str_eq(choice.workload_uuid, "w3"));
+  CHECK(choice.exact == 0);
+  CHECK(choice.recorded_latency_ms > 0);
+  memset(out, 0, sizeof out);
+  EXPECT_OK(kb_dispatch_run(dp, ins, 1, outs, 1, NULL));
+  memcpy(ref, out, sizeof ref); /* the dispatched solution's output, against the oracle's: */
+  memset(out, 0, sizeof out);
+  EXPECT_OK(kb_solution_run(ctx, def, "reference", ins, 1, outs, 1, NULL));
+  for (i = 0; i < 16; ++i) CHECK(out[i] - ref[i] < 1e-5f && ref[i] - out[i] < 1e-5f);
+  CHECK(out[0] != 0.0f);
+  os[1] = 7; /* a call that does not fit the definition is refused before choosing */
+  EXPECT_FAIL(kb_dispatch_run(dp, ins, 1, outs, 1, NULL), KB_ERROR_INVALID_ARGUMENT, "dim 1");
+  os[1] = 8;
+
+  /* A CUDA call has no CUDA record of this definition to go by, and kb has no CUDA solution of
+   * float32 silu_and_mul to fall back on. Choosing reads metadata only, never device memory. */
+  gx = tx;
+  go = to;
+  gx.device.device_type = kDLCUDA;
+  go.device.device_type = kDLCUDA;
+  ins[0] = &gx;
+  outs[0] = &go;
+  EXPECT_FAIL(kb_dispatch_choose(dp, ins, 1, outs, 1, &choice), KB_ERROR_UNSUPPORTED,
+              "kb_dispatch_choose: silu_and_mul_i8: no CUDA solution");
+  ins[0] = &tx;
+  outs[0] = &to;
+  choice.struct_size = sizeof choice - 1;
+  EXPECT_FAIL(kb_dispatch_choose(dp, ins, 1, outs, 1, &choice), KB_ERROR_INVALID_ARGUMENT, "out->struct_size");
+  choice.struct_size = sizeof choice;
+  kb_dispatch_destroy(dp);
+  dp = NULL;
+
+  /* Exact only: T = 2 takes the fallback (kb's CPU solution, no workload), T = 3 the record. */
+  dopts.flags = KB_DISPATCH_EXACT;
+  EXPECT_OK(kb_dispatch_create(ctx, def, file, &dopts, &dp));
+  EXPECT_OK(kb_dispatch_choose(dp, ins, 1, outs, 1, &choice));
+  CHECK(str_eq(choice.solution, "kb_cpu_silu_and_mul"));
+  CHECK(choice.workload_uuid == NULL);
+  CHECK(choice.recorded_latency_ms == 0.0);
+  xs[0] = 3;
+  os[0] = 3;
+  {
+    float x3[3 * 16], out3[3 * 8];
+    memset(x3, 0, sizeof x3);
+    tx.data = x3;
+    to.data = out3;
+    EXPECT_OK(kb_dispatch_choose(dp, ins, 1, outs, 1, &choice));
+    CHECK(str_eq(choice.workload_uuid, "w3"));
+    CHECK(choice.exact == 1);
+    tx.data = x;
+    to.data = out;
+  }
+  xs[0] = 2;
+  os[0] = 2;
+  kb_dispatch_destroy(dp);
+  dp = NULL;
+
+  /* Records of other hardware only: nothing counts, every call takes the fallback. */
+  dopts.flags = 0;
+  dopts.hardware = "no such GPU";
+  EXPECT_OK(kb_dispatch_create(ctx, def, file, &dopts, &dp));
+  CHECK(kb_dispatch_entry_count(dp) == 0);
+  EXPECT_OK(kb_dispatch_choose(dp, ins, 1, outs, 1, &choice));
+  CHECK(str_eq(choice.solution, "kb_cpu_silu_and_mul") && choice.workload_uuid == NULL);
+  kb_dispatch_destroy(dp);
+  dp = NULL;
+  dopts.hardware = NULL;
+
+  /* bfloat16: in a CUDA build the GPU record counts and a CUDA call takes it; without CUDA it
+   * cannot run here, so it does not count and there is nothing to fall back on. */
+  EXPECT_OK(kb_definition_load(ctx, SILU_BF16_DEF, strlen(SILU_BF16_DEF), &bf16));
+  if (bf16) {
+    int64_t bxs[2] = {16, 128}, bos[2] = {16, 64};
+    gx.shape = bxs;
+    go.shape = bos;
+    gx.dtype.code = kDLBfloat;
+    gx.dtype.bits = 16;
+    go.dtype = gx.dtype;
+    ins[0] = &gx;
+    outs[0] = &go;
+    EXPECT_OK(kb_dispatch_create(ctx, bf16, dir, NULL, &dp));
+    CHECK(kb_dispatch_entry_count(dp) == (size_t)(cuda_build ? 1 : 0));
+    if (cuda_build) {
+      EXPECT_OK(kb_dispatch_choose(dp, ins, 1, outs, 1, &choice));
+      CHECK(str_eq(choice.solution, "kb_cuda_silu_and_mul"));
+      CHECK(str_eq(choice.workload_uuid, "g64"));
+      CHECK(choice.exact == 0 && choice.recorded_latency_ms == 0.004);
+    } else {
+      EXPECT_FAIL(kb_dispatch_choose(dp, ins, 1, outs, 1, &choice), KB_ERROR_UNSUPPORTED, "no CUDA solution");
+    }
+    kb_dispatch_destroy(dp);
+    dp = NULL;
+    ins[0] = &tx;
+    outs[0] = &to;
+    kb_definition_destroy(bf16);
+  }
+
+  /* Errors. */
+  EXPECT_FAIL(kb_dispatch_create(ctx, def, "/nonexistent/traces", NULL, &dp), KB_ERROR_IO, "/nonexistent/traces");
+  CHECK(dp == NULL);
+  dopts.fallback = "nope";
+  EXPECT_FAIL(kb_dispatch_create(ctx, def, file, &dopts, &dp), KB_ERROR_NOT_FOUND, "fallback: no solution \"nope\"");
+  dopts.fallback = "kb_cpu_gemm";
+  EXPECT_FAIL(kb_dispatch_create(ctx, def, file, &dopts, &dp), KB_ERROR_UNSUPPORTED, "does not handle silu_and_mul_i8");
+  dopts.fallback = NULL;
+  dopts.flags = 2;
+  EXPECT_FAIL(kb_dispatch_create(ctx, def, file, &dopts, &dp), KB_ERROR_INVALID_ARGUMENT, "unknown flags");
+  dopts.flags = 0;
+  EXPECT_FAIL(kb_dispatch_create(ctx, NULL, file, NULL, &dp), KB_ERROR_INVALID_ARGUMENT, "def");
+  EXPECT_FAIL(kb_dispatch_choose(NULL, ins, 1, outs, 1, &choice), KB_ERROR_INVALID_ARGUMENT, "dispatch");
+  f = fopen(torn, "w");
+  CHECK(f != NULL);
+  if (f) {
+    write_line(f, SILU_CUDA_RECORD("silu_and_mul_i8"));
+    fprintf(f, "%.60s\n", SILU_CUDA_RECORD("silu_and_mul_i8")); /* a line cut short, as a killed writer leaves it */
+    fclose(f);
+    EXPECT_FAIL(kb_dispatch_create(ctx, def, dir, NULL, &dp), KB_ERROR_PARSE, "torn.jsonl:2");
+    CHECK(dp == NULL);
+  }
+  kb_dispatch_destroy(NULL);
+  CHECK(kb_dispatch_entry_count(NULL) == 0);
+
+  remove(torn);
+  remove(bf16_file);
+  remove(file);
+  rmdir(dir);
+  kb_workload_destroy(wl);
+  kb_definition_destroy(def);
+}
+
 int main(int argc, char** argv) {
   kb_context* ctx = NULL;
   kb_definition* def = NULL;
@@ -1134,6 +1351,7 @@ int main(int argc, char** argv) {
   test_solutions(ctx);
   test_results(ctx);
   test_running(ctx);
+  test_dispatch(ctx);
   test_cuda();
   test_cuda_benchmark(ctx);
 

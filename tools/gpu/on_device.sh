@@ -42,6 +42,12 @@ if [[ $what == *tests* || $what == all ]]; then
   # the engine-style C++ example: a decode step (RMSNorm, gemm M = 16) captured into a CUDA graph and replayed
   timeout 120 .devcarry/bin/kb_example_engine_step kernels/rmsnorm/definitions/rmsnorm_h4096.json \
       kernels/gemm/definitions/gemm_n4096_k4096.json || status=1
+  # again with the gemm dispatched from traces this GPU just recorded (kb_dispatch; M = 1, 7, 32 recorded)
+  $kb bench --device cuda --definitions gemm_n4096_k4096 --out "$out/dispatch" > "$out/dispatch_bench.txt" 2>&1 || status=1
+  timeout 120 .devcarry/bin/kb_example_engine_step kernels/rmsnorm/definitions/rmsnorm_h4096.json \
+      kernels/gemm/definitions/gemm_n4096_k4096.json "$out/dispatch" || status=1
+  python3 tools/gpu/dispatch_check.py .devcarry/lib/libkb.so.1 kernels/gemm/definitions/gemm_n4096_k4096.json \
+      "$out/dispatch" || status=1
   # the Python example on PyTorch CUDA tensors (ctypes + DLPack, kb_cuda_rmsnorm on torch's current stream)
   timeout 120 python3 examples/python/rmsnorm.py .devcarry/lib/libkb.so.1 kernels/rmsnorm/definitions/rmsnorm_h4096.json \
       cuda || status=1

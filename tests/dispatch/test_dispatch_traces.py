@@ -1,0 +1,29 @@
+#!/usr/bin/env python3
+"""kb_dispatch on traces `kb bench` just wrote on this machine's CPU, checked by
+tools/gpu/dispatch_check.py (which works the choices out from the trace files
+itself). tools/gpu/on_device.sh does the same on the GPU, where several of kb's
+solutions compete.
+
+usage: test_dispatch_traces.py KB LIBKB DATASET DEFINITION.json DISPATCH_CHECK.py
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    kb, libkb, dataset, definition, check = sys.argv[1:6]
+    name = os.path.basename(definition)[: -len(".json")]
+    with tempfile.TemporaryDirectory() as out:
+        bench = subprocess.run([kb, "bench", dataset, "--device", "cpu", "--definitions", name, "--trials", "1",
+                                "--out", out], capture_output=True, text=True)
+        print(bench.stdout[-2000:], bench.stderr[-2000:])
+        if bench.returncode != 0:
+            print("FAIL: kb bench exited", bench.returncode)
+            return 1
+        return subprocess.run([sys.executable, check, libkb, definition, out, "cpu"]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
