@@ -626,8 +626,8 @@ typedef struct kb_dispatch_options {
  * Lines of other definitions are skipped. A record counts when its solution is one of kb's
  * in-process solutions that handles `def` ("kb bench --list"; plugins and the oracle do not count:
  * they do not run in this process). For each workload's var-axis values and device kind (CPU or
- * CUDA) the fastest PASSED solution is kept; a solution with any record other than PASSED on
- * those values is out for them.
+ * CUDA) the fastest PASSED solution is kept (records without a latency, from `kb bench --no-time`,
+ * are passed over); a solution with any record other than PASSED on those values is out for them.
  *   ctx     (in) a context.
  *   def     (in) the definition; the dispatch keeps its own copy.
  *   traces  (in) a path.
@@ -664,7 +664,8 @@ typedef struct kb_dispatch_choice {
  * axes as |log2(a) - log2(b)| (batch 1 against 2 weighs as 1024 against 2048); ties go to the
  * smaller values. Returns KB_OK; the checks' errors; KB_ERROR_UNSUPPORTED when nothing was
  * recorded for this device kind and kb has no solution of the definition for it;
- * KB_ERROR_INVALID_ARGUMENT. Allocates nothing, touches no device memory. Since 0.1. */
+ * KB_ERROR_INVALID_ARGUMENT. Touches no device memory; allocates nothing beyond what
+ * kb_definition_check_tensors() needs for constraints over tensor shapes. Since 0.1. */
 KB_API kb_status kb_dispatch_choose(const kb_dispatch* dispatch, const DLTensor* const* inputs, size_t n_inputs,
                                     const DLTensor* const* outputs, size_t n_outputs, kb_dispatch_choice* out);
 

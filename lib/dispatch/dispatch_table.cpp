@@ -79,9 +79,10 @@ Result<Table> build_table(const Definition& def, const std::string& path, const 
       }
       ++table.used;
       Candidate& c = seen[Key{impl->device, std::move(values), impl->name}];
-      const bool passed = ev.status == EvalStatus::passed && ev.performance && ev.performance->latency_ms > 0;
-      if (!passed) {
+      if (ev.status != EvalStatus::passed) {
         c.failed = true;
+      } else if (!ev.performance || !(ev.performance->latency_ms > 0)) {
+        continue;  // judged but not timed (kb bench --no-time): says nothing about speed
       } else if (c.uuid.empty() || ev.performance->latency_ms < c.best_ms) {
         c.best_ms = ev.performance->latency_ms;
         c.uuid = trace->workload.uuid;

@@ -4,9 +4,10 @@
 // under a path (a .jsonl file, or a folder searched for them) whose solution
 // kb can run in this process (a solution of `registry` that handles the
 // definition). For each workload's var-axis values and each device kind, the
-// table keeps the fastest solution that PASSED there; a solution with any
-// other status on those axis values is out for them, whatever its other
-// records say. At call time, nearest() picks the entry whose axis values are
+// table keeps the fastest solution that PASSED there (records without a
+// latency, from kb bench --no-time, are not timings and are passed over); a
+// solution with any other status on those axis values is out for them,
+// whatever its other records say. At call time, nearest() picks the entry whose axis values are
 // closest to the call's (distance: the sum over var axes of |log2 a - log2 b|,
 // so batch 1 against 2 weighs as 1024 against 2048), or only an exact match.
 #pragma once

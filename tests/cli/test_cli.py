@@ -221,6 +221,47 @@ for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
     rc, out, err = run("bench", "--device", "cpu", "--shard", bad)
     check(f"bench --shard {bad} is a usage error", rc == 2 and "--shard is K/N" in err, err)
 
+# kb dispatch: what kb_dispatch would choose, from traces a timed kb bench just wrote (and from untimed ones).
+with tempfile.TemporaryDirectory() as tmp:
+    rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1", "--out", tmp)
+    check("a timed bench for kb dispatch", rc == 0 and "3 passed" in out, out + err)
+    rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=16")
+    rows = [l.split() for l in out.splitlines() if l.startswith("  cpu")]
+    check("kb dispatch lists one entry per recorded M", rc == 0 and [r[1] for r in rows] == ["M=1", "M=7", "M=32"] and
+          all(r[2] == "kb_cpu_gemm" for r in rows) and "3 records under" in out, out + err)
+    check("kb dispatch --call M=16 takes the nearest recorded M (32, in log2)",
+          "call M=16 on cpu: kb_cpu_gemm (recorded M=32, " in out and "call M=16 on cuda: the fallback" in out, out)
+    rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=16", "--exact")
+    check("kb dispatch --exact: no M=16 record, the fallback", rc == 0 and
+          "call M=16 on cpu: the fallback (no exactly matching recorded workload)" in out, out + err)
+    rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=7", "--exact")
+    check("kb dispatch --exact: M=7 is recorded", "call M=7 on cpu: kb_cpu_gemm (recorded M=7, exact" in out, out)
+    rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--hardware", "no such machine")
+    check("kb dispatch --hardware leaves other machines' records out", rc == 0 and "(no entries" in out, out + err)
+    untimed = os.path.join(tmp, "untimed")
+    run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1", "--no-time", "--out", untimed)
+    rc, out, err = run("dispatch", "gemm_n128_k2048", untimed)
+    check("kb dispatch passes over untimed records", rc == 0 and "3 records under" in out and "(no entries" in out,
+          out + err)
+    torn = os.path.join(tmp, "torn.jsonl")
+    with open(glob.glob(os.path.join(tmp, "traces", "*", "*", "gemm_n128_k2048.jsonl"))[0]) as f:
+        first = f.readline()
+    with open(torn, "w") as f:
+        f.write(first + first[: len(first) // 2] + "\n")
+    rc, out, err = run("dispatch", "gemm_n128_k2048", torn)
+    check("kb dispatch names the torn line", rc == 1 and "torn.jsonl:2" in err, err)
+    for bad, want in [(["gemm_n128_k2048"], "usage: kb dispatch"),
+                      (["gemm_n128_k2048", tmp, "--call", "K=3"], "is not VAR_AXIS=N"),
+                      (["gemm_n128_k2048", tmp, "--call", "M=x"], "is not VAR_AXIS=N"),
+                      (["gemm_n128_k2048", tmp, "--call"], "--call needs a value"),
+                      (["gemm_n128_k2048", tmp, "--bogus"], "unknown option --bogus")]:
+        rc, out, err = run("dispatch", *bad)
+        check(f"kb dispatch {' '.join(bad[2:]) or '(one argument)'} is a usage error", rc == 2 and want in err, err)
+    rc, out, err = run("dispatch", "no_such_definition", tmp)
+    check("kb dispatch of an unknown definition", rc == 1 and 'no definition "no_such_definition"' in err, err)
+    rc, out, err = run("dispatch", "gemm_n128_k2048", os.path.join(tmp, "missing"))
+    check("kb dispatch of a missing traces path", rc == 1 and "missing: no such file or folder" in err, err)
+
 with tempfile.TemporaryDirectory() as tmp:
     # Small definitions only: this also runs under AddressSanitizer at -O0.
     subset = ["--definitions", "rmsnorm_h4096,fused_add_rmsnorm_h4096,silu_and_mul_i14336", "--no-time"]

@@ -126,7 +126,7 @@ TEST_CASE("the fastest PASSED solution per axis values and device kind wins") {
   CHECK(t->cpu[0].latency_ms == doctest::Approx(1.5));
 }
 
-TEST_CASE("a solution that failed on some axis values is out for them, only them") {
+TEST_CASE("a solution that failed on some axis values is out for them, only them; untimed records do not count") {
   const kb::Definition d = definition();
   const kb::Registry reg = registry();
   TempDir dir;
@@ -135,14 +135,18 @@ TEST_CASE("a solution that failed on some axis values is out for them, only them
       line("gpu_b", 16, 4096, 0.050),
       line("gpu_a", 64, 4096, 0.010), line("gpu_b", 64, 4096, 0.050),
       line("gpu_b", 128, 4096, 0, kb::EvalStatus::runtime_error),  // nothing passed at 128
+      line("gpu_a", 256, 4096, 0),  // PASSED but not timed (kb bench --no-time): no entry, and not out either
+      line("gpu_a", 512, 4096, 0), line("gpu_a", 512, 4096, 0.3),
   });
   auto t = build_table(d, (dir.path / "t.jsonl").string(), {}, reg);
   REQUIRE(t.ok());
-  REQUIRE(t->cuda.size() == 2);
+  REQUIRE(t->cuda.size() == 3);
   CHECK(t->cuda[0].var_values[0] == 16);
   CHECK(t->cuda[0].impl->name == "gpu_b");
   CHECK(t->cuda[1].var_values[0] == 64);
   CHECK(t->cuda[1].impl->name == "gpu_a");
+  CHECK(t->cuda[2].var_values[0] == 512);
+  CHECK(t->cuda[2].latency_ms == doctest::Approx(0.3));
 }
 
 TEST_CASE("records kb cannot run here, of other definitions or other hardware are left out") {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "cuda/device.hpp"
 #include "cuda/nvml.hpp"
 #include "dataset/dataset.hpp"
+#include "dispatch/dispatch_table.hpp"
 #include "harness/harness.hpp"
 #include "harness/trace_writer.hpp"
 #include "inputs/inputs.hpp"
@@ -44,6 +47,7 @@ commands:
   show NAME|FILE       print a definition in human form
   format FILE...       rewrite definitions, solutions and trace lines as kb writes them
   devices              list the CUDA devices kb can use
+  dispatch DEF TRACES  what kb_dispatch chooses per call from recorded traces
   backendbench CMD FILE  parse, import or run BackendBench operator traces (CMD: parse, import, run)
 
 options:
@@ -245,6 +249,34 @@ void print_definition(const kb::Definition& d, const std::string& file) {
   if (!d.tags.empty()) fmt::print("\ntags: {}\n", fmt::join(d.tags, " "));
 }
 
+// A definition named by FILE (a .json) or NAME (looked up as <NAME>.json under
+// `dataset`, a dataset root or the bundled kernels/<op_type>/definitions tree),
+// with the file it came from; its problems are printed, prefixed by `command`.
+std::optional<std::pair<kb::Definition, std::string>> find_definition(const char* command, const std::string& target,
+                                                                      const std::string& dataset) {
+  std::error_code ec;
+  kb::Diagnostics diags;
+  if (std::filesystem::is_regular_file(target, ec)) {
+    auto d = kb::read_definition_file(target, &diags);
+    if (!d) {
+      for (const auto& x : diags.items())
+        if (x.severity == kb::Severity::error) fmt::print(stderr, "{}\n", x.to_string());
+      return std::nullopt;
+    }
+    return std::pair{std::move(*d), target};
+  }
+  std::vector<std::string> files;
+  for (auto it = std::filesystem::recursive_directory_iterator(dataset, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().extension() == ".json" && it->path().stem() == target) files.push_back(it->path().string());
+  for (const auto& f : files) {
+    auto d = kb::read_definition_file(f, &diags);
+    if (d && d->name == target) return std::pair{std::move(*d), f};
+  }
+  fmt::print(stderr, "{}: no definition \"{}\" under {}\n", command, target, dataset);
+  return std::nullopt;
+}
+
 int cmd_show(const std::vector<std::string>& args) {
   std::string dataset = KB_BUNDLED_DATASET, target;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -267,34 +299,130 @@ int cmd_show(const std::vector<std::string>& args) {
     std::fputs(kShowUsage, stderr);
     return 2;
   }
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(target, ec)) {
-    kb::Diagnostics diags;
-    auto d = kb::read_definition_file(target, &diags);
-    if (!d) {
-      for (const auto& x : diags.items())
-        if (x.severity == kb::Severity::error) fmt::print(stderr, "{}\n", x.to_string());
-      return 1;
-    }
-    print_definition(*d, target);
-    return 0;
-  }
-  // Search a dataset root, or the bundled kernels/<op_type>/definitions tree,
-  // for <NAME>.json holding that definition.
-  kb::Diagnostics diags;
-  std::vector<std::string> files;
-  for (auto it = std::filesystem::recursive_directory_iterator(dataset, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-    if (it->path().extension() == ".json" && it->path().stem() == target) files.push_back(it->path().string());
-  for (const auto& f : files) {
-    auto d = kb::read_definition_file(f, &diags);
-    if (d && d->name == target) {
-      print_definition(*d, f);
+  auto found = find_definition("kb show", target, dataset);
+  if (!found) return 1;
+  print_definition(found->first, found->second);
+  return 0;
+}
+
+constexpr const char* kDispatchUsage = R"(usage: kb dispatch [options] NAME|FILE TRACES
+
+Prints what kb_dispatch (the C ABI's per-call choice for engines) builds from
+the trace lines under TRACES (a .jsonl file, or a folder such as kb bench's
+--out): for each recorded workload's var-axis values and device kind, the
+fastest of kb's solutions that PASSED there (a solution with any other status
+on those values is out for them; untimed records, from --no-time, are passed
+over). NAME is looked up as kb show does; FILE is a
+definition .json.
+
+options:
+  --dataset DIR       where NAME is looked up (default: the bundled dataset)
+  --hardware NAME     only records from this hardware (evaluation.environment)
+  --call A=V,B=W      also print the choice for a call with these var-axis
+                      values on each device kind: the nearest recorded
+                      workload (sum over var axes of |log2 a - log2 b|)
+  --exact             with --call: only an exactly matching workload counts
+
+Exit 0; 1 when the definition or the traces cannot be read (the file and line
+are named); 2 on bad usage.
+)";
+
+int cmd_dispatch(const std::vector<std::string>& args) {
+  std::string dataset = KB_BUNDLED_DATASET, hardware, call_text;
+  std::vector<std::string> positional;
+  bool exact = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (is_help(a)) {
+      std::fputs(kDispatchUsage, stdout);
       return 0;
     }
+    if ((a == "--dataset" || a == "--hardware" || a == "--call") && i + 1 >= args.size()) {
+      fmt::print(stderr, "kb dispatch: {} needs a value (see kb dispatch --help)\n", a);
+      return 2;
+    }
+    if (a == "--dataset") {
+      dataset = args[++i];
+    } else if (a == "--hardware") {
+      hardware = args[++i];
+    } else if (a == "--call") {
+      call_text = args[++i];
+    } else if (a == "--exact") {
+      exact = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      fmt::print(stderr, "kb dispatch: unknown option {} (see kb dispatch --help)\n", a);
+      return 2;
+    } else {
+      positional.push_back(a);
+    }
   }
-  fmt::print(stderr, "kb show: no definition \"{}\" under {}\n", target, dataset);
-  return 1;
+  if (positional.size() != 2) {
+    std::fputs(kDispatchUsage, stderr);
+    return 2;
+  }
+  auto found = find_definition("kb dispatch", positional[0], dataset);
+  if (!found) return 1;
+  const kb::Definition& d = found->first;
+
+  // The call's axis values: const axes from the definition, var axes from --call.
+  std::vector<std::int64_t> call(d.axes.size(), -1);
+  for (std::size_t i = 0; i < d.axes.size(); ++i)
+    if (d.axes[i].kind == kb::AxisKind::const_) call[i] = d.axes[i].value;
+  if (!call_text.empty()) {
+    std::stringstream items(call_text);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      const auto eq = item.find('=');
+      const kb::Axis* axis = eq == std::string::npos ? nullptr : d.find_axis(item.substr(0, eq));
+      std::int64_t v = -1;
+      const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (!axis || axis->kind != kb::AxisKind::var || ec != std::errc() || end != value.data() + value.size() || v < 0) {
+        fmt::print(stderr, "kb dispatch: --call: \"{}\" is not VAR_AXIS=N for a var axis of {}\n", item, d.name);
+        return 2;
+      }
+      call[static_cast<std::size_t>(axis - d.axes.data())] = v;
+    }
+  }
+
+  kb::dispatch::TableOptions options;
+  options.hardware = hardware;
+  auto table = kb::dispatch::build_table(d, positional[1], options, kb::builtin_registry());
+  if (!table) {
+    fmt::print(stderr, "kb dispatch: {}\n", table.error().message);
+    return 1;
+  }
+  auto axes_text = [&](const std::vector<std::int64_t>& values) {
+    std::string t;
+    for (std::size_t i = 0; i < table->var_axes.size(); ++i)
+      t += fmt::format("{}{}={}", i ? "," : "", d.axes[table->var_axes[i]].name, values[i]);
+    return t;
+  };
+  fmt::print("{} ({}): {} records under {}, {} of them of kb's solutions that handle it here{}\n", d.name,
+             found->second, table->records, positional[1], table->used,
+             hardware.empty() ? "" : fmt::format(" (hardware \"{}\")", hardware));
+  for (const auto* kind : {"cpu", "cuda"}) {
+    const auto& entries = std::string_view(kind) == "cpu" ? table->cpu : table->cuda;
+    for (const auto& e : entries)
+      fmt::print("  {:<5} {:<24} {:<26} {:>10.4f} ms  {}\n", kind, axes_text(e.var_values), e.impl->name,
+                 e.latency_ms, e.workload_uuid);
+  }
+  if (table->cpu.empty() && table->cuda.empty()) fmt::print("  (no entries: every call takes kb_dispatch's fallback)\n");
+  if (!call_text.empty()) {
+    std::vector<std::int64_t> var_values;
+    for (std::size_t a : table->var_axes) var_values.push_back(call[a]);
+    for (const auto* kind : {"cpu", "cuda"}) {
+      const auto& entries = std::string_view(kind) == "cpu" ? table->cpu : table->cuda;
+      const kb::dispatch::Entry* e = kb::dispatch::nearest(*table, entries, call, exact);
+      if (e)
+        fmt::print("call {} on {}: {} (recorded {}{}, {:.4f} ms)\n", axes_text(var_values), kind, e->impl->name,
+                   axes_text(e->var_values), e->var_values == var_values ? ", exact" : "", e->latency_ms);
+      else
+        fmt::print("call {} on {}: the fallback (no {}recorded workload)\n", axes_text(var_values), kind,
+                   exact ? "exactly matching " : "");
+    }
+  }
+  return 0;
 }
 
 int cmd_format(const std::vector<std::string>& args) {
@@ -832,6 +960,7 @@ int main(int argc, char** argv) {
     if (cmd == "show") return cmd_show(rest);
     if (cmd == "devices") return cmd_devices(rest);
     if (cmd == "format") return cmd_format(rest);
+    if (cmd == "dispatch") return cmd_dispatch(rest);
     if (cmd == "backendbench") return kb::backendbench::run_parse_command(rest, stdout, stderr);
   } catch (const std::exception& e) {
     fmt::print(stderr, "kb {}: internal error: {}\n", cmd, e.what());
