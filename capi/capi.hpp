@@ -3,11 +3,13 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <cstdint>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -36,6 +38,9 @@ struct kb_definition {
   std::vector<std::vector<int>> dim_axis;
   // Constraints parsed once at load; nullopt where parsing failed.
   std::vector<std::optional<kb::expr::Expression>> constraints;
+  // Per constraint: true when it reads const axes only and held at load, so a call need not
+  // evaluate it again (evaluating allocates; kb_definition_check_tensors is on engines' hot path).
+  std::vector<bool> holds_for_every_call;
 };
 
 struct kb_workload {
@@ -56,7 +61,6 @@ struct kb_result {
 
 namespace kb {
 struct BenchOptions;
-struct AxisValues;
 struct Implementation;
 }
 
@@ -123,10 +127,28 @@ inline constexpr std::size_t kBenchmarkOptionsV1Size =
 // its struct_size reaches, as kb's BenchOptions (run.cpp).
 kb_status read_benchmark_options(const char* function, const kb_benchmark_options* opts, BenchOptions& out);
 
+// Room for a call's axis values (kb_check_result.axis_values) on the stack for
+// definitions of up to 32 axes, so that checking a call allocates nothing.
+struct CallAxes {
+  std::array<std::int64_t, 32> fixed{};
+  std::vector<std::int64_t> more;
+  std::span<std::int64_t> values;
+  explicit CallAxes(std::size_t n) {
+    if (n <= fixed.size()) {
+      values = std::span<std::int64_t>(fixed.data(), n);
+    } else {
+      more.resize(n);
+      values = std::span<std::int64_t>(more);
+    }
+  }
+};
+
 // Runs `implementation` on tensors kb_definition_check_tensors() accepted, with
-// the axis values it bound (run.cpp; kb_solution_run and kb_dispatch_run).
-// Messages begin with `function`.
-kb_status run_checked(const char* function, const kb::Definition& d, const kb::AxisValues& axes,
+// the axis values it bound, in definition axis order (run.cpp; kb_solution_run
+// and kb_dispatch_run). The GPU path keeps its bookkeeping in per-thread
+// buffers reused from call to call: once they have grown to a call's size, a
+// repeated call allocates nothing on the host. Messages begin with `function`.
+kb_status run_checked(const char* function, const kb::Definition& d, std::span<const std::int64_t> axis_values,
                       const kb::Implementation& implementation, const DLTensor* const* inputs, size_t n_inputs,
                       const DLTensor* const* outputs, size_t n_outputs, void* stream);
 

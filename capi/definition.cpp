@@ -30,8 +30,21 @@ std::unique_ptr<kb_definition> make_handle(kb::Definition&& d) {
   };
   for (const auto& t : h->def.inputs) add_tensor(t);
   for (const auto& t : h->def.outputs) add_tensor(t);
+  kb::expr::MapEnvironment const_axes;
+  for (const auto& a : h->def.axes)
+    if (a.kind == kb::AxisKind::const_) const_axes.set_scalar(a.name, kb::expr::Value::integer(a.value));
   for (const auto& c : h->def.constraints) {
     auto parsed = kb::expr::parse(c);
+    bool every_call = false;
+    if (parsed && !parsed->needs_tensors()) {
+      every_call = true;
+      for (const auto& name : parsed->scalar_names()) {
+        const kb::Axis* axis = h->def.find_axis(name);
+        if (!axis || axis->kind != kb::AxisKind::const_) every_call = false;
+      }
+      every_call = every_call && kb::expr::evaluate(*parsed, const_axes).verdict == kb::expr::Verdict::holds;
+    }
+    h->holds_for_every_call.push_back(every_call);
     if (parsed) h->constraints.emplace_back(std::move(*parsed));
     else h->constraints.emplace_back(std::nullopt);
   }

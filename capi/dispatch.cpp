@@ -2,7 +2,6 @@
 // (lib/dispatch/dispatch_table.hpp), run through kb_solution_run's path.
 #include <fmt/format.h>
 
-#include <array>
 #include <memory>
 
 #include "capi.hpp"
@@ -24,21 +23,6 @@ struct kb_dispatch {
 
 namespace {
 
-// Axis values of a call, without allocating for definitions of up to 32 axes.
-struct CallAxes {
-  std::array<std::int64_t, 32> fixed{};
-  std::vector<std::int64_t> more;
-  std::span<std::int64_t> values;
-  explicit CallAxes(std::size_t n) {
-    if (n <= fixed.size()) {
-      values = std::span<std::int64_t>(fixed.data(), n);
-    } else {
-      more.resize(n);
-      values = std::span<std::int64_t>(more);
-    }
-  }
-};
-
 bool on_cuda(const DLTensor* const* tensors, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (tensors[i] && tensors[i]->device.device_type == kDLCUDA) return true;
@@ -52,7 +36,7 @@ struct Choice {
 };
 
 kb_status choose(const char* function, const kb_dispatch* d, const DLTensor* const* inputs, size_t n_inputs,
-                 const DLTensor* const* outputs, size_t n_outputs, CallAxes& axes, Choice& choice) {
+                 const DLTensor* const* outputs, size_t n_outputs, kb::capi::CallAxes& axes, Choice& choice) {
   kb_check_result check = KB_CHECK_RESULT_INIT;
   check.axis_values = axes.values.data();
   check.axis_capacity = axes.values.size();
@@ -150,7 +134,7 @@ KB_API kb_status kb_dispatch_choose(const kb_dispatch* dispatch, const DLTensor*
     return kb::capi::short_struct(__func__, "out", out->struct_size, sizeof(kb_dispatch_choice),
                                   "KB_DISPATCH_CHOICE_INIT");
   return kb::capi::guarded(__func__, [&]() -> kb_status {
-    CallAxes axes(dispatch->def->def.axes.size());
+    kb::capi::CallAxes axes(dispatch->def->def.axes.size());
     Choice c;
     if (kb_status s = choose("kb_dispatch_choose", dispatch, inputs, n_inputs, outputs, n_outputs, axes, c); s != KB_OK)
       return s;
@@ -167,13 +151,11 @@ KB_API kb_status kb_dispatch_run(const kb_dispatch* dispatch, const DLTensor* co
   KB_CAPI_REQUIRE(dispatch);
   return kb::capi::guarded(__func__, [&]() -> kb_status {
     const kb::Definition& d = dispatch->def->def;
-    CallAxes axes(d.axes.size());
+    kb::capi::CallAxes axes(d.axes.size());
     Choice c;
     if (kb_status s = choose("kb_dispatch_run", dispatch, inputs, n_inputs, outputs, n_outputs, axes, c); s != KB_OK)
       return s;
-    kb::AxisValues values;
-    for (std::size_t i = 0; i < d.axes.size(); ++i) values.values.emplace_back(d.axes[i].name, axes.values[i]);
-    return kb::capi::run_checked("kb_dispatch_run", d, values, *c.impl, inputs, n_inputs, outputs, n_outputs, stream);
+    return kb::capi::run_checked("kb_dispatch_run", d, axes.values, *c.impl, inputs, n_inputs, outputs, n_outputs, stream);
   });
 }
 

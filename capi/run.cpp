@@ -1,7 +1,9 @@
 // kb_solution_run and kb_benchmark_run: kb's registry and harness behind the C ABI.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "capi.hpp"
 #include "cuda/device.hpp"
@@ -55,6 +57,53 @@ kb::ScalarValue scalar_of(const kb::TensorSpec& spec, const DLTensor* t) {
   }
 }
 
+// Per-thread buffers of run_checked (see capi.hpp). A solution never calls back
+// into kb_solution_run on its thread, so one set per thread suffices.
+struct CallScratch {
+  // The axis values of the last definitions called on this thread (an engine calls a handful), each
+  // keeping its axis names allocated: a repeated call only writes the values.
+  static constexpr std::size_t kDefinitions = 16;
+  std::vector<std::pair<const kb::Definition*, kb::AxisValues>> axes;
+  std::size_t next_replaced = 0;  // round robin once kDefinitions are kept
+#if KB_HAVE_CUDA
+  std::vector<kb::cuda::DeviceTensor> in_views, out_views;
+  std::vector<kb::cuda::DeviceArg> args;
+#endif
+};
+
+CallScratch& call_scratch() {
+  thread_local CallScratch scratch;
+  return scratch;
+}
+
+bool same_axes(const kb::AxisValues& a, const kb::Definition& d) {
+  if (a.values.size() != d.axes.size()) return false;
+  for (std::size_t i = 0; i < d.axes.size(); ++i)
+    if (a.values[i].first != d.axes[i].name) return false;
+  return true;
+}
+
+// `d`'s axis values for this call, in the scratch's entry for `d`.
+const kb::AxisValues& bind_axes(CallScratch& s, const kb::Definition& d, std::span<const std::int64_t> values) {
+  kb::AxisValues* slot = nullptr;
+  for (auto& [def, axes] : s.axes)
+    if (def == &d && same_axes(axes, d)) slot = &axes;
+  if (!slot) {
+    kb::AxisValues fresh;
+    for (const auto& a : d.axes) fresh.values.emplace_back(a.name, 0);
+    if (s.axes.size() < CallScratch::kDefinitions) {
+      s.axes.emplace_back(&d, std::move(fresh));
+      slot = &s.axes.back().second;
+    } else {
+      auto& replaced = s.axes[s.next_replaced++ % CallScratch::kDefinitions];
+      replaced = {&d, std::move(fresh)};
+      slot = &replaced.second;
+    }
+  }
+  for (std::size_t i = 0; i < d.axes.size(); ++i) slot->values[i].second = values[i];
+  return *slot;
+}
+
 }  // namespace
 
 namespace kb::capi {
@@ -77,10 +126,12 @@ kb_status read_benchmark_options(const char* function, const kb_benchmark_option
   return KB_OK;
 }
 
-kb_status run_checked(const char* function, const kb::Definition& d, const kb::AxisValues& axes,
+kb_status run_checked(const char* function, const kb::Definition& d, std::span<const std::int64_t> axis_values,
                       const kb::Implementation& implementation, const DLTensor* const* inputs, size_t n_inputs,
                       const DLTensor* const* outputs, size_t n_outputs, void* stream) {
   const kb::Implementation* impl = &implementation;
+  CallScratch& scratch = call_scratch();
+  const kb::AxisValues& axes = bind_axes(scratch, d, axis_values);
   if (impl->device == kb::Device::cpu) {
     std::vector<kb::Tensor> in_tensors(n_inputs);
     std::vector<kb::Arg> args(n_inputs);
@@ -116,15 +167,21 @@ kb_status run_checked(const char* function, const kb::Definition& d, const kb::A
     return KB_OK;
   }
 #if KB_HAVE_CUDA
-  std::vector<kb::cuda::DeviceTensor> in_views(n_inputs), out_views(n_outputs);
-  std::vector<kb::cuda::DeviceArg> args(n_inputs);
-  auto view = [&](const DLTensor* t, kb::DType dtype) {
-    kb::cuda::DeviceTensor v;
+  std::vector<kb::cuda::DeviceTensor>& in_views = scratch.in_views;
+  std::vector<kb::cuda::DeviceTensor>& out_views = scratch.out_views;
+  std::vector<kb::cuda::DeviceArg>& args = scratch.args;
+  // Grown, never shrunk: a view destroyed by a call with fewer tensors would make the next call
+  // allocate its shape again. The call sees the first n.
+  if (in_views.size() < n_inputs) in_views.resize(n_inputs);
+  if (out_views.size() < n_outputs) out_views.resize(n_outputs);
+  if (args.size() < n_inputs) args.resize(n_inputs);
+  std::fill_n(args.begin(), n_inputs, kb::cuda::DeviceArg{});
+  // Fills `v` in place: its shape vector keeps the capacity of earlier calls.
+  auto view = [&](kb::cuda::DeviceTensor& v, const DLTensor* t, kb::DType dtype) {
     v.dtype = dtype;
-    v.shape = shape_of(t);
+    v.shape.assign(t->shape, t->shape + t->ndim);
     v.data = static_cast<char*>(t->data) + t->byte_offset;
     v.nbytes = static_cast<std::size_t>(kb::dtype_storage_bytes(dtype, v.numel()));
-    return v;
   };
   for (std::size_t i = 0; i < n_inputs; ++i) {
     const DLTensor* t = inputs[i];
@@ -135,12 +192,12 @@ kb_status run_checked(const char* function, const kb::Definition& d, const kb::A
       continue;
     }
     if (t->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the GPU but input \"{}\" is not in device memory", function, impl->name, d.inputs[i].name));
-    in_views[i] = view(t, d.inputs[i].dtype);
+    view(in_views[i], t, d.inputs[i].dtype);
     args[i].tensor = &in_views[i];
   }
   for (std::size_t i = 0; i < n_outputs; ++i) {
     if (outputs[i]->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the GPU but output \"{}\" is not in device memory", function, impl->name, d.outputs[i].name));
-    out_views[i] = view(outputs[i], d.outputs[i].dtype);
+    view(out_views[i], outputs[i], d.outputs[i].dtype);
   }
   // The solution runs on its tensors' device (DLPack device_id; check_tensors made them agree), as a
   // PyTorch op does; the caller's current device is restored afterwards. Only a call whose tensors are
@@ -161,7 +218,9 @@ kb_status run_checked(const char* function, const kb::Definition& d, const kb::A
                                                           tensor_device, sel.error().message)});
     restore.device = *current;
   }
-  kb::Status st = impl->run_cuda(kb::CudaCall{d, axes, args, out_views, stream});
+  kb::Status st = impl->run_cuda(kb::CudaCall{d, axes, std::span<const kb::cuda::DeviceArg>(args.data(), n_inputs),
+                                               std::span<const kb::cuda::DeviceTensor>(out_views.data(), n_outputs),
+                                               stream});
   if (!st.ok()) return fail(st.error());
   return KB_OK;
 #else
@@ -181,20 +240,18 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
   KB_CAPI_REQUIRE(solution);
   return kb::capi::guarded(__func__, [&]() -> kb_status {
     const kb::Definition& d = def->def;
-    std::vector<std::int64_t> axis_values(d.axes.size());
+    kb::capi::CallAxes axes(d.axes.size());
     kb_check_result check = KB_CHECK_RESULT_INIT;
-    check.axis_values = axis_values.data();
-    check.axis_capacity = axis_values.size();
+    check.axis_values = axes.values.data();
+    check.axis_capacity = axes.values.size();
     if (kb_status st = kb_definition_check_tensors(def, inputs, n_inputs, outputs, n_outputs, &check); st != KB_OK)
       return st;  // message already recorded
-    kb::AxisValues axes;
-    for (std::size_t i = 0; i < d.axes.size(); ++i) axes.values.emplace_back(d.axes[i].name, axis_values[i]);
     kb::Implementation reference;
     const kb::Implementation* impl = find_solution(solution, reference);
     if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_solution_run: no solution \"{}\" (see kb bench --list)", solution));
     if (auto why = impl->supports(d); !why.empty())
       return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} does not handle {}: {}", impl->name, d.name, why));
-    return kb::capi::run_checked("kb_solution_run", d, axes, *impl, inputs, n_inputs, outputs, n_outputs, stream);
+    return kb::capi::run_checked("kb_solution_run", d, axes.values, *impl, inputs, n_inputs, outputs, n_outputs, stream);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "harness/implementation.hpp"
+#include "harness/per_definition.hpp"
 #include "rmsnorm_cuda.hpp"
 
 namespace kb::kernels {
@@ -13,7 +14,7 @@ namespace {
 
 const char* kName = "kb_cuda_rmsnorm";
 
-std::string supports(const Definition& d) {
+std::string check_definition(const Definition& d) {
   if (d.op_type != "rmsnorm") return fmt::format("op_type {} is not rmsnorm", d.op_type);
   auto hs = input_index(d, "hidden_states");
   auto w = input_index(d, "weight");
@@ -38,9 +39,28 @@ std::string supports(const Definition& d) {
   return {};
 }
 
+// Per definition, once (harness/per_definition.hpp): whether it is handled, and its EPS.
+struct Prepared {
+  std::string why;  // "" when handled
+  double eps = 0;
+};
+
+Prepared prepared(const Definition& d) {
+  static PerDefinition<Prepared> memo;
+  return memo.get(d, [](const Definition& def) {
+    Prepared p;
+    p.why = check_definition(def);
+    if (p.why.empty()) p.eps = *reference_constant(def, "EPS");
+    return p;
+  });
+}
+
+std::string supports(const Definition& d) { return prepared(d).why; }
+
 Status run(const CudaCall& c) {
   const Definition& d = c.definition;
-  if (std::string why = supports(d); !why.empty()) return make_error(Code::unsupported, std::string(kName) + ": " + why);
+  const Prepared prep = prepared(d);
+  if (!prep.why.empty()) return make_error(Code::unsupported, std::string(kName) + ": " + prep.why);
   const auto hs_i = *input_index(d, "hidden_states");
   const auto w_i = *input_index(d, "weight");
   const auto res_i = input_index(d, "residual");
@@ -59,8 +79,7 @@ Status run(const CudaCall& c) {
   const DType t = hs.dtype;
   if (w.dtype != t || out.dtype != t || (res && res->dtype != t))
     return make_error(Code::invalid_argument, std::string(kName) + ": tensor dtypes differ from the definition's");
-  const double eps = *reference_constant(d, "EPS");
-  return launch_rmsnorm(hs.data, res ? res->data : nullptr, w.data, out.data, hs.shape[0], hs.shape[1], eps, t,
+  return launch_rmsnorm(hs.data, res ? res->data : nullptr, w.data, out.data, hs.shape[0], hs.shape[1], prep.eps, t,
                         c.stream);
 }
 

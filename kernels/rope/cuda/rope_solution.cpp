@@ -10,6 +10,7 @@
 #include <string>
 
 #include "harness/implementation.hpp"
+#include "harness/per_definition.hpp"
 #include "../rope_reference.hpp"
 #include "rope_cuda.hpp"
 
@@ -25,7 +26,7 @@ std::optional<std::int64_t> constant(const Definition& d, const char* name) {
   return std::nullopt;
 }
 
-std::string supports(const Definition& d) {
+std::string check_definition(const Definition& d) {
   if (d.op_type != "rope") return fmt::format("op_type {} is not rope", d.op_type);
   const char* names[] = {"q", "k", "cos_sin_cache", "positions"};
   if (d.inputs.size() != 4 || d.outputs.size() != 2) return "expects inputs q, k, cos_sin_cache, positions and outputs q_out, k_out";
@@ -55,10 +56,33 @@ std::string supports(const Definition& d) {
   return {};
 }
 
+// Per definition, once (harness/per_definition.hpp): reading the reference allocates.
+struct Prepared {
+  std::string why;  // "" when handled
+  RopeReference ref;
+  std::optional<std::int64_t> head_size, rotary_dim;
+};
+
+Prepared prepared(const Definition& d) {
+  static PerDefinition<Prepared> memo;
+  return memo.get(d, [](const Definition& def) {
+    Prepared p;
+    p.why = check_definition(def);
+    if (!p.why.empty()) return p;
+    (void)read_rope_reference(def, p.ref);
+    p.head_size = constant(def, "head_size");
+    p.rotary_dim = constant(def, "rotary_dim");
+    return p;
+  });
+}
+
+std::string supports(const Definition& d) { return prepared(d).why; }
+
 Status run(const CudaCall& c) {
   const Definition& d = c.definition;
   const std::string who = std::string(kName) + ": ";
-  if (std::string why = supports(d); !why.empty()) return make_error(Code::unsupported, who + why);
+  const Prepared prep = prepared(d);
+  if (!prep.why.empty()) return make_error(Code::unsupported, who + prep.why);
   if (c.inputs.size() != 4 || c.outputs.size() != 2) return make_error(Code::invalid_argument, who + "wrong number of arguments");
   for (const auto& a : c.inputs)
     if (!a.tensor) return make_error(Code::invalid_argument, who + "every input must be a tensor");
@@ -74,18 +98,16 @@ Status run(const CudaCall& c) {
   if (k.shape[0] != tokens || k.shape[2] != head_size || pos.shape[0] != tokens || q_out.shape != q.shape ||
       k_out.shape != k.shape)
     return make_error(Code::invalid_argument, who + "shapes of q, k, positions, q_out and k_out disagree");
-  if (auto hs = constant(d, "head_size"); hs && *hs != head_size)
+  if (auto hs = prep.head_size; hs && *hs != head_size)
     return make_error(Code::invalid_argument, fmt::format("{}q's head size {} is not head_size {}", who, head_size, *hs));
-  if (auto rd = constant(d, "rotary_dim"); rd && *rd != rotary_dim)
+  if (auto rd = prep.rotary_dim; rd && *rd != rotary_dim)
     return make_error(Code::invalid_argument,
                       fmt::format("{}cos_sin_cache's last dim {} is not rotary_dim {}", who, rotary_dim, *rd));
   if (q.dtype != k.dtype || q_out.dtype != q.dtype || k_out.dtype != q.dtype || cache.dtype != DType::float32)
     return make_error(Code::invalid_argument, who + "tensor dtypes differ from the definition's");
-  RopeReference ref;
-  (void)read_rope_reference(d, ref);  // supports() read it
   return launch_rope_neox(q.data, k.data, static_cast<const float*>(cache.data), pos.data, pos.dtype, q_out.data,
                           k_out.data, tokens, q.shape[1], k.shape[1], head_size, rotary_dim, cache.shape[0],
-                          ref.upcast, q.dtype, c.stream);
+                          prep.ref.upcast, q.dtype, c.stream);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "harness/implementation.hpp"
+#include "harness/per_definition.hpp"
 #include "silu_and_mul_cuda.hpp"
 
 namespace kb::kernels {
@@ -12,7 +13,7 @@ namespace {
 
 const char* kName = "kb_cuda_silu_and_mul";
 
-std::string supports(const Definition& d) {
+std::string check_definition(const Definition& d) {
   if (d.op_type != "silu_and_mul") return fmt::format("op_type {} is not silu_and_mul", d.op_type);
   if (d.inputs.size() != 1 || d.outputs.size() != 1 || d.inputs[0].rank() != 2 || d.outputs[0].rank() != 2)
     return "expects one input x [tokens, 2*d] and one output [tokens, d]";
@@ -27,6 +28,12 @@ std::string supports(const Definition& d) {
   auto o = find_oracle(d);
   if (!o) return o.error().message;
   return {};
+}
+
+// Once per definition (harness/per_definition.hpp): find_oracle reads the reference, which allocates.
+std::string supports(const Definition& d) {
+  static PerDefinition<std::string> memo;
+  return memo.get(d, check_definition);
 }
 
 Status run(const CudaCall& c) {

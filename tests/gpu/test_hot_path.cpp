@@ -1,0 +1,243 @@
+// An engine's hot path through the C ABI: once a shape has run, repeated
+// kb_dispatch_run / kb_solution_run calls on the GPU allocate nothing on the
+// host (every operator new in the process is counted, libkb's included) and
+// give the same bits as each other. Covers kb_cuda_rmsnorm, kb_cuda_silu_and_mul,
+// the gemm at M = 16 (kb's gemv) and M = 64 (cuBLASLt), each chosen by a
+// dispatch built from trace lines this test writes, and the same solutions by
+// name. Exit 77 (skip) without a CUDA device.
+//
+// usage: test_hot_path [KERNELS_DIR]  (default: kernels, kb's bundled definitions from the repository root)
+#include <cuda_runtime.h>
+#include <dlpack/dlpack.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "kb/kb.h"
+
+// ---- every allocation of the process, counted while `counting` is set ----
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  if (!ok) ++failures;
+}
+
+#define CU(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+struct DeviceTensor {
+  std::vector<int64_t> shape;
+  void* data = nullptr;
+  size_t bytes = 2;
+  DLTensor view{};
+  DeviceTensor(std::vector<int64_t> s, uint8_t code) : shape(std::move(s)) {
+    for (int64_t d : shape) bytes *= static_cast<size_t>(d);
+    CU(cudaMalloc(&data, bytes));
+    std::vector<uint16_t> h(bytes / 2);
+    uint32_t seed = static_cast<uint32_t>(bytes);
+    for (auto& v : h) {  // magnitudes in [1/8, 1/4), either sign, in either 16-bit format
+      seed = seed * 1664525u + 1013904223u;
+      v = static_cast<uint16_t>(((seed & 1u) << 15) | (code == kDLBfloat ? 0x3e00u | ((seed >> 16) & 0x7fu)
+                                                                          : 0x3000u | ((seed >> 16) & 0x3ffu)));
+    }
+    CU(cudaMemcpy(data, h.data(), bytes, cudaMemcpyHostToDevice));
+    view.data = data;
+    view.device = DLDevice{kDLCUDA, 0};
+    view.ndim = static_cast<int32_t>(shape.size());
+    view.dtype = DLDataType{code, 16, 1};
+    view.shape = shape.data();
+  }
+  ~DeviceTensor() { cudaFree(data); }
+  std::vector<uint8_t> read() const {
+    std::vector<uint8_t> h(bytes);
+    CU(cudaMemcpy(h.data(), data, bytes, cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+// A PASSED trace record of `solution` on `definition` at var axis `axis` = `value`.
+std::string record(const char* definition, const char* axis, int value, const char* solution) {
+  return std::string("{\"definition\":\"") + definition + "\",\"workload\":{\"uuid\":\"" + solution + "-" +
+         std::to_string(value) + "\",\"axes\":{\"" + axis + "\":" + std::to_string(value) +
+         "},\"inputs\":{}},\"solution\":\"" + solution +
+         "\",\"evaluation\":{\"status\":\"PASSED\",\"environment\":{\"hardware\":\"any\",\"libs\":{}},"
+         "\"timestamp\":\"2026-11-28T00:00:00.000Z\",\"log\":\"\",\"correctness\":{\"max_relative_error\":0.0,"
+         "\"max_absolute_error\":0.0},\"performance\":{\"latency_ms\":0.01,\"reference_latency_ms\":0.01,"
+         "\"speedup_factor\":1.0}}}";
+}
+
+struct Call {
+  std::string name;
+  const kb_definition* def;
+  const kb_dispatch* dispatch;  // nullptr: by name
+  const char* solution;
+  std::vector<const DLTensor*> in, out;
+};
+
+kb_status run(kb_context* ctx, const Call& c, cudaStream_t stream) {
+  if (c.dispatch) return kb_dispatch_run(c.dispatch, c.in.data(), c.in.size(), c.out.data(), c.out.size(), stream);
+  return kb_solution_run(ctx, c.def, c.solution, c.in.data(), c.in.size(), c.out.data(), c.out.size(), stream);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 2) {
+    std::fprintf(stderr, "usage: %s [KERNELS_DIR]\n", argv[0]);
+    return 2;
+  }
+  const std::string kernels = argc == 2 ? argv[1] : "kernels";
+  const std::string norm_path = kernels + "/rmsnorm/definitions/rmsnorm_h4096.json";
+  const std::string gemm_path = kernels + "/gemm/definitions/gemm_n4096_k4096.json";
+  const std::string silu_path = kernels + "/silu_and_mul/definitions/silu_and_mul_i14336.json";
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+    std::printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  CU(cudaSetDevice(0));
+  kb_context* ctx = nullptr;
+  kb_definition *norm_def = nullptr, *gemm_def = nullptr, *silu_def = nullptr;
+  if (kb_context_create(nullptr, KB_ABI_VERSION, &ctx) != KB_OK ||
+      kb_definition_load_file(ctx, norm_path.c_str(), &norm_def) != KB_OK ||
+      kb_definition_load_file(ctx, gemm_path.c_str(), &gemm_def) != KB_OK ||
+      kb_definition_load_file(ctx, silu_path.c_str(), &silu_def) != KB_OK) {
+    std::fprintf(stderr, "test_hot_path: %s\n", kb_last_error());
+    return 1;
+  }
+  // Traces: the rmsnorm at batch 16, the gemv at M = 16 and cuBLASLt at M = 64 fastest.
+  const std::string traces = (std::filesystem::temp_directory_path() / "kb_test_hot_path.jsonl").string();
+  {
+    std::ofstream f(traces);
+    f << record("rmsnorm_h4096", "batch_size", 16, "kb_cuda_rmsnorm") << "\n"
+      << record("gemm_n4096_k4096", "M", 16, "kb_cuda_gemv") << "\n"
+      << record("gemm_n4096_k4096", "M", 64, "kb_cublaslt_gemm") << "\n"
+      << record("silu_and_mul_i14336", "num_tokens", 16, "kb_cuda_silu_and_mul") << "\n";
+  }
+  kb_dispatch *norm_dispatch = nullptr, *gemm_dispatch = nullptr, *silu_dispatch = nullptr;
+  if (kb_dispatch_create(ctx, norm_def, traces.c_str(), nullptr, &norm_dispatch) != KB_OK ||
+      kb_dispatch_create(ctx, gemm_def, traces.c_str(), nullptr, &gemm_dispatch) != KB_OK ||
+      kb_dispatch_create(ctx, silu_def, traces.c_str(), nullptr, &silu_dispatch) != KB_OK) {
+    std::fprintf(stderr, "test_hot_path: %s\n", kb_last_error());
+    return 1;
+  }
+  std::filesystem::remove(traces);
+
+  DeviceTensor x({16, 4096}, kDLBfloat), w({4096}, kDLBfloat), y({16, 4096}, kDLBfloat);
+  DeviceTensor b({4096, 4096}, kDLFloat);
+  DeviceTensor a16({16, 4096}, kDLFloat), c16({16, 4096}, kDLFloat);
+  DeviceTensor a64({64, 4096}, kDLFloat), c64({64, 4096}, kDLFloat);
+  DeviceTensor gate_up({16, 2 * 14336}, kDLBfloat), act({16, 14336}, kDLBfloat);
+  const std::vector<Call> calls = {
+      {"dispatched rmsnorm, batch 16", norm_def, norm_dispatch, nullptr, {&x.view, &w.view}, {&y.view}},
+      {"kb_cuda_rmsnorm by name", norm_def, nullptr, "kb_cuda_rmsnorm", {&x.view, &w.view}, {&y.view}},
+      {"dispatched gemm, M = 16", gemm_def, gemm_dispatch, nullptr, {&a16.view, &b.view}, {&c16.view}},
+      {"kb_cuda_gemv by name, M = 16", gemm_def, nullptr, "kb_cuda_gemv", {&a16.view, &b.view}, {&c16.view}},
+      {"dispatched gemm, M = 64", gemm_def, gemm_dispatch, nullptr, {&a64.view, &b.view}, {&c64.view}},
+      {"kb_cublaslt_gemm by name, M = 64", gemm_def, nullptr, "kb_cublaslt_gemm", {&a64.view, &b.view}, {&c64.view}},
+      {"kb_cuda_gemm by name, M = 64", gemm_def, nullptr, "kb_cuda_gemm", {&a64.view, &b.view}, {&c64.view}},
+      {"dispatched silu_and_mul, 16 tokens", silu_def, silu_dispatch, nullptr, {&gate_up.view}, {&act.view}},
+      {"kb_cuda_silu_and_mul by name", silu_def, nullptr, "kb_cuda_silu_and_mul", {&gate_up.view}, {&act.view}},
+  };
+  // The dispatch picks what the traces say.
+  for (std::size_t i : {0u, 2u, 4u, 7u}) {
+    kb_dispatch_choice ch = KB_DISPATCH_CHOICE_INIT;
+    const Call& c = calls[i];
+    const kb_status s = kb_dispatch_choose(c.dispatch, c.in.data(), c.in.size(), c.out.data(), c.out.size(), &ch);
+    check(s == KB_OK && ch.exact == 1, c.name + " chooses " + (s == KB_OK ? ch.solution : kb_last_error()));
+  }
+
+  cudaStream_t stream = nullptr;
+  CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // Warm-up: first calls set up plans, workspaces and the per-thread buffers.
+  for (int r = 0; r < 3; ++r)
+    for (const Call& c : calls)
+      if (run(ctx, c, stream) != KB_OK) {
+        std::fprintf(stderr, "test_hot_path: %s: %s\n", c.name.c_str(), kb_last_error());
+        return 1;
+      }
+  CU(cudaStreamSynchronize(stream));
+
+  // Each call 200 times in a row, counted, then all of them interleaved.
+  constexpr int kRepeats = 200;
+  for (const Call& c : calls) {
+    allocations = 0;
+    counting = true;
+    int bad = 0;
+    for (int r = 0; r < kRepeats; ++r) bad += run(ctx, c, stream) != KB_OK;
+    counting = false;
+    CU(cudaStreamSynchronize(stream));
+    check(bad == 0 && allocations == 0, c.name + ": " + std::to_string(kRepeats) + " calls, " +
+                                            std::to_string(allocations.load()) + " host allocations, " +
+                                            std::to_string(bad) + " errors");
+  }
+  allocations = 0;
+  counting = true;
+  for (int r = 0; r < 50; ++r)
+    for (const Call& c : calls) (void)run(ctx, c, stream);
+  counting = false;
+  CU(cudaStreamSynchronize(stream));
+  check(allocations == 0, "all of them interleaved, 50 rounds: " + std::to_string(allocations.load()) +
+                              " host allocations");
+
+  // Dispatched and named calls give the same bits.
+  for (std::size_t i : {0u, 2u, 4u, 7u}) {
+    const DeviceTensor& out = i == 0 ? y : i == 2 ? c16 : i == 4 ? c64 : act;
+    CU(cudaMemset(out.data, 0xff, out.bytes));
+    check(run(ctx, calls[i], stream) == KB_OK, calls[i].name + " runs");
+    CU(cudaStreamSynchronize(stream));
+    const auto dispatched = out.read();
+    CU(cudaMemset(out.data, 0xff, out.bytes));
+    check(run(ctx, calls[i + 1], stream) == KB_OK, calls[i + 1].name + " runs");
+    CU(cudaStreamSynchronize(stream));
+    check(out.read() == dispatched, calls[i].name + " equals " + calls[i + 1].name + " bit for bit");
+  }
+
+  CU(cudaStreamDestroy(stream));
+  kb_dispatch_destroy(norm_dispatch);
+  kb_dispatch_destroy(gemm_dispatch);
+  kb_dispatch_destroy(silu_dispatch);
+  kb_definition_destroy(silu_def);
+  kb_definition_destroy(norm_def);
+  kb_definition_destroy(gemm_def);
+  kb_context_destroy(ctx);
+  std::printf("%d failures\n", failures);
+  return failures ? 1 : 0;
+}
