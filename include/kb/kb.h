@@ -588,7 +588,9 @@ KB_API const char* kb_result_json(const kb_result* result);
  * current device, kb makes it current for the call and restores the caller's afterwards, so
  * `stream` must belong to the tensors' device. kb launches on `stream` with the caller's memory,
  * allocates nothing and does not synchronize (errors from the kernel itself surface at the
- * caller's next synchronization).
+ * caller's next synchronization). Once a call of a given shape has run on the calling thread, repeating
+ * it allocates no host memory either with kb_cuda_rmsnorm, kb_cuda_silu_and_mul and the gemm
+ * solutions (tests/gpu/test_hot_path counts; the attention solutions are not measured yet).
  * Returns KB_OK; KB_ERROR_INVALID_ARGUMENT (NULL argument, tensors that do not fit the definition);
  * KB_ERROR_NOT_FOUND (no such solution); KB_ERROR_UNSUPPORTED (the solution does not handle this
  * definition, or tensors on the wrong device kind, or a CUDA solution in a build without CUDA);
@@ -670,8 +672,9 @@ KB_API kb_status kb_dispatch_choose(const kb_dispatch* dispatch, const DLTensor*
                                     const DLTensor* const* outputs, size_t n_outputs, kb_dispatch_choice* out);
 
 /* Runs the call on the solution kb_dispatch_choose() picks, with kb_solution_run()'s contract: the
- * tensors' device, `stream`, no device allocation and no synchronization, so it may be captured in
- * a CUDA graph once each shape has run outside capture (a gemm sets up its stream's workspace on
+ * tensors' device, `stream`, no device allocation and no synchronization (and, once the shape has
+ * run on this thread, no host allocation for the solutions kb_solution_run() names), so it may be captured in a CUDA graph once each shape
+ * has run outside capture (a gemm sets up its stream's workspace on
  * its first call and refuses that under capture, with its reason). On the CPU path kb copies the
  * tensors through host buffers as kb_solution_run() does. Returns kb_dispatch_choose()'s and
  * kb_solution_run()'s statuses. Since 0.1. */
