@@ -13,6 +13,11 @@
 //   seq-fp32C-bf16D  chunks into an fp32 buffer P, the last chunk with
 //                    beta = 1, C = P (fp32), D = the bf16 output (may be
 //                    refused by cuBLASLt: printed as unsupported)
+//   batched+cast, S N slices overlapped
+//                    kb's method per slice of N (S = 2, 3): each slice's
+//                    batch, then its cast on a side stream (event fork/join)
+//                    while the next slice's batch runs, so the cast uses SMs
+//                    the matmul's last wave leaves idle
 //   splitk-lt S      one matmul over all of K, bf16 out, with an algorithm
 //                    configured for split-K = S (2, 3, 4) and fp32
 //                    (compute-type) reduction in a 256 MiB workspace; the
@@ -154,11 +159,30 @@ __global__ void add_parts_round(const float* __restrict__ src, int parts, std::i
   }
 }
 
+// The same over columns [n0, n0 + cols) of every row of an [rows, ld] matrix (one N slice of
+// the output). cols % 4 == 0, n0 % 4 == 0, ld % 4 == 0.
+__global__ void add_parts_round_cols(const float* __restrict__ src, int parts, std::int64_t stride,
+                                     bf16* __restrict__ dst, std::int64_t rows, std::int64_t ld, std::int64_t n0,
+                                     std::int64_t cols) {
+  const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x, per_row = cols / 4;
+  for (std::int64_t v = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; v < rows * per_row; v += step) {
+    const std::int64_t i = (v / per_row) * ld + n0 + 4 * (v % per_row);
+    float4 x = *reinterpret_cast<const float4*>(src + i);
+    for (int p = 1; p < parts; ++p) {
+      const float4 y = *reinterpret_cast<const float4*>(src + p * stride + i);
+      x.x += y.x, x.y += y.y, x.z += y.z, x.w += y.w;
+    }
+    reinterpret_cast<__nv_bfloat162*>(dst + i)[0] = __floats2bfloat162_rn(x.x, x.y);
+    reinterpret_cast<__nv_bfloat162*>(dst + i)[1] = __floats2bfloat162_rn(x.z, x.w);
+  }
+}
+
 // ---- cuBLASLt ----------------------------------------------------------------------------------
 
 cublasLtHandle_t g_lt;
 cublasLtMatmulDesc_t g_op;  // TN, fp32 compute and scale: kb's mapping
-cudaStream_t g_stream;
+cudaStream_t g_stream, g_side;  // g_side: the casts overlapped with the next slice's matmul
+cudaEvent_t g_fork, g_join;
 void *g_flush, *g_ws, *g_ws_split;
 std::size_t g_flush_bytes;
 cudaEvent_t g_ev[2];
@@ -357,6 +381,14 @@ void add_parts(const float* src, int parts, std::int64_t stride, bf16* dst, std:
   CU(cudaGetLastError());
 }
 
+void add_parts_cols(const float* src, int parts, std::int64_t stride, bf16* dst, std::int64_t rows, std::int64_t ld,
+                    std::int64_t n0, std::int64_t cols, cudaStream_t stream) {
+  const std::int64_t want = (rows * cols / 4 + 255) / 256;
+  add_parts_round_cols<<<static_cast<unsigned>(std::clamp<std::int64_t>(want, 1, 4096)), 256, 0, stream>>>(
+      src, parts, stride, dst, rows, ld, n0, cols);
+  CU(cudaGetLastError());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -385,6 +417,9 @@ int main(int argc, char** argv) {
   LT(cublasLtMatmulDescSetAttribute(g_op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   LT(cublasLtMatmulDescSetAttribute(g_op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   CU(cudaStreamCreate(&g_stream));
+  CU(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking));
+  CU(cudaEventCreateWithFlags(&g_fork, cudaEventDisableTiming));
+  CU(cudaEventCreateWithFlags(&g_join, cudaEventDisableTiming));
   CU(cudaEventCreate(&g_ev[0]));
   CU(cudaEventCreate(&g_ev[1]));
   g_flush_bytes = 2 * static_cast<std::size_t>(l2);
@@ -470,6 +505,35 @@ int main(int argc, char** argv) {
           LT(launch(s));
           add_parts(parts, int(chunks), stride, C, MN);
         }) : nullptr);
+      }
+      for (int slices : {2, 3}) {  // batched+cast per N slice, each slice's cast beside the next slice's matmul
+        const std::int64_t cols = N / slices;
+        if (N % (4 * slices)) continue;
+        std::vector<Step> steps;
+        std::string note;
+        bool ok = true;
+        for (int h = 0; h < slices && ok; ++h) {
+          const auto lb = layout(CUDA_R_16BF, chunk, cols, K, chunks, chunk);
+          const auto la = layout(CUDA_R_16BF, chunk, M, K, chunks, chunk);
+          const auto lp = layout(CUDA_R_32F, cols, M, N, chunks, stride);
+          steps.push_back({lb, la, lp, lp, B + h * cols * K, A, parts + h * cols, parts + h * cols, 0.f, g_ws, kWs});
+          ok = tuned(steps.back(), ("slice " + std::to_string(h)).c_str(), note);
+        }
+        add("batched+cast, " + std::to_string(slices) + " N slices overlapped", note,
+            ok ? std::function<void()>([steps, chunks, stride, C, parts, M, N, cols, slices] {
+              for (int h = 0; h < slices; ++h) {
+                LT(launch(steps[h]));
+                if (h + 1 < slices) {  // this slice's cast on the side stream, beside the next matmul
+                  CU(cudaEventRecord(g_fork, g_stream));
+                  CU(cudaStreamWaitEvent(g_side, g_fork));
+                  add_parts_cols(parts, int(chunks), stride, C, M, N, h * cols, cols, g_side);
+                } else {
+                  add_parts_cols(parts, int(chunks), stride, C, M, N, h * cols, cols, g_stream);
+                }
+              }
+              CU(cudaEventRecord(g_join, g_side));
+              CU(cudaStreamWaitEvent(g_stream, g_join));
+            }) : nullptr);
       }
       for (std::int64_t more : {std::int64_t{3}, std::int64_t{4}}) {  // batched+cast in more, shorter chunks
         const std::int64_t c = more, len = K / more;
