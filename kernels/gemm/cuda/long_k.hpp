@@ -39,7 +39,10 @@
 // (H100, benchmarks/h100-2026-11-28-s15/long_k_chunks.txt, same run):
 // 5376 x 21504 M = 512 1.064 of one product with 2 chunks, 1.125 with 3,
 // 1.150 with 4; M = 2048 1.055 / 1.079 / 1.170; 8192 x 28672 M = 512 1.061
-// with 2, 1.098 with 4.
+// with 2, 1.098 with 4. Nor does slicing N and casting each slice on a side
+// stream while the next slice's batch runs (H200, benchmarks/h200-2026-11-28-
+// s16/long_k_slices.md): 5376 x 21504 M = 512 1.098 with 2 slices against
+// 1.061 for one batch.
 #pragma once
 
 #include <cstdint>
