@@ -1022,6 +1022,18 @@ static const char* SILU_DEF =
     " \"outputs\": {\"out\": {\"shape\": [\"T\", \"I\"], \"dtype\": \"float32\"}},"
     " \"reference\": \"def run(x):\\n    pass\\n\"}";
 
+/* A 2-D float32 tensor in host memory over `data` and `shape`. */
+static void host_f32(DLTensor* t, float* data, int64_t* shape) {
+  memset(t, 0, sizeof *t);
+  t->data = data;
+  t->device.device_type = kDLCPU;
+  t->ndim = 2;
+  t->dtype.code = kDLFloat;
+  t->dtype.bits = 32;
+  t->dtype.lanes = 1;
+  t->shape = shape;
+}
+
 static void test_running(kb_context* ctx) {
   kb_definition* def = NULL;
   kb_workload* wl = NULL;
@@ -1073,17 +1085,8 @@ static void test_running(kb_context* ctx) {
 
   /* kb_solution_run on caller tensors: the oracle, then kb's CPU solution, agree. */
   for (i = 0; i < 32; ++i) x[i] = (float)(i % 7) * 0.25f - 0.75f;
-  memset(&tx, 0, sizeof tx);
-  tx.data = x;
-  tx.device.device_type = kDLCPU;
-  tx.ndim = 2;
-  tx.dtype.code = kDLFloat;
-  tx.dtype.bits = 32;
-  tx.dtype.lanes = 1;
-  tx.shape = xs;
-  to = tx;
-  to.data = out;
-  to.shape = os;
+  host_f32(&tx, x, xs);
+  host_f32(&to, out, os);
   ins[0] = &tx;
   outs[0] = &to;
   EXPECT_OK(kb_solution_run(ctx, def, "reference", ins, 1, outs, 1, NULL));
@@ -1175,17 +1178,8 @@ static void test_dispatch(kb_context* ctx) {
 
   /* A CPU call at T = 2: the nearest record is T = 3's. */
   for (i = 0; i < 32; ++i) x[i] = (float)(i % 5) * 0.5f - 1.0f;
-  memset(&tx, 0, sizeof tx);
-  tx.data = x;
-  tx.device.device_type = kDLCPU;
-  tx.ndim = 2;
-  tx.dtype.code = kDLFloat;
-  tx.dtype.bits = 32;
-  tx.dtype.lanes = 1;
-  tx.shape = xs;
-  to = tx;
-  to.data = out;
-  to.shape = os;
+  host_f32(&tx, x, xs);
+  host_f32(&to, out, os);
   ins[0] = &tx;
   outs[0] = &to;
   EXPECT_OK(kb_dispatch_choose(dp, ins, 1, outs, 1, &choice));

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "capi_gpu_test.hpp"
 #include "kb/kb.h"
 
 // ---- every allocation of the process, counted while `counting` is set ----
@@ -46,21 +47,8 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++failures;
-}
-
-#define CU(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+using kb_gpu_test::check;
+using kb_gpu_test::failures;
 
 struct DeviceTensor {
   std::vector<int64_t> shape;

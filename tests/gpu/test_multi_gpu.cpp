@@ -17,25 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "capi_gpu_test.hpp"
 #include "kb/kb.h"
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++failures;
-}
-
-#define CU(x)                                                                               \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
+using kb_gpu_test::check;
+using kb_gpu_test::failures;
 
 // A 2-D or 1-D bf16 tensor view.
 struct View {
