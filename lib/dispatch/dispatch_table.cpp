@@ -29,85 +29,84 @@ Result<std::vector<fs::path>> trace_files(const std::string& path) {
   return files;
 }
 
-// What the records say about one solution on one set of axis values.
-struct Candidate {
-  double best_ms = 0;
-  std::string uuid;
-  bool failed = false;  // a record other than PASSED: out for these axis values
-};
-
-using Key = std::tuple<Device, std::vector<std::int64_t>, std::string>;  // device, var values, solution
-
 double log_size(std::int64_t v) { return std::log2(static_cast<double>(std::max<std::int64_t>(v, 1))); }
 
 }  // namespace
 
-Result<Table> build_table(const Definition& def, const std::string& path, const TableOptions& options,
-                          const Registry& registry) {
-  Table table;
+TableBuilder::TableBuilder(const Definition& def, const TableOptions& options, const Registry& registry)
+    : def_(def), options_(options), registry_(registry), quoted_name_(fmt::format("\"{}\"", def.name)) {
   for (std::size_t i = 0; i < def.axes.size(); ++i)
-    if (def.axes[i].kind == AxisKind::var) table.var_axes.push_back(i);
+    if (def.axes[i].kind == AxisKind::var) table_.var_axes.push_back(i);
+}
 
-  auto files = trace_files(path);
-  if (!files) return std::move(files).error();
-  std::map<Key, Candidate> seen;
-  const std::string quoted_name = fmt::format("\"{}\"", def.name);
-  for (const fs::path& file : *files) {
-    std::ifstream in(file);
-    if (!in) return make_error(Code::io_error, fmt::format("{}: cannot be read", file.string()));
-    std::string line;
-    for (std::size_t number = 1; std::getline(in, line); ++number) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      // Most lines of a shared traces folder belong to other definitions.
-      if (line.find(quoted_name) == std::string::npos) continue;
-      const std::string origin = fmt::format("{}:{}", file.string(), number);
-      auto trace = read_trace(line, origin);
-      if (!trace) return std::move(trace).error();
-      if (trace->definition != def.name || !trace->solution || !trace->evaluation) continue;
-      ++table.records;
-      const Implementation* impl = registry.find(*trace->solution);
-      if (!impl || impl->outside || (impl->supports && !impl->supports(def).empty())) continue;
-      const Evaluation& ev = *trace->evaluation;
-      if (!options.hardware.empty() && ev.environment.hardware != options.hardware) continue;
-      std::vector<std::int64_t> values;
-      for (std::size_t a : table.var_axes) {
-        const std::int64_t* v = trace->workload.find_axis(def.axes[a].name);
-        if (!v)
-          return make_error(Code::invalid_data, fmt::format("{}: workload {} has no value for var axis \"{}\" of {}",
-                                                            origin, trace->workload.uuid, def.axes[a].name, def.name));
-        values.push_back(*v);
-      }
-      ++table.used;
-      Candidate& c = seen[Key{impl->device, std::move(values), impl->name}];
-      if (ev.status != EvalStatus::passed) {
-        c.failed = true;
-      } else if (!ev.performance || !(ev.performance->latency_ms > 0)) {
-        continue;  // judged but not timed (kb bench --no-time): says nothing about speed
-      } else if (c.uuid.empty() || ev.performance->latency_ms < c.best_ms) {
-        c.best_ms = ev.performance->latency_ms;
-        c.uuid = trace->workload.uuid;
-      }
-    }
+Status TableBuilder::add_line(std::string_view line, std::string_view file, std::size_t number) {
+  if (line.find_first_not_of(" \t\r") == std::string_view::npos) return ok_status();
+  // Most lines of a shared traces folder belong to other definitions.
+  if (line.find(quoted_name_) == std::string_view::npos) return ok_status();
+  const std::string origin = fmt::format("{}:{}", file, number);
+  auto trace = read_trace(line, origin);
+  if (!trace) return std::move(trace).error();
+  if (trace->definition != def_.name || !trace->solution || !trace->evaluation) return ok_status();
+  ++table_.records;
+  const Implementation* impl = registry_.find(*trace->solution);
+  if (!impl || impl->outside || (impl->supports && !impl->supports(def_).empty())) return ok_status();
+  const Evaluation& ev = *trace->evaluation;
+  if (!options_.hardware.empty() && ev.environment.hardware != options_.hardware) return ok_status();
+  std::vector<std::int64_t> values;
+  for (std::size_t a : table_.var_axes) {
+    const std::int64_t* v = trace->workload.find_axis(def_.axes[a].name);
+    if (!v)
+      return make_error(Code::invalid_data, fmt::format("{}: workload {} has no value for var axis \"{}\" of {}", origin,
+                                                        trace->workload.uuid, def_.axes[a].name, def_.name));
+    values.push_back(*v);
   }
-  // `seen` is ordered by (device, values, solution): the fastest passing
+  ++table_.used;
+  Candidate& c = seen_[Key{impl->device, std::move(values), impl->name}];
+  if (ev.status != EvalStatus::passed) {
+    c.failed = true;
+  } else if (ev.performance && ev.performance->latency_ms > 0 &&  // untimed (kb bench --no-time): no speed
+             (c.uuid.empty() || ev.performance->latency_ms < c.best_ms)) {
+    c.best_ms = ev.performance->latency_ms;
+    c.uuid = trace->workload.uuid;
+  }
+  return ok_status();
+}
+
+Table TableBuilder::finish() && {
+  // `seen_` is ordered by (device, values, solution): the fastest passing
   // solution of each (device, values) run, ties to the first name.
-  for (auto it = seen.begin(); it != seen.end();) {
+  for (auto it = seen_.begin(); it != seen_.end();) {
     const auto& [device, values, name] = it->first;
     Entry best;
-    for (; it != seen.end() && std::get<0>(it->first) == device && std::get<1>(it->first) == values; ++it) {
+    for (; it != seen_.end() && std::get<0>(it->first) == device && std::get<1>(it->first) == values; ++it) {
       const Candidate& c = it->second;
       if (c.failed || c.uuid.empty()) continue;
       if (!best.impl || c.best_ms < best.latency_ms) {
-        best.impl = registry.find(std::get<2>(it->first));
+        best.impl = registry_.find(std::get<2>(it->first));
         best.latency_ms = c.best_ms;
         best.workload_uuid = c.uuid;
       }
     }
     if (!best.impl) continue;
     best.var_values = values;
-    (device == Device::cpu ? table.cpu : table.cuda).push_back(std::move(best));
+    (device == Device::cpu ? table_.cpu : table_.cuda).push_back(std::move(best));
   }
-  return table;
+  return std::move(table_);
+}
+
+Result<Table> build_table(const Definition& def, const std::string& path, const TableOptions& options,
+                          const Registry& registry) {
+  auto files = trace_files(path);
+  if (!files) return std::move(files).error();
+  TableBuilder builder(def, options, registry);
+  for (const fs::path& file : *files) {
+    std::ifstream in(file);
+    if (!in) return make_error(Code::io_error, fmt::format("{}: cannot be read", file.string()));
+    const std::string name = file.string();
+    std::string line;
+    for (std::size_t number = 1; std::getline(in, line); ++number) KB_TRY(builder.add_line(line, name, number));
+  }
+  return std::move(builder).finish();
 }
 
 const Entry* nearest(const Table& table, const std::vector<Entry>& entries, std::span<const std::int64_t> axis_values,

@@ -13,8 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "common/result.hpp"
@@ -41,6 +44,34 @@ struct Table {
   std::vector<Entry> cpu, cuda;       // sorted by var_values
   std::size_t records = 0;            // trace lines of this definition with a solution
   std::size_t used = 0;               // of those, the ones of a solution kb runs in this process
+};
+
+// Builds a Table line by line: build_table feeds it files, the fuzz target
+// (tests/fuzz/fuzz_dispatch.cpp) arbitrary text.
+class TableBuilder {
+ public:
+  // `def`, `options` and `registry` must outlive the builder.
+  TableBuilder(const Definition& def, const TableOptions& options, const Registry& registry);
+  // One line of a trace file; `file` and `number` name it in errors. The
+  // errors are build_table's.
+  Status add_line(std::string_view line, std::string_view file, std::size_t number);
+  Table finish() &&;
+
+ private:
+  // What the records say about one solution on one set of axis values.
+  struct Candidate {
+    double best_ms = 0;
+    std::string uuid;
+    bool failed = false;  // a record other than PASSED: out for these axis values
+  };
+  using Key = std::tuple<Device, std::vector<std::int64_t>, std::string>;  // device, var values, solution
+
+  const Definition& def_;
+  const TableOptions& options_;
+  const Registry& registry_;
+  std::string quoted_name_;  // "\"<name>\"": lines without it are another definition's
+  Table table_;
+  std::map<Key, Candidate> seen_;
 };
 
 // Reads every Trace line of `def` under `path`. A line that is not a valid
