@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "capi.hpp"
@@ -25,7 +26,10 @@ KB_API kb_status kb_cuda_device_count(int* out) {
 
 KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out) {
   KB_CAPI_REQUIRE(out);
-  KB_CAPI_REQUIRE_STRUCT(out, kb_cuda_device_info, "KB_CUDA_DEVICE_INFO_INIT");
+  // Version 1 of the struct ended at l2_bytes; pci_bus_id is written only when the caller's has it.
+  constexpr std::size_t v1_size = offsetof(kb_cuda_device_info, l2_bytes) + sizeof(std::uint64_t);
+  if (out->struct_size < v1_size)
+    return kb::capi::short_struct(__func__, "out", out->struct_size, v1_size, "KB_CUDA_DEVICE_INFO_INIT");
   return kb::capi::guarded(__func__, [&] {
     auto info = kb::cuda::device_info(ordinal);
     if (!info) return fail(info.error());
@@ -37,6 +41,11 @@ KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out) {
     out->compute_minor = info->compute_minor;
     out->memory_bytes = info->memory_bytes;
     out->l2_bytes = info->l2_bytes;
+    if (out->struct_size >= offsetof(kb_cuda_device_info, pci_bus_id) + sizeof(out->pci_bus_id)) {
+      const std::size_t b = std::min(info->pci_bus_id.size(), sizeof(out->pci_bus_id) - 1);
+      std::memcpy(out->pci_bus_id, info->pci_bus_id.data(), b);
+      out->pci_bus_id[b] = '\0';
+    }
     return KB_OK;
   });
 }

@@ -939,12 +939,16 @@ typedef struct kb_cuda_device_info {
   int compute_minor;
   uint64_t memory_bytes; /* out: global memory */
   uint64_t l2_bytes;     /* out: L2 cache */
+  char pci_bus_id[32];   /* out: NUL-terminated, e.g. "0000:19:00.0": the physical GPU behind the ordinal,
+                            whatever CUDA_VISIBLE_DEVICES makes of ordinals (nvidia-smi and NVML use it).
+                            Written when struct_size reaches it: a caller built before it existed passes
+                            a struct_size ending at l2_bytes and gets the rest. */
 } kb_cuda_device_info;
 
-#define KB_CUDA_DEVICE_INFO_INIT {sizeof(kb_cuda_device_info), {0}, 0, 0, 0, 0, 0}
+#define KB_CUDA_DEVICE_INFO_INIT {sizeof(kb_cuda_device_info), {0}, 0, 0, 0, 0, 0, {0}}
 
 /* Describes device `ordinal` (0..count-1).
- *   out (in/out) a kb_cuda_device_info whose struct_size is set.
+ *   out (in/out) a kb_cuda_device_info whose struct_size is set (at least up to l2_bytes).
  * Returns KB_OK; KB_ERROR_INVALID_ARGUMENT (NULL out, short struct_size, ordinal out of range);
  * KB_ERROR_NO_CUDA_DEVICE; KB_ERROR_UNSUPPORTED (built without CUDA); KB_ERROR_CUDA.
  * Thread-safe. Since 0.1. */

@@ -913,6 +913,9 @@ static void test_results(kb_context* ctx) {
 
 /* ---- CUDA ---------------------------------------------------------------------------------------- */
 
+/* kb_cuda_device_info as version 1 had it: up to l2_bytes, before pci_bus_id. */
+#define CUDA_DEVICE_INFO_V1_SIZE (offsetof(kb_cuda_device_info, l2_bytes) + sizeof(uint64_t))
+
 static void test_cuda(void) {
   int n = -1;
   kb_status s = kb_cuda_device_count(&n);
@@ -922,8 +925,17 @@ static void test_cuda(void) {
     CHECK(n >= 1);
     EXPECT_OK(kb_cuda_device_get(0, &info));
     CHECK(info.name[0] != '\0' && info.sm_count > 0 && info.compute_major > 0 && info.memory_bytes > 0);
-    printf("cuda: %d device(s); device 0: %s, sm_%d%d, %d SMs\n", n, info.name, info.compute_major,
-           info.compute_minor, info.sm_count);
+    /* "0000:19:00.0": domain, bus, device, function */
+    CHECK(strlen(info.pci_bus_id) == 12 && info.pci_bus_id[4] == ':' && info.pci_bus_id[7] == ':' &&
+          info.pci_bus_id[10] == '.');
+    printf("cuda: %d device(s); device 0: %s, sm_%d%d, %d SMs, PCI %s\n", n, info.name, info.compute_major,
+           info.compute_minor, info.sm_count, info.pci_bus_id);
+    /* A caller built against version 1 (struct ending at l2_bytes): served, pci_bus_id left untouched. */
+    memset(&info, 0x5a, sizeof info);
+    info.struct_size = CUDA_DEVICE_INFO_V1_SIZE;
+    EXPECT_OK(kb_cuda_device_get(0, &info));
+    CHECK(info.sm_count > 0 && (unsigned char)info.pci_bus_id[0] == 0x5a);
+    info.struct_size = sizeof info;
     EXPECT_FAIL(kb_cuda_device_get(n, &info), KB_ERROR_INVALID_ARGUMENT, "does not exist");
   } else {
     CHECK(n == 0);
@@ -933,6 +945,8 @@ static void test_cuda(void) {
   }
   EXPECT_FAIL(kb_cuda_device_count(NULL), KB_ERROR_INVALID_ARGUMENT, "argument `out` is NULL");
   info.struct_size = 0;
+  EXPECT_FAIL(kb_cuda_device_get(0, &info), KB_ERROR_INVALID_ARGUMENT, "struct_size");
+  info.struct_size = CUDA_DEVICE_INFO_V1_SIZE - 1;
   EXPECT_FAIL(kb_cuda_device_get(0, &info), KB_ERROR_INVALID_ARGUMENT, "struct_size");
 }
 

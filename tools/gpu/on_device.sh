@@ -39,6 +39,9 @@ if [[ $what == *tests* || $what == all ]]; then
   done 2>&1 | tee "$out/gpu_tests.log"
 fi
 if [[ $what == *tests* || $what == all ]]; then
+  # the C ABI tests (tests/capi/test_capi.c) where their CUDA branches run: device info, a CUDA benchmark
+  echo "== capi_test"; timeout 240 .devcarry/bin/capi_test .devcarry/shared 2>&1 | tail -4 | tee "$out/capi_test.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
   # the engine-style C++ example: a decode step (RMSNorm, gemm M = 16) captured into a CUDA graph and replayed
   timeout 120 .devcarry/bin/kb_example_engine_step kernels/rmsnorm/definitions/rmsnorm_h4096.json \
       kernels/gemm/definitions/gemm_n4096_k4096.json || status=1

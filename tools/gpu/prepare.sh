@@ -18,6 +18,7 @@ mkdir -p .devcarry/bin .devcarry/lib .devcarry/shared
 cp "$b/tools/kb/kb" "$b/lib/kb-worker" .devcarry/bin/
 cp -P "$b"/capi/libkb.so.1 "$b"/capi/libkb.so.0.1.0 .devcarry/lib/  # C ABI tests (test_multi_gpu, the examples)
 [ -x "$b/examples/cpp/kb_example_engine_step" ] && cp "$b/examples/cpp/kb_example_engine_step" .devcarry/bin/
+cp "$b/tests/capi/test_capi" .devcarry/bin/capi_test  # the C ABI tests with a device (on_device.sh tests)
 for t in "$b"/tests/gpu/test_* "$b/tests/plugin/test_plugin_gpu"; do if [ -f "$t" ] && [ -x "$t" ]; then cp "$t" .devcarry/bin/; fi; done
 # outside-solution GPU cases (on_device.sh plugin-gpu): the hostile and example CUDA plugins
 cp "$b/tests/plugin/libkb_hostile_cuda_plugin.so" "$b/examples/plugin/libkb_example_cuda_plugin.so" .devcarry/lib/
