@@ -96,7 +96,7 @@ rc, out, err = run("show", "no_such_definition")
 check("show unknown name", rc == 1 and "no definition \"no_such_definition\"" in err, err)
 
 # help and version on every command
-for cmd in ([], ["validate"], ["show"], ["devices"], ["format"]):
+for cmd in ([], ["validate"], ["show"], ["devices"], ["format"], ["dispatch"], ["bench"]):
     rc, out, err = run(*cmd, "--help")
     check(f"help {' '.join(cmd) or 'kb'}", rc == 0 and "usage: kb" in out, out + err)
 rc, out, err = run("--version")
