@@ -237,6 +237,18 @@ class CallEnvironment final : public kb::expr::Environment {
   const SmallBuf<Binding, 32>& axes_;
 };
 
+// True when `e` reads elements of a tensor that is not in host memory (or
+// missing): evaluating it could only end "unchecked", and building that
+// verdict's message allocates, on engines' hot path.
+bool reads_device_data(const Call& c, const kb::expr::Expression& e) {
+  for (const std::string& name : e.data_tensor_names()) {
+    auto k = c.find(name);
+    const DLTensor* x = k ? c.tensor(*k) : nullptr;
+    if (!x || !x->data || !host_readable(x->device)) return true;
+  }
+  return false;
+}
+
 kb_status invalid(const Call& c, std::string_view message) {
   return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("{}: {}", c.h.def.name, message));
 }
@@ -404,7 +416,7 @@ kb_status check(const Call& c, kb_check_result* out) {
       if (out) ++out->constraints_held;
       continue;
     }
-    if (!parsed) {
+    if (!parsed || reads_device_data(c, *parsed)) {
       if (out) ++out->constraints_unchecked;
       continue;
     }

@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <span>
 
 #include "capi.hpp"
 #include "cuda/device.hpp"
 #include "harness/harness.hpp"
+#include "harness/per_definition.hpp"
 #include "inputs/inputs.hpp"
 #include "schema/io.hpp"
 #include "schema/validate.hpp"
@@ -102,6 +105,19 @@ const kb::AxisValues& bind_axes(CallScratch& s, const kb::Definition& d, std::sp
   }
   for (std::size_t i = 0; i < d.axes.size(); ++i) slot->values[i].second = values[i];
   return *slot;
+}
+
+// impl.supports(d), worked out once per solution and definition: a solution's
+// supports() may read the reference (allocating) and this runs on every call.
+std::string supports_memo(const kb::Implementation& impl, const kb::Definition& d) {
+  static std::mutex mutex;
+  static std::map<const kb::Implementation*, kb::PerDefinition<std::string>> memos;  // nodes stay put
+  kb::PerDefinition<std::string>* memo = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    memo = &memos[&impl];
+  }
+  return memo->get(d, [&](const kb::Definition& def) { return impl.supports(def); });
 }
 
 }  // namespace
@@ -249,7 +265,7 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
     kb::Implementation reference;
     const kb::Implementation* impl = find_solution(solution, reference);
     if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_solution_run: no solution \"{}\" (see kb bench --list)", solution));
-    if (auto why = impl->supports(d); !why.empty())
+    if (auto why = impl == &reference ? impl->supports(d) : supports_memo(*impl, d); !why.empty())
       return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} does not handle {}: {}", impl->name, d.name, why));
     return kb::capi::run_checked("kb_solution_run", d, axes.values, *impl, inputs, n_inputs, outputs, n_outputs, stream);
   });

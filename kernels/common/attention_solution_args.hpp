@@ -10,11 +10,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <variant>
 
 #include "harness/implementation.hpp"
+#include "harness/per_definition.hpp"
 
 namespace kb::kernels::attention_args {
 
@@ -23,6 +26,11 @@ inline std::string check_dtype(const Definition& d, const char* name, DType want
   if (!s) return fmt::format("no tensor {}", name);
   if (s->dtype != want) return fmt::format("{} is {}; this kernel needs {}", name, dtype_name(s->dtype), dtype_name(want));
   return {};
+}
+
+// s == want, without building a vector for `want`.
+inline bool shape_is(const std::vector<std::int64_t>& s, std::initializer_list<std::int64_t> want) {
+  return std::equal(s.begin(), s.end(), want.begin(), want.end());
 }
 
 // True when the axis is absent, a variable, or the constant `want`.
@@ -100,8 +108,17 @@ inline Result<double> sm_scale(const CudaCall& c, std::string_view solution) {
 
 // The checks every run() starts with: the definition is supported and the
 // call has one argument per declared input and output.
+// supports() is worked out once per solution and definition (it reads the
+// reference, which allocates; engines call run() on their hot path).
 inline Status check_call(const CudaCall& c, std::string_view solution, std::string (*supports)(const Definition&)) {
-  if (std::string why = supports(c.definition); !why.empty())
+  static std::mutex mutex;
+  static std::map<std::string (*)(const Definition&), PerDefinition<std::string>> memos;  // one per solution
+  PerDefinition<std::string>* memo = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    memo = &memos[supports];  // map nodes stay put
+  }
+  if (std::string why = memo->get(c.definition, supports); !why.empty())
     return make_error(Code::unsupported, fmt::format("{}: {}", solution, why));
   if (c.inputs.size() != c.definition.inputs.size() || c.outputs.size() != c.definition.outputs.size())
     return make_error(Code::invalid_argument, fmt::format("{}: wrong number of arguments", solution));

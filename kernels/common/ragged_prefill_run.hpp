@@ -36,8 +36,8 @@ inline Status run_ragged_prefill(const CudaCall& c, const char* kName, std::stri
   const std::int64_t total_kv = k->shape[0], hkv = k->shape[1], dvo = v->shape[2];
   const std::int64_t batch = qo->shape[0] - 1;
   if (batch < 0 || k->shape[2] != dqk || v->shape[0] != total_kv || v->shape[1] != hkv || kvp->shape[0] != batch + 1 ||
-      out.shape != std::vector<std::int64_t>{total_q, hq, dvo} ||
-      (lse && lse->shape != std::vector<std::int64_t>{total_q, hq}))
+      !shape_is(out.shape, {total_q, hq, dvo}) ||
+      (lse && !shape_is(lse->shape, {total_q, hq})))
     return make_error(Code::invalid_argument, fmt::format("{}: shapes disagree (q [{}, {}, {}], k [{}, {}, {}], v [.., {}])",
                                                           kName, total_q, hq, dqk, total_kv, hkv, k->shape[2], dvo));
   if (q->dtype != DType::bfloat16 || k->dtype != DType::bfloat16 || v->dtype != DType::bfloat16 ||

@@ -54,6 +54,7 @@ struct Tree {
   std::uint32_t root = 0;
   std::vector<std::string> scalar_names;
   std::vector<std::string> tensor_names;
+  std::vector<std::string> data_tensor_names;  // the subset read element by element (x[i])
   bool reads_tensor_data = false;
 
   std::string_view span(const Node& n) const {

@@ -2,6 +2,7 @@
 // Python would raise on (division by zero, bad index) and anything int64
 // cannot represent (overflow) stops evaluation with a reason; the verdict is
 // then "unchecked".
+#include <array>
 #include <cmath>
 #include <limits>
 #include <new>
@@ -220,7 +221,7 @@ class Evaluator {
                       " is out of range for shape " + shape_text(*shape));
         }
         const Value v = Value::integer((*shape)[static_cast<std::size_t>(d)]);
-        bind(std::string(t_.span(n)), v);
+        bind(t_.span(n), v);
         return v;
       }
       case NodeKind::length: {
@@ -228,7 +229,7 @@ class Evaluator {
         if (!shape.ok()) return shape.error();
         if (shape->empty()) return fail(std::string(t_.span(n)) + ": len() of a 0-d tensor");
         const Value v = Value::integer(shape->front());
-        bind(std::string(t_.span(n)), v);
+        bind(t_.span(n), v);
         return v;
       }
       case NodeKind::element: return eval_element(n);
@@ -238,11 +239,11 @@ class Evaluator {
 
   // Values read from the Environment, for the "violated" detail.
   std::string bindings_text() const {
-    if (bindings_.empty()) return {};
+    if (bound_ == 0) return {};
     std::string s = " (";
-    for (std::size_t k = 0; k < bindings_.size(); ++k) {
+    for (std::size_t k = 0; k < bound_; ++k) {
       if (k > 0) s += ", ";
-      s += bindings_[k].first + " = " + bindings_[k].second;
+      s += std::string(bindings_[k].first) + " = " + bindings_[k].second.to_string();
     }
     if (bindings_dropped_) s += ", ...";
     return s + ")";
@@ -254,15 +255,18 @@ class Evaluator {
  private:
   static Error fail(std::string message) { return make_error(Code::invalid_data, std::move(message)); }
 
-  void bind(const std::string& what, const Value& v) {
-    for (const auto& b : bindings_) {
-      if (b.first == what) return;
+  // Kept as views into the expression's text and values, formatted only for a
+  // "violated" detail: an evaluation that holds allocates nothing for them
+  // (kb_definition_check_tensors runs on engines' hot path).
+  void bind(std::string_view what, const Value& v) {
+    for (std::size_t k = 0; k < bound_; ++k) {
+      if (bindings_[k].first == what) return;
     }
-    if (bindings_.size() >= 8) {  // keep the detail readable
+    if (bound_ >= bindings_.size()) {  // keep the detail readable
       bindings_dropped_ = true;
       return;
     }
-    bindings_.emplace_back(what, v.to_string());
+    bindings_[bound_++] = {what, v};
   }
 
   Result<std::vector<std::int64_t>> tensor_shape(const std::string& name) {
@@ -324,12 +328,13 @@ class Evaluator {
   Result<Value> eval_element(const Node& n) {
     auto shape = tensor_shape(n.name);
     if (!shape.ok()) return shape.error();
-    const std::string where(t_.span(n));
+    const std::string_view where_text = t_.span(n);
+    const auto where = [&] { return std::string(where_text); };
     if (n.children.size() > shape->size()) {
-      return fail(where + ": too many indices for tensor " + n.name + " of shape " + shape_text(*shape));
+      return fail(where() + ": too many indices for tensor " + n.name + " of shape " + shape_text(*shape));
     }
     if (n.children.size() < shape->size()) {
-      return fail(where + ": " + n.name + " has shape " + shape_text(*shape) + "; index all " +
+      return fail(where() + ": " + n.name + " has shape " + shape_text(*shape) + "; index all " +
                   std::to_string(shape->size()) + " dimensions to get a number");
     }
     std::vector<std::int64_t> index;
@@ -341,7 +346,7 @@ class Evaluator {
       std::int64_t j = *i;
       if (j < 0) j += extent;  // no overflow: j < 0 and extent >= 0 (or else out of range anyway)
       if (j < 0 || j >= extent) {
-        return fail(where + ": index " + std::to_string(*i) + " is out of range for dimension " + std::to_string(d) +
+        return fail(where() + ": index " + std::to_string(*i) + " is out of range for dimension " + std::to_string(d) +
                     " of shape " + shape_text(*shape));
       }
       index.push_back(j);
@@ -349,13 +354,14 @@ class Evaluator {
     auto e = env_.element(n.name, index);
     if (!e) return fail("contents of tensor " + n.name + " are not available");
     const Value v = Value::integer(*e);
-    bind(where, v);
+    bind(where_text, v);
     return v;
   }
 
   const Tree& t_;
   const Environment& env_;
-  std::vector<std::pair<std::string, std::string>> bindings_;
+  std::array<std::pair<std::string_view, Value>, 8> bindings_{};
+  std::size_t bound_ = 0;
   bool bindings_dropped_ = false;
   std::string failed_;
 };

@@ -105,6 +105,8 @@ class Expression {
   bool needs_tensors() const noexcept { return !tensor_names().empty(); }
   // True if evaluation may read tensor contents (x[i]), not just shapes.
   bool needs_tensor_data() const noexcept;
+  // The tensors whose contents it may read (a subset of tensor_names()).
+  const std::vector<std::string>& data_tensor_names() const noexcept;
   // Fully parenthesized form showing how the text was grouped, e.g.
   // "not a == b" -> "(not (a == b))". For diagnostics and tests.
   std::string structure() const;

@@ -335,6 +335,7 @@ class Parser {
       }
       n.kind = NodeKind::element;
       note(t_.tensor_names, n.name);
+      note(t_.data_tensor_names, n.name);
       t_.reads_tensor_data = true;
       return add(std::move(n));
     }
@@ -428,6 +429,9 @@ const std::vector<std::string>& Expression::tensor_names() const noexcept {
   return tree_ ? tree_->tensor_names : detail::no_names();
 }
 bool Expression::needs_tensor_data() const noexcept { return tree_ && tree_->reads_tensor_data; }
+const std::vector<std::string>& Expression::data_tensor_names() const noexcept {
+  return tree_ ? tree_->data_tensor_names : detail::no_names();
+}
 
 std::string Expression::structure() const {
   std::string out;

@@ -4,7 +4,9 @@
 // give the same bits as each other. Covers kb_cuda_rmsnorm, kb_cuda_silu_and_mul,
 // the gemm at M = 16 (kb's gemv) and M = 64 (cuBLASLt), each chosen by a
 // dispatch built from trace lines this test writes, and the same solutions by
-// name. Exit 77 (skip) without a CUDA device.
+// name; with $KB_SHARED_DIR, also kb_cuda_gqa_paged_decode (a shipped
+// definition: 4 sequences of 64 keys, page size 1). Exit 77 (skip) without a
+// CUDA device.
 //
 // usage: test_hot_path [KERNELS_DIR]  (default: kernels, kb's bundled definitions from the repository root)
 #include <cuda_runtime.h>
@@ -50,26 +52,32 @@ namespace {
 using kb_gpu_test::check;
 using kb_gpu_test::failures;
 
+// A device tensor of DLPack type (code, bits): 16-bit floats filled with values of magnitude in
+// [1/8, 1/4), either sign (bfloat16 or float16 bit patterns); other types zeroed.
 struct DeviceTensor {
   std::vector<int64_t> shape;
   void* data = nullptr;
-  size_t bytes = 2;
+  size_t bytes = 0;
   DLTensor view{};
-  DeviceTensor(std::vector<int64_t> s, uint8_t code) : shape(std::move(s)) {
+  DeviceTensor(std::vector<int64_t> s, uint8_t code, uint8_t bits = 16) : shape(std::move(s)) {
+    bytes = bits / 8;
     for (int64_t d : shape) bytes *= static_cast<size_t>(d);
     CU(cudaMalloc(&data, bytes));
-    std::vector<uint16_t> h(bytes / 2);
-    uint32_t seed = static_cast<uint32_t>(bytes);
-    for (auto& v : h) {  // magnitudes in [1/8, 1/4), either sign, in either 16-bit format
-      seed = seed * 1664525u + 1013904223u;
-      v = static_cast<uint16_t>(((seed & 1u) << 15) | (code == kDLBfloat ? 0x3e00u | ((seed >> 16) & 0x7fu)
-                                                                          : 0x3000u | ((seed >> 16) & 0x3ffu)));
+    CU(cudaMemset(data, 0, bytes));
+    if (bits == 16 && (code == kDLBfloat || code == kDLFloat)) {
+      std::vector<uint16_t> h(bytes / 2);
+      uint32_t seed = static_cast<uint32_t>(bytes);
+      for (auto& v : h) {
+        seed = seed * 1664525u + 1013904223u;
+        v = static_cast<uint16_t>(((seed & 1u) << 15) | (code == kDLBfloat ? 0x3e00u | ((seed >> 16) & 0x7fu)
+                                                                            : 0x3000u | ((seed >> 16) & 0x3ffu)));
+      }
+      CU(cudaMemcpy(data, h.data(), bytes, cudaMemcpyHostToDevice));
     }
-    CU(cudaMemcpy(data, h.data(), bytes, cudaMemcpyHostToDevice));
     view.data = data;
     view.device = DLDevice{kDLCUDA, 0};
     view.ndim = static_cast<int32_t>(shape.size());
-    view.dtype = DLDataType{code, 16, 1};
+    view.dtype = DLDataType{code, bits, 1};
     view.shape = shape.data();
   }
   ~DeviceTensor() { cudaFree(data); }
@@ -153,7 +161,7 @@ int main(int argc, char** argv) {
   DeviceTensor a16({16, 4096}, kDLFloat), c16({16, 4096}, kDLFloat);
   DeviceTensor a64({64, 4096}, kDLFloat), c64({64, 4096}, kDLFloat);
   DeviceTensor gate_up({16, 2 * 14336}, kDLBfloat), act({16, 14336}, kDLBfloat);
-  const std::vector<Call> calls = {
+  std::vector<Call> calls = {
       {"dispatched rmsnorm, batch 16", norm_def, norm_dispatch, nullptr, {&x.view, &w.view}, {&y.view}},
       {"kb_cuda_rmsnorm by name", norm_def, nullptr, "kb_cuda_rmsnorm", {&x.view, &w.view}, {&y.view}},
       {"dispatched gemm, M = 16", gemm_def, gemm_dispatch, nullptr, {&a16.view, &b.view}, {&c16.view}},
@@ -164,6 +172,39 @@ int main(int argc, char** argv) {
       {"dispatched silu_and_mul, 16 tokens", silu_def, silu_dispatch, nullptr, {&gate_up.view}, {&act.view}},
       {"kb_cuda_silu_and_mul by name", silu_def, nullptr, "kb_cuda_silu_and_mul", {&gate_up.view}, {&act.view}},
   };
+  // Paged decode attention on a shipped definition, when the shared data is there.
+  kb_definition* decode_def = nullptr;
+  const char* shared = std::getenv("KB_SHARED_DIR");
+  const std::string decode_path =
+      std::string(shared ? shared : "") + "/flashinfer-trace/definitions/gqa_paged/gqa_paged_decode_h32_kv8_d128_ps1.json";
+  constexpr int kSeqs = 4, kKeys = 64, kPages = kSeqs * kKeys;
+  DeviceTensor q({kSeqs, 32, 128}, kDLBfloat), k_cache({kPages, 1, 8, 128}, kDLBfloat),
+      v_cache({kPages, 1, 8, 128}, kDLBfloat), attn_out({kSeqs, 32, 128}, kDLBfloat);
+  DeviceTensor lse({kSeqs, 32}, kDLFloat, 32), indptr({kSeqs + 1}, kDLInt, 32), indices({kPages}, kDLInt, 32);
+  {
+    std::vector<int32_t> ptr(kSeqs + 1), idx(kPages);
+    for (int s = 0; s <= kSeqs; ++s) ptr[s] = s * kKeys;
+    for (int p = 0; p < kPages; ++p) idx[p] = (p * 37) % kPages;  // a permutation: pages scattered
+    CU(cudaMemcpy(indptr.data, ptr.data(), ptr.size() * 4, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(indices.data, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
+  }
+  float scale_value = 0.08838834764831845f;  // 1 / sqrt(128)
+  DLTensor scale{};
+  scale.data = &scale_value;
+  scale.device = DLDevice{kDLCPU, 0};
+  scale.dtype = DLDataType{kDLFloat, 32, 1};
+  if (shared && std::filesystem::exists(decode_path)) {
+    if (kb_definition_load_file(ctx, decode_path.c_str(), &decode_def) != KB_OK) {
+      std::fprintf(stderr, "test_hot_path: %s\n", kb_last_error());
+      return 1;
+    }
+    calls.push_back({"kb_cuda_gqa_paged_decode by name, 4 x 64 keys", decode_def, nullptr, "kb_cuda_gqa_paged_decode",
+                     {&q.view, &k_cache.view, &v_cache.view, &indptr.view, &indices.view, &scale},
+                     {&attn_out.view, &lse.view}});
+  } else {
+    std::printf("skipped: kb_cuda_gqa_paged_decode (no %s)\n", shared ? decode_path.c_str() : "KB_SHARED_DIR");
+  }
+
   // The dispatch picks what the traces say.
   for (std::size_t i : {0u, 2u, 4u, 7u}) {
     kb_dispatch_choice ch = KB_DISPATCH_CHOICE_INIT;
@@ -223,6 +264,7 @@ int main(int argc, char** argv) {
   kb_dispatch_destroy(gemm_dispatch);
   kb_dispatch_destroy(silu_dispatch);
   kb_definition_destroy(silu_def);
+  kb_definition_destroy(decode_def);
   kb_definition_destroy(norm_def);
   kb_definition_destroy(gemm_def);
   kb_context_destroy(ctx);

@@ -56,7 +56,7 @@ Status run(const CudaCall& c) {
   const std::int64_t batch = q->shape[0], hq = q->shape[1], dim = q->shape[2];
   const std::int64_t pages = k->shape[0], ps = k->shape[1], hkv = k->shape[2];
   if (k->shape[3] != dim || indptr->shape[0] != batch + 1 || out.shape != q->shape ||
-      (lse && lse->shape != std::vector<std::int64_t>{batch, hq}) || (last && last->shape != std::vector<std::int64_t>{batch}))
+      (lse && !shape_is(lse->shape, {batch, hq})) || (last && !shape_is(last->shape, {batch})))
     return make_error(Code::invalid_argument, fmt::format("{}: shapes disagree (q [{}, {}, {}], k_cache [{}, {}, {}, {}])",
                                                           kName, batch, hq, dim, pages, ps, hkv, k->shape[3]));
   if (q->dtype != DType::bfloat16 || k->dtype != DType::bfloat16 || v->dtype != DType::bfloat16 ||

@@ -54,7 +54,7 @@ Status run(const CudaCall& c) {
   const std::int64_t batch = qo->shape[0] - 1;
   const std::int64_t pages = k->shape[0], ps = k->shape[1], hkv = k->shape[2];
   if (batch < 0 || k->shape[3] != dim || indptr->shape[0] != batch + 1 || out.shape != q->shape ||
-      (lse && lse->shape != std::vector<std::int64_t>{total_q, hq}) ||
+      (lse && !shape_is(lse->shape, {total_q, hq})) ||
       // FlashInfer-Bench's ps64 prefill definitions size kv_last_page_len [len_indptr] (batch + 1; the
       // reference reads the first batch entries); decode ones [batch_size]. Accept both.
       (last && (last->shape.size() != 1 || (last->shape[0] != batch && last->shape[0] != batch + 1))))

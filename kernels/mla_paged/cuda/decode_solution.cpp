@@ -55,7 +55,7 @@ Status run(const CudaCall& c) {
   const std::int64_t pages = ckv->shape[0], ps = ckv->shape[1];
   if (qp->shape[0] != batch || qp->shape[1] != hq || ckv->shape[2] != dckv || kpe->shape[0] != pages ||
       kpe->shape[1] != ps || kpe->shape[2] != dkpe || indptr->shape[0] != batch + 1 || out.shape != qn->shape ||
-      (lse && lse->shape != std::vector<std::int64_t>{batch, hq}) || (last && last->shape != std::vector<std::int64_t>{batch}))
+      (lse && !shape_is(lse->shape, {batch, hq})) || (last && !shape_is(last->shape, {batch})))
     return make_error(Code::invalid_argument,
                       fmt::format("{}: shapes disagree (q_nope [{}, {}, {}], ckv_cache [{}, {}, {}])", kName, batch, hq,
                                   dckv, pages, ps, ckv->shape[2]));

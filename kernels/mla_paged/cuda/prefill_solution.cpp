@@ -57,7 +57,7 @@ Status run(const CudaCall& c) {
   const std::int64_t pages = ckv->shape[0], ps = ckv->shape[1];
   if (batch < 0 || qp->shape[0] != total_q || qp->shape[1] != hq || ckv->shape[2] != dckv || kpe->shape[0] != pages ||
       kpe->shape[1] != ps || kpe->shape[2] != dkpe || indptr->shape[0] != batch + 1 || out.shape != qn->shape ||
-      (lse && lse->shape != std::vector<std::int64_t>{total_q, hq}) || (last && last->shape != std::vector<std::int64_t>{batch}))
+      (lse && !shape_is(lse->shape, {total_q, hq})) || (last && !shape_is(last->shape, {batch})))
     return make_error(Code::invalid_argument,
                       fmt::format("{}: shapes disagree (q_nope [{}, {}, {}], ckv_cache [{}, {}, {}])", kName, total_q, hq,
                                   dckv, pages, ps, ckv->shape[2]));
