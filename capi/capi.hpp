@@ -3,9 +3,9 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <cstdint>
 #include <new>
 #include <optional>
@@ -127,21 +127,33 @@ inline constexpr std::size_t kBenchmarkOptionsV1Size =
 // its struct_size reaches, as kb's BenchOptions (run.cpp).
 kb_status read_benchmark_options(const char* function, const kb_benchmark_options* opts, BenchOptions& out);
 
-// Room for a call's axis values (kb_check_result.axis_values) on the stack for
-// definitions of up to 32 axes, so that checking a call allocates nothing.
-struct CallAxes {
-  std::array<std::int64_t, 32> fixed{};
-  std::vector<std::int64_t> more;
-  std::span<std::int64_t> values;
-  explicit CallAxes(std::size_t n) {
-    if (n <= fixed.size()) {
-      values = std::span<std::int64_t>(fixed.data(), n);
-    } else {
-      more.resize(n);
-      values = std::span<std::int64_t>(more);
+// Small fixed buffer with a heap fallback: definitions have a handful of axes,
+// so checking a call's tensors (and holding its axis values) allocates nothing.
+template <class T, std::size_t N>
+class SmallBuf {
+ public:
+  explicit SmallBuf(std::size_t n) : size_(n) {
+    if (n > N) {
+      heap_ = std::make_unique<T[]>(n);
+      p_ = heap_.get();
     }
   }
+  SmallBuf(const SmallBuf&) = delete;
+  SmallBuf& operator=(const SmallBuf&) = delete;
+  T& operator[](std::size_t i) { return p_[i]; }
+  const T& operator[](std::size_t i) const { return p_[i]; }
+  std::span<T> span() { return {p_, size_}; }
+  std::span<const T> span() const { return {p_, size_}; }
+
+ private:
+  T stack_[N] = {};
+  std::unique_ptr<T[]> heap_;
+  T* p_ = stack_;
+  std::size_t size_;
 };
+
+// A call's axis values (kb_check_result.axis_values), definition axis order.
+using CallAxes = SmallBuf<std::int64_t, 32>;
 
 // Runs `implementation` on tensors kb_definition_check_tensors() accepted, with
 // the axis values it bound, in definition axis order (run.cpp; kb_solution_run

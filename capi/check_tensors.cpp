@@ -16,6 +16,7 @@
 #include "schema/dtype.hpp"
 
 using kb::capi::fail;
+using kb::capi::SmallBuf;
 
 namespace {
 
@@ -134,27 +135,6 @@ std::optional<Value> read_scalar(const DLTensor& x) {
   if (auto i = read_integer(x, 0)) return Value::integer(*i);
   return std::nullopt;  // half-precision scalars: value not read (constraints stay unchecked)
 }
-
-// Small fixed buffer with a heap fallback: definitions have a handful of axes.
-template <class T, std::size_t N>
-class SmallBuf {
- public:
-  explicit SmallBuf(std::size_t n) {
-    if (n > N) {
-      heap_ = std::make_unique<T[]>(n);
-      p_ = heap_.get();
-    }
-  }
-  SmallBuf(const SmallBuf&) = delete;
-  SmallBuf& operator=(const SmallBuf&) = delete;
-  T& operator[](std::size_t i) { return p_[i]; }
-  const T& operator[](std::size_t i) const { return p_[i]; }
-
- private:
-  T stack_[N] = {};
-  std::unique_ptr<T[]> heap_;
-  T* p_ = stack_;
-};
 
 // Where a var axis got its value: tensor index (inputs then outputs) and dim.
 struct Binding {

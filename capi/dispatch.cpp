@@ -38,18 +38,18 @@ struct Choice {
 kb_status choose(const char* function, const kb_dispatch* d, const DLTensor* const* inputs, size_t n_inputs,
                  const DLTensor* const* outputs, size_t n_outputs, kb::capi::CallAxes& axes, Choice& choice) {
   kb_check_result check = KB_CHECK_RESULT_INIT;
-  check.axis_values = axes.values.data();
-  check.axis_capacity = axes.values.size();
+  check.axis_values = axes.span().data();
+  check.axis_capacity = axes.span().size();
   if (kb_status st = kb_definition_check_tensors(d->def, inputs, n_inputs, outputs, n_outputs, &check); st != KB_OK)
     return st;  // message already recorded
   const bool cuda = on_cuda(inputs, n_inputs) || on_cuda(outputs, n_outputs);
   const auto& entries = cuda ? d->table.cuda : d->table.cpu;
-  choice.entry = kb::dispatch::nearest(d->table, entries, axes.values, d->exact);
+  choice.entry = kb::dispatch::nearest(d->table, entries, axes.span(), d->exact);
   if (choice.entry) {
     choice.impl = choice.entry->impl;
     choice.exact = true;
     for (std::size_t i = 0; i < d->table.var_axes.size(); ++i)
-      if (choice.entry->var_values[i] != axes.values[d->table.var_axes[i]]) choice.exact = false;
+      if (choice.entry->var_values[i] != axes[d->table.var_axes[i]]) choice.exact = false;
     return KB_OK;
   }
   choice.impl = cuda ? d->fallback_cuda : d->fallback_cpu;
@@ -155,7 +155,7 @@ KB_API kb_status kb_dispatch_run(const kb_dispatch* dispatch, const DLTensor* co
     Choice c;
     if (kb_status s = choose("kb_dispatch_run", dispatch, inputs, n_inputs, outputs, n_outputs, axes, c); s != KB_OK)
       return s;
-    return kb::capi::run_checked("kb_dispatch_run", d, axes.values, *c.impl, inputs, n_inputs, outputs, n_outputs, stream);
+    return kb::capi::run_checked("kb_dispatch_run", d, axes.span(), *c.impl, inputs, n_inputs, outputs, n_outputs, stream);
   });
 }
 

@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <span>
 
 #include "capi.hpp"
@@ -110,14 +108,8 @@ const kb::AxisValues& bind_axes(CallScratch& s, const kb::Definition& d, std::sp
 // impl.supports(d), worked out once per solution and definition: a solution's
 // supports() may read the reference (allocating) and this runs on every call.
 std::string supports_memo(const kb::Implementation& impl, const kb::Definition& d) {
-  static std::mutex mutex;
-  static std::map<const kb::Implementation*, kb::PerDefinition<std::string>> memos;  // nodes stay put
-  kb::PerDefinition<std::string>* memo = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    memo = &memos[&impl];
-  }
-  return memo->get(d, [&](const kb::Definition& def) { return impl.supports(def); });
+  return kb::per_definition_of<const kb::Implementation*, std::string>(&impl).get(
+      d, [&](const kb::Definition& def) { return impl.supports(def); });
 }
 
 }  // namespace
@@ -258,8 +250,8 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
     const kb::Definition& d = def->def;
     kb::capi::CallAxes axes(d.axes.size());
     kb_check_result check = KB_CHECK_RESULT_INIT;
-    check.axis_values = axes.values.data();
-    check.axis_capacity = axes.values.size();
+    check.axis_values = axes.span().data();
+    check.axis_capacity = axes.span().size();
     if (kb_status st = kb_definition_check_tensors(def, inputs, n_inputs, outputs, n_outputs, &check); st != KB_OK)
       return st;  // message already recorded
     kb::Implementation reference;
@@ -267,7 +259,7 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
     if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_solution_run: no solution \"{}\" (see kb bench --list)", solution));
     if (auto why = impl == &reference ? impl->supports(d) : supports_memo(*impl, d); !why.empty())
       return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} does not handle {}: {}", impl->name, d.name, why));
-    return kb::capi::run_checked("kb_solution_run", d, axes.values, *impl, inputs, n_inputs, outputs, n_outputs, stream);
+    return kb::capi::run_checked("kb_solution_run", d, axes.span(), *impl, inputs, n_inputs, outputs, n_outputs, stream);
   });
 }
 

@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
-#include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -111,14 +109,9 @@ inline Result<double> sm_scale(const CudaCall& c, std::string_view solution) {
 // supports() is worked out once per solution and definition (it reads the
 // reference, which allocates; engines call run() on their hot path).
 inline Status check_call(const CudaCall& c, std::string_view solution, std::string (*supports)(const Definition&)) {
-  static std::mutex mutex;
-  static std::map<std::string (*)(const Definition&), PerDefinition<std::string>> memos;  // one per solution
-  PerDefinition<std::string>* memo = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    memo = &memos[supports];  // map nodes stay put
-  }
-  if (std::string why = memo->get(c.definition, supports); !why.empty())
+  if (std::string why = per_definition_of<std::string (*)(const Definition&), std::string>(supports).get(
+          c.definition, supports);
+      !why.empty())
     return make_error(Code::unsupported, fmt::format("{}: {}", solution, why));
   if (c.inputs.size() != c.definition.inputs.size() || c.outputs.size() != c.definition.outputs.size())
     return make_error(Code::invalid_argument, fmt::format("{}: wrong number of arguments", solution));

@@ -36,4 +36,15 @@ class PerDefinition {
   std::map<std::string, std::pair<Definition, T>, std::less<>> entries_;
 };
 
+// The PerDefinition<T> of `key` (one solution: its supports function or its
+// Implementation), created on first use. Map nodes never move, so the
+// reference stays valid.
+template <class Key, class T>
+PerDefinition<T>& per_definition_of(Key key) {
+  static std::mutex mutex;
+  static std::map<Key, PerDefinition<T>> memos;
+  std::lock_guard<std::mutex> lock(mutex);
+  return memos[key];
+}
+
 }  // namespace kb
