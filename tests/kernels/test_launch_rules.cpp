@@ -14,6 +14,9 @@
 #include "gemm/cuda/gemv.hpp"
 
 using kb::kernels::gemm_cuda::GemvBalance;
+using kb::kernels::gemm_cuda::GemvPlan;
+using kb::kernels::gemm_cuda::gemv_plan_fill;
+using kb::kernels::gemm_cuda::gemv_small_m_rows;
 using kb::kernels::gemm_cuda::gemv_balanced_blocks;
 using kb::kernels::gemm_cuda::gemv_rows_per_block;
 using kb::kernels::gemm_cuda::gemv_wave_fill;
@@ -45,6 +48,41 @@ TEST_CASE("gemv rows per block follow the H100 measurements") {
   // A tie (21504 rows at M = 1: 28/33 either way) goes to 16.
   CHECK(gemv_wave_fill(21504, 16, 132, 4) == gemv_wave_fill(21504, 32, 132, 3));
   CHECK(gemv_rows_per_block(21504, 132, 4, 3) == 16);
+}
+
+namespace {
+// A finished plan as gemv_plan makes it on 132 SMs (an H100's or H200's).
+GemvPlan plan_of(int rows, int row_blocks, int splits, int k_iterations, int blocks_per_sm, int warps = 8) {
+  GemvPlan p;
+  p.rows_per_block = rows;
+  p.row_blocks = row_blocks;
+  p.splits = splits;
+  p.warps = warps;
+  p.k_iterations = k_iterations;
+  p.blocks_per_sm = blocks_per_sm;
+  p.sm_count = 132;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("gemv rows per block at 2 <= M <= 8 follow the H200 measurements") {
+  // benchmarks/h200-2026-11-28-s17/gemv_rows_all.md (M = 2, 4, 8; 4 blocks of 16 rows an SM, 3 of 32).
+  // 5376 x 21504: 336 x 1 of 16 rows against 168 x 2 of 32, the same fill: 32 ran 68.6 us against 76.0.
+  const GemvPlan p16 = plan_of(16, 336, 1, 336, 4), p32 = plan_of(32, 168, 2, 336, 3);
+  CHECK(gemv_plan_fill(p16) == doctest::Approx(336.0 / 528.0));
+  CHECK(gemv_plan_fill(p32) == doctest::Approx(336.0 / 396.0));
+  CHECK(gemv_small_m_rows(p16, p32) == 32);
+  // 7168 x 5120: one wave either way, 32 fills worse (224 / 396) and still ran 25.1 us against 25.9.
+  CHECK(gemv_small_m_rows(plan_of(16, 448, 1, 80, 4), plan_of(32, 224, 1, 80, 3)) == 32);
+  // 28672 x 4096: several waves, 32 fills a little worse (0.75 against 0.85) and ran 68.7 us against 71.8.
+  CHECK(gemv_small_m_rows(plan_of(16, 1792, 1, 64, 4), plan_of(32, 896, 1, 64, 3)) == 32);
+  // 16384 x 3072: 512 blocks of 32 on 396 slots (fill 0.65) against 1024 of 16 on 528 (0.97): 35.2 us
+  // against 32.9, so 16.
+  CHECK(gemv_small_m_rows(plan_of(16, 1024, 1, 48, 4), plan_of(32, 512, 1, 48, 3)) == 16);
+  // 5120 x 2048: 32 rows split in two leave each warp 2 K steps (13.3 us against 12.3): no preference.
+  CHECK(gemv_small_m_rows(plan_of(16, 320, 1, 32, 4), plan_of(32, 160, 2, 32, 3)) == 0);
+  // Fewer warps per block fit proportionally more blocks on an SM.
+  CHECK(gemv_plan_fill(plan_of(32, 8, 14, 112, 3, 4)) == doctest::Approx(112.0 / 792.0));
 }
 
 TEST_CASE("gemv balance: rows spread over a multiple of the SMs or of the slots") {

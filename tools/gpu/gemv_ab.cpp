@@ -1,5 +1,6 @@
-// kb's gemv under its row balances side by side (kernels/gemm/cuda/gemv.hpp,
-// GemvBalance): for each N x K weight and M, every balance timed by kb's own
+// kb's gemv under its row balances, or with its rows per block forced,
+// side by side (kernels/gemm/cuda/gemv.hpp, GemvBalance and gemv_plan's
+// rows): for each N x K weight and M, every variant timed by kb's own
 // method (lib/cuda/timing.hpp: cold samples, L2 flushed, graph-captured,
 // median), in alternating rounds so that clock and thermal drift fall on all
 // of them alike; then each balance's output checked against the unbalanced
@@ -8,8 +9,12 @@
 // build*/tests/gpu/test_gemv_ab so that tools/gpu/prepare.sh carries it; not a
 // test (without arguments it exits 77).
 //
-// usage: test_gemv_ab --shapes 7168x5120,4096x4096 [--m 1,8,16] [--rounds 2] [--balances off,sm,wave]
+// usage: test_gemv_ab --shapes 7168x5120,4096x4096 [--m 1,8,16] [--rounds 2] [--variants off,sm,wave]
 //                     [--dtype bfloat16|float16]
+// Variants: off, sm, wave (the balances, rows by kb's rule); r16, r32 (no
+// balance, 16 or 32 rows per block whatever the rule). --balances is the
+// same option under its earlier name. The first variant is the reference
+// of the output check.
 // Prints one markdown table: latency in us per round and balance, % of the
 // measured copy bandwidth (weight bytes read / median time / copy bytes/s)
 // of each balance's best round, and the check.
@@ -55,12 +60,14 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-const char* name_of(GemvBalance b) {
-  return b == GemvBalance::off ? "off" : b == GemvBalance::sm ? "sm" : "wave";
-}
+struct Variant {
+  std::string name;
+  GemvBalance balance = GemvBalance::off;
+  int rows = 0;  // 0: kb's rule
+};
 
 std::string describe(const GemvPlan& plan) {
-  return fmt::format("{}x{}{}", plan.row_blocks, plan.splits, plan.balanced ? "b" : "");
+  return fmt::format("{}x{}{}/{}", plan.row_blocks, plan.splits, plan.balanced ? "b" : "", plan.rows_per_block);
 }
 
 // Uniform values in [-1, 1), rounded to the dtype, deterministic.
@@ -82,14 +89,14 @@ float to_float(std::uint16_t bits, DType t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string shapes_arg, m_arg = "1,8,16", balances_arg = "off,sm,wave", dtype_arg = "bfloat16";
+  std::string shapes_arg, m_arg = "1,8,16", variants_arg = "off,sm,wave", dtype_arg = "bfloat16";
   int rounds = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--shapes") shapes_arg = v;
     else if (k == "--m") m_arg = v;
     else if (k == "--rounds") rounds = std::max(1, std::atoi(v.c_str()));
-    else if (k == "--balances") balances_arg = v;
+    else if (k == "--variants" || k == "--balances") variants_arg = v;
     else if (k == "--dtype") dtype_arg = v;
     else {
       std::fprintf(stderr, "test_gemv_ab: unknown option %s\n", k.c_str());
@@ -101,13 +108,15 @@ int main(int argc, char** argv) {
     return 77;
   }
   const DType t = dtype_arg == "float16" ? DType::float16 : DType::bfloat16;
-  std::vector<GemvBalance> balances;
-  for (const auto& b : split(balances_arg, ',')) {
-    if (b == "off") balances.push_back(GemvBalance::off);
-    else if (b == "sm") balances.push_back(GemvBalance::sm);
-    else if (b == "wave") balances.push_back(GemvBalance::wave);
+  std::vector<Variant> balances;
+  for (const auto& b : split(variants_arg, ',')) {
+    if (b == "off") balances.push_back({b, GemvBalance::off, 0});
+    else if (b == "sm") balances.push_back({b, GemvBalance::sm, 0});
+    else if (b == "wave") balances.push_back({b, GemvBalance::wave, 0});
+    else if (b == "r16") balances.push_back({b, GemvBalance::off, 16});
+    else if (b == "r32") balances.push_back({b, GemvBalance::off, 32});
     else {
-      std::fprintf(stderr, "test_gemv_ab: unknown balance %s (off, sm, wave)\n", b.c_str());
+      std::fprintf(stderr, "test_gemv_ab: unknown variant %s (off, sm, wave, r16, r32)\n", b.c_str());
       return 2;
     }
   }
@@ -145,9 +154,9 @@ int main(int argc, char** argv) {
 
   std::string header = "| N x K | M |";
   std::string rule = "| --- | ---: |";
-  for (GemvBalance b : balances) header += fmt::format(" plan {} |", name_of(b)), rule += " --- |";
-  for (GemvBalance b : balances) header += fmt::format(" {} us |", name_of(b)), rule += " --- |";
-  for (GemvBalance b : balances) header += fmt::format(" {} % copy |", name_of(b)), rule += " ---: |";
+  for (const Variant& b : balances) header += fmt::format(" plan {} |", b.name), rule += " --- |";
+  for (const Variant& b : balances) header += fmt::format(" {} us |", b.name), rule += " --- |";
+  for (const Variant& b : balances) header += fmt::format(" {} % copy |", b.name), rule += " ---: |";
   header += " check |";
   rule += " --- |";
   std::printf("%s\n%s\n", header.c_str(), rule.c_str());
@@ -180,7 +189,7 @@ int main(int argc, char** argv) {
       std::vector<GemmProblem> problems(balances.size());
       for (std::size_t b = 0; b < balances.size(); ++b) {
         problems[b] = GemmProblem{t, M, N, K, A, B, C[b], stream};
-        if (kb::kernels::gemm_cuda::gemv_plan(problems[b], kGemvScratchBytes, balances[b], &plans[b]) != 0) {
+        if (kb::kernels::gemm_cuda::gemv_plan(problems[b], kGemvScratchBytes, balances[b].balance, balances[b].rows, &plans[b]) != 0) {
           std::fprintf(stderr, "gemv_plan failed for %s M=%d\n", shape.c_str(), M);
           return 1;
         }
@@ -197,7 +206,7 @@ int main(int argc, char** argv) {
               },
               stream);
           if (!timed) {
-            std::fprintf(stderr, "%s M=%d %s: %s\n", shape.c_str(), M, name_of(balances[b]),
+            std::fprintf(stderr, "%s M=%d %s: %s\n", shape.c_str(), M, balances[b].name.c_str(),
                          timed.error().message.c_str());
             return 1;
           }
@@ -230,7 +239,7 @@ int main(int argc, char** argv) {
         }
         const bool same_split = plans[b].splits == plans[0].splits;
         const bool bad = nan || far || (same_split && differ > 0);
-        if (differ) check = fmt::format("{}: {} differ, max {:.3g}{}", name_of(balances[b]), differ, max_diff,
+        if (differ) check = fmt::format("{}: {} differ, max {:.3g}{}", balances[b].name.c_str(), differ, max_diff,
                                         bad ? " FAILED" : "");
         if (bad) ++failures;
       }
@@ -253,6 +262,6 @@ int main(int argc, char** argv) {
     cudaFree(B);
     for (auto* c : C) cudaFree(c);
   }
-  std::printf("\nplan: row blocks x splits, b = balanced. %s\n", failures ? "FAILED" : "all checks passed");
+  std::printf("\nplan: row blocks x splits, b = balanced, / rows per block. %s\n", failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
 }

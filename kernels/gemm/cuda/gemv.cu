@@ -44,7 +44,9 @@
 //    activation fragment it loads is used for two weight tiles (activation
 //    bytes per weight byte: 1/4 for M <= 8, 1/2 for M > 8; they come from
 //    L1/L2, A is tiny). gemv_plan takes the one whose blocks fill their waves
-//    of resident blocks better, 16 on a tie. Why 16 at all: a read-only
+//    of resident blocks better, 16 on a tie; at 2 <= M <= 8 it compares the
+//    two finished plans, split included, and mostly takes 32 (gemv.hpp,
+//    gemv_small_m_rows: up to 12% faster on an H200). Why 16 at all: a read-only
 //    kernel with this load pattern (tools/gpu/gemv_read_ceiling.cu, H100,
 //    benchmarks/h100-2026-11-25-s8/) reads 4096 x 14336 at 81% of copy
 //    bandwidth with 16-row blocks and 75% with 32-row ones (more blocks, more
@@ -184,7 +186,7 @@ constexpr int kRowTile = 16;               // rows of N per MMA tile; a block ha
 constexpr int kChunk = 32;                 // k covered by the 4 lanes of a group, 16 bytes each
 constexpr int kUnroll = 2;                 // chunks per iteration
 constexpr int kKStep = kChunk * kUnroll;   // 64: k per warp iteration
-constexpr int kMaxWarps = 8;               // warps per block (they split K)
+constexpr int kMaxWarps = kGemvMaxWarps;   // warps per block (they split K)
 constexpr int kThreads = kMaxWarps * 32;
 constexpr int kMaxSplits = 32;             // blocks along K at most
 constexpr int kMaxFinalLoads = 16;         // split-K: partials summed per thread of the last block, at most
@@ -499,37 +501,14 @@ bool preconditions(const GemmProblem& p) {
   return p.C != nullptr;
 }
 
-}  // namespace
-
-GemvBalance gemv_default_balance() {
-  static const GemvBalance b = env_is("KB_GEMV_BALANCE", "off")    ? GemvBalance::off
-                               : env_is("KB_GEMV_BALANCE", "wave") ? GemvBalance::wave
-                               : env_is("KB_GEMV_BALANCE", "sm")   ? GemvBalance::sm
-                                                                   : GemvBalance::off;
-  return b;
-}
-
-int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
-  return gemv_plan(p, scratch_bytes, gemv_default_balance(), out);
-}
-
-int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan* out) {
-  if (!preconditions(p)) return cudaErrorInvalidValue;
+// The rest of a plan once its rows per block are chosen: blocks along N (and
+// their balance), K split, warps per block. `plan` holds sm_count and
+// evict_first; blocks_per_sm is the occupancy of the kernel with these rows.
+GemvPlan plan_with_rows(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan plan,
+                        int rows, int blocks_per_sm) {
   const int M = static_cast<int>(p.M);
-  const bool bf16 = p.dtype == DType::bfloat16;
-  int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  GemvPlan plan;
-  if (cudaError_t e = sm_count(device, &plan.sm_count); e != cudaSuccess) return e;
-  plan.evict_first = stream_evict_first(static_cast<std::int64_t>(p.N) * p.K * 2, device_l2_bytes(device));
-  // Rows per block (gemv_wave_fill in gemv.hpp). KB_GEMV_ROWS=16|32 forces
-  // one (to measure the two side by side).
-  static const int forced_rows = env_is("KB_GEMV_ROWS", "16") ? 16 : env_is("KB_GEMV_ROWS", "32") ? 32 : 0;
-  int per_sm[2] = {0, 0};  // resident blocks of 16 and 32 rows
-  for (int i = 0; i < 2; ++i)
-    if (cudaError_t e = occupancy(device, M, bf16, kRowTile * (i + 1), &per_sm[i]); e != cudaSuccess) return e;
-  plan.rows_per_block = forced_rows ? forced_rows : gemv_rows_per_block(p.N, plan.sm_count, per_sm[0], per_sm[1]);
-  plan.blocks_per_sm = per_sm[plan.rows_per_block / kRowTile - 1];
+  plan.rows_per_block = rows;
+  plan.blocks_per_sm = blocks_per_sm;
   plan.k_iterations = static_cast<int>((p.K + kKStep - 1) / kKStep);
   plan.row_blocks = static_cast<int>((p.N + plan.rows_per_block - 1) / plan.rows_per_block);
   // Rows spread evenly over a multiple of the SMs (or of the slots), so no SM
@@ -596,7 +575,65 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
     const long long slots = static_cast<long long>(plan.sm_count) * plan.blocks_per_sm;
     plan.short_last_wave = plan.row_blocks > slots && 2 * (plan.row_blocks % slots) < plan.sm_count;
   }
-  *out = plan;
+  return plan;
+}
+
+
+}  // namespace
+
+GemvBalance gemv_default_balance() {
+  static const GemvBalance b = env_is("KB_GEMV_BALANCE", "off")    ? GemvBalance::off
+                               : env_is("KB_GEMV_BALANCE", "wave") ? GemvBalance::wave
+                               : env_is("KB_GEMV_BALANCE", "sm")   ? GemvBalance::sm
+                                                                   : GemvBalance::off;
+  return b;
+}
+
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
+  return gemv_plan(p, scratch_bytes, gemv_default_balance(), out);
+}
+
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan* out) {
+  return gemv_plan(p, scratch_bytes, balance, 0, out);
+}
+
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvPlan* out) {
+  if (!preconditions(p)) return cudaErrorInvalidValue;
+  if (rows != 0 && rows != kRowTile && rows != 2 * kRowTile) return cudaErrorInvalidValue;
+  const int M = static_cast<int>(p.M);
+  const bool bf16 = p.dtype == DType::bfloat16;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  GemvPlan plan;
+  if (cudaError_t e = sm_count(device, &plan.sm_count); e != cudaSuccess) return e;
+  plan.evict_first = stream_evict_first(static_cast<std::int64_t>(p.N) * p.K * 2, device_l2_bytes(device));
+  // Rows per block (gemv_wave_fill in gemv.hpp). KB_GEMV_ROWS=16|32 forces
+  // one (to measure the two side by side).
+  static const int env_rows = env_is("KB_GEMV_ROWS", "16") ? 16 : env_is("KB_GEMV_ROWS", "32") ? 32 : 0;
+  const int forced_rows = rows ? rows : env_rows;
+  int per_sm[2] = {0, 0};  // resident blocks of 16 and 32 rows
+  for (int i = 0; i < 2; ++i)
+    if (cudaError_t e = occupancy(device, M, bf16, kRowTile * (i + 1), &per_sm[i]); e != cudaSuccess) return e;
+  auto make = [&](int r) {
+    return plan_with_rows(p, scratch_bytes, balance, plan, r, per_sm[r / kRowTile - 1]);
+  };
+  if (forced_rows) {
+    *out = make(forced_rows);
+    return cudaSuccess;
+  }
+  // By wave fill (gemv_rows_per_block), then at 2 <= M <= 8 by
+  // gemv_small_m_rows, which compares the two finished plans (gemv.hpp says
+  // what was measured).
+  const int fill_rows = gemv_rows_per_block(p.N, plan.sm_count, per_sm[0], per_sm[1]);
+  GemvPlan chosen = make(fill_rows);
+  if (M >= 2 && M <= 8) {
+    const GemvPlan other = make(fill_rows == kRowTile ? 2 * kRowTile : kRowTile);
+    const GemvPlan& p16 = fill_rows == kRowTile ? chosen : other;
+    const GemvPlan& p32 = fill_rows == kRowTile ? other : chosen;
+    const int rows_by_plans = gemv_small_m_rows(p16, p32);
+    if (rows_by_plans != 0) chosen = rows_by_plans == kRowTile ? p16 : p32;
+  }
+  *out = chosen;
   return cudaSuccess;
 }
 

@@ -59,6 +59,42 @@ inline int gemv_rows_per_block(std::int64_t N, int sm_count, int per_sm_16, int 
   return gemv_wave_fill(N, 16, sm_count, per_sm_16) >= gemv_wave_fill(N, 32, sm_count, per_sm_32) ? 16 : 32;
 }
 
+// Warps per gemv block at most (they split the block's K range).
+inline constexpr int kGemvMaxWarps = 8;
+
+// How well a finished plan's blocks (row_blocks x splits) fill their waves of
+// resident blocks; blocks with fewer warps fit proportionally more per SM.
+inline double gemv_plan_fill(const GemvPlan& p) {
+  const std::int64_t blocks = std::int64_t{p.row_blocks} * p.splits;
+  const std::int64_t slots = std::max<std::int64_t>(
+      1, std::int64_t{p.sm_count} * p.blocks_per_sm * (kGemvMaxWarps / std::max(1, p.warps)));
+  return static_cast<double>(blocks) / static_cast<double>((blocks + slots - 1) / slots * slots);
+}
+
+// Rows per block at 2 <= M <= 8, from the two finished plans (p16: 16 rows,
+// p32: 32 rows, each with the split and warps the plan gives it): 32, 16,
+// or 0 for no preference (then gemv_rows_per_block's wave fill decides).
+// Blocks of 32 rows keep twice the weight loads in flight per warp and load
+// each activation fragment for two weight tiles; where both plans put the
+// same work on each SM (5376 x 21504: 336 blocks of 16 rows, or 168 of 32
+// split in two), 32 ran 10-13% faster on an H200, side by side in one run
+// (benchmarks/h200-2026-11-28-s17/gemv_rows_all.md, 28 shipped shapes at
+// M = 2, 4, 8: the fill rule alone lost 2.9% on average to the faster of
+// the two and up to 12.7%; this rule 0.4% and at most 5.8%, on 128 x 2048).
+// 32 loses where its warps get few K steps (5120 x 2048 split in two: 2 per
+// warp, 8% slower; 2048 x 4096: 1.3, 6%), hence no preference below 2.5,
+// and where it takes more than one wave and fills its waves much worse
+// (16384 x 3072: 512 blocks on 396 slots against 1024 on 528, 7% slower).
+inline int gemv_small_m_rows(const GemvPlan& p16, const GemvPlan& p32) {
+  const double steps_per_warp =
+      static_cast<double>(p32.k_iterations) / (static_cast<double>(p32.splits) * std::max(1, p32.warps));
+  if (steps_per_warp < 2.5) return 0;
+  const std::int64_t blocks32 = std::int64_t{p32.row_blocks} * p32.splits;
+  const std::int64_t slots32 = std::int64_t{p32.sm_count} * p32.blocks_per_sm * (kGemvMaxWarps / std::max(1, p32.warps));
+  if (blocks32 > slots32 && gemv_plan_fill(p32) < gemv_plan_fill(p16) - 0.15) return 16;
+  return 32;
+}
+
 // How the gemv spreads rows over blocks. `off`: whole tiles of 16 or 32 rows
 // (7168 x 5120 at M = 1: 448 blocks of 16 on 132 SMs, 52 SMs with four and
 // 80 with three, the latter idle at the end). `sm`: the fewest blocks that
@@ -86,8 +122,11 @@ GemvBalance gemv_default_balance();
 // the gemv preconditions: 1 <= M <= kGemvMaxM, K % 8 == 0). Returns a
 // cudaError_t value: 0 on success.
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out);
-// The same with the row balance given (to time the balances side by side).
+// The same with the row balance given (to time the balances side by side),
+// and rows per block forced to 16 or 32 (0: kb's rule, gemv_rows_per_block;
+// KB_GEMV_ROWS=16|32 forces it for a whole process).
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan* out);
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvPlan* out);
 
 // The split-K scratch a plan may use from `scratch` (0 without one).
 inline std::size_t gemv_scratch_bytes(const StreamScratch* scratch) {
