@@ -589,9 +589,9 @@ KB_API const char* kb_result_json(const kb_result* result);
  * `stream` must belong to the tensors' device. kb launches on `stream` with the caller's memory,
  * allocates nothing and does not synchronize (errors from the kernel itself surface at the
  * caller's next synchronization). Once a call of a given shape has run on the calling thread, repeating
- * it allocates no host memory either with kb_cuda_rmsnorm, kb_cuda_silu_and_mul, the gemm solutions
- * and kb_cuda_gqa_paged_decode (tests/gpu/test_hot_path counts; kb's other attention solutions
- * are not measured).
+ * it allocates no host memory either, with every one of kb's CUDA solutions (tests/gpu/test_hot_path
+ * counts: the rmsnorm (plain and fused add), silu_and_mul, rope and gemm solutions, and the GQA and
+ * MLA decode and prefill solutions; plugins are not covered).
  * Returns KB_OK; KB_ERROR_INVALID_ARGUMENT (NULL argument, tensors that do not fit the definition);
  * KB_ERROR_NOT_FOUND (no such solution); KB_ERROR_UNSUPPORTED (the solution does not handle this
  * definition, or tensors on the wrong device kind, or a CUDA solution in a build without CUDA);

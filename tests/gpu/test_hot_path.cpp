@@ -4,9 +4,12 @@
 // give the same bits as each other. Covers kb_cuda_rmsnorm, kb_cuda_silu_and_mul,
 // the gemm at M = 16 (kb's gemv) and M = 64 (cuBLASLt), each chosen by a
 // dispatch built from trace lines this test writes, and the same solutions by
-// name; with $KB_SHARED_DIR, also kb_cuda_gqa_paged_decode (a shipped
-// definition: 4 sequences of 64 keys, page size 1). Exit 77 (skip) without a
-// CUDA device.
+// name; kb_cuda_rmsnorm's fused add + RMSNorm form by name; with
+// $KB_SHARED_DIR, on shipped definitions, kb_cuda_gqa_paged_decode (4
+// sequences of 64 keys, page size 1), kb_cuda_rope, and the prefill and MLA
+// solutions (kb_cuda_gqa_ragged_prefill, kb_cuda_gqa_paged_prefill,
+// kb_cuda_mla_paged_decode, kb_cuda_mla_paged_prefill,
+// kb_cuda_mla_ragged_prefill) by name. Exit 77 (skip) without a CUDA device.
 //
 // usage: test_hot_path [KERNELS_DIR]  (default: kernels, kb's bundled definitions from the repository root)
 #include <cuda_runtime.h>
@@ -18,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -205,6 +209,82 @@ int main(int argc, char** argv) {
     std::printf("skipped: kb_cuda_gqa_paged_decode (no %s)\n", shared ? decode_path.c_str() : "KB_SHARED_DIR");
   }
 
+  // kb's other CUDA solutions by name, on small shapes: two sequences of 32 tokens for the prefills, four of 64
+  // keys for MLA decode (pages scattered by a permutation). The definitions are kb's bundled fused add + RMSNorm
+  // and, with $KB_SHARED_DIR, shipped ones.
+  std::vector<std::unique_ptr<DeviceTensor>> more;  // the tensors of these calls
+  std::vector<kb_definition*> more_defs;
+  auto tensor = [&](std::vector<int64_t> shape, uint8_t code, uint8_t bits = 16) -> const DLTensor* {
+    more.push_back(std::make_unique<DeviceTensor>(std::move(shape), code, bits));
+    return &more.back()->view;
+  };
+  auto ints = [&](const std::vector<int32_t>& v) -> const DLTensor* {
+    const DLTensor* t = tensor({static_cast<int64_t>(v.size())}, kDLInt, 32);
+    CU(cudaMemcpy(more.back()->data, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+    return t;
+  };
+  auto permutation = [](int n) {
+    std::vector<int32_t> idx(n);
+    for (int p = 0; p < n; ++p) idx[p] = (p * 37) % n;  // 37 is prime to 64 and 256
+    return idx;
+  };
+  auto load = [&](const std::string& path) -> const kb_definition* {
+    kb_definition* d = nullptr;
+    if (kb_definition_load_file(ctx, path.c_str(), &d) != KB_OK) {
+      std::fprintf(stderr, "test_hot_path: %s\n", kb_last_error());
+      std::exit(1);
+    }
+    more_defs.push_back(d);
+    return d;
+  };
+  {
+    const kb_definition* d = load(kernels + "/rmsnorm/definitions/fused_add_rmsnorm_h4096.json");
+    calls.push_back({"kb_cuda_rmsnorm (fused add) by name, batch 16", d, nullptr, "kb_cuda_rmsnorm",
+                     {tensor({16, 4096}, kDLBfloat), tensor({16, 4096}, kDLBfloat), tensor({4096}, kDLBfloat)},
+                     {tensor({16, 4096}, kDLBfloat)}});
+  }
+  const std::string defs = std::string(shared ? shared : "") + "/flashinfer-trace/definitions/";
+  if (shared && std::filesystem::exists(defs + "mla_ragged/mla_ragged_prefill_causal_h16_qk192_vo128.json")) {
+    const std::vector<int32_t> two_by_32 = {0, 32, 64}, four_by_64 = {0, 64, 128, 192, 256};
+    const kb_definition* rope = load(defs + "rope/rope_with_cos_sin_cache_neox_style_d128_rd64.json");
+    calls.push_back({"kb_cuda_rope by name, 16 tokens", rope, nullptr, "kb_cuda_rope",
+                     {tensor({16, 32, 128}, kDLBfloat), tensor({16, 8, 128}, kDLBfloat),
+                      tensor({4096, 64}, kDLFloat, 32), tensor({16}, kDLInt, 64)},
+                     {tensor({16, 32, 128}, kDLBfloat), tensor({16, 8, 128}, kDLBfloat)}});
+    const kb_definition* gqa_ragged = load(defs + "gqa_ragged/gqa_ragged_prefill_causal_h32_kv8_d128.json");
+    calls.push_back({"kb_cuda_gqa_ragged_prefill by name, 2 x 32 tokens", gqa_ragged, nullptr,
+                     "kb_cuda_gqa_ragged_prefill",
+                     {tensor({64, 32, 128}, kDLBfloat), tensor({64, 8, 128}, kDLBfloat), tensor({64, 8, 128}, kDLBfloat),
+                      ints(two_by_32), ints(two_by_32), &scale},
+                     {tensor({64, 32, 128}, kDLBfloat), tensor({64, 32}, kDLFloat, 32)}});
+    const kb_definition* gqa_paged = load(defs + "gqa_paged/gqa_paged_prefill_causal_h32_kv8_d128_ps1.json");
+    calls.push_back({"kb_cuda_gqa_paged_prefill by name, 2 x 32 tokens", gqa_paged, nullptr,
+                     "kb_cuda_gqa_paged_prefill",
+                     {tensor({64, 32, 128}, kDLBfloat), tensor({64, 1, 8, 128}, kDLBfloat),
+                      tensor({64, 1, 8, 128}, kDLBfloat), ints(two_by_32), ints(two_by_32), ints(permutation(64)),
+                      &scale},
+                     {tensor({64, 32, 128}, kDLBfloat), tensor({64, 32}, kDLFloat, 32)}});
+    const kb_definition* mla_decode = load(defs + "mla_paged/mla_paged_decode_h16_ckv512_kpe64_ps1.json");
+    calls.push_back({"kb_cuda_mla_paged_decode by name, 4 x 64 keys", mla_decode, nullptr, "kb_cuda_mla_paged_decode",
+                     {tensor({4, 16, 512}, kDLBfloat), tensor({4, 16, 64}, kDLBfloat), tensor({256, 1, 512}, kDLBfloat),
+                      tensor({256, 1, 64}, kDLBfloat), ints(four_by_64), ints(permutation(256)), &scale},
+                     {tensor({4, 16, 512}, kDLBfloat), tensor({4, 16}, kDLFloat, 32)}});
+    const kb_definition* mla_prefill = load(defs + "mla_paged/mla_paged_prefill_causal_h16_ckv512_kpe64_ps1.json");
+    calls.push_back({"kb_cuda_mla_paged_prefill by name, 2 x 32 tokens", mla_prefill, nullptr,
+                     "kb_cuda_mla_paged_prefill",
+                     {tensor({64, 16, 512}, kDLBfloat), tensor({64, 16, 64}, kDLBfloat), tensor({64, 1, 512}, kDLBfloat),
+                      tensor({64, 1, 64}, kDLBfloat), ints(two_by_32), ints(two_by_32), ints(permutation(64)), &scale},
+                     {tensor({64, 16, 512}, kDLBfloat), tensor({64, 16}, kDLFloat, 32)}});
+    const kb_definition* mla_ragged = load(defs + "mla_ragged/mla_ragged_prefill_causal_h16_qk192_vo128.json");
+    calls.push_back({"kb_cuda_mla_ragged_prefill by name, 2 x 32 tokens", mla_ragged, nullptr,
+                     "kb_cuda_mla_ragged_prefill",
+                     {tensor({64, 16, 192}, kDLBfloat), tensor({64, 16, 192}, kDLBfloat), tensor({64, 16, 128}, kDLBfloat),
+                      ints(two_by_32), ints(two_by_32), &scale},
+                     {tensor({64, 16, 128}, kDLBfloat), tensor({64, 16}, kDLFloat, 32)}});
+  } else {
+    std::printf("skipped: rope, the prefills and MLA (no shipped definitions under KB_SHARED_DIR)\n");
+  }
+
   // The dispatch picks what the traces say.
   for (std::size_t i : {0u, 2u, 4u, 7u}) {
     kb_dispatch_choice ch = KB_DISPATCH_CHOICE_INIT;
@@ -265,6 +345,7 @@ int main(int argc, char** argv) {
   kb_dispatch_destroy(silu_dispatch);
   kb_definition_destroy(silu_def);
   kb_definition_destroy(decode_def);
+  for (kb_definition* d : more_defs) kb_definition_destroy(d);
   kb_definition_destroy(norm_def);
   kb_definition_destroy(gemm_def);
   kb_context_destroy(ctx);
