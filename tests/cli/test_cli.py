@@ -224,16 +224,16 @@ for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
 # kb dispatch: what kb_dispatch would choose, from traces a timed kb bench just wrote (and from untimed ones).
 with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1", "--out", tmp)
-    check("a timed bench for kb dispatch", rc == 0 and "3 passed" in out, out + err)
-    rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=16")
+    check("a timed bench for kb dispatch", rc == 0 and "4 passed" in out, out + err)
+    rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=24")
     rows = [l.split() for l in out.splitlines() if l.startswith("  cpu")]
-    check("kb dispatch lists one entry per recorded M", rc == 0 and [r[1] for r in rows] == ["M=1", "M=7", "M=32"] and
-          all(r[2] == "kb_cpu_gemm" for r in rows) and "3 records under" in out, out + err)
-    check("kb dispatch --call M=16 takes the nearest recorded M (32, in log2)",
-          "call M=16 on cpu: kb_cpu_gemm (recorded M=32, " in out and "call M=16 on cuda: the fallback" in out, out)
-    rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=16", "--exact")
-    check("kb dispatch --exact: no M=16 record, the fallback", rc == 0 and
-          "call M=16 on cpu: the fallback (no exactly matching recorded workload)" in out, out + err)
+    check("kb dispatch lists one entry per recorded M", rc == 0 and [r[1] for r in rows] == ["M=1", "M=7", "M=16", "M=32"] and
+          all(r[2] == "kb_cpu_gemm" for r in rows) and "4 records under" in out, out + err)
+    check("kb dispatch --call M=24 takes the nearest recorded M (32, in log2)",
+          "call M=24 on cpu: kb_cpu_gemm (recorded M=32, " in out and "call M=24 on cuda: the fallback" in out, out)
+    rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=24", "--exact")
+    check("kb dispatch --exact: no M=24 record, the fallback", rc == 0 and
+          "call M=24 on cpu: the fallback (no exactly matching recorded workload)" in out, out + err)
     rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=7", "--exact")
     check("kb dispatch --exact: M=7 is recorded", "call M=7 on cpu: kb_cpu_gemm (recorded M=7, exact" in out, out)
     rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--hardware", "no such machine")
@@ -241,7 +241,7 @@ with tempfile.TemporaryDirectory() as tmp:
     untimed = os.path.join(tmp, "untimed")
     run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1", "--no-time", "--out", untimed)
     rc, out, err = run("dispatch", "gemm_n128_k2048", untimed)
-    check("kb dispatch passes over untimed records", rc == 0 and "3 records under" in out and "(no entries" in out,
+    check("kb dispatch passes over untimed records", rc == 0 and "4 records under" in out and "(no entries" in out,
           out + err)
     torn = os.path.join(tmp, "torn.jsonl")
     with open(glob.glob(os.path.join(tmp, "traces", "*", "*", "gemm_n128_k2048.jsonl"))[0]) as f:

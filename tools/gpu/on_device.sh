@@ -45,7 +45,7 @@ if [[ $what == *tests* || $what == all ]]; then
   # the engine-style C++ example: a decode step (RMSNorm, gemm M = 16) captured into a CUDA graph and replayed
   timeout 120 .devcarry/bin/kb_example_engine_step kernels/rmsnorm/definitions/rmsnorm_h4096.json \
       kernels/gemm/definitions/gemm_n4096_k4096.json || status=1
-  # again with the gemm dispatched from traces this GPU just recorded (kb_dispatch; M = 1, 7, 32 recorded)
+  # again with the gemm dispatched from traces this GPU just recorded (kb_dispatch; M = 1, 7, 16, 32 recorded)
   $kb bench --device cuda --definitions gemm_n4096_k4096 --out "$out/dispatch" > "$out/dispatch_bench.txt" 2>&1 || status=1
   timeout 120 .devcarry/bin/kb_example_engine_step kernels/rmsnorm/definitions/rmsnorm_h4096.json \
       kernels/gemm/definitions/gemm_n4096_k4096.json "$out/dispatch" || status=1
