@@ -1,5 +1,6 @@
 // kb_dispatch: a solution per call, chosen from recorded traces
 // (lib/dispatch/dispatch_table.hpp), run through kb_solution_run's path.
+#include <cstddef>
 #include <fmt/format.h>
 
 #include <memory>
@@ -74,13 +75,18 @@ KB_API kb_status kb_dispatch_create(kb_context* ctx, const kb_definition* def, c
   return kb::capi::guarded(__func__, [&]() -> kb_status {
     kb_dispatch_options o = KB_DISPATCH_OPTIONS_INIT;
     if (opts) {
-      if (kb_status s = kb::capi::read_grown_struct("kb_dispatch_create", "opts", opts, sizeof(kb_dispatch_options),
+      // Version 1 ended at flags; a caller built against it gets the default tie_margin.
+      constexpr std::size_t kOptionsV1Size = offsetof(kb_dispatch_options, flags) + sizeof(uint32_t);
+      if (kb_status s = kb::capi::read_grown_struct("kb_dispatch_create", "opts", opts, kOptionsV1Size,
                                                     "KB_DISPATCH_OPTIONS_INIT", o);
           s != KB_OK)
         return s;
     }
     if (o.flags & ~KB_DISPATCH_EXACT)
       return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("kb_dispatch_create: unknown flags 0x{:x}", o.flags));
+    if (!(o.tie_margin >= 0 && o.tie_margin <= 1))  // NaN fails both
+      return fail(KB_ERROR_INVALID_ARGUMENT,
+                  fmt::format("kb_dispatch_create: opts->tie_margin {} is not in [0, 1]", o.tie_margin));
     auto h = std::make_unique<kb_dispatch>();
     if (kb_status s = kb_definition_load(ctx, def->json.data(), def->json.size(), &h->def); s != KB_OK) return s;
     const kb::Definition& d = h->def->def;
@@ -89,6 +95,7 @@ KB_API kb_status kb_dispatch_create(kb_context* ctx, const kb_definition* def, c
 
     kb::dispatch::TableOptions table_options;
     if (o.hardware) table_options.hardware = o.hardware;
+    table_options.tie_margin = o.tie_margin;
     auto table = kb::dispatch::build_table(d, traces, table_options, registry);
     if (!table) return fail(table.error());
     h->table = std::move(*table);

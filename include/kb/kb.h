@@ -620,17 +620,25 @@ typedef struct kb_dispatch_options {
   const char* fallback; /* nullable: the solution for calls no record covers, on its device kind;
                            NULL: kb's default solution of the definition for the tensors' device */
   uint32_t flags;       /* KB_DISPATCH_EXACT, or 0 */
+  double tie_margin;    /* since 0.1 (session 17): on one workload's values, a solution must be
+                           faster by more than this fraction than one kb lists before it for the
+                           definition (kb bench --list's order, its default first) to win over it,
+                           so that timing noise between equivalent solutions (kb_cuda_gemm and
+                           kb_cuda_gemv run one kernel at M = 1) does not flip the choice from run
+                           to run. 0: the strictly fastest. In [0, 1]; default 0.02, also for
+                           callers whose struct_size ends before this field. */
 } kb_dispatch_options;
 
-#define KB_DISPATCH_OPTIONS_INIT {sizeof(kb_dispatch_options), NULL, NULL, 0u}
+#define KB_DISPATCH_OPTIONS_INIT {sizeof(kb_dispatch_options), NULL, NULL, 0u, 0.02}
 
 /* Builds a dispatch for `def` from the FlashInfer-Bench Trace lines under `traces`: a .jsonl file,
  * or a folder searched recursively for them (`kb bench --out DIR` writes DIR/traces/...).
  * Lines of other definitions are skipped. A record counts when its solution is one of kb's
  * in-process solutions that handles `def` ("kb bench --list"; plugins and the oracle do not count:
  * they do not run in this process). For each workload's var-axis values and device kind (CPU or
- * CUDA) the fastest PASSED solution is kept (records without a latency, from `kb bench --no-time`,
- * are passed over); a solution with any record other than PASSED on those values is out for them.
+ * CUDA) the fastest PASSED solution is kept, within opts->tie_margin of kb's order (records without
+ * a latency, from `kb bench --no-time`, are passed over); a solution with any record other than
+ * PASSED on those values is out for them.
  *   ctx     (in) a context.
  *   def     (in) the definition; the dispatch keeps its own copy.
  *   traces  (in) a path.
@@ -640,7 +648,7 @@ typedef struct kb_dispatch_options {
  * (no such path); KB_ERROR_PARSE / KB_ERROR_INVALID_DATA (a line of this definition that is not a
  * valid Trace, or whose workload lacks a var axis: the message names the file and line);
  * KB_ERROR_NOT_FOUND / KB_ERROR_UNSUPPORTED (a fallback that is not kb's, or does not handle
- * `def`); KB_ERROR_INVALID_ARGUMENT. Thread-safe. Since 0.1. */
+ * `def`); KB_ERROR_INVALID_ARGUMENT (also a tie_margin outside [0, 1]). Thread-safe. Since 0.1. */
 KB_API kb_status kb_dispatch_create(kb_context* ctx, const kb_definition* def, const char* traces,
                                     const kb_dispatch_options* opts, kb_dispatch** out);
 

@@ -73,20 +73,37 @@ Status TableBuilder::add_line(std::string_view line, std::string_view file, std:
 }
 
 Table TableBuilder::finish() && {
-  // `seen_` is ordered by (device, values, solution): the fastest passing
-  // solution of each (device, values) run, ties to the first name.
+  // `seen_` is ordered by (device, values, solution): one run per (device,
+  // values). Its winner: the earliest in the registry's order among the
+  // passing solutions within tie_margin of the fastest.
+  const Implementation* registry_begin = registry_.all().data();
   for (auto it = seen_.begin(); it != seen_.end();) {
     const auto& [device, values, name] = it->first;
-    Entry best;
-    for (; it != seen_.end() && std::get<0>(it->first) == device && std::get<1>(it->first) == values; ++it) {
-      const Candidate& c = it->second;
+    auto run_end = it;
+    double fastest = 0;
+    bool any = false;
+    for (; run_end != seen_.end() && std::get<0>(run_end->first) == device && std::get<1>(run_end->first) == values;
+         ++run_end) {
+      const Candidate& c = run_end->second;
       if (c.failed || c.uuid.empty()) continue;
-      if (!best.impl || c.best_ms < best.latency_ms) {
-        best.impl = registry_.find(std::get<2>(it->first));
+      if (!any || c.best_ms < fastest) fastest = c.best_ms;
+      any = true;
+    }
+    Entry best;
+    std::ptrdiff_t best_rank = 0;
+    for (; any && it != run_end; ++it) {
+      const Candidate& c = it->second;
+      if (c.failed || c.uuid.empty() || c.best_ms > fastest * (1 + options_.tie_margin)) continue;
+      const Implementation* impl = registry_.find(std::get<2>(it->first));
+      const std::ptrdiff_t rank = impl - registry_begin;
+      if (!best.impl || rank < best_rank) {
+        best.impl = impl;
+        best_rank = rank;
         best.latency_ms = c.best_ms;
         best.workload_uuid = c.uuid;
       }
     }
+    it = run_end;
     if (!best.impl) continue;
     best.var_values = values;
     (device == Device::cpu ? table_.cpu : table_.cuda).push_back(std::move(best));

@@ -4,8 +4,9 @@
 // under a path (a .jsonl file, or a folder searched for them) whose solution
 // kb can run in this process (a solution of `registry` that handles the
 // definition). For each workload's var-axis values and each device kind, the
-// table keeps the fastest solution that PASSED there (records without a
-// latency, from kb bench --no-time, are not timings and are passed over); a
+// table keeps the fastest solution that PASSED there, within a tie margin of
+// the registry's order (TableOptions; records without a latency, from
+// kb bench --no-time, are not timings and are passed over); a
 // solution with any other status on those axis values is out for them,
 // whatever its other records say. At call time, nearest() picks the entry whose axis values are
 // closest to the call's (distance: the sum over var axes of |log2 a - log2 b|,
@@ -30,6 +31,11 @@ struct TableOptions {
   // Non-empty: only records whose evaluation.environment.hardware equals it
   // (timings from another GPU say little about this one).
   std::string hardware;
+  // On one (values, device kind), a solution must be faster by more than this
+  // fraction than one the registry lists before it to win over it; 0: the
+  // strictly fastest. Noise between equivalent solutions (one kernel behind
+  // two names) then does not flip the choice from run to run.
+  double tie_margin = 0.02;
 };
 
 struct Entry {

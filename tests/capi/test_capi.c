@@ -1306,6 +1306,24 @@ static void test_dispatch(kb_context* ctx) {
   dopts.flags = 2;
   EXPECT_FAIL(kb_dispatch_create(ctx, def, file, &dopts, &dp), KB_ERROR_INVALID_ARGUMENT, "unknown flags");
   dopts.flags = 0;
+  /* tie_margin: in [0, 1]; a caller whose struct ends at flags (the first version) gets the default. */
+  dopts.tie_margin = -0.01;
+  EXPECT_FAIL(kb_dispatch_create(ctx, def, file, &dopts, &dp), KB_ERROR_INVALID_ARGUMENT, "tie_margin -0.01");
+  dopts.tie_margin = 0.0 / 0.0;
+  EXPECT_FAIL(kb_dispatch_create(ctx, def, file, &dopts, &dp), KB_ERROR_INVALID_ARGUMENT, "is not in [0, 1]");
+  dopts.struct_size = offsetof(kb_dispatch_options, flags) + sizeof(uint32_t);
+  EXPECT_OK(kb_dispatch_create(ctx, def, file, &dopts, &dp));
+  CHECK(kb_dispatch_entry_count(dp) == 1);
+  kb_dispatch_destroy(dp);
+  dp = NULL;
+  dopts.struct_size = offsetof(kb_dispatch_options, flags);
+  EXPECT_FAIL(kb_dispatch_create(ctx, def, file, &dopts, &dp), KB_ERROR_INVALID_ARGUMENT, "struct_size");
+  dopts.struct_size = sizeof dopts;
+  dopts.tie_margin = 0;
+  EXPECT_OK(kb_dispatch_create(ctx, def, file, &dopts, &dp));
+  kb_dispatch_destroy(dp);
+  dp = NULL;
+  dopts.tie_margin = 0.02;
   EXPECT_FAIL(kb_dispatch_create(ctx, NULL, file, NULL, &dp), KB_ERROR_INVALID_ARGUMENT, "def");
   EXPECT_FAIL(kb_dispatch_choose(NULL, ins, 1, outs, 1, &choice), KB_ERROR_INVALID_ARGUMENT, "dispatch");
   f = fopen(torn, "w");

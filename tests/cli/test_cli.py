@@ -234,6 +234,9 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=24", "--exact")
     check("kb dispatch --exact: no M=24 record, the fallback", rc == 0 and
           "call M=24 on cpu: the fallback (no exactly matching recorded workload)" in out, out + err)
+    rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=24", "--tie-margin", "0")
+    check("kb dispatch --tie-margin 0 (one CPU solution: the same choice)",
+          rc == 0 and "call M=24 on cpu: kb_cpu_gemm (recorded M=32, " in out, out + err)
     rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=7", "--exact")
     check("kb dispatch --exact: M=7 is recorded", "call M=7 on cpu: kb_cpu_gemm (recorded M=7, exact" in out, out)
     rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--hardware", "no such machine")
@@ -254,6 +257,9 @@ with tempfile.TemporaryDirectory() as tmp:
                       (["gemm_n128_k2048", tmp, "--call", "K=3"], "is not VAR_AXIS=N"),
                       (["gemm_n128_k2048", tmp, "--call", "M=x"], "is not VAR_AXIS=N"),
                       (["gemm_n128_k2048", tmp, "--call"], "--call needs a value"),
+                      (["gemm_n128_k2048", tmp, "--tie-margin", "1.5"], "is not a number in [0, 1]"),
+                      (["gemm_n128_k2048", tmp, "--tie-margin", "x"], "is not a number in [0, 1]"),
+                      (["gemm_n128_k2048", tmp, "--tie-margin"], "--tie-margin needs a value"),
                       (["gemm_n128_k2048", tmp, "--bogus"], "unknown option --bogus")]:
         rc, out, err = run("dispatch", *bad)
         check(f"kb dispatch {' '.join(bad[2:]) or '(one argument)'} is a usage error", rc == 2 and want in err, err)

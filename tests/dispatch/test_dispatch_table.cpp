@@ -126,6 +126,39 @@ TEST_CASE("the fastest PASSED solution per axis values and device kind wins") {
   CHECK(t->cpu[0].latency_ms == doctest::Approx(1.5));
 }
 
+TEST_CASE("within the tie margin, the solution the registry lists first wins") {
+  const kb::Definition d = definition();
+  const kb::Registry reg = registry();  // gpu_a before gpu_b
+  TempDir dir;
+  dir.write("traces/toy_mn.jsonl", {
+      line("gpu_a", 1, 4096, 0.0200), line("gpu_b", 1, 4096, 0.0197),  // b 1.5% faster: noise
+      line("gpu_a", 2, 4096, 0.0200), line("gpu_b", 2, 4096, 0.0190),  // b 5% faster
+      line("gpu_a", 4, 4096, 0.0200), line("gpu_b", 4, 4096, 0.0203),  // a fastest anyway
+  });
+  auto t = build_table(d, dir.path.string(), {}, reg);  // the default margin, 2%
+  REQUIRE(t.ok());
+  REQUIRE(t->cuda.size() == 3);
+  CHECK(t->cuda[0].impl->name == "gpu_a");
+  CHECK(t->cuda[0].latency_ms == doctest::Approx(0.0200));  // the winner's own record
+  CHECK(t->cuda[0].workload_uuid == "gpu_a-1x4096");
+  CHECK(t->cuda[1].impl->name == "gpu_b");
+  CHECK(t->cuda[2].impl->name == "gpu_a");
+  kb::dispatch::TableOptions strict;
+  strict.tie_margin = 0;
+  auto s = build_table(d, dir.path.string(), strict, reg);
+  REQUIRE(s.ok());
+  REQUIRE(s->cuda.size() == 3);
+  CHECK(s->cuda[0].impl->name == "gpu_b");
+  CHECK(s->cuda[0].latency_ms == doctest::Approx(0.0197));
+  CHECK(s->cuda[1].impl->name == "gpu_b");
+  CHECK(s->cuda[2].impl->name == "gpu_a");
+  // A failed record still puts the earlier solution out, margin or not.
+  dir.write("traces/failed.jsonl", {line("gpu_a", 1, 4096, 0, kb::EvalStatus::incorrect_numerical)});
+  auto f = build_table(d, dir.path.string(), {}, reg);
+  REQUIRE(f.ok());
+  CHECK(f->cuda[0].impl->name == "gpu_b");
+}
+
 TEST_CASE("a solution that failed on some axis values is out for them, only them; untimed records do not count") {
   const kb::Definition d = definition();
   const kb::Registry reg = registry();

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cross-checks kb_dispatch against the trace files it was built from.
 
-usage: dispatch_check.py LIBKB GEMM_DEFINITION.json TRACES [cpu|cuda]
+usage: dispatch_check.py LIBKB GEMM_DEFINITION.json TRACES [cpu|cuda] [--order KB_SOLUTIONS]
 
 For a gemm definition (var axis M), reads every trace line of it under TRACES
 with Python's json, works out which solution kb_dispatch should pick for a
@@ -12,6 +12,11 @@ metadata only, nothing is run or allocated on the device). Prints one line per
 M and exits 1 on any disagreement. Assumes every kb_* solution in the traces
 is one of kb's in-process solutions that handles the definition, as
 `kb bench` with its default solutions writes them.
+
+--order lists kb's solutions in kb's order (`kb bench --list`): the dispatch is
+then built with its default tie margin (2%: among the solutions within 2% of
+the fastest, the one listed first wins). Without it the dispatch is built with
+tie_margin 0 and the strictly fastest must win.
 """
 import ctypes
 import json
@@ -34,6 +39,11 @@ class DLTensor(ctypes.Structure):
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
+class Options(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("hardware", ctypes.c_char_p), ("fallback", ctypes.c_char_p),
+                ("flags", ctypes.c_uint32), ("tie_margin", ctypes.c_double)]
+
+
 class Choice(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("solution", ctypes.c_char_p), ("workload_uuid", ctypes.c_char_p),
                 ("recorded_latency_ms", ctypes.c_double), ("exact", ctypes.c_int)]
@@ -44,8 +54,9 @@ DTYPE_CODES = {"float16": 2, "bfloat16": 4, "float32": 2}
 DTYPE_BITS = {"float16": 16, "bfloat16": 16, "float32": 32}
 
 
-def expected_choices(definition, traces, device):
-    """{M: (solution, uuid)} per recorded M: the fastest PASSED kb_* solution there."""
+def expected_choices(definition, traces, device, order, margin):
+    """{M: (solution, uuid, ms)} per recorded M: among the PASSED kb_* solutions there within `margin` of the
+    fastest, the first in `order` (solutions not in it after those that are, by name)."""
     best, failed = {}, set()
     for root, _, files in os.walk(traces):
         for name in sorted(files):
@@ -69,27 +80,41 @@ def expected_choices(definition, traces, device):
                 key = (m, sol)
                 if key not in best or perf["latency_ms"] < best[key][0]:
                     best[key] = (perf["latency_ms"], t["workload"]["uuid"])
-    winners = {}
+    per_m = {}
     for (m, sol), (ms, uuid) in sorted(best.items()):
-        if (m, sol) in failed:
-            continue
-        if m not in winners or ms < winners[m][2]:
-            winners[m] = (sol, uuid, ms)
+        if (m, sol) not in failed:
+            per_m.setdefault(m, []).append((sol, uuid, ms))
+    winners = {}
+    for m, cands in per_m.items():
+        fastest = min(ms for _, _, ms in cands)
+        within = [c for c in cands if not c[2] > fastest * (1 + margin)]
+        rank = {s: i for i, s in enumerate(order)}
+        winners[m] = min(within, key=lambda c: (rank.get(c[0], len(rank)), c[0]))
     return winners
 
 
 def main():
-    if len(sys.argv) not in (4, 5):
+    args = sys.argv[1:]
+    order = []
+    if "--order" in args:
+        i = args.index("--order")
+        if i + 1 >= len(args):
+            print(__doc__.strip().splitlines()[2], file=sys.stderr)
+            return 2
+        order = [s for s in args[i + 1].split(",") if s]
+        del args[i:i + 2]
+    if len(args) not in (3, 4):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    libkb, def_path, traces = sys.argv[1:4]
-    device = sys.argv[4] if len(sys.argv) == 5 else "cuda"
+    libkb, def_path, traces = args[:3]
+    device = args[3] if len(args) == 4 else "cuda"
+    margin = 0.02 if order else 0.0
     d = json.load(open(def_path))
     n = d["axes"]["N"]["value"]
     k = d["axes"]["K"]["value"]
     dtype = d["inputs"]["A"]["dtype"]
-    winners = expected_choices(d["name"], traces, device)
-    print(f"{d['name']} on {device}: recorded winners " +
+    winners = expected_choices(d["name"], traces, device, order, margin)
+    print(f"{d['name']} on {device}, tie margin {margin}: recorded winners " +
           ", ".join(f"M={m}: {s} ({ms * 1000:.1f} us)" for m, (s, _, ms) in sorted(winners.items())))
     if not winners:
         print("FAIL: no PASSED kb_* record for this device in", traces)
@@ -105,8 +130,10 @@ def main():
                                       ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.POINTER(Choice)]
     kb.kb_dispatch_destroy.argtypes = [ctypes.c_void_p]
     ctx, dh, dp = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    opts = Options(ctypes.sizeof(Options), None, None, 0, 0.0)  # the strict rule, when no --order is given
     if (kb.kb_context_create(None, 1, ctypes.byref(ctx)) or kb.kb_definition_load_file(ctx, def_path.encode(), ctypes.byref(dh))
-            or kb.kb_dispatch_create(ctx, dh, traces.encode(), None, ctypes.byref(dp))):
+            or kb.kb_dispatch_create(ctx, dh, traces.encode(), None if order else ctypes.byref(opts),
+                                     ctypes.byref(dp))):
         print("FAIL:", kb.kb_last_error().decode())
         return 1
 

@@ -49,8 +49,11 @@ if [[ $what == *tests* || $what == all ]]; then
   $kb bench --device cuda --definitions gemm_n4096_k4096 --out "$out/dispatch" > "$out/dispatch_bench.txt" 2>&1 || status=1
   timeout 120 .devcarry/bin/kb_example_engine_step kernels/rmsnorm/definitions/rmsnorm_h4096.json \
       kernels/gemm/definitions/gemm_n4096_k4096.json "$out/dispatch" || status=1
+  order=$($kb bench --list | grep -o '^kb_[a-z0-9_]*' | paste -sd,)  # kb's order, for the default tie margin
   python3 tools/gpu/dispatch_check.py .devcarry/lib/libkb.so.1 kernels/gemm/definitions/gemm_n4096_k4096.json \
-      "$out/dispatch" || status=1
+      "$out/dispatch" cuda --order "$order" || status=1
+  python3 tools/gpu/dispatch_check.py .devcarry/lib/libkb.so.1 kernels/gemm/definitions/gemm_n4096_k4096.json \
+      "$out/dispatch" cuda || status=1  # tie margin 0: the strictly fastest
   # the Python example on PyTorch CUDA tensors (ctypes + DLPack, kb_cuda_rmsnorm on torch's current stream)
   timeout 120 python3 examples/python/rmsnorm.py .devcarry/lib/libkb.so.1 kernels/rmsnorm/definitions/rmsnorm_h4096.json \
       cuda || status=1

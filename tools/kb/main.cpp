@@ -310,7 +310,8 @@ constexpr const char* kDispatchUsage = R"(usage: kb dispatch [options] NAME|FILE
 Prints what kb_dispatch (the C ABI's per-call choice for engines) builds from
 the trace lines under TRACES (a .jsonl file, or a folder such as kb bench's
 --out): for each recorded workload's var-axis values and device kind, the
-fastest of kb's solutions that PASSED there (a solution with any other status
+fastest of kb's solutions that PASSED there, one that kb bench --list names
+earlier winning ties within --tie-margin (a solution with any other status
 on those values is out for them; untimed records, from --no-time, are passed
 over). NAME is looked up as kb show does; FILE is a
 definition .json.
@@ -322,6 +323,9 @@ options:
                       values on each device kind: the nearest recorded
                       workload (sum over var axes of |log2 a - log2 b|)
   --exact             with --call: only an exactly matching workload counts
+  --tie-margin F      a solution must be faster by more than this fraction
+                      than one listed before it to win over it (default
+                      0.02, kb_dispatch's; 0: the strictly fastest)
 
 Exit 0; 1 when the definition or the traces cannot be read (the file and line
 are named); 2 on bad usage.
@@ -331,13 +335,14 @@ int cmd_dispatch(const std::vector<std::string>& args) {
   std::string dataset = KB_BUNDLED_DATASET, hardware, call_text;
   std::vector<std::string> positional;
   bool exact = false;
+  kb::dispatch::TableOptions options;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (is_help(a)) {
       std::fputs(kDispatchUsage, stdout);
       return 0;
     }
-    if ((a == "--dataset" || a == "--hardware" || a == "--call") && i + 1 >= args.size()) {
+    if ((a == "--dataset" || a == "--hardware" || a == "--call" || a == "--tie-margin") && i + 1 >= args.size()) {
       fmt::print(stderr, "kb dispatch: {} needs a value (see kb dispatch --help)\n", a);
       return 2;
     }
@@ -349,6 +354,15 @@ int cmd_dispatch(const std::vector<std::string>& args) {
       call_text = args[++i];
     } else if (a == "--exact") {
       exact = true;
+    } else if (a == "--tie-margin") {
+      const std::string& v = args[++i];
+      double m = -1;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), m);
+      if (ec != std::errc() || end != v.data() + v.size() || !(m >= 0 && m <= 1)) {
+        fmt::print(stderr, "kb dispatch: --tie-margin: \"{}\" is not a number in [0, 1]\n", v);
+        return 2;
+      }
+      options.tie_margin = m;
     } else if (a.size() > 1 && a[0] == '-') {
       fmt::print(stderr, "kb dispatch: unknown option {} (see kb dispatch --help)\n", a);
       return 2;
@@ -385,7 +399,6 @@ int cmd_dispatch(const std::vector<std::string>& args) {
     }
   }
 
-  kb::dispatch::TableOptions options;
   options.hardware = hardware;
   auto table = kb::dispatch::build_table(d, positional[1], options, kb::builtin_registry());
   if (!table) {
