@@ -535,7 +535,7 @@ GemvPlan plan_with_rows(const GemmProblem& p, std::size_t scratch_bytes, GemvBal
   const bool split_pays =
       split_to_wave || M > unsplit_max_m || 2 * static_cast<long long>(plan.row_blocks) < plan.sm_count;
   auto splits_for = [&](int warps) {
-    const long long slots = static_cast<long long>(plan.sm_count) * plan.blocks_per_sm * (kMaxWarps / warps);
+    const long long slots = gemv_slots(plan.sm_count, plan.blocks_per_sm, warps);
     if (!split_pays || plan.row_blocks >= slots || plan.row_blocks > kMaxCounters) return 1;
     long long s = slots / plan.row_blocks;
     s = std::min<long long>(s, plan.k_iterations / warps);

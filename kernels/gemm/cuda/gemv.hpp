@@ -43,12 +43,24 @@ struct GemvPlan {
   bool evict_first = true;
 };
 
-// How well blocks of `rows` rows fill their waves of resident blocks:
-// blocks / (waves x slots), slots = sm_count x blocks_per_sm.
-inline double gemv_wave_fill(std::int64_t N, int rows, int sm_count, int blocks_per_sm) {
-  const std::int64_t blocks = (N + rows - 1) / rows;
-  const std::int64_t slots = std::max<std::int64_t>(1, std::int64_t{sm_count} * blocks_per_sm);
+// Warps per gemv block at most (they split the block's K range).
+inline constexpr int kGemvMaxWarps = 8;
+
+// Resident blocks on the whole GPU (at least 1): blocks_per_sm is the
+// occupancy of full-size blocks; blocks with fewer warps fit proportionally more.
+inline std::int64_t gemv_slots(int sm_count, int blocks_per_sm, int warps = kGemvMaxWarps) {
+  return std::max<std::int64_t>(1, std::int64_t{sm_count} * blocks_per_sm * (kGemvMaxWarps / std::max(1, warps)));
+}
+
+// How well `blocks` fill their waves of `slots` resident blocks: blocks / (waves x slots).
+inline double gemv_fill(std::int64_t blocks, std::int64_t slots) {
   return static_cast<double>(blocks) / static_cast<double>((blocks + slots - 1) / slots * slots);
+}
+
+// How well blocks of `rows` rows fill their waves of resident blocks
+// (slots = sm_count x blocks_per_sm).
+inline double gemv_wave_fill(std::int64_t N, int rows, int sm_count, int blocks_per_sm) {
+  return gemv_fill((N + rows - 1) / rows, gemv_slots(sm_count, blocks_per_sm));
 }
 
 // Rows per gemv block: 16 or 32, whichever fills its waves better, 16 on a
@@ -59,16 +71,10 @@ inline int gemv_rows_per_block(std::int64_t N, int sm_count, int per_sm_16, int 
   return gemv_wave_fill(N, 16, sm_count, per_sm_16) >= gemv_wave_fill(N, 32, sm_count, per_sm_32) ? 16 : 32;
 }
 
-// Warps per gemv block at most (they split the block's K range).
-inline constexpr int kGemvMaxWarps = 8;
-
 // How well a finished plan's blocks (row_blocks x splits) fill their waves of
-// resident blocks; blocks with fewer warps fit proportionally more per SM.
+// resident blocks.
 inline double gemv_plan_fill(const GemvPlan& p) {
-  const std::int64_t blocks = std::int64_t{p.row_blocks} * p.splits;
-  const std::int64_t slots = std::max<std::int64_t>(
-      1, std::int64_t{p.sm_count} * p.blocks_per_sm * (kGemvMaxWarps / std::max(1, p.warps)));
-  return static_cast<double>(blocks) / static_cast<double>((blocks + slots - 1) / slots * slots);
+  return gemv_fill(std::int64_t{p.row_blocks} * p.splits, gemv_slots(p.sm_count, p.blocks_per_sm, p.warps));
 }
 
 // Rows per block at 2 <= M <= 8, from the two finished plans (p16: 16 rows,
@@ -89,9 +95,9 @@ inline int gemv_small_m_rows(const GemvPlan& p16, const GemvPlan& p32) {
   const double steps_per_warp =
       static_cast<double>(p32.k_iterations) / (static_cast<double>(p32.splits) * std::max(1, p32.warps));
   if (steps_per_warp < 2.5) return 0;
-  const std::int64_t blocks32 = std::int64_t{p32.row_blocks} * p32.splits;
-  const std::int64_t slots32 = std::int64_t{p32.sm_count} * p32.blocks_per_sm * (kGemvMaxWarps / std::max(1, p32.warps));
-  if (blocks32 > slots32 && gemv_plan_fill(p32) < gemv_plan_fill(p16) - 0.15) return 16;
+  const bool several_waves =
+      std::int64_t{p32.row_blocks} * p32.splits > gemv_slots(p32.sm_count, p32.blocks_per_sm, p32.warps);
+  if (several_waves && gemv_plan_fill(p32) < gemv_plan_fill(p16) - 0.15) return 16;
   return 32;
 }
 
