@@ -13,7 +13,9 @@
 // 16, 17, 128, 257}, N = 97 with K = 20488 and 28680 (the long-K path:
 // two uneven chunks one after the other, and three equal chunks as one
 // batch, through kb's fp32 buffer), float16 and bfloat16, plus a call with A misaligned by 2
-// bytes (gemv refuses, cuBLASLt must cope). Every case runs twice with fresh
+// bytes (gemv refuses, cuBLASLt must cope), N = 136 with K = 20544 at M =
+// 1030 (kb_cuda_gemm with KB_GEMM_LONG_K=wgmma: kb's wgmma kernel on Hopper), and the wgmma kernel called
+// directly on awkward schedules (check_wgmma_direct). Every case runs twice with fresh
 // random A (B fresh per shape), on a non-blocking stream, with C poisoned
 // (NaN) before each run: the second run also checks that the gemv's split-K
 // counters were left at zero and that cached plans still work. cuBLASLt
@@ -36,16 +38,15 @@
 #include <thread>
 #include <vector>
 
+#include "../../kernels/common/tuning_env.hpp"
 #include "../../kernels/gemm/cuda/cublaslt_gemm.hpp"
 #include "../../kernels/gemm/cuda/gemv.hpp"
+#include "../../kernels/gemm/cuda/gemm_cuda.hpp"
 #include "../../kernels/gemm/cuda/long_k.hpp"
+#include "../../kernels/gemm/cuda/wgmma_gemm.hpp"
 #include "cuda/device.hpp"
 #include "harness/implementation.hpp"
 #include "tensor/convert.hpp"
-
-namespace kb::kernels {
-void add_gemm_cuda(Registry& r);  // kernels/gemm/cuda/gemm_cuda.cpp
-}
 
 namespace {
 
@@ -187,6 +188,8 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   const bool gemv = impl.name == "kb_cuda_gemv" ||
                     (impl.name == "kb_cuda_gemm" && M <= 16 && K % 8 == 0 &&
                      (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b)) % 16 == 0);
+  if (impl.name == "kb_cuda_gemm" && K > kLongK && kb::kernels::env_is("KB_GEMM_LONG_K", "wgmma") && N % 8 == 0)
+    return "kb wgmma (KB_GEMM_LONG_K=wgmma; cuBLASLt chunks off Hopper)";
   if (!gemv || M < 1 || M > kGemvMaxM || K % 8 != 0) return K > kLongK ? "cuBLASLt, long-K chunks" : "cuBLASLt";
   GemmProblem p{t, M, N, K, a, b, reinterpret_cast<void*>(16), nullptr};
   GemvPlan plan;
@@ -274,6 +277,98 @@ void check_case(const Implementation& impl, const Definition& def, DType t, std:
   }
 }
 
+// kb's long-K wgmma kernel (wgmma_gemm.hpp) called directly on schedules the
+// shipped shapes never make: K not a multiple of its 64-wide block, partial
+// row and column tiles, promotion every few blocks, a work list shorter than
+// the grid (most CTAs idle, tiles split over many CTAs), the other super-tile
+// order, the L2 prefetch of partial sums; each case twice (the kernel must
+// leave its workspace's flags zero, checked after every run).
+void check_wgmma_direct(cudaStream_t stream) {
+  using kb::kernels::gemm_cuda::WgmmaGemmArgs;
+  struct Case {
+    std::int64_t M, N, K;
+    int promote, group;
+    bool n_fastest;
+    int prefetch;
+  };
+  const Case cases[] = {
+      {300, 520, 1000, 3, 4, false, 0},   // 3 x 3 tiles of 16 blocks (the last 40 wide) over 44 groups of 3
+      {128, 256, 512, 0, 4, false, 0},    // one tile of 8 blocks over 132 groups: most ranges empty
+      {700, 1032, 4104, 16, 4, true, 4},  // partial tiles both ways, a tail block of 8, column tiles first
+      {1030, 136, 20544, 128, 4, false, 0},  // kb_cuda_gemm's configuration on a long K
+  };
+  int device = 0, sms = 0;
+  if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") ||
+      !cuda_ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"))
+    return;
+  const std::size_t ws_bytes = kb::kernels::gemm_cuda::wgmma_gemm_workspace_bytes(sms);
+  void* ws = nullptr;
+  if (!cuda_ok(cudaMalloc(&ws, ws_bytes), "cudaMalloc workspace") || !cuda_ok(cudaMemset(ws, 0, ws_bytes), "zero ws") ||
+      !cuda_ok(cudaDeviceSynchronize(), "zero ws landing"))
+    return;
+  std::uint64_t seed = 0x77a1;
+  for (DType t : {DType::bfloat16, DType::float16}) {
+    for (const Case& c : cases) {
+      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {}{}{}", dtype_name(t), c.M,
+                                           c.N, c.K, c.promote, c.group, c.n_fastest ? " n-first" : "",
+                                           c.prefetch ? " prefetch" : "");
+      std::vector<std::uint16_t> a(static_cast<std::size_t>(c.M * c.K)), b(static_cast<std::size_t>(c.N * c.K)),
+          out(static_cast<std::size_t>(c.M * c.N));
+      random_fill(a, t, seed++);
+      random_fill(b, t, seed++);
+      void *da = nullptr, *db = nullptr, *dc = nullptr;
+      if (!cuda_ok(cudaMalloc(&da, a.size() * 2), "cudaMalloc A") || !cuda_ok(cudaMalloc(&db, b.size() * 2), "B") ||
+          !cuda_ok(cudaMalloc(&dc, out.size() * 2), "C"))
+        return;
+      cuda_ok(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice), "upload A");
+      cuda_ok(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice), "upload B");
+      const std::vector<double> ref = reference(a, b, t, c.M, c.N, c.K);
+      for (int trial = 0; trial < 2; ++trial) {
+        cuda_ok(cudaMemset(dc, 0xff, out.size() * 2), "poison C");
+        cuda_ok(cudaDeviceSynchronize(), "poison landing");
+        WgmmaGemmArgs w;
+        w.A = da, w.B = db, w.C = dc, w.M = c.M, w.N = c.N, w.K = c.K, w.bf16 = t == DType::bfloat16;
+        w.promote_every = c.promote, w.group = c.group, w.n_fastest = c.n_fastest, w.prefetch_ahead = c.prefetch;
+        w.ctas = sms, w.workspace = ws, w.workspace_bytes = ws_bytes, w.stream = stream;
+        const int e = kb::kernels::gemm_cuda::wgmma_gemm(w);
+        if (e == cudaErrorNotSupported) {
+          std::printf("skip %s: not supported on this device (compute capability 9.0 only)\n", name.c_str());
+          break;
+        }
+        if (!cuda_ok(static_cast<cudaError_t>(e), "wgmma_gemm launch") ||
+            !cuda_ok(cudaStreamSynchronize(stream), "wgmma_gemm run"))
+          break;
+        cuda_ok(cudaMemcpy(out.data(), dc, out.size() * 2, cudaMemcpyDeviceToHost), "download C");
+        std::vector<unsigned> flags(static_cast<std::size_t>(sms));
+        cuda_ok(cudaMemcpy(flags.data(), static_cast<float*>(ws) + static_cast<std::size_t>(sms) * 128 * 256,
+                           flags.size() * sizeof(unsigned), cudaMemcpyDeviceToHost),
+                "download flags");
+        const auto raised = std::count_if(flags.begin(), flags.end(), [](unsigned f) { return f != 0; });
+        if (raised) fail(fmt::format("{} (trial {}): {} CTA flags left raised", name, trial, raised));
+        const std::vector<float>& tab = table(t);
+        std::int64_t bad = 0;
+        double max_err = 0;
+        std::string first;
+        for (std::size_t i = 0; i < ref.size(); ++i) {
+          const double err = std::fabs(tab[out[i]] - ref[i]);
+          if (!(err <= kAtol + kRtol * std::fabs(ref[i]))) {
+            if (bad++ == 0)
+              first = fmt::format("C[{}, {}] = {} vs {}", static_cast<std::int64_t>(i) / c.N,
+                                  static_cast<std::int64_t>(i) % c.N, tab[out[i]], ref[i]);
+          }
+          if (err > max_err || std::isnan(err)) max_err = err;
+        }
+        if (bad) fail(fmt::format("{} (trial {}): {} of {} elements off, first {}", name, trial, bad, ref.size(), first));
+        else if (trial == 1) std::printf("ok   %-70s max|err| %.3g\n", name.c_str(), max_err);
+      }
+      cudaFree(da);
+      cudaFree(db);
+      cudaFree(dc);
+    }
+  }
+  cudaFree(ws);
+}
+
 }  // namespace
 
 int main() {
@@ -303,6 +398,8 @@ int main() {
       {7168, 5120, {1, 8, 16}}, {2200, 264, {1, 9, 16}},
       // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240 (one after the other); three of 9560 (one batch)
       {97, 20488, {3, 17, 257}}, {97, 28680, {1, 17, 130}},
+      // kb_cuda_gemm's long-K wgmma kernel (KB_GEMM_LONG_K=wgmma, Hopper); kb_cublaslt_gemm's chunks beside it
+      {136, 20544, {1030}},
   };
 
   std::uint64_t seed = 1;
@@ -338,7 +435,11 @@ int main() {
           }
           continue;
         }
+        // kb_cuda_gemm on the last long-K shape: kb's wgmma kernel, opted into (gemm_cuda.hpp)
+        const bool wgmma = impl.name == "kb_cuda_gemm" && s.N == 136 && s.K == 20544;
+        if (wgmma) setenv("KB_GEMM_LONG_K", "wgmma", 1);
         for (std::int64_t M : s.Ms) check_case(impl, def, t, M, s.N, s.K, false, b_host, buf, stream, seed++);
+        if (wgmma) unsetenv("KB_GEMM_LONG_K");
         if (s.N == 4096 && s.K == 4096) check_case(impl, def, t, 3, s.N, s.K, true, b_host, buf, stream, seed++);
         if (s.N == 4096 && s.K == 4096 && impl.name == "kb_cublaslt_gemm") {
           // A new plan with autotuning off: the heuristic's first algorithm.
@@ -358,6 +459,7 @@ int main() {
       }
     }
   }
+  check_wgmma_direct(stream);
   cudaStreamDestroy(stream);
   // Every plan was first called on an uncaptured stream: each must be tuned
   // (or have had one candidate only, or autotuning off), with a candidate run.

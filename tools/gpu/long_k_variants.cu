@@ -25,6 +25,15 @@
 //                    where it has none, of algorithm ids x tiles x stages)
 //   seq-fp32         chunks into P (beta 0, then 1), then round (kb's
 //                    sequential fallback)
+//   wgmma pP gG      kb's handwritten long-K gemm (kernels/gemm/cuda/
+//                    wgmma_gemm.cu) over all of K, the tensor-core sum
+//                    promoted every P K blocks of 64 (p0: never), G CTAs
+//                    sharing each weight block; "stagger": the two consumer
+//                    warpgroups promote half a period apart; NO-FIXUP: split
+//                    tiles left without the other CTAs' sums (wrong results,
+//                    only to time that hand-over); pfN: partial sums fetched
+//                    into L2 N K blocks ahead; n-first: column tiles first
+// LKV_VARIANTS=name,name,... (prefixes of the names above) runs only those.
 // Each other cuBLASLt call takes the fastest of the heuristic's first 16
 // algorithms (cold median of 7), as kb autotunes, with a 32 MiB workspace;
 // the chosen algorithms are printed. Precision: against an fp64 product of the same bf16 values (a
@@ -34,7 +43,8 @@
 // timing.cpp): cold samples (memset of 2 x L2 before the start event), 5
 // warm-ups, median of 30 samples on one plain stream, the variants in
 // alternating rounds so clock drift touches all alike.
-// build: nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -o long_k_variants tools/gpu/long_k_variants.cu -lcublasLt
+// build: nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -o long_k_variants tools/gpu/long_k_variants.cu
+//        kernels/gemm/cuda/wgmma_gemm.cu -lcublasLt
 // usage: long_k_variants [M ...]   (default M = 128 512 2048; shapes (N, K) = (8192, 28672), (5376, 21504))
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -49,6 +59,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "../../kernels/gemm/cuda/wgmma_gemm.hpp"
 
 // Prints the failing call with its place and status, and exits non-zero.
 [[noreturn]] void die(const char* file, int line, const char* call, const char* status) {
@@ -183,7 +195,22 @@ cublasLtHandle_t g_lt;
 cublasLtMatmulDesc_t g_op;  // TN, fp32 compute and scale: kb's mapping
 cudaStream_t g_stream, g_side;  // g_side: the casts overlapped with the next slice's matmul
 cudaEvent_t g_fork, g_join;
-void *g_flush, *g_ws, *g_ws_split;
+void *g_flush, *g_ws, *g_ws_split, *g_wg_ws;
+std::size_t g_wg_ws_bytes;
+
+// LKV_VARIANTS: a comma-separated list of name prefixes; unset: every variant.
+bool wanted(const std::string& name) {
+  const char* env = std::getenv("LKV_VARIANTS");
+  if (!env || !*env || name == "single") return true;  // single: every ratio's denominator
+  std::string list = env;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    if (!item.empty() && name.compare(0, item.size(), item) == 0) return true;
+    at = comma + 1;
+  }
+  return false;
+}
 std::size_t g_flush_bytes;
 cudaEvent_t g_ev[2];
 std::vector<cublasLtMatrixLayout_t> g_layouts;  // destroyed at exit
@@ -426,6 +453,9 @@ int main(int argc, char** argv) {
   CU(cudaMalloc(&g_flush, g_flush_bytes));
   CU(cudaMalloc(&g_ws, kWs));
   CU(cudaMalloc(&g_ws_split, kWsSplit));
+  g_wg_ws_bytes = kb::kernels::gemm_cuda::wgmma_gemm_workspace_bytes(prop.multiProcessorCount);
+  CU(cudaMalloc(&g_wg_ws, g_wg_ws_bytes));
+  CU(cudaMemset(g_wg_ws, 0, g_wg_ws_bytes));
 
   std::size_t maxN = 0, maxK = 0, maxNK = 0, max_chunks = 1;
   for (const auto& shape : shapes) {
@@ -474,6 +504,7 @@ int main(int argc, char** argv) {
       const auto lay_chunk_b = layout(CUDA_R_16BF, chunk, N, K), lay_chunk_a = layout(CUDA_R_16BF, chunk, M, K);
       std::vector<Variant> vs;
       auto add = [&](const std::string& name, const std::string& note, std::function<void()> run) {  // run {}: unsupported
+        if (!wanted(name)) return;
         vs.emplace_back();
         vs.back().name = name, vs.back().note = note, vs.back().run = std::move(run);
       };
@@ -495,7 +526,7 @@ int main(int argc, char** argv) {
         const bool ok = tuned(s, "matmul", note);
         add("single", note, ok ? std::function<void()>([s] { LT(launch(s)); }) : nullptr);
       }
-      {  // batched+cast
+      if (wanted("batched+cast")) {  // batched+cast
         const auto lb = layout(CUDA_R_16BF, chunk, N, K, chunks, chunk), la = layout(CUDA_R_16BF, chunk, M, K, chunks, chunk);
         const auto lp = layout(CUDA_R_32F, N, M, N, chunks, stride);
         Step s{lb, la, lp, lp, B, A, parts, parts, 0.f, g_ws, kWs};
@@ -508,7 +539,7 @@ int main(int argc, char** argv) {
       }
       for (int slices : {2, 3}) {  // batched+cast per N slice, each slice's cast beside the next slice's matmul
         const std::int64_t cols = N / slices;
-        if (N % (4 * slices)) continue;
+        if (N % (4 * slices) || !wanted("batched+cast, " + std::to_string(slices) + " N slices overlapped")) continue;
         std::vector<Step> steps;
         std::string note;
         bool ok = true;
@@ -537,7 +568,7 @@ int main(int argc, char** argv) {
       }
       for (std::int64_t more : {std::int64_t{3}, std::int64_t{4}}) {  // batched+cast in more, shorter chunks
         const std::int64_t c = more, len = K / more;
-        if (c <= chunks || K % (8 * c)) continue;
+        if (c <= chunks || K % (8 * c) || !wanted("batched+cast x" + std::to_string(c))) continue;
         const auto lb = layout(CUDA_R_16BF, len, N, K, c, len), la = layout(CUDA_R_16BF, len, M, K, c, len);
         const auto lp = layout(CUDA_R_32F, N, M, N, c, stride);
         Step s{lb, la, lp, lp, B, A, parts, parts, 0.f, g_ws, kWs};
@@ -551,12 +582,13 @@ int main(int argc, char** argv) {
       std::vector<Step> seq;  // the chunks into P, beta 0 then 1 (shared by seq-fp32C-bf16D and seq-fp32)
       std::string seq_note;
       bool seq_ok = true;
-      for (std::int64_t i = 0; i < chunks && seq_ok; ++i) {
+      const bool want_seq = wanted("seq-fp32");
+      for (std::int64_t i = 0; i < chunks && seq_ok && want_seq; ++i) {
         seq.push_back({lay_chunk_b, lay_chunk_a, lay_f32, lay_f32, B + i * chunk, A + i * chunk, P, P, i ? 1.f : 0.f,
                        g_ws, kWs});
         seq_ok = tuned(seq.back(), i ? "chunk beta 1" : "chunk beta 0", seq_note);
       }
-      {  // seq-fp32C-bf16D: all chunks but the last as above, the last with C = P (fp32), D = C (bf16)
+      if (want_seq) {  // seq-fp32C-bf16D: all chunks but the last as above, the last with C = P (fp32), D = C (bf16)
         Step last{lay_chunk_b, lay_chunk_a, lay_f32, lay_out, B + (chunks - 1) * chunk, A + (chunks - 1) * chunk,
                   P, C, 1.f, g_ws, kWs};
         std::string note = seq_note;
@@ -571,6 +603,7 @@ int main(int argc, char** argv) {
         }
       }
       for (int splits : {2, 3, 4}) {  // splitk-lt S
+        if (!wanted("splitk-lt " + std::to_string(splits))) continue;
         Step s{lay_full_b, lay_full_a, lay_out, lay_out, B, A, C, C, 0.f, g_ws_split, kWsSplit};
         const std::string name = "splitk-lt " + std::to_string(splits);
         std::string how;
@@ -582,12 +615,38 @@ int main(int argc, char** argv) {
           add(name, how + "; best " + describe(s.algo) + " at " + std::to_string(best_us) + " us (256 MiB workspace)",
               [s] { LT(launch(s)); });
       }
-      if (!seq_ok) add("seq-fp32", seq_note, nullptr);
+      if (!want_seq) {
+      } else if (!seq_ok) add("seq-fp32", seq_note, nullptr);
       else
         add("seq-fp32", seq_note, [seq, P, C, MN] {
           for (const Step& s : seq) LT(launch(s));
           add_parts(P, 1, 0, C, MN);
         });
+      // (promote every, group, stagger, skip the fixup: wrong results, timing only)
+      struct WgVariant {
+        int promote, group;
+        bool stagger, skip_fixup;
+        int prefetch;
+        bool n_fastest;
+      };
+      for (const WgVariant& wv : {WgVariant{0, 4, false, false, 0, false}, WgVariant{128, 4, true, false, 0, false},
+                                  WgVariant{128, 4, false, false, 0, false}, WgVariant{64, 4, true, false, 0, false},
+                                  WgVariant{128, 4, true, false, 16, false}, WgVariant{128, 4, true, false, 0, true},
+                                  WgVariant{0, 4, false, true, 0, false}}) {
+        kb::kernels::gemm_cuda::WgmmaGemmArgs w;
+        w.A = A, w.B = B, w.C = C, w.M = M, w.N = N, w.K = K, w.bf16 = true;
+        w.promote_every = wv.promote, w.group = wv.group, w.ctas = prop.multiProcessorCount;
+        w.stagger = wv.stagger, w.experiment_skip_fixup = wv.skip_fixup;
+        w.prefetch_ahead = wv.prefetch, w.n_fastest = wv.n_fastest;
+        w.workspace = g_wg_ws, w.workspace_bytes = g_wg_ws_bytes, w.stream = g_stream;
+        add("wgmma p" + std::to_string(wv.promote) + " g" + std::to_string(wv.group) + (wv.stagger ? " stagger" : "") +
+                (wv.prefetch ? " pf" + std::to_string(wv.prefetch) : "") + (wv.n_fastest ? " n-first" : "") +
+                (wv.skip_fixup ? " NO-FIXUP (timing only)" : ""),
+            std::to_string(w.ctas) + " CTAs", [w] {
+              const int e = kb::kernels::gemm_cuda::wgmma_gemm(w);
+              if (e != cudaSuccess) CU(static_cast<cudaError_t>(e));
+            });
+      }
 
       // Precision: each variant once on a poisoned output (0xffff: NaN), against the fp64 product.
       const int chk_rows = std::min(M, kRefRows);
@@ -655,7 +714,7 @@ int main(int argc, char** argv) {
   LT(cublasLtMatmulDescDestroy(g_op));
   LT(cublasLtDestroy(g_lt));
   for (void* p : {static_cast<void*>(A), static_cast<void*>(B), static_cast<void*>(C), static_cast<void*>(parts),
-                  static_cast<void*>(P), static_cast<void*>(ref), static_cast<void*>(err), g_flush, g_ws, g_ws_split})
+                  static_cast<void*>(P), static_cast<void*>(ref), static_cast<void*>(err), g_flush, g_ws, g_ws_split, g_wg_ws})
     CU(cudaFree(p));
   return 0;
 }

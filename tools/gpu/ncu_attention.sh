@@ -7,6 +7,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 [ -f .devcarry/bundle.tgz ] && { tar xzf .devcarry/bundle.tgz -C .devcarry && rm .devcarry/bundle.tgz; }
+[ -f .devcarry/bundle.txz ] && { python3 -c "import tarfile; tarfile.open('.devcarry/bundle.txz').extractall('.devcarry')" \
+    && rm .devcarry/bundle.txz; }
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 out=${OUT:-gpu-out}; mkdir -p "$out"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

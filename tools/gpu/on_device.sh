@@ -16,9 +16,14 @@
 #        bash tools/gpu/on_device.sh gemv-balance           (the gemv's row balances side by side, test_gemm under each; not in all)
 #        bash tools/gpu/on_device.sh ceilings               (read-only / copy ceilings: gemv weights, MLA KV gather, copy variants,
 #                                                   batch-1 floors, long-K gemm formulations; not in all)
+#        bash tools/gpu/on_device.sh long-k                 (long-K gemm: cuBLASLt chunks vs kb's wgmma kernel, fp64 check; LKV_M,
+#                                                   LKV_VARIANTS; not in all)
 set -u
 cd "$(dirname "$0")/../.."
 [ -f .devcarry/bundle.tgz ] && { tar xzf .devcarry/bundle.tgz -C .devcarry && rm .devcarry/bundle.tgz; }
+# (python's tarfile reads xz wherever the xz tool is missing)
+[ -f .devcarry/bundle.txz ] && { python3 -c "import tarfile; tarfile.open('.devcarry/bundle.txz').extractall('.devcarry')" \
+    && rm .devcarry/bundle.txz; }
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export KB_SHARED_DIR="$PWD/.devcarry/shared"
 out=${OUT:-gpu-out}
@@ -196,6 +201,12 @@ if [[ $what == *gemv-balance* ]]; then
   wait
   for b in ${GEMV_TEST_BALANCES:-off sm wave}; do echo "test_gemm KB_GEMV_BALANCE=$b: $(tail -1 "$out/test_gemm_balance_$b.log")"; done
   grep -h "^FAIL" "$out"/test_gemm_balance_*.log | head -10
+fi
+if [[ $what == *long-k* ]]; then
+  # tools/gpu/long_k_variants.cu: kb's long-K formulations (cuBLASLt chunks, kb's wgmma kernel) side by side,
+  # with an fp64 check; LKV_M: the M values, LKV_VARIANTS: name prefixes to run (the file head lists them)
+  timeout ${LKV_TIMEOUT:-300} .devcarry/bin/long_k_variants ${LKV_M:-128 512 2048} > "$out/long_k_variants.txt" 2>&1
+  echo "long-k: exit $?"; grep "^|" "$out/long_k_variants.txt"; tail -3 "$out/long_k_variants.txt"
 fi
 if [[ $what == *ceilings* ]]; then
   # tools/gpu/{gemv_read_ceiling,mla_gather_ceiling,copy_variants,batch1_floor,long_k_variants}.cu, built by

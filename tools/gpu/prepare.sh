@@ -26,9 +26,15 @@ cp "$b/tests/plugin/libkb_hostile_cuda_plugin.so" "$b/examples/plugin/libkb_exam
 if command -v nvcc >/dev/null; then
   mkdir -p "$b/gpu-tools"
   for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants; do
-    if [ ! -x "$b/gpu-tools/$t" ] || [ "tools/gpu/$t.cu" -nt "$b/gpu-tools/$t" ] || [ tools/gpu/standalone_cuda.cuh -nt "$b/gpu-tools/$t" ]; then
-      libs=""; [ $t = long_k_variants ] && libs=-lcublasLt
-      nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -o "$b/gpu-tools/$t" "tools/gpu/$t.cu" $libs
+    srcs="tools/gpu/$t.cu"; libs=""
+    # long_k_variants times kb's own long-K kernel beside cuBLASLt's formulations
+    [ $t = long_k_variants ] && libs=-lcublasLt && srcs="$srcs kernels/gemm/cuda/wgmma_gemm.cu"
+    stale=0; [ -x "$b/gpu-tools/$t" ] || stale=1
+    for f in $srcs tools/gpu/standalone_cuda.cuh kernels/gemm/cuda/wgmma_gemm.hpp kernels/common/hopper_ptx.cuh; do
+      [ "$f" -nt "$b/gpu-tools/$t" ] && stale=1
+    done
+    if [ $stale = 1 ]; then
+      nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -o "$b/gpu-tools/$t" $srcs $libs
     fi
     cp "$b/gpu-tools/$t" .devcarry/bin/
   done
@@ -41,6 +47,7 @@ for f in /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/extras/CUPTI/lib64
 done
 cp -r ../shared/flashinfer-trace .devcarry/shared/
 cp -r ../shared/backendbench .devcarry/shared/  # the BackendBench trace (on_device.sh backendbench)
-# one gzip'd bundle (the device tool carries 64 MiB at most); on_device.sh unpacks it
-(cd .devcarry && tar czf bundle.tgz bin lib shared && rm -rf bin lib shared)
+# one xz bundle (the device tool carries 64 MiB at most, the working tree included; xz: about 34 MB where gzip
+# made 49); on_device.sh unpacks it
+(cd .devcarry && tar cf - bin lib shared | xz -T2 -6 > bundle.txz && rm -rf bin lib shared)
 du -sh .devcarry

@@ -206,6 +206,7 @@ struct State {
   std::map<std::pair<int, void*>, std::unique_ptr<StreamScratch>> scratch;  // (device, stream)
   std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
   std::map<std::pair<int, void*>, std::pair<void*, std::size_t>> acc32;  // (device, stream) -> long-K fp32 buffer
+  std::map<std::pair<int, void*>, std::pair<void*, std::size_t>> wgmma_ws;  // (device, stream) -> wgmma_gemm's
 };
 
 // Leaked on purpose: handles, descriptors and device memory live until the
@@ -597,6 +598,44 @@ Status long_k_gemm(const GemmProblem& p, int device) {
 }
 
 }  // namespace
+
+Result<void*> wgmma_workspace(void* stream, std::size_t bytes) {
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("cudaGetDevice", e);
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto& slot = st.wgmma_ws[{device, stream}];
+  if (slot.second >= bytes) return slot.first;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture); e != cudaSuccess)
+    return cuda_failure("cudaStreamIsCapturing", e);
+  if (capture != cudaStreamCaptureStatusNone)
+    return make_error(Code::unsupported,
+                      fmt::format("long-K gemm: its workspace ({} bytes) is allocated on the first call of this "
+                                  "size outside stream capture; run the product once before capturing it",
+                                  bytes));
+  if (slot.first) {
+    // The kernels that used the old one may still run on `stream`.
+    if (cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream)); e != cudaSuccess)
+      return cuda_failure("cudaStreamSynchronize (before replacing the long-K gemm's workspace)", e);
+    cudaFree(slot.first);
+  }
+  slot = {nullptr, 0};
+  void* mem = nullptr;
+  if (cudaError_t e = cudaMalloc(&mem, bytes); e != cudaSuccess)
+    return cuda_failure("allocating the long-K gemm's workspace (cudaMalloc)", e);
+  if (cudaError_t e = cudaMemset(mem, 0, bytes); e != cudaSuccess) {
+    cudaFree(mem);
+    return cuda_failure("zeroing the long-K gemm's workspace (cudaMemset)", e);
+  }
+  // cudaMemset may still be in flight on the legacy stream, which a non-blocking `stream` does not wait for.
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    cudaFree(mem);
+    return cuda_failure("zeroing the long-K gemm's workspace (cudaDeviceSynchronize)", e);
+  }
+  slot = {mem, bytes};
+  return mem;
+}
 
 const std::string& cublaslt_unavailable() { return api().error; }
 

@@ -56,6 +56,12 @@ Result<const StreamScratch*> stream_scratch(void* stream);
 // algorithm for the problem.
 Status cublaslt_gemm(const GemmProblem& p);
 
+// The workspace of kb's long-K wgmma kernel (wgmma_gemm.hpp) for (current
+// device, stream), at least `bytes`, zeroed: allocated (cudaMalloc +
+// cudaMemset) on the first call of a larger size, which must not be inside
+// stream capture (Code::unsupported says so). The kernel leaves it zeroed.
+Result<void*> wgmma_workspace(void* stream, std::size_t bytes);
+
 // Number of cached plans (heuristic queries made so far), for tests.
 std::size_t cublaslt_plan_count();
 

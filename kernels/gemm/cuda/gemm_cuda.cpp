@@ -7,8 +7,11 @@
 
 #include <string>
 
+#include "../../common/tuning_env.hpp"
 #include "cublaslt_gemm.hpp"
 #include "gemv.hpp"
+#include "long_k.hpp"
+#include "wgmma_gemm.hpp"
 #include "oracle/oracle.hpp"
 
 namespace kb::kernels {
@@ -116,11 +119,57 @@ Status run_gemv(const GemmProblem& p, bool cublaslt_if_short_wave) {
   return ok_status();
 }
 
+// Whether kb_cuda_gemm runs p on kb's wgmma kernel: K > kLongK with
+// KB_GEMM_LONG_K=wgmma (gemm_cuda.hpp says why not by default). Read on every
+// call: a long-K product takes 70 us or more.
+bool wants_wgmma(const GemmProblem& p) {
+  return p.K > gemm_cuda::kLongK && env_is("KB_GEMM_LONG_K", "wgmma");
+}
+
+// kb's long-K wgmma kernel on p; `fallback` set where it does not apply
+// (not compute capability 9.0, N % 8 != 0, unaligned tensors), for cuBLASLt.
+Status run_wgmma(const GemmProblem& p, bool* fallback) {
+  *fallback = false;
+  gemm_cuda::WgmmaGemmArgs args;
+  args.A = p.A, args.B = p.B, args.C = p.C;
+  args.M = p.M, args.N = p.N, args.K = p.K;
+  args.bf16 = p.dtype == DType::bfloat16;
+  args.stream = p.stream;
+  int device = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
+    return make_error(Code::cuda_error, fmt::format("cudaGetDevice: {}", cudaGetErrorString(e)));
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
+    return make_error(Code::cuda_error, fmt::format("cudaDeviceGetAttribute: {}", cudaGetErrorString(e)));
+  args.ctas = sms;
+  // The group (CTAs sharing a weight block) must divide the grid: 4 on 132 SMs (H100 / H200 SXM).
+  while (args.group > 1 && sms % args.group != 0) --args.group;
+  args.workspace_bytes = gemm_cuda::wgmma_gemm_workspace_bytes(sms);
+  auto ws = gemm_cuda::wgmma_workspace(p.stream, args.workspace_bytes);
+  if (!ws) return ws.error();
+  args.workspace = *ws;
+  const int e = gemm_cuda::wgmma_gemm(args);
+  if (e == cudaErrorNotSupported) {
+    *fallback = true;
+    return ok_status();
+  }
+  if (e != 0) {
+    const auto err = static_cast<cudaError_t>(e);
+    return make_error(Code::cuda_error, fmt::format("kb long-K wgmma gemm launch (M={} N={} K={}): {} ({})", p.M, p.N,
+                                                    p.K, cudaGetErrorString(err), cudaGetErrorName(err)));
+  }
+  return ok_status();
+}
+
 Status run_cuda_gemm(const CudaCall& c) {
   auto p = parse(c);
   if (!p) return p.error();
   if (p->M == 0 || p->N == 0) return ok_status();
   if (p->M <= kCudaGemmGemvMaxM && gemv_unsupported(*p).empty()) return run_gemv(*p, true);
+  if (wants_wgmma(*p)) {
+    bool fallback = false;
+    Status s = run_wgmma(*p, &fallback);
+    if (!s.ok() || !fallback) return s;
+  }
   return gemm_cuda::cublaslt_gemm(*p);
 }
 
@@ -147,8 +196,10 @@ void add_gemm_cuda(Registry& r) {
   gemm.device = Device::cuda;
   gemm.description = fmt::format(
       "C = A @ B.T, float16/bfloat16, fp32 accumulation: M <= {} -> kb's gemv kernel (tensor-core mma.sync, "
-      "streams B once; cuBLASLt where its last wave of blocks would be short), else cuBLASLt (TN, the heuristic's best 16 algorithms timed on first use per shape, the "
-      "fastest cached; K > 20480 summed in K chunks through an fp32 buffer, for accuracy)",
+      "streams B once; cuBLASLt where its last wave of blocks would be short), else cuBLASLt (TN, the heuristic's "
+      "best 16 algorithms timed on first use per shape, the fastest cached; K > 20480 summed in K chunks through an "
+      "fp32 buffer, for accuracy, or with KB_GEMM_LONG_K=wgmma by kb's Hopper kernel, which promotes the tensor-core "
+      "sum to a second fp32 sum every 8192 of K)",
       kCudaGemmGemvMaxM);
   gemm.supports = lt_supports;
   gemm.run_cuda = run_cuda_gemm;

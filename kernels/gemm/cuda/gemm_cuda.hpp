@@ -1,6 +1,8 @@
 // kb's CUDA solutions for op_type "gemm" (C = A @ B.T, float16/bfloat16):
 //   kb_cuda_gemm      chooses by shape: M <= kCudaGemmGemvMaxM -> the gemv
-//                     kernel (gemv.cu), else cuBLASLt (cublaslt_gemm.cpp)
+//                     kernel (gemv.cu); else cuBLASLt (cublaslt_gemm.cpp),
+//                     or for K > kLongK with KB_GEMM_LONG_K=wgmma kb's wgmma
+//                     kernel (wgmma_gemm.cu, Hopper)
 //   kb_cublaslt_gemm  always cuBLASLt
 //   kb_cuda_gemv      always the gemv kernel; refuses M > 16 at run time
 #pragma once
@@ -15,6 +17,17 @@ namespace kb::kernels {
 // gemm_cuda::kGemvMaxM = 16). Tune from measurements of kb_cuda_gemv against
 // kb_cublaslt_gemm.
 inline constexpr std::int64_t kCudaGemmGemvMaxM = 16;
+
+// kb_cuda_gemm runs long-K products (K > 20480) on kb's wgmma kernel
+// (wgmma_gemm.hpp) only when KB_GEMM_LONG_K=wgmma (read on every long-K
+// call); by default it keeps cuBLASLt's K chunks (long_k.hpp). H200, session
+// 18 (benchmarks/h200-2026-11-28-s18/): in tools/gpu/long_k_variants.cu
+// (N(0, 1) data, variants interleaved) the kernel was 1-5% faster than the
+// chunks from M = 2048, but in kb bench, side by side in one run, it was
+// 2-3% slower on 5376 x 21504 at M = 1024-2048 and 10-17% slower at M = 8192
+// and on 8192 x 28672: there cuBLASLt ran at up to 750 TFLOP/s and the
+// kernel stayed near 640, the rate at which its 128 x 256 tiles read about
+// 7.5 TB/s from L2 (no cluster multicast yet).
 
 void add_gemm_cuda(Registry& r);
 

@@ -1,0 +1,466 @@
+// kb's long-K gemm on Hopper (wgmma_gemm.hpp has the interface):
+// C[M, N] = A[M, K] B[N, K]^T, A and B K-major (kb's TN mapping), f16 / bf16.
+//
+// Why: on Hopper the tensor cores' fp32 sum of one output drifts from the
+// exact product roughly in proportion to K (long_k.hpp has the figures), so
+// at K = 28672 cuBLASLt (and torch.matmul) fail FlashInfer-Bench's check on a
+// few elements per million. kb's cuBLASLt path therefore sums K in chunks
+// through fp32 buffers, which costs 4-7% at M >= 512. This kernel keeps the
+// tensor cores' sum short instead: every `promote_every` K blocks it moves
+// the accumulators into a second sum, kept as a bfloat16 "high part" in
+// registers, and restarts the accumulators from the remainder:
+//     t = hi + acc (fp32),  hi = bf16(t),  acc = t - hi (exact in fp32).
+// acc then starts each stretch at most 2^-9 of the total, so the tensor
+// cores' drift is that of one stretch (8192 of K by default), and the total
+// hi + acc keeps fp32's precision. hi costs 64 registers a thread, half of an
+// fp32 copy, which is what lets a warpgroup hold a 64 x 256 tile.
+//
+// Shape of the kernel:
+//  * CTA tile 128 x 256, K blocks of 64, a 4-deep ring of shared-memory
+//    stages (A 16 KB + B 32 KB each, 128-byte swizzle, loaded by TMA).
+//  * 3 warpgroups: warpgroup 0 is the producer (one thread issues the TMA
+//    copies; setmaxnreg down to 40 registers), warpgroups 1 and 2 are
+//    consumers, 64 rows each, m64n256k16 wgmma with A and B from shared
+//    memory (setmaxnreg up to 232). full[s] (1 arrival + the copies' bytes)
+//    and empty[s] (one arrival per consumer warp) mbarriers per stage.
+//  * Stream-K over a persistent grid of one CTA per SM: the work is
+//    super-tiles x K blocks, where a super-tile is `group` neighbouring
+//    128-row tiles of one 256-column slice; the CTAs of a group each take one
+//    of those row tiles and all run the same K range, so the B (weight) block
+//    they share is read from memory about once. Each group takes an equal
+//    contiguous share of all super-tile K blocks, so every SM does the same
+//    work whatever the tile count (no last wave). A tile whose K range is
+//    split between groups is finished by the group that ran its first K
+//    block (its "owner"): the others, for which it is their first piece of
+//    work, write their fp32 sums to the workspace (one 128 x 256 slot per
+//    CTA) and raise the CTA's flag; the owner, for which it is its last
+//    piece, waits for the flags, adds those sums in K order, rounds once and
+//    stores C. The owner resets each flag, so the workspace stays zeroed.
+//    Owners only wait on work that others did first, so nothing can wait in
+//    a circle even when not every CTA is resident.
+//
+// Accumulator layout (m64nN, fp32): warp w of the warpgroup owns rows
+// 16w .. 16w + 15; lane l holds rows l/4 and l/4 + 8, columns 8j + 2(l%4) +
+// {0, 1}, as d[4j + {0, 1}] and d[4j + {2, 3}] (PTX ISA, "wgmma fragments").
+// Descriptors as in kernels/common/prefill_wgmma.cuh: K-major, 128-byte
+// swizzle, start + 32 bytes per k16 step, SBO 1024 (8 rows of 128 bytes).
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../../common/hopper_ptx.cuh"
+#include "wgmma_gemm.hpp"
+
+namespace kb::kernels::gemm_cuda {
+namespace {
+
+using namespace ::kb::kernels::hopper;
+
+constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4;
+constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
+constexpr int kConsumerThreads = 256;
+constexpr std::uint32_t kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2, kStageBytes = kABytes + kBBytes;
+constexpr std::size_t kSmemBytes = 1024 /* alignment slack */ + kStages * std::size_t{kStageBytes} + 2 * kStages * 8;
+constexpr int kTileFloats = kBM * kBN;
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+constexpr int kConsumerBarrier = 1;  // named barrier of the 256 consumer threads (0 is __syncthreads)
+
+// D[64 x 256] += A[64 x 16] * B[16 x 256] (bf16 in, fp32 accumulate): A and B from shared
+// memory by K-major descriptors (128-byte swizzle), no transposes, scale 1 (D accumulates).
+__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(1)
+      : "memory");
+}
+
+// D[64 x 256] += A[64 x 16] * B[16 x 256] (f16 in, fp32 accumulate): A and B from shared
+// memory by K-major descriptors (128-byte swizzle), no transposes, scale 1 (D accumulates).
+__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(1)
+      : "memory");
+}
+
+// The work split, computed alike by the producer and the consumers.
+struct Schedule {
+  int tiles_m = 0;     // 128-row tiles
+  int mgroups = 0;     // ceil(tiles_m / group): super-tile rows
+  int iters = 0;       // K blocks per tile
+  int group = 1;       // CTAs per group (one row tile each)
+  int groups = 0;      // gridDim.x / group
+  int tiles_n = 0;     // 256-column tiles
+  bool n_fastest = false;  // super-tile order: column tiles first (else row groups first)
+  long long total = 0; // super-tiles x iters
+
+  __device__ long long begin(int g) const { return total * g / groups; }
+};
+
+// One piece of a group's range: super-tile st, K blocks [k0, k1).
+struct Segment {
+  int st, k0, k1;
+};
+
+// Calls f(cta) for each CTA whose partial sum of super-tile st the owner
+// group g (ending inside st) adds, in K order: the later groups whose ranges
+// start inside st (empty ranges wrote nothing).
+template <class F>
+__device__ __forceinline__ void for_each_contributor(const Schedule& s, int g, int st, int row_in_group, F&& f) {
+  const long long tile_end = static_cast<long long>(st + 1) * s.iters;
+  for (int g2 = g + 1; g2 < s.groups && s.begin(g2) < tile_end; ++g2)
+    if (s.begin(g2) != s.begin(g2 + 1)) f(g2 * s.group + row_in_group);
+}
+
+// Calls f(segment, first) for each piece of group g's range in order.
+template <class F>
+__device__ __forceinline__ void for_each_segment(const Schedule& s, int g, F&& f) {
+  long long pos = s.begin(g);
+  const long long end = s.begin(g + 1);
+  bool first = true;
+  while (pos < end) {
+    const int st = static_cast<int>(pos / s.iters), k0 = static_cast<int>(pos % s.iters);
+    const int k1 = static_cast<int>(k0 + (end - pos) < s.iters ? k0 + (end - pos) : s.iters);
+    f(Segment{st, k0, k1}, first);
+    first = false;
+    pos += k1 - k0;
+  }
+}
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// Starts copying `bytes` (a multiple of 16) at p into L2.
+__device__ __forceinline__ void prefetch_l2(const void* p, std::uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ float2 bf16x2_to_float2(std::uint32_t v) {
+  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+}
+
+// hi (bf16 pairs) + d -> hi, with d left the exact remainder (see the header).
+__device__ __forceinline__ void promote(float (&d)[128], std::uint32_t (&hi)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const float2 h = bf16x2_to_float2(hi[i]);
+    const float t0 = h.x + d[2 * i], t1 = h.y + d[2 * i + 1];
+    const __nv_bfloat162 n = __floats2bfloat162_rn(t0, t1);
+    const float2 nf = __bfloat1622float2(n);
+    d[2 * i] = t0 - nf.x;
+    d[2 * i + 1] = t1 - nf.y;
+    hi[i] = *reinterpret_cast<const std::uint32_t*>(&n);
+  }
+}
+
+template <bool BF16>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                      void* __restrict__ c_out, int M, int N, Schedule s, int promote_every, bool stagger,
+                      bool skip_fixup, int prefetch_ahead, float* __restrict__ partials,
+                      unsigned* __restrict__ flags) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const std::uint32_t base = (saddr(smem_raw) + 1023u) & ~1023u;
+  const std::uint32_t bars = base + kStages * kStageBytes;
+  auto full = [&](int st) { return bars + 8u * st; };
+  auto empty = [&](int st) { return bars + 8u * (kStages + st); };
+  auto stage_a = [&](int st) { return base + st * kStageBytes; };
+  auto stage_b = [&](int st) { return base + st * kStageBytes + kABytes; };
+
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(full(st), 1);
+      mbar_init(empty(st), kConsumerThreads / 32);  // every consumer warp
+    }
+    fence_proxy_async();  // the initialised barriers, seen by the copy engine
+  }
+  __syncthreads();
+
+  const int g = blockIdx.x / s.group, row_in_group = blockIdx.x % s.group;
+  auto tile_m = [&](int st) { return (s.n_fastest ? st / s.tiles_n : st % s.mgroups) * s.group + row_in_group; };
+  auto tile_n = [&](int st) { return s.n_fastest ? st % s.tiles_n : st / s.mgroups; };
+
+  if (threadIdx.x < 128) {
+    // ---- producer ----
+    setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      tma_prefetch_desc(&map_a);
+      tma_prefetch_desc(&map_b);
+      int stage = 0;
+      std::uint32_t phase = 0;
+      for_each_segment(s, g, [&](const Segment& seg, bool) {
+        const int tm = tile_m(seg.st), tn = tile_n(seg.st);
+        if (tm >= s.tiles_m) return;
+        // An owner that will add other CTAs' sums has them fetched into L2 a few
+        // K blocks before its end (written long before, they may have left it).
+        const int prefetch_at = seg.k0 == 0 && seg.k1 < s.iters && prefetch_ahead > 0
+                                    ? (seg.k1 - prefetch_ahead > seg.k0 ? seg.k1 - prefetch_ahead : seg.k0)
+                                    : -1;
+        for (int k = seg.k0; k < seg.k1; ++k) {
+          if (k == prefetch_at)
+            for_each_contributor(s, g, seg.st, row_in_group, [&](int cta) {
+              if (ld_acquire(flags + cta) == 0u) return;  // not written yet: the consumers will wait
+              const float* theirs = partials + static_cast<std::size_t>(cta) * kTileFloats;
+              for (int part = 0; part < 4; ++part) prefetch_l2(theirs + part * (kTileFloats / 4), kTileFloats);
+            });
+          mbar_wait(empty(stage), phase ^ 1u);
+          mbar_arrive_expect_tx(full(stage), kStageBytes);
+          tma_load_2d(stage_a(stage), &map_a, k * kBK, tm * kBM, full(stage));
+          tma_load_2d(stage_b(stage), &map_b, k * kBK, tn * kBN, full(stage));
+          if (++stage == kStages) stage = 0, phase ^= 1u;
+        }
+      });
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  setmaxnreg_inc<kConsumerRegs>();
+  const int ct = threadIdx.x - 128;  // 0..255
+  const int cw = ct / 128;           // consumer warpgroup: rows 64 cw .. 64 cw + 63 of the tile
+  const int warp = (ct % 128) / 32, lane = ct % 32;
+  int stage = 0;
+  std::uint32_t phase = 0;
+  for_each_segment(s, g, [&](const Segment& seg, bool first) {
+    const int tm = tile_m(seg.st), tn = tile_n(seg.st);
+    if (tm >= s.tiles_m) return;
+    float d[128];
+    std::uint32_t hi[64];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) hi[i] = 0u;
+    int pending = -1, since = cw == 1 && stagger ? promote_every / 2 : 0;
+    for (int k = seg.k0; k < seg.k1; ++k) {
+      mbar_wait(full(stage), phase);
+      wgmma_fence();
+      const std::uint64_t da = make_desc(stage_a(stage) + cw * 64 * 128, 16, 1024);
+      const std::uint64_t db = make_desc(stage_b(stage), 16, 1024);
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks) {
+        if constexpr (BF16) wgmma_m64n256k16_bf16(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
+        else wgmma_m64n256k16_f16(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (pending >= 0 && lane == 0) mbar_arrive(empty(pending));
+      pending = stage;
+      if (++stage == kStages) stage = 0, phase ^= 1u;
+      if (promote_every > 0 && ++since == promote_every) {
+        since = 0;
+        wgmma_wait<0>();
+        reg_fence(d);
+        if (lane == 0) mbar_arrive(empty(pending));
+        pending = -1;
+        promote(d, hi);
+      }
+    }
+    wgmma_wait<0>();
+    reg_fence(d);
+    if (pending >= 0 && lane == 0) mbar_arrive(empty(pending));
+    // The segment's sum in fp32.
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      const float2 h = bf16x2_to_float2(hi[i]);
+      d[2 * i] += h.x;
+      d[2 * i + 1] += h.y;
+    }
+    float4* slot = reinterpret_cast<float4*>(partials);
+    if (seg.k0 > 0) {
+      // Not the owner: this is the CTA's first segment; hand the sum to the owner.
+      (void)first;
+      if (skip_fixup) return;
+      float4* mine = slot + static_cast<std::size_t>(blockIdx.x) * (kTileFloats / 4);
+#pragma unroll
+      for (int q = 0; q < 32; ++q)
+        __stcg(mine + q * kConsumerThreads + ct, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
+      __threadfence();
+      named_bar_sync(kConsumerBarrier, kConsumerThreads);
+      if (ct == 0) st_release(flags + blockIdx.x, 1u);
+      return;
+    }
+    // The owner: add the later groups' sums of this tile, in K order.
+    if (seg.k1 < s.iters && !skip_fixup) {
+      for_each_contributor(s, g, seg.st, row_in_group, [&](int cta) {
+        if (ct == 0) {
+          while (ld_acquire(flags + cta) == 0u) {
+          }
+          flags[cta] = 0u;  // consumed; zero again for the next launch
+        }
+        named_bar_sync(kConsumerBarrier, kConsumerThreads);
+        const float4* theirs = slot + static_cast<std::size_t>(cta) * (kTileFloats / 4);
+#pragma unroll
+        for (int q = 0; q < 32; ++q) {
+          const float4 v = __ldcg(theirs + q * kConsumerThreads + ct);
+          d[4 * q] += v.x, d[4 * q + 1] += v.y, d[4 * q + 2] += v.z, d[4 * q + 3] += v.w;
+        }
+      });
+    }
+    // Store: rows r0 and r0 + 8, columns n0 + 8j + 2 (lane % 4) + {0, 1}.
+    const int r0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
+    const int n0 = tn * kBN + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = n0 + 8 * j;
+      if (col >= N) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h;
+        if (row >= M) continue;
+        const std::size_t at = static_cast<std::size_t>(row) * N + col;
+        if constexpr (BF16)
+          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c_out) + at) =
+              __floats2bfloat162_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        else
+          *reinterpret_cast<__half2*>(static_cast<__half*>(c_out) + at) =
+              __floats2half2_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+      }
+    }
+  });
+#else
+  __trap();  // built without sm_90a: wgmma_gemm refuses devices other than compute capability 9.0
+#endif
+}
+
+// [rows, K] row-major f16 / bf16 as a 2-D tensor map, boxes of 64 columns x
+// box_rows rows, 128-byte swizzle; false where it cannot be encoded.
+bool encode_k_major(CUtensorMap* map, const void* base, std::uint64_t rows, std::uint64_t K, std::uint32_t box_rows,
+                    bool bf16) {
+  const TensorMapEncodeTiled enc = tensor_map_encoder();
+  if (!enc) return false;
+  const cuuint64_t dims[2] = {K, rows};
+  const cuuint64_t strides[1] = {K * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  return enc(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+             const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <bool BF16>
+cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUtensorMap& map_b, const Schedule& s) {
+  static const cudaError_t attr = cudaFuncSetAttribute(wgmma_gemm_kernel<BF16>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kSmemBytes));
+  if (attr != cudaSuccess) return attr;
+  auto* partials = static_cast<float*>(a.workspace);
+  auto* flags = reinterpret_cast<unsigned*>(partials + static_cast<std::size_t>(a.ctas) * kTileFloats);
+  wgmma_gemm_kernel<BF16><<<a.ctas, kThreads, kSmemBytes, static_cast<cudaStream_t>(a.stream)>>>(
+      map_a, map_b, a.C, static_cast<int>(a.M), static_cast<int>(a.N), s, a.promote_every, a.stagger,
+      a.experiment_skip_fixup, a.prefetch_ahead, partials, flags);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+std::size_t wgmma_gemm_workspace_bytes(int ctas) {
+  return static_cast<std::size_t>(ctas) * (kTileFloats * sizeof(float) + sizeof(unsigned));
+}
+
+int wgmma_gemm(const WgmmaGemmArgs& a) {
+  int device = 0, major = 0, minor = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
+    return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device); e != cudaSuccess)
+    return e;
+  if (major != 9 || minor != 0) return cudaErrorNotSupported;
+  if (a.M <= 0 || a.N <= 0 || a.K <= 0 || a.K % 8 != 0 || a.N % 8 != 0 || a.M > INT32_MAX / 2 || a.N > INT32_MAX / 2 ||
+      (a.K + kBK - 1) / kBK > INT32_MAX / 2)
+    return cudaErrorNotSupported;
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (!aligned(a.A) || !aligned(a.B) || reinterpret_cast<std::uintptr_t>(a.C) % 4 != 0) return cudaErrorNotSupported;
+  WgmmaGemmArgs args = a;
+  if (args.ctas <= 0) {
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+    args.ctas = sms;
+  }
+  if (args.group <= 0 || args.ctas % args.group != 0 || args.promote_every < 0) return cudaErrorNotSupported;
+  if (!args.workspace || args.workspace_bytes < wgmma_gemm_workspace_bytes(args.ctas)) return cudaErrorNotSupported;
+  CUtensorMap map_a, map_b;
+  if (!encode_k_major(&map_a, a.A, static_cast<std::uint64_t>(a.M), static_cast<std::uint64_t>(a.K), kBM, a.bf16) ||
+      !encode_k_major(&map_b, a.B, static_cast<std::uint64_t>(a.N), static_cast<std::uint64_t>(a.K), kBN, a.bf16))
+    return cudaErrorNotSupported;
+  Schedule s;
+  s.tiles_m = static_cast<int>((a.M + kBM - 1) / kBM);
+  // No more CTAs a group than there are row tiles (the rest would idle); a divisor of the grid.
+  s.group = static_cast<int>(args.group < s.tiles_m ? args.group : s.tiles_m);
+  while (args.ctas % s.group != 0) --s.group;
+  s.mgroups = (s.tiles_m + s.group - 1) / s.group;
+  s.iters = static_cast<int>((a.K + kBK - 1) / kBK);
+  s.groups = args.ctas / s.group;
+  s.tiles_n = static_cast<int>((a.N + kBN - 1) / kBN);
+  s.n_fastest = args.n_fastest;
+  s.total = static_cast<long long>(s.mgroups) * s.tiles_n * s.iters;
+  return a.bf16 ? launch<true>(args, map_a, map_b, s) : launch<false>(args, map_a, map_b, s);
+}
+
+}  // namespace kb::kernels::gemm_cuda

@@ -1,0 +1,68 @@
+// kb's handwritten Hopper gemm for long K: C[M, N] = A[M, K] B[N, K]^T in
+// float16 or bfloat16 (fp32 accumulate, one rounding to the output dtype), on
+// wgmma + TMA (sm_90a), with the accumulators promoted to a second fp32 sum
+// every few K blocks so that the error of the tensor cores' sum does not grow
+// with K (long_k.hpp says why cuBLASLt's does). wgmma_gemm.cu describes the
+// kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kb::kernels::gemm_cuda {
+
+// K blocks of 64 between two promotions (8192 of K): the tensor cores' sum of
+// one stretch then errs about as much as cuBLASLt's at K = 8192 (its chunks
+// of up to 14336 pass FlashInfer-Bench's check; long_k.hpp). H200, 8192 x
+// 28672 and 5376 x 21504 at M = 512 and 2048 (benchmarks/h200-2026-11-28-
+// s18/long_k_variants_*.txt): every 128 blocks 0.4-1.3% slower than no
+// promotion, every 64 1-2%, every 32 2-5%, all with 0 failing elements
+// against fp64 where no promotion failed 7-20.
+inline constexpr int kWgmmaPromoteEvery = 128;
+
+struct WgmmaGemmArgs {
+  const void* A = nullptr;  // [M, K] row-major
+  const void* B = nullptr;  // [N, K] row-major
+  void* C = nullptr;        // [M, N] row-major
+  std::int64_t M = 0, N = 0, K = 0;
+  bool bf16 = true;  // false: float16
+  // K blocks of 64 between promotions of the tensor-core sum into the second
+  // sum; 0: never (the tensor cores sum all of K, as cuBLASLt does).
+  int promote_every = kWgmmaPromoteEvery;
+  // The second consumer warpgroup promotes half a period later than the
+  // first, so that one warpgroup's MMAs keep the tensor cores busy while the
+  // other waits for its own to finish and promotes. false: both at once.
+  bool stagger = true;
+  // An owner CTA has the partial sums it will add fetched into L2 this many
+  // K blocks before the end of its segment; 0: not.
+  // (Measured: no gain at 16 or 32 on the H200, so off by default.)
+  int prefetch_ahead = 0;
+  // Order of the super-tiles in the work list: column tiles first (true) or
+  // the row groups of one column first (false).
+  bool n_fastest = false;
+  // Timing experiments only (tools/gpu/long_k_variants.cu): skip the partial
+  // sums' hand-over between CTAs, leaving split tiles WRONG, to time it.
+  bool experiment_skip_fixup = false;
+  // CTAs that run the same K range of one column of 256 output columns on
+  // neighbouring 128-row tiles at once (so each weight block is read from
+  // memory about once per group); must divide `ctas`; taken down to the
+  // largest divisor of `ctas` that is at most the row tiles, ceil(M / 128).
+  int group = 4;
+  int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
+  void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
+  std::size_t workspace_bytes = 0;
+  void* stream = nullptr;        // cudaStream_t
+};
+
+// Bytes of workspace a launch with `ctas` CTAs needs: one fp32 128 x 256
+// partial tile per CTA and one flag per CTA (which the kernel leaves zero, so
+// the workspace is zeroed once, when allocated).
+std::size_t wgmma_gemm_workspace_bytes(int ctas);
+
+// Launches the gemm on args.stream; returns a cudaError_t as an int:
+// cudaErrorNotSupported where the kernel does not apply (not compute
+// capability 9.0, K or N not a multiple of 8, unaligned pointers, a group that
+// does not divide the grid, too small a workspace).
+int wgmma_gemm(const WgmmaGemmArgs& args);
+
+}  // namespace kb::kernels::gemm_cuda
