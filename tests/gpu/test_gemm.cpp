@@ -290,12 +290,17 @@ void check_wgmma_direct(cudaStream_t stream) {
     int promote, group;
     bool n_fastest;
     int prefetch;
+    int cluster;
   };
   const Case cases[] = {
-      {300, 520, 1000, 3, 4, false, 0},   // 3 x 3 tiles of 16 blocks (the last 40 wide) over 44 groups of 3
-      {128, 256, 512, 0, 4, false, 0},    // one tile of 8 blocks over 132 groups: most ranges empty
-      {700, 1032, 4104, 16, 4, true, 4},  // partial tiles both ways, a tail block of 8, column tiles first
-      {1030, 136, 20544, 128, 4, false, 0},  // kb_cuda_gemm's configuration on a long K
+      {300, 520, 1000, 3, 4, false, 0, 1},   // 3 x 3 tiles of 16 blocks (the last 40 wide) over 44 groups of 3
+      {128, 256, 512, 0, 4, false, 0, 1},    // one tile of 8 blocks over 132 groups: most ranges empty
+      {700, 1032, 4104, 16, 4, true, 4, 1},  // partial tiles both ways, a tail block of 8, column tiles first
+      // clusters of 2 (weight halves multicast): a group of 2 over 1 row tile (one CTA of each pair on zeros),
+      // groups of 4 with the last one half past M, and kb_cuda_gemm's configuration on a long K
+      {128, 256, 512, 5, 4, false, 0, 2},
+      {700, 1032, 4104, 16, 4, true, 4, 2},
+      {1030, 136, 20544, 128, 4, false, 0, kb::kernels::gemm_cuda::WgmmaGemmArgs{}.cluster},
   };
   int device = 0, sms = 0;
   if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") ||
@@ -309,9 +314,9 @@ void check_wgmma_direct(cudaStream_t stream) {
   std::uint64_t seed = 0x77a1;
   for (DType t : {DType::bfloat16, DType::float16}) {
     for (const Case& c : cases) {
-      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {}{}{}", dtype_name(t), c.M,
-                                           c.N, c.K, c.promote, c.group, c.n_fastest ? " n-first" : "",
-                                           c.prefetch ? " prefetch" : "");
+      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}",
+                                           dtype_name(t), c.M, c.N, c.K, c.promote, c.group, c.cluster,
+                                           c.n_fastest ? " n-first" : "", c.prefetch ? " prefetch" : "");
       std::vector<std::uint16_t> a(static_cast<std::size_t>(c.M * c.K)), b(static_cast<std::size_t>(c.N * c.K)),
           out(static_cast<std::size_t>(c.M * c.N));
       random_fill(a, t, seed++);
@@ -329,7 +334,7 @@ void check_wgmma_direct(cudaStream_t stream) {
         WgmmaGemmArgs w;
         w.A = da, w.B = db, w.C = dc, w.M = c.M, w.N = c.N, w.K = c.K, w.bf16 = t == DType::bfloat16;
         w.promote_every = c.promote, w.group = c.group, w.n_fastest = c.n_fastest, w.prefetch_ahead = c.prefetch;
-        w.ctas = sms, w.workspace = ws, w.workspace_bytes = ws_bytes, w.stream = stream;
+        w.cluster = c.cluster, w.ctas = sms, w.workspace = ws, w.workspace_bytes = ws_bytes, w.stream = stream;
         const int e = kb::kernels::gemm_cuda::wgmma_gemm(w);
         if (e == cudaErrorNotSupported) {
           std::printf("skip %s: not supported on this device (compute capability 9.0 only)\n", name.c_str());
@@ -340,8 +345,7 @@ void check_wgmma_direct(cudaStream_t stream) {
           break;
         cuda_ok(cudaMemcpy(out.data(), dc, out.size() * 2, cudaMemcpyDeviceToHost), "download C");
         std::vector<unsigned> flags(static_cast<std::size_t>(sms));
-        cuda_ok(cudaMemcpy(flags.data(), static_cast<float*>(ws) + static_cast<std::size_t>(sms) * 128 * 256,
-                           flags.size() * sizeof(unsigned), cudaMemcpyDeviceToHost),
+        cuda_ok(cudaMemcpy(flags.data(), ws, flags.size() * sizeof(unsigned), cudaMemcpyDeviceToHost),  // flags first
                 "download flags");
         const auto raised = std::count_if(flags.begin(), flags.end(), [](unsigned f) { return f != 0; });
         if (raised) fail(fmt::format("{} (trial {}): {} CTA flags left raised", name, trial, raised));

@@ -32,7 +32,9 @@
 //                    warpgroups promote half a period apart; NO-FIXUP: split
 //                    tiles left without the other CTAs' sums (wrong results,
 //                    only to time that hand-over); pfN: partial sums fetched
-//                    into L2 N K blocks ahead; n-first: column tiles first
+//                    into L2 N K blocks ahead; n-first: column tiles first;
+//                    c2: clusters of 2 CTAs sharing the weight block by TMA
+//                    multicast
 // LKV_VARIANTS=name,name,... (prefixes of the names above) runs only those.
 // Each other cuBLASLt call takes the fastest of the heuristic's first 16
 // algorithms (cold median of 7), as kb autotunes, with a 32 MiB workspace;
@@ -628,21 +630,29 @@ int main(int argc, char** argv) {
         bool stagger, skip_fixup;
         int prefetch;
         bool n_fastest;
+        int cluster = 1;
+        bool no_clamp = false, no_multicast = false;
       };
       for (const WgVariant& wv : {WgVariant{0, 4, false, false, 0, false}, WgVariant{128, 4, true, false, 0, false},
-                                  WgVariant{128, 4, false, false, 0, false}, WgVariant{64, 4, true, false, 0, false},
-                                  WgVariant{128, 4, true, false, 16, false}, WgVariant{128, 4, true, false, 0, true},
-                                  WgVariant{0, 4, false, true, 0, false}}) {
+                                  WgVariant{128, 4, false, false, 0, false}, WgVariant{0, 4, false, true, 0, false},
+                                  WgVariant{0, 4, false, false, 0, false, 2}, WgVariant{128, 4, true, false, 0, false, 2},
+                                  WgVariant{128, 4, true, false, 0, false, 2, false, true}}) {
         kb::kernels::gemm_cuda::WgmmaGemmArgs w;
         w.A = A, w.B = B, w.C = C, w.M = M, w.N = N, w.K = K, w.bf16 = true;
         w.promote_every = wv.promote, w.group = wv.group, w.ctas = prop.multiProcessorCount;
         w.stagger = wv.stagger, w.experiment_skip_fixup = wv.skip_fixup;
-        w.prefetch_ahead = wv.prefetch, w.n_fastest = wv.n_fastest;
+        w.prefetch_ahead = wv.prefetch, w.n_fastest = wv.n_fastest, w.cluster = wv.cluster, w.experiment_no_clamp = wv.no_clamp;
+        w.experiment_cluster_without_multicast = wv.no_multicast;
         w.workspace = g_wg_ws, w.workspace_bytes = g_wg_ws_bytes, w.stream = g_stream;
         add("wgmma p" + std::to_string(wv.promote) + " g" + std::to_string(wv.group) + (wv.stagger ? " stagger" : "") +
                 (wv.prefetch ? " pf" + std::to_string(wv.prefetch) : "") + (wv.n_fastest ? " n-first" : "") +
+                (wv.cluster > 1 ? " c" + std::to_string(wv.cluster) : "") + (wv.no_clamp ? " unclamped" : "") +
+                (wv.no_multicast ? " no-multicast" : "") +
                 (wv.skip_fixup ? " NO-FIXUP (timing only)" : ""),
-            std::to_string(w.ctas) + " CTAs", [w] {
+            std::to_string(w.ctas) + " CTAs asked; " +
+                std::to_string(kb::kernels::gemm_cuda::wgmma_gemm_resident_ctas(w.cluster, true)) +
+                " resident at once in clusters of " + std::to_string(w.cluster),
+            [w] {
               const int e = kb::kernels::gemm_cuda::wgmma_gemm(w);
               if (e != cudaSuccess) CU(static_cast<cudaError_t>(e));
             });

@@ -219,11 +219,14 @@ __device__ __forceinline__ void promote(float (&d)[128], std::uint32_t (&hi)[64]
   }
 }
 
-template <bool BF16>
+// CL: CTAs per cluster (1 or 2). With 2, the two CTAs (neighbouring row tiles
+// of one group, so the same column tile and K range) each load half of the B
+// block and multicast it to both: half the weight traffic from L2 per CTA.
+template <bool BF16, int CL>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       void* __restrict__ c_out, int M, int N, Schedule s, int promote_every, bool stagger,
-                      bool skip_fixup, int prefetch_ahead, float* __restrict__ partials,
+                      bool skip_fixup, int prefetch_ahead, bool mc, float* __restrict__ partials,
                       unsigned* __restrict__ flags) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
@@ -237,11 +240,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) {
       mbar_init(full(st), 1);
-      mbar_init(empty(st), kConsumerThreads / 32);  // every consumer warp
+      mbar_init(empty(st), (mc ? CL : 1) * kConsumerThreads / 32);  // every consumer warp of the cluster
     }
     fence_proxy_async();  // the initialised barriers, seen by the copy engine
   }
-  __syncthreads();
+  // The peer's copies and arrivals must find these barriers initialised.
+  if constexpr (CL > 1) cluster_sync();
+  else __syncthreads();
+  const std::uint32_t rank = CL > 1 ? cluster_ctarank() : 0u;
 
   const int g = blockIdx.x / s.group, row_in_group = blockIdx.x % s.group;
   auto tile_m = [&](int st) { return (s.n_fastest ? st / s.tiles_n : st % s.mgroups) * s.group + row_in_group; };
@@ -257,7 +263,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       std::uint32_t phase = 0;
       for_each_segment(s, g, [&](const Segment& seg, bool) {
         const int tm = tile_m(seg.st), tn = tile_n(seg.st);
-        if (tm >= s.tiles_m) return;
+        // In a cluster a CTA past the last row tile still loads (zeros for A) and multicasts its half of B.
+        if (tm >= s.tiles_m && CL == 1) return;
         // An owner that will add other CTAs' sums has them fetched into L2 a few
         // K blocks before its end (written long before, they may have left it).
         const int prefetch_at = seg.k0 == 0 && seg.k1 < s.iters && prefetch_ahead > 0
@@ -273,14 +280,18 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_wait(empty(stage), phase ^ 1u);
           mbar_arrive_expect_tx(full(stage), kStageBytes);
           tma_load_2d(stage_a(stage), &map_a, k * kBK, tm * kBM, full(stage));
-          tma_load_2d(stage_b(stage), &map_b, k * kBK, tn * kBN, full(stage));
+          if (CL == 1 || !mc) {
+            tma_load_2d(stage_b(stage), &map_b, k * kBK, tn * kBN, full(stage));
+          } else {
+            constexpr int kHalf = kBN / CL;
+            tma_load_2d_multicast(stage_b(stage) + rank * (kBBytes / CL), &map_b, k * kBK,
+                                  tn * kBN + static_cast<int>(rank) * kHalf, full(stage), (1u << CL) - 1u);
+          }
           if (++stage == kStages) stage = 0, phase ^= 1u;
         }
       });
     }
-    return;
-  }
-
+  } else {
   // ---- consumers ----
   setmaxnreg_inc<kConsumerRegs>();
   const int ct = threadIdx.x - 128;  // 0..255
@@ -288,9 +299,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = (ct % 128) / 32, lane = ct % 32;
   int stage = 0;
   std::uint32_t phase = 0;
+  // Releases a stage: one arrival per warp, on this CTA's barrier and (in a cluster) on the peer's, whose
+  // producer multicasts into this CTA's copy of the stage too.
+  auto release = [&](int st) {
+    if (lane != 0) return;
+    if (CL == 1 || !mc) {
+      mbar_arrive(empty(st));
+    } else {
+      for (std::uint32_t r = 0; r < CL; ++r) mbar_arrive_cluster(empty(st), r);
+    }
+  };
   for_each_segment(s, g, [&](const Segment& seg, bool first) {
     const int tm = tile_m(seg.st), tn = tile_n(seg.st);
-    if (tm >= s.tiles_m) return;
+    if (tm >= s.tiles_m && CL == 1) return;
     float d[128];
     std::uint32_t hi[64];
 #pragma unroll
@@ -310,21 +331,22 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_commit();
       wgmma_wait<1>();
-      if (pending >= 0 && lane == 0) mbar_arrive(empty(pending));
+      if (pending >= 0) release(pending);
       pending = stage;
       if (++stage == kStages) stage = 0, phase ^= 1u;
       if (promote_every > 0 && ++since == promote_every) {
         since = 0;
         wgmma_wait<0>();
         reg_fence(d);
-        if (lane == 0) mbar_arrive(empty(pending));
+        release(pending);
         pending = -1;
         promote(d, hi);
       }
     }
     wgmma_wait<0>();
     reg_fence(d);
-    if (pending >= 0 && lane == 0) mbar_arrive(empty(pending));
+    if (pending >= 0) release(pending);
+    if (tm >= s.tiles_m) return;  // (clusters only) rows past M: computed on zeros, nothing to keep
     // The segment's sum in fp32.
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
@@ -384,10 +406,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   });
+  }
+  // No CTA leaves while its peer may still copy into its shared memory or arrive on its barriers.
+  if constexpr (CL > 1) cluster_sync();
 #else
   __trap();  // built without sm_90a: wgmma_gemm refuses devices other than compute capability 9.0
 #endif
 }
+
+// The workspace: one flag per CTA (rounded up to 256 bytes), then one fp32 tile per CTA.
+std::size_t flag_bytes(int ctas) { return (static_cast<std::size_t>(ctas) * sizeof(unsigned) + 255) / 256 * 256; }
 
 // [rows, K] row-major f16 / bf16 as a 2-D tensor map, boxes of 64 columns x
 // box_rows rows, 128-byte swizzle; false where it cannot be encoded.
@@ -405,24 +433,74 @@ bool encode_k_major(CUtensorMap* map, const void* base, std::uint64_t rows, std:
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <bool BF16>
-cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUtensorMap& map_b, const Schedule& s) {
-  static const cudaError_t attr = cudaFuncSetAttribute(wgmma_gemm_kernel<BF16>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(kSmemBytes));
+template <bool BF16, int CL>
+cudaError_t launch(const WgmmaGemmArgs& a_in, const CUtensorMap& map_a, const CUtensorMap& map_b,
+                   const Schedule& s_in) {
+  WgmmaGemmArgs a = a_in;
+  Schedule s = s_in;
+  const auto kernel = wgmma_gemm_kernel<BF16, CL>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
   if (attr != cudaSuccess) return attr;
-  auto* partials = static_cast<float*>(a.workspace);
-  auto* flags = reinterpret_cast<unsigned*>(partials + static_cast<std::size_t>(a.ctas) * kTileFloats);
-  wgmma_gemm_kernel<BF16><<<a.ctas, kThreads, kSmemBytes, static_cast<cudaStream_t>(a.stream)>>>(
-      map_a, map_b, a.C, static_cast<int>(a.M), static_cast<int>(a.N), s, a.promote_every, a.stagger,
-      a.experiment_skip_fixup, a.prefetch_ahead, partials, flags);
-  return cudaGetLastError();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(a.ctas));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = static_cast<cudaStream_t>(a.stream);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = CL, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = CL > 1 ? 1 : 0;
+  if constexpr (CL > 1) {
+    // Clusters need their SMs in one GPC: run no more CTAs than fit at once (stream-K assumes one wave).
+    int clusters = 0;
+    if (!a.experiment_no_clamp && cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess &&
+        clusters > 0 && clusters * CL < a.ctas) {
+      const int ctas = clusters * CL - (clusters * CL) % s.group;
+      if (ctas <= 0) return cudaErrorNotSupported;
+      a.ctas = ctas;
+      s.groups = ctas / s.group;
+      config.gridDim = dim3(static_cast<unsigned>(ctas));
+    }
+    (void)cudaGetLastError();
+  }
+  // Flags first, sized for the caller's grid (a_in.ctas), so they stay where they were whatever grid runs.
+  auto* flags = static_cast<unsigned*>(a.workspace);
+  auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + flag_bytes(a_in.ctas));
+  return cudaLaunchKernelEx(&config, kernel, map_a, map_b, a.C, static_cast<int>(a.M), static_cast<int>(a.N), s,
+                            a.promote_every, a.stagger, a.experiment_skip_fixup, a.prefetch_ahead,
+                            !a.experiment_cluster_without_multicast, partials, flags);
 }
 
 }  // namespace
 
+int wgmma_gemm_resident_ctas(int cluster, bool bf16) {
+  auto query = [](auto kernel, int cl) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)) !=
+        cudaSuccess)
+      return -1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(cl * 64));
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = kSmemBytes;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = cl, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    int clusters = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    (void)cudaGetLastError();
+    return e == cudaSuccess ? clusters * cl : -1;
+  };
+  if (cluster == 2) return bf16 ? query(wgmma_gemm_kernel<true, 2>, 2) : query(wgmma_gemm_kernel<false, 2>, 2);
+  if (cluster == 1) return bf16 ? query(wgmma_gemm_kernel<true, 1>, 1) : query(wgmma_gemm_kernel<false, 1>, 1);
+  return -1;
+}
+
 std::size_t wgmma_gemm_workspace_bytes(int ctas) {
-  return static_cast<std::size_t>(ctas) * (kTileFloats * sizeof(float) + sizeof(unsigned));
+  return flag_bytes(ctas) + static_cast<std::size_t>(ctas) * kTileFloats * sizeof(float);
 }
 
 int wgmma_gemm(const WgmmaGemmArgs& a) {
@@ -444,23 +522,29 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
     args.ctas = sms;
   }
   if (args.group <= 0 || args.ctas % args.group != 0 || args.promote_every < 0) return cudaErrorNotSupported;
+  if (args.cluster != 1 && args.cluster != 2) return cudaErrorNotSupported;
   if (!args.workspace || args.workspace_bytes < wgmma_gemm_workspace_bytes(args.ctas)) return cudaErrorNotSupported;
   CUtensorMap map_a, map_b;
   if (!encode_k_major(&map_a, a.A, static_cast<std::uint64_t>(a.M), static_cast<std::uint64_t>(a.K), kBM, a.bf16) ||
-      !encode_k_major(&map_b, a.B, static_cast<std::uint64_t>(a.N), static_cast<std::uint64_t>(a.K), kBN, a.bf16))
+      !encode_k_major(&map_b, a.B, static_cast<std::uint64_t>(a.N), static_cast<std::uint64_t>(a.K),
+                      static_cast<std::uint32_t>(a.experiment_cluster_without_multicast ? kBN : kBN / args.cluster),
+                      a.bf16))
     return cudaErrorNotSupported;
   Schedule s;
   s.tiles_m = static_cast<int>((a.M + kBM - 1) / kBM);
   // No more CTAs a group than there are row tiles (the rest would idle); a divisor of the grid.
   s.group = static_cast<int>(args.group < s.tiles_m ? args.group : s.tiles_m);
-  while (args.ctas % s.group != 0) --s.group;
+  if (s.group < args.cluster) s.group = args.cluster;  // a cluster's CTAs share one group
+  while (args.ctas % s.group != 0 || s.group % args.cluster != 0) --s.group;
+  if (s.group < 1) return cudaErrorNotSupported;
   s.mgroups = (s.tiles_m + s.group - 1) / s.group;
   s.iters = static_cast<int>((a.K + kBK - 1) / kBK);
   s.groups = args.ctas / s.group;
   s.tiles_n = static_cast<int>((a.N + kBN - 1) / kBN);
   s.n_fastest = args.n_fastest;
   s.total = static_cast<long long>(s.mgroups) * s.tiles_n * s.iters;
-  return a.bf16 ? launch<true>(args, map_a, map_b, s) : launch<false>(args, map_a, map_b, s);
+  if (args.cluster == 2) return a.bf16 ? launch<true, 2>(args, map_a, map_b, s) : launch<false, 2>(args, map_a, map_b, s);
+  return a.bf16 ? launch<true, 1>(args, map_a, map_b, s) : launch<false, 1>(args, map_a, map_b, s);
 }
 
 }  // namespace kb::kernels::gemm_cuda

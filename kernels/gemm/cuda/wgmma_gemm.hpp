@@ -43,21 +43,36 @@ struct WgmmaGemmArgs {
   // Timing experiments only (tools/gpu/long_k_variants.cu): skip the partial
   // sums' hand-over between CTAs, leaving split tiles WRONG, to time it.
   bool experiment_skip_fixup = false;
+  // Timing experiments only: launch `ctas` CTAs even where fewer clusters fit at once.
+  bool experiment_no_clamp = false;
+  // Timing experiments only: clusters launched, but each CTA loads its whole B block itself.
+  bool experiment_cluster_without_multicast = false;
   // CTAs that run the same K range of one column of 256 output columns on
   // neighbouring 128-row tiles at once (so each weight block is read from
   // memory about once per group); must divide `ctas`; taken down to the
   // largest divisor of `ctas` that is at most the row tiles, ceil(M / 128).
   int group = 4;
+  // CTAs per cluster, 1 or 2: with 2, neighbouring CTAs of a group each load
+  // half of the weight block and multicast it to both (TMA multicast); the
+  // grid and the group must then be even. Correct (tests/gpu/test_gemm.cpp)
+  // but, measured on the H200 (benchmarks/h200-2026-11-28-s18/), 1.8-2.0x
+  // SLOWER than 1, while clusters of 2 without the multicast were 1.02-1.13x:
+  // the multicast path has a cost not found yet. Experimental; keep 1.
+  int cluster = 1;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
   std::size_t workspace_bytes = 0;
   void* stream = nullptr;        // cudaStream_t
 };
 
-// Bytes of workspace a launch with `ctas` CTAs needs: one fp32 128 x 256
-// partial tile per CTA and one flag per CTA (which the kernel leaves zero, so
-// the workspace is zeroed once, when allocated).
+// Bytes of workspace a launch with `ctas` CTAs needs: one flag per CTA
+// (first; the kernel leaves them zero, so the workspace is zeroed once, when
+// allocated) and one fp32 128 x 256 partial tile per CTA.
 std::size_t wgmma_gemm_workspace_bytes(int ctas);
+
+// CTAs of `cluster` CTAs per cluster (1 or 2) that fit on the current device at
+// once (cudaOccupancyMaxActiveClusters x cluster); -1 where it cannot say.
+int wgmma_gemm_resident_ctas(int cluster, bool bf16);
 
 // Launches the gemm on args.stream; returns a cudaError_t as an int:
 // cudaErrorNotSupported where the kernel does not apply (not compute
