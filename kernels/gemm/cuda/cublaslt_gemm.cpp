@@ -471,26 +471,47 @@ Result<Plan*> plan_locked(State& st, cublasLtHandle_t handle, const PlanKey& key
   return plan;
 }
 
-// The fp32 buffer of the long-K path for (device, stream), at least `bytes`.
-// Grown (cudaFree + cudaMalloc: both synchronize) only outside stream capture.
-Result<float*> acc32_locked(State& st, int device, void* stream, std::size_t bytes) {
-  auto& slot = st.acc32[{device, stream}];
-  if (slot.second >= bytes) return static_cast<float*>(slot.first);
+// A per-(device, stream) buffer of at least `bytes` (`what` names it in
+// errors), grown only outside stream capture: the old one freed after the
+// stream's work (cudaFree synchronizes too), the new one zeroed if `zeroed`.
+Result<void*> grow_buffer_locked(std::pair<void*, std::size_t>& slot, void* stream, std::size_t bytes,
+                                 const char* what, bool zeroed) {
+  if (slot.second >= bytes) return slot.first;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture); e != cudaSuccess)
     return cuda_failure("cudaStreamIsCapturing", e);
   if (capture != cudaStreamCaptureStatusNone)
     return make_error(Code::unsupported,
-                      fmt::format("long-K gemm: its fp32 buffer ({} bytes) is allocated on the first call of this "
-                                  "size outside stream capture; run the product once before capturing it",
-                                  bytes));
-  if (slot.first) cudaFree(slot.first);
+                      fmt::format("long-K gemm: its {} ({} bytes) is allocated on the first call of this size outside "
+                                  "stream capture; run the product once before capturing it",
+                                  what, bytes));
+  if (slot.first) {
+    if (cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream)); e != cudaSuccess)
+      return cuda_failure(fmt::format("cudaStreamSynchronize (before replacing the long-K gemm's {})", what).c_str(), e);
+    cudaFree(slot.first);
+  }
   slot = {nullptr, 0};
   void* mem = nullptr;
   if (cudaError_t e = cudaMalloc(&mem, bytes); e != cudaSuccess)
-    return cuda_failure("allocating the long-K gemm's fp32 buffer (cudaMalloc)", e);
+    return cuda_failure(fmt::format("allocating the long-K gemm's {} (cudaMalloc)", what).c_str(), e);
+  if (zeroed) {
+    // cudaMemset runs on the legacy stream, which a non-blocking `stream` does not wait for: wait here.
+    cudaError_t e = cudaMemset(mem, 0, bytes);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+      cudaFree(mem);
+      return cuda_failure(fmt::format("zeroing the long-K gemm's {}", what).c_str(), e);
+    }
+  }
   slot = {mem, bytes};
-  return static_cast<float*>(mem);
+  return mem;
+}
+
+// The fp32 buffer of the long-K path for (device, stream), at least `bytes`.
+Result<float*> acc32_locked(State& st, int device, void* stream, std::size_t bytes) {
+  auto buf = grow_buffer_locked(st.acc32[{device, stream}], stream, bytes, "fp32 buffer", false);
+  if (!buf) return buf.error();
+  return static_cast<float*>(*buf);
 }
 
 // K > kLongK, K a multiple of 8 x chunks: the chunks as one strided-batched
@@ -604,37 +625,7 @@ Result<void*> wgmma_workspace(void* stream, std::size_t bytes) {
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("cudaGetDevice", e);
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
-  auto& slot = st.wgmma_ws[{device, stream}];
-  if (slot.second >= bytes) return slot.first;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture); e != cudaSuccess)
-    return cuda_failure("cudaStreamIsCapturing", e);
-  if (capture != cudaStreamCaptureStatusNone)
-    return make_error(Code::unsupported,
-                      fmt::format("long-K gemm: its workspace ({} bytes) is allocated on the first call of this "
-                                  "size outside stream capture; run the product once before capturing it",
-                                  bytes));
-  if (slot.first) {
-    // The kernels that used the old one may still run on `stream`.
-    if (cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream)); e != cudaSuccess)
-      return cuda_failure("cudaStreamSynchronize (before replacing the long-K gemm's workspace)", e);
-    cudaFree(slot.first);
-  }
-  slot = {nullptr, 0};
-  void* mem = nullptr;
-  if (cudaError_t e = cudaMalloc(&mem, bytes); e != cudaSuccess)
-    return cuda_failure("allocating the long-K gemm's workspace (cudaMalloc)", e);
-  if (cudaError_t e = cudaMemset(mem, 0, bytes); e != cudaSuccess) {
-    cudaFree(mem);
-    return cuda_failure("zeroing the long-K gemm's workspace (cudaMemset)", e);
-  }
-  // cudaMemset may still be in flight on the legacy stream, which a non-blocking `stream` does not wait for.
-  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
-    cudaFree(mem);
-    return cuda_failure("zeroing the long-K gemm's workspace (cudaDeviceSynchronize)", e);
-  }
-  slot = {mem, bytes};
-  return mem;
+  return grow_buffer_locked(st.wgmma_ws[{device, stream}], stream, bytes, "workspace", true);
 }
 
 const std::string& cublaslt_unavailable() { return api().error; }

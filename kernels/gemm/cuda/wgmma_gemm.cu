@@ -55,6 +55,10 @@
 #include "../../common/hopper_ptx.cuh"
 #include "wgmma_gemm.hpp"
 
+// The kernel's body is compiled for sm_90a only (#if below); the other passes
+// would warn that its helpers and constants go unused.
+#pragma nv_diag_suppress 177
+
 namespace kb::kernels::gemm_cuda {
 namespace {
 
@@ -69,79 +73,47 @@ constexpr int kTileFloats = kBM * kBN;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr int kConsumerBarrier = 1;  // named barrier of the 256 consumer threads (0 is __syncthreads)
 
-// D[64 x 256] += A[64 x 16] * B[16 x 256] (bf16 in, fp32 accumulate): A and B from shared
-// memory by K-major descriptors (128-byte swizzle), no transposes, scale 1 (D accumulates).
-__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(desc_a), "l"(desc_b), "r"(1)
-      : "memory");
-}
+// D[64 x 256] += A[64 x 16] * B[16 x 256] (TYPE in, fp32 accumulate): A and B
+// from shared memory by K-major descriptors (128-byte swizzle), no
+// transposes, scale 1 (D accumulates). The 128 accumulators, as asm operands:
+#define KB_WGMMA_D128 \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define KB_WGMMA_M64N256K16(TYPE)                                             \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                             \
+  "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {"          \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
+  "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
 
-// D[64 x 256] += A[64 x 16] * B[16 x 256] (f16 in, fp32 accumulate): A and B from shared
-// memory by K-major descriptors (128-byte swizzle), no transposes, scale 1 (D accumulates).
-__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(desc_a), "l"(desc_b), "r"(1)
-      : "memory");
+__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
+  asm volatile(KB_WGMMA_M64N256K16("bf16") : KB_WGMMA_D128 : "l"(desc_a), "l"(desc_b), "r"(1) : "memory");
 }
+__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
+  asm volatile(KB_WGMMA_M64N256K16("f16") : KB_WGMMA_D128 : "l"(desc_a), "l"(desc_b), "r"(1) : "memory");
+}
+#undef KB_WGMMA_M64N256K16
+#undef KB_WGMMA_D128
 
 // The work split, computed alike by the producer and the consumers.
 struct Schedule {
@@ -172,17 +144,15 @@ __device__ __forceinline__ void for_each_contributor(const Schedule& s, int g, i
     if (s.begin(g2) != s.begin(g2 + 1)) f(g2 * s.group + row_in_group);
 }
 
-// Calls f(segment, first) for each piece of group g's range in order.
+// Calls f(segment) for each piece of group g's range in order.
 template <class F>
 __device__ __forceinline__ void for_each_segment(const Schedule& s, int g, F&& f) {
   long long pos = s.begin(g);
   const long long end = s.begin(g + 1);
-  bool first = true;
   while (pos < end) {
     const int st = static_cast<int>(pos / s.iters), k0 = static_cast<int>(pos % s.iters);
     const int k1 = static_cast<int>(k0 + (end - pos) < s.iters ? k0 + (end - pos) : s.iters);
-    f(Segment{st, k0, k1}, first);
-    first = false;
+    f(Segment{st, k0, k1});
     pos += k1 - k0;
   }
 }
@@ -261,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma_prefetch_desc(&map_b);
       int stage = 0;
       std::uint32_t phase = 0;
-      for_each_segment(s, g, [&](const Segment& seg, bool) {
+      for_each_segment(s, g, [&](const Segment& seg) {
         const int tm = tile_m(seg.st), tn = tile_n(seg.st);
         // In a cluster a CTA past the last row tile still loads (zeros for A) and multicasts its half of B.
         if (tm >= s.tiles_m && CL == 1) return;
@@ -292,120 +262,119 @@ __global__ void __launch_bounds__(kThreads, 1)
       });
     }
   } else {
-  // ---- consumers ----
-  setmaxnreg_inc<kConsumerRegs>();
-  const int ct = threadIdx.x - 128;  // 0..255
-  const int cw = ct / 128;           // consumer warpgroup: rows 64 cw .. 64 cw + 63 of the tile
-  const int warp = (ct % 128) / 32, lane = ct % 32;
-  int stage = 0;
-  std::uint32_t phase = 0;
-  // Releases a stage: one arrival per warp, on this CTA's barrier and (in a cluster) on the peer's, whose
-  // producer multicasts into this CTA's copy of the stage too.
-  auto release = [&](int st) {
-    if (lane != 0) return;
-    if (CL == 1 || !mc) {
-      mbar_arrive(empty(st));
-    } else {
-      for (std::uint32_t r = 0; r < CL; ++r) mbar_arrive_cluster(empty(st), r);
-    }
-  };
-  for_each_segment(s, g, [&](const Segment& seg, bool first) {
-    const int tm = tile_m(seg.st), tn = tile_n(seg.st);
-    if (tm >= s.tiles_m && CL == 1) return;
-    float d[128];
-    std::uint32_t hi[64];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0.f;
-#pragma unroll
-    for (int i = 0; i < 64; ++i) hi[i] = 0u;
-    int pending = -1, since = cw == 1 && stagger ? promote_every / 2 : 0;
-    for (int k = seg.k0; k < seg.k1; ++k) {
-      mbar_wait(full(stage), phase);
-      wgmma_fence();
-      const std::uint64_t da = make_desc(stage_a(stage) + cw * 64 * 128, 16, 1024);
-      const std::uint64_t db = make_desc(stage_b(stage), 16, 1024);
-#pragma unroll
-      for (int ks = 0; ks < kBK / 16; ++ks) {
-        if constexpr (BF16) wgmma_m64n256k16_bf16(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
-        else wgmma_m64n256k16_f16(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
+    // ---- consumers ----
+    setmaxnreg_inc<kConsumerRegs>();
+    const int ct = threadIdx.x - 128;  // 0..255
+    const int cw = ct / 128;           // consumer warpgroup: rows 64 cw .. 64 cw + 63 of the tile
+    const int warp = (ct % 128) / 32, lane = ct % 32;
+    int stage = 0;
+    std::uint32_t phase = 0;
+    // Releases a stage: one arrival per warp, on this CTA's barrier and (in a cluster) on the peer's, whose
+    // producer multicasts into this CTA's copy of the stage too.
+    auto release = [&](int st) {
+      if (lane != 0) return;
+      if (CL == 1 || !mc) {
+        mbar_arrive(empty(st));
+      } else {
+        for (std::uint32_t r = 0; r < CL; ++r) mbar_arrive_cluster(empty(st), r);
       }
-      wgmma_commit();
-      wgmma_wait<1>();
+    };
+    for_each_segment(s, g, [&](const Segment& seg) {
+      const int tm = tile_m(seg.st), tn = tile_n(seg.st);
+      if (tm >= s.tiles_m && CL == 1) return;
+      float d[128];
+      std::uint32_t hi[64];
+#pragma unroll
+      for (int i = 0; i < 128; ++i) d[i] = 0.f;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) hi[i] = 0u;
+      int pending = -1, since = cw == 1 && stagger ? promote_every / 2 : 0;
+      for (int k = seg.k0; k < seg.k1; ++k) {
+        mbar_wait(full(stage), phase);
+        wgmma_fence();
+        const std::uint64_t da = make_desc(stage_a(stage) + cw * 64 * 128, 16, 1024);
+        const std::uint64_t db = make_desc(stage_b(stage), 16, 1024);
+#pragma unroll
+        for (int ks = 0; ks < kBK / 16; ++ks) {
+          if constexpr (BF16) wgmma_m64n256k16_bf16(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
+          else wgmma_m64n256k16_f16(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
+        }
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (pending >= 0) release(pending);
+        pending = stage;
+        if (++stage == kStages) stage = 0, phase ^= 1u;
+        if (promote_every > 0 && ++since == promote_every) {
+          since = 0;
+          wgmma_wait<0>();
+          reg_fence(d);
+          release(pending);
+          pending = -1;
+          promote(d, hi);
+        }
+      }
+      wgmma_wait<0>();
+      reg_fence(d);
       if (pending >= 0) release(pending);
-      pending = stage;
-      if (++stage == kStages) stage = 0, phase ^= 1u;
-      if (promote_every > 0 && ++since == promote_every) {
-        since = 0;
-        wgmma_wait<0>();
-        reg_fence(d);
-        release(pending);
-        pending = -1;
-        promote(d, hi);
+      if (tm >= s.tiles_m) return;  // (clusters only) rows past M: computed on zeros, nothing to keep
+      // The segment's sum in fp32.
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        const float2 h = bf16x2_to_float2(hi[i]);
+        d[2 * i] += h.x;
+        d[2 * i + 1] += h.y;
       }
-    }
-    wgmma_wait<0>();
-    reg_fence(d);
-    if (pending >= 0) release(pending);
-    if (tm >= s.tiles_m) return;  // (clusters only) rows past M: computed on zeros, nothing to keep
-    // The segment's sum in fp32.
+      float4* slot = reinterpret_cast<float4*>(partials);
+      if (seg.k0 > 0) {
+        // Not the owner: this is the CTA's first segment; hand the sum to the owner.
+        if (skip_fixup) return;
+        float4* mine = slot + static_cast<std::size_t>(blockIdx.x) * (kTileFloats / 4);
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      const float2 h = bf16x2_to_float2(hi[i]);
-      d[2 * i] += h.x;
-      d[2 * i + 1] += h.y;
-    }
-    float4* slot = reinterpret_cast<float4*>(partials);
-    if (seg.k0 > 0) {
-      // Not the owner: this is the CTA's first segment; hand the sum to the owner.
-      (void)first;
-      if (skip_fixup) return;
-      float4* mine = slot + static_cast<std::size_t>(blockIdx.x) * (kTileFloats / 4);
-#pragma unroll
-      for (int q = 0; q < 32; ++q)
-        __stcg(mine + q * kConsumerThreads + ct, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
-      __threadfence();
-      named_bar_sync(kConsumerBarrier, kConsumerThreads);
-      if (ct == 0) st_release(flags + blockIdx.x, 1u);
-      return;
-    }
-    // The owner: add the later groups' sums of this tile, in K order.
-    if (seg.k1 < s.iters && !skip_fixup) {
-      for_each_contributor(s, g, seg.st, row_in_group, [&](int cta) {
-        if (ct == 0) {
-          while (ld_acquire(flags + cta) == 0u) {
-          }
-          flags[cta] = 0u;  // consumed; zero again for the next launch
-        }
+        for (int q = 0; q < 32; ++q)
+          __stcg(mine + q * kConsumerThreads + ct, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
+        __threadfence();
         named_bar_sync(kConsumerBarrier, kConsumerThreads);
-        const float4* theirs = slot + static_cast<std::size_t>(cta) * (kTileFloats / 4);
-#pragma unroll
-        for (int q = 0; q < 32; ++q) {
-          const float4 v = __ldcg(theirs + q * kConsumerThreads + ct);
-          d[4 * q] += v.x, d[4 * q + 1] += v.y, d[4 * q + 2] += v.z, d[4 * q + 3] += v.w;
-        }
-      });
-    }
-    // Store: rows r0 and r0 + 8, columns n0 + 8j + 2 (lane % 4) + {0, 1}.
-    const int r0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
-    const int n0 = tn * kBN + 2 * (lane % 4);
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = n0 + 8 * j;
-      if (col >= N) continue;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = r0 + 8 * h;
-        if (row >= M) continue;
-        const std::size_t at = static_cast<std::size_t>(row) * N + col;
-        if constexpr (BF16)
-          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c_out) + at) =
-              __floats2bfloat162_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-        else
-          *reinterpret_cast<__half2*>(static_cast<__half*>(c_out) + at) =
-              __floats2half2_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        if (ct == 0) st_release(flags + blockIdx.x, 1u);
+        return;
       }
-    }
-  });
+      // The owner: add the later groups' sums of this tile, in K order.
+      if (seg.k1 < s.iters && !skip_fixup) {
+        for_each_contributor(s, g, seg.st, row_in_group, [&](int cta) {
+          if (ct == 0) {
+            while (ld_acquire(flags + cta) == 0u) {
+            }
+            flags[cta] = 0u;  // consumed; zero again for the next launch
+          }
+          named_bar_sync(kConsumerBarrier, kConsumerThreads);
+          const float4* theirs = slot + static_cast<std::size_t>(cta) * (kTileFloats / 4);
+#pragma unroll
+          for (int q = 0; q < 32; ++q) {
+            const float4 v = __ldcg(theirs + q * kConsumerThreads + ct);
+            d[4 * q] += v.x, d[4 * q + 1] += v.y, d[4 * q + 2] += v.z, d[4 * q + 3] += v.w;
+          }
+        });
+      }
+      // Store: rows r0 and r0 + 8, columns n0 + 8j + 2 (lane % 4) + {0, 1}.
+      const int r0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
+      const int n0 = tn * kBN + 2 * (lane % 4);
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int col = n0 + 8 * j;
+        if (col >= N) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = r0 + 8 * h;
+          if (row >= M) continue;
+          const std::size_t at = static_cast<std::size_t>(row) * N + col;
+          if constexpr (BF16)
+            *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c_out) + at) =
+                __floats2bfloat162_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+          else
+            *reinterpret_cast<__half2*>(static_cast<__half*>(c_out) + at) =
+                __floats2half2_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+      }
+    });
   }
   // No CTA leaves while its peer may still copy into its shared memory or arrive on its barriers.
   if constexpr (CL > 1) cluster_sync();
@@ -518,7 +487,8 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   if (!aligned(a.A) || !aligned(a.B) || reinterpret_cast<std::uintptr_t>(a.C) % 4 != 0) return cudaErrorNotSupported;
   WgmmaGemmArgs args = a;
   if (args.ctas <= 0) {
-    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
+      return e;
     args.ctas = sms;
   }
   if (args.group <= 0 || args.ctas % args.group != 0 || args.promote_every < 0) return cudaErrorNotSupported;
@@ -543,7 +513,8 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   s.tiles_n = static_cast<int>((a.N + kBN - 1) / kBN);
   s.n_fastest = args.n_fastest;
   s.total = static_cast<long long>(s.mgroups) * s.tiles_n * s.iters;
-  if (args.cluster == 2) return a.bf16 ? launch<true, 2>(args, map_a, map_b, s) : launch<false, 2>(args, map_a, map_b, s);
+  if (args.cluster == 2)
+    return a.bf16 ? launch<true, 2>(args, map_a, map_b, s) : launch<false, 2>(args, map_a, map_b, s);
   return a.bf16 ? launch<true, 1>(args, map_a, map_b, s) : launch<false, 1>(args, map_a, map_b, s);
 }
 
