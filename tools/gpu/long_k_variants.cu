@@ -631,22 +631,22 @@ int main(int argc, char** argv) {
         int prefetch;
         bool n_fastest;
         int cluster = 1;
-        bool no_clamp = false, no_multicast = false;
+        bool no_multicast = false;
       };
       for (const WgVariant& wv : {WgVariant{0, 4, false, false, 0, false}, WgVariant{128, 4, true, false, 0, false},
                                   WgVariant{128, 4, false, false, 0, false}, WgVariant{0, 4, false, true, 0, false},
                                   WgVariant{0, 4, false, false, 0, false, 2}, WgVariant{128, 4, true, false, 0, false, 2},
-                                  WgVariant{128, 4, true, false, 0, false, 2, false, true}}) {
+                                  WgVariant{128, 4, true, false, 0, false, 2, true}}) {
         kb::kernels::gemm_cuda::WgmmaGemmArgs w;
         w.A = A, w.B = B, w.C = C, w.M = M, w.N = N, w.K = K, w.bf16 = true;
         w.promote_every = wv.promote, w.group = wv.group, w.ctas = prop.multiProcessorCount;
         w.stagger = wv.stagger, w.experiment_skip_fixup = wv.skip_fixup;
-        w.prefetch_ahead = wv.prefetch, w.n_fastest = wv.n_fastest, w.cluster = wv.cluster, w.experiment_no_clamp = wv.no_clamp;
+        w.prefetch_ahead = wv.prefetch, w.n_fastest = wv.n_fastest, w.cluster = wv.cluster;
         w.experiment_cluster_without_multicast = wv.no_multicast;
         w.workspace = g_wg_ws, w.workspace_bytes = g_wg_ws_bytes, w.stream = g_stream;
         add("wgmma p" + std::to_string(wv.promote) + " g" + std::to_string(wv.group) + (wv.stagger ? " stagger" : "") +
                 (wv.prefetch ? " pf" + std::to_string(wv.prefetch) : "") + (wv.n_fastest ? " n-first" : "") +
-                (wv.cluster > 1 ? " c" + std::to_string(wv.cluster) : "") + (wv.no_clamp ? " unclamped" : "") +
+                (wv.cluster > 1 ? " c" + std::to_string(wv.cluster) : "") +
                 (wv.no_multicast ? " no-multicast" : "") +
                 (wv.skip_fixup ? " NO-FIXUP (timing only)" : ""),
             std::to_string(w.ctas) + " CTAs asked; " +

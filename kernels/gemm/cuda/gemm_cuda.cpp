@@ -141,8 +141,6 @@ Status run_wgmma(const GemmProblem& p, bool* fallback) {
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
     return make_error(Code::cuda_error, fmt::format("cudaDeviceGetAttribute: {}", cudaGetErrorString(e)));
   args.ctas = sms;
-  // The group (CTAs sharing a weight block) must divide the grid: 4 on 132 SMs (H100 / H200 SXM).
-  while (args.group > 1 && sms % args.group != 0) --args.group;
   args.workspace_bytes = gemm_cuda::wgmma_gemm_workspace_bytes(sms);
   auto ws = gemm_cuda::wgmma_workspace(p.stream, args.workspace_bytes);
   if (!ws) return ws.error();

@@ -26,8 +26,8 @@ inline constexpr std::int64_t kCudaGemmGemvMaxM = 16;
 // chunks from M = 2048, but in kb bench, side by side in one run, it was
 // 2-3% slower on 5376 x 21504 at M = 1024-2048 and 10-17% slower at M = 8192
 // and on 8192 x 28672: there cuBLASLt ran at up to 750 TFLOP/s and the
-// kernel stayed near 640, the rate at which its 128 x 256 tiles read about
-// 7.5 TB/s from L2 (no cluster multicast yet).
+// kernel at 590-675; at 640 its 128 x 256 tiles read about 7.5 TB/s from L2
+// (worked out, not measured; no cluster multicast yet).
 
 void add_gemm_cuda(Registry& r);
 

@@ -402,69 +402,71 @@ bool encode_k_major(CUtensorMap* map, const void* base, std::uint64_t rows, std:
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Raises the kernel's shared-memory limit, once per process.
 template <bool BF16, int CL>
-cudaError_t launch(const WgmmaGemmArgs& a_in, const CUtensorMap& map_a, const CUtensorMap& map_b,
-                   const Schedule& s_in) {
-  WgmmaGemmArgs a = a_in;
-  Schedule s = s_in;
-  const auto kernel = wgmma_gemm_kernel<BF16, CL>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
-  if (attr != cudaSuccess) return attr;
+cudaError_t prepare_kernel() {
+  static const cudaError_t attr = cudaFuncSetAttribute(wgmma_gemm_kernel<BF16, CL>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kSmemBytes));
+  return attr;
+}
+
+// The launch of `ctas` CTAs in clusters of CL on `stream`; *cluster_attr is pointed at.
+template <int CL>
+cudaLaunchConfig_t launch_config(int ctas, void* stream, cudaLaunchAttribute* cluster_attr) {
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(a.ctas));
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = kSmemBytes;
-  config.stream = static_cast<cudaStream_t>(a.stream);
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = CL, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
+  config.stream = static_cast<cudaStream_t>(stream);
+  *cluster_attr = cudaLaunchAttribute{};
+  cluster_attr->id = cudaLaunchAttributeClusterDimension;
+  cluster_attr->val.clusterDim.x = CL, cluster_attr->val.clusterDim.y = 1, cluster_attr->val.clusterDim.z = 1;
+  config.attrs = cluster_attr;
   config.numAttrs = CL > 1 ? 1 : 0;
+  return config;
+}
+
+// CTAs of the kernel in clusters of CL that fit on the current device at once; -1 where it cannot say.
+template <bool BF16, int CL>
+int resident_ctas() {
+  if (prepare_kernel<BF16, CL>() != cudaSuccess) return -1;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = launch_config<CL>(CL * 64, nullptr, &attr);
+  config.numAttrs = 1;  // the query wants the cluster size even for 1
+  int clusters = 0;
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<BF16, CL>, &config);
+  (void)cudaGetLastError();
+  return e == cudaSuccess ? clusters * CL : -1;
+}
+
+template <bool BF16, int CL>
+cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUtensorMap& map_b, Schedule s) {
+  if (cudaError_t e = prepare_kernel<BF16, CL>(); e != cudaSuccess) return e;
+  int ctas = a.ctas;
   if constexpr (CL > 1) {
     // Clusters need their SMs in one GPC: run no more CTAs than fit at once (stream-K assumes one wave).
-    int clusters = 0;
-    if (!a.experiment_no_clamp && cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess &&
-        clusters > 0 && clusters * CL < a.ctas) {
-      const int ctas = clusters * CL - (clusters * CL) % s.group;
+    if (const int fit = resident_ctas<BF16, CL>(); fit > 0 && fit < ctas) {
+      ctas = fit - fit % s.group;
       if (ctas <= 0) return cudaErrorNotSupported;
-      a.ctas = ctas;
       s.groups = ctas / s.group;
-      config.gridDim = dim3(static_cast<unsigned>(ctas));
     }
-    (void)cudaGetLastError();
   }
-  // Flags first, sized for the caller's grid (a_in.ctas), so they stay where they were whatever grid runs.
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config = launch_config<CL>(ctas, a.stream, &attr);
+  // Flags first, sized for the caller's grid (a.ctas), so they stay where they were whatever grid runs.
   auto* flags = static_cast<unsigned*>(a.workspace);
-  auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + flag_bytes(a_in.ctas));
-  return cudaLaunchKernelEx(&config, kernel, map_a, map_b, a.C, static_cast<int>(a.M), static_cast<int>(a.N), s,
-                            a.promote_every, a.stagger, a.experiment_skip_fixup, a.prefetch_ahead,
-                            !a.experiment_cluster_without_multicast, partials, flags);
+  auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + flag_bytes(a.ctas));
+  return cudaLaunchKernelEx(&config, wgmma_gemm_kernel<BF16, CL>, map_a, map_b, a.C, static_cast<int>(a.M),
+                            static_cast<int>(a.N), s, a.promote_every, a.stagger, a.experiment_skip_fixup,
+                            a.prefetch_ahead, !a.experiment_cluster_without_multicast, partials, flags);
 }
 
 }  // namespace
 
 int wgmma_gemm_resident_ctas(int cluster, bool bf16) {
-  auto query = [](auto kernel, int cl) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)) !=
-        cudaSuccess)
-      return -1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(cl * 64));
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = kSmemBytes;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = cl, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    config.attrs = &attr;
-    config.numAttrs = 1;
-    int clusters = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
-    (void)cudaGetLastError();
-    return e == cudaSuccess ? clusters * cl : -1;
-  };
-  if (cluster == 2) return bf16 ? query(wgmma_gemm_kernel<true, 2>, 2) : query(wgmma_gemm_kernel<false, 2>, 2);
-  if (cluster == 1) return bf16 ? query(wgmma_gemm_kernel<true, 1>, 1) : query(wgmma_gemm_kernel<false, 1>, 1);
+  if (cluster == 2) return bf16 ? resident_ctas<true, 2>() : resident_ctas<false, 2>();
+  if (cluster == 1) return bf16 ? resident_ctas<true, 1>() : resident_ctas<false, 1>();
   return -1;
 }
 
@@ -491,7 +493,7 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
       return e;
     args.ctas = sms;
   }
-  if (args.group <= 0 || args.ctas % args.group != 0 || args.promote_every < 0) return cudaErrorNotSupported;
+  if (args.group <= 0 || args.promote_every < 0) return cudaErrorNotSupported;
   if (args.cluster != 1 && args.cluster != 2) return cudaErrorNotSupported;
   if (!args.workspace || args.workspace_bytes < wgmma_gemm_workspace_bytes(args.ctas)) return cudaErrorNotSupported;
   CUtensorMap map_a, map_b;
@@ -502,11 +504,12 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
     return cudaErrorNotSupported;
   Schedule s;
   s.tiles_m = static_cast<int>((a.M + kBM - 1) / kBM);
-  // No more CTAs a group than there are row tiles (the rest would idle); a divisor of the grid.
+  // No more CTAs a group than there are row tiles (the rest would idle), no fewer than a cluster (its CTAs
+  // share one group); the largest such divisor of the grid that the cluster size divides.
   s.group = static_cast<int>(args.group < s.tiles_m ? args.group : s.tiles_m);
-  if (s.group < args.cluster) s.group = args.cluster;  // a cluster's CTAs share one group
-  while (args.ctas % s.group != 0 || s.group % args.cluster != 0) --s.group;
-  if (s.group < 1) return cudaErrorNotSupported;
+  if (s.group < args.cluster) s.group = args.cluster;
+  while (s.group > args.cluster && (args.ctas % s.group != 0 || s.group % args.cluster != 0)) --s.group;
+  if (args.ctas % s.group != 0 || s.group % args.cluster != 0) return cudaErrorNotSupported;
   s.mgroups = (s.tiles_m + s.group - 1) / s.group;
   s.iters = static_cast<int>((a.K + kBK - 1) / kBK);
   s.groups = args.ctas / s.group;

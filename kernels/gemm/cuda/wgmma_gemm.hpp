@@ -15,9 +15,9 @@ namespace kb::kernels::gemm_cuda {
 // one stretch then errs about as much as cuBLASLt's at K = 8192 (its chunks
 // of up to 14336 pass FlashInfer-Bench's check; long_k.hpp). H200, 8192 x
 // 28672 and 5376 x 21504 at M = 512 and 2048 (benchmarks/h200-2026-11-28-
-// s18/long_k_variants_*.txt): every 128 blocks 0.4-1.3% slower than no
-// promotion, every 64 1-2%, every 32 2-5%, all with 0 failing elements
-// against fp64 where no promotion failed 7-20.
+// s18/long_k_variants_*.txt): every 128 blocks 0-1% slower than no
+// promotion, every 64 1-3%, every 32 2.5-4.5%, every 16 6-10%, all with 0
+// failing elements against fp64 where no promotion failed 7-18.
 inline constexpr int kWgmmaPromoteEvery = 128;
 
 struct WgmmaGemmArgs {
@@ -43,20 +43,19 @@ struct WgmmaGemmArgs {
   // Timing experiments only (tools/gpu/long_k_variants.cu): skip the partial
   // sums' hand-over between CTAs, leaving split tiles WRONG, to time it.
   bool experiment_skip_fixup = false;
-  // Timing experiments only: launch `ctas` CTAs even where fewer clusters fit at once.
-  bool experiment_no_clamp = false;
   // Timing experiments only: clusters launched, but each CTA loads its whole B block itself.
   bool experiment_cluster_without_multicast = false;
   // CTAs that run the same K range of one column of 256 output columns on
   // neighbouring 128-row tiles at once (so each weight block is read from
-  // memory about once per group); must divide `ctas`; taken down to the
-  // largest divisor of `ctas` that is at most the row tiles, ceil(M / 128).
+  // memory about once per group); taken down to the largest divisor of
+  // `ctas` that is at most the row tiles, ceil(M / 128), and a multiple of
+  // `cluster` (4 on 132 SMs, the H100 / H200 SXM).
   int group = 4;
   // CTAs per cluster, 1 or 2: with 2, neighbouring CTAs of a group each load
   // half of the weight block and multicast it to both (TMA multicast); the
   // grid and the group must then be even. Correct (tests/gpu/test_gemm.cpp)
-  // but, measured on the H200 (benchmarks/h200-2026-11-28-s18/), 1.8-2.0x
-  // SLOWER than 1, while clusters of 2 without the multicast were 1.02-1.13x:
+  // but, measured on the H200 (benchmarks/h200-2026-11-28-s18/), 1.65-1.9x
+  // SLOWER than 1, while clusters of 2 without the multicast were 1.02-1.08x:
   // the multicast path has a cost not found yet. Experimental; keep 1.
   int cluster = 1;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
@@ -76,8 +75,8 @@ int wgmma_gemm_resident_ctas(int cluster, bool bf16);
 
 // Launches the gemm on args.stream; returns a cudaError_t as an int:
 // cudaErrorNotSupported where the kernel does not apply (not compute
-// capability 9.0, K or N not a multiple of 8, unaligned pointers, a group that
-// does not divide the grid, too small a workspace).
+// capability 9.0, K or N not a multiple of 8, unaligned pointers, a grid the
+// cluster size does not divide, too small a workspace).
 int wgmma_gemm(const WgmmaGemmArgs& args);
 
 }  // namespace kb::kernels::gemm_cuda
