@@ -14,7 +14,7 @@
 // two uneven chunks one after the other, and three equal chunks as one
 // batch, through kb's fp32 buffer), float16 and bfloat16, plus a call with A misaligned by 2
 // bytes (gemv refuses, cuBLASLt must cope), N = 136 with K = 20544 at M =
-// 1030 (kb_cuda_gemm with KB_GEMM_LONG_K=wgmma: kb's wgmma kernel on Hopper), and the wgmma kernel called
+// 1030 (kb_cuda_gemm with KB_GEMM_LONG_K=wgmma and wgmma-c2: kb's wgmma kernel on Hopper), and the wgmma kernel called
 // directly on awkward schedules (check_wgmma_direct). Every case runs twice with fresh
 // random A (B fresh per shape), on a non-blocking stream, with C poisoned
 // (NaN) before each run: the second run also checks that the gemv's split-K
@@ -188,8 +188,10 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   const bool gemv = impl.name == "kb_cuda_gemv" ||
                     (impl.name == "kb_cuda_gemm" && M <= 16 && K % 8 == 0 &&
                      (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b)) % 16 == 0);
-  if (impl.name == "kb_cuda_gemm" && K > kLongK && kb::kernels::env_is("KB_GEMM_LONG_K", "wgmma") && N % 8 == 0)
-    return "kb wgmma (KB_GEMM_LONG_K=wgmma; cuBLASLt chunks off Hopper)";
+  if (impl.name == "kb_cuda_gemm" && K > kLongK && N % 8 == 0)
+    for (const char* mode : {"wgmma", "wgmma-c2"})
+      if (kb::kernels::env_is("KB_GEMM_LONG_K", mode))
+        return fmt::format("kb wgmma (KB_GEMM_LONG_K={}; cuBLASLt chunks off Hopper)", mode);
   if (!gemv || M < 1 || M > kGemvMaxM || K % 8 != 0) return K > kLongK ? "cuBLASLt, long-K chunks" : "cuBLASLt";
   GemmProblem p{t, M, N, K, a, b, reinterpret_cast<void*>(16), nullptr};
   GemvPlan plan;
@@ -291,6 +293,8 @@ void check_wgmma_direct(cudaStream_t stream) {
     bool n_fastest;
     int prefetch;
     int cluster;
+    int ctas = 0;  // 0: one per SM
+    bool stream_k_only = false;
   };
   const Case cases[] = {
       {300, 520, 1000, 3, 4, false, 0, 1},   // 3 x 3 tiles of 16 blocks (the last 40 wide) over 44 groups of 3
@@ -301,6 +305,12 @@ void check_wgmma_direct(cudaStream_t stream) {
       {128, 256, 512, 5, 4, false, 0, 2},
       {700, 1032, 4104, 16, 4, true, 4, 2},
       {1030, 136, 20544, 128, 4, false, 0, kb::kernels::gemm_cuda::WgmmaGemmArgs{}.cluster},
+      // small grids: 5 x 5 tiles in 15 super-tiles of 2 over 4 groups (3 whole waves, then 3 super-tiles
+      // stream-K), the same in clusters of 2 and as stream-K only; 2 x 3 super-tiles over 3 groups (waves only)
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8},
+      {520, 1032, 1480, 7, 2, false, 0, 2, 8},
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8, true},
+      {512, 768, 2048, 0, 2, false, 0, 1, 6},
   };
   int device = 0, sms = 0;
   if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") ||
@@ -314,9 +324,11 @@ void check_wgmma_direct(cudaStream_t stream) {
   std::uint64_t seed = 0x77a1;
   for (DType t : {DType::bfloat16, DType::float16}) {
     for (const Case& c : cases) {
-      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}",
+      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}",
                                            dtype_name(t), c.M, c.N, c.K, c.promote, c.group, c.cluster,
-                                           c.n_fastest ? " n-first" : "", c.prefetch ? " prefetch" : "");
+                                           c.n_fastest ? " n-first" : "", c.prefetch ? " prefetch" : "",
+                                           c.ctas ? fmt::format(" {} CTAs", c.ctas) : "",
+                                           c.stream_k_only ? " stream-K only" : "");
       std::vector<std::uint16_t> a(static_cast<std::size_t>(c.M * c.K)), b(static_cast<std::size_t>(c.N * c.K)),
           out(static_cast<std::size_t>(c.M * c.N));
       random_fill(a, t, seed++);
@@ -334,7 +346,8 @@ void check_wgmma_direct(cudaStream_t stream) {
         WgmmaGemmArgs w;
         w.A = da, w.B = db, w.C = dc, w.M = c.M, w.N = c.N, w.K = c.K, w.bf16 = t == DType::bfloat16;
         w.promote_every = c.promote, w.group = c.group, w.n_fastest = c.n_fastest, w.prefetch_ahead = c.prefetch;
-        w.cluster = c.cluster, w.ctas = sms, w.workspace = ws, w.workspace_bytes = ws_bytes, w.stream = stream;
+        w.cluster = c.cluster, w.ctas = c.ctas ? c.ctas : sms, w.experiment_stream_k_only = c.stream_k_only;
+        w.workspace = ws, w.workspace_bytes = ws_bytes, w.stream = stream;
         const int e = kb::kernels::gemm_cuda::wgmma_gemm(w);
         if (e == cudaErrorNotSupported) {
           std::printf("skip %s: not supported on this device (compute capability 9.0 only)\n", name.c_str());
@@ -402,7 +415,8 @@ int main() {
       {7168, 5120, {1, 8, 16}}, {2200, 264, {1, 9, 16}},
       // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240 (one after the other); three of 9560 (one batch)
       {97, 20488, {3, 17, 257}}, {97, 28680, {1, 17, 130}},
-      // kb_cuda_gemm's long-K wgmma kernel (KB_GEMM_LONG_K=wgmma, Hopper); kb_cublaslt_gemm's chunks beside it
+      // kb_cuda_gemm's long-K wgmma kernel (KB_GEMM_LONG_K=wgmma and wgmma-c2, Hopper); kb_cublaslt_gemm's chunks
+      // beside it
       {136, 20544, {1030}},
   };
 
@@ -441,9 +455,14 @@ int main() {
         }
         // kb_cuda_gemm on the last long-K shape: kb's wgmma kernel, opted into (gemm_cuda.hpp)
         const bool wgmma = impl.name == "kb_cuda_gemm" && s.N == 136 && s.K == 20544;
-        if (wgmma) setenv("KB_GEMM_LONG_K", "wgmma", 1);
-        for (std::int64_t M : s.Ms) check_case(impl, def, t, M, s.N, s.K, false, b_host, buf, stream, seed++);
-        if (wgmma) unsetenv("KB_GEMM_LONG_K");
+        // (single CTAs, clusters of 2; nullptr: not opted in)
+        const std::vector<const char*> modes = wgmma ? std::vector<const char*>{"wgmma", "wgmma-c2"}
+                                                     : std::vector<const char*>{nullptr};
+        for (const char* mode : modes) {
+          if (mode) setenv("KB_GEMM_LONG_K", mode, 1);
+          for (std::int64_t M : s.Ms) check_case(impl, def, t, M, s.N, s.K, false, b_host, buf, stream, seed++);
+          if (mode) unsetenv("KB_GEMM_LONG_K");
+        }
         if (s.N == 4096 && s.K == 4096) check_case(impl, def, t, 3, s.N, s.K, true, b_host, buf, stream, seed++);
         if (s.N == 4096 && s.K == 4096 && impl.name == "kb_cublaslt_gemm") {
           // A new plan with autotuning off: the heuristic's first algorithm.

@@ -35,7 +35,12 @@
 //                    into L2 N K blocks ahead; n-first: column tiles first;
 //                    c2: clusters of 2 CTAs sharing the weight block by TMA
 //                    multicast
-// LKV_VARIANTS=name,name,... (prefixes of the names above) runs only those.
+//                    (sk-only: stream-K over all the work, no whole waves
+//                    first, the kernel before session 19)
+//                    (c2 to-self: each CTA multicasts both halves to itself
+//                    only: the instruction's cost without the sharing)
+// LKV_VARIANTS=name,name,... (prefixes of the names above; name$: exactly
+// that name) runs only those.
 // Each other cuBLASLt call takes the fastest of the heuristic's first 16
 // algorithms (cold median of 7), as kb autotunes, with a 32 MiB workspace;
 // the chosen algorithms are printed. Precision: against an fp64 product of the same bf16 values (a
@@ -200,7 +205,7 @@ cudaEvent_t g_fork, g_join;
 void *g_flush, *g_ws, *g_ws_split, *g_wg_ws;
 std::size_t g_wg_ws_bytes;
 
-// LKV_VARIANTS: a comma-separated list of name prefixes; unset: every variant.
+// LKV_VARIANTS: a comma-separated list of name prefixes (a name ending in $: that name only); unset: every variant.
 bool wanted(const std::string& name) {
   const char* env = std::getenv("LKV_VARIANTS");
   if (!env || !*env || name == "single") return true;  // single: every ratio's denominator
@@ -208,7 +213,8 @@ bool wanted(const std::string& name) {
   for (std::size_t at = 0; at <= list.size();) {
     const std::size_t comma = std::min(list.find(',', at), list.size());
     const std::string item = list.substr(at, comma - at);
-    if (!item.empty() && name.compare(0, item.size(), item) == 0) return true;
+    if (!item.empty() && item.back() == '$' && name == item.substr(0, item.size() - 1)) return true;
+    if (!item.empty() && item.back() != '$' && name.compare(0, item.size(), item) == 0) return true;
     at = comma + 1;
   }
   return false;
@@ -632,22 +638,33 @@ int main(int argc, char** argv) {
         bool n_fastest;
         int cluster = 1;
         bool no_multicast = false;
+        bool to_self = false;
+        bool sk_only = false;
       };
       for (const WgVariant& wv : {WgVariant{0, 4, false, false, 0, false}, WgVariant{128, 4, true, false, 0, false},
                                   WgVariant{128, 4, false, false, 0, false}, WgVariant{0, 4, false, true, 0, false},
                                   WgVariant{0, 4, false, false, 0, false, 2}, WgVariant{128, 4, true, false, 0, false, 2},
-                                  WgVariant{128, 4, true, false, 0, false, 2, true}}) {
+                                  WgVariant{128, 4, true, false, 0, false, 2, true},
+                                  WgVariant{0, 4, false, false, 0, false, 2, false, true},
+                                  WgVariant{0, 2, false, false, 0, false, 2}, WgVariant{0, 6, false, false, 0, false, 2},
+                                  WgVariant{0, 4, false, false, 0, true, 2},
+                                  WgVariant{0, 4, false, false, 0, false, 1, false, false, true},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, true},
+                                  WgVariant{128, 4, true, false, 0, false, 2, false, false, true}}) {
         kb::kernels::gemm_cuda::WgmmaGemmArgs w;
         w.A = A, w.B = B, w.C = C, w.M = M, w.N = N, w.K = K, w.bf16 = true;
         w.promote_every = wv.promote, w.group = wv.group, w.ctas = prop.multiProcessorCount;
         w.stagger = wv.stagger, w.experiment_skip_fixup = wv.skip_fixup;
         w.prefetch_ahead = wv.prefetch, w.n_fastest = wv.n_fastest, w.cluster = wv.cluster;
         w.experiment_cluster_without_multicast = wv.no_multicast;
+        w.experiment_multicast_to_self = wv.to_self;
+        w.experiment_stream_k_only = wv.sk_only;
         w.workspace = g_wg_ws, w.workspace_bytes = g_wg_ws_bytes, w.stream = g_stream;
         add("wgmma p" + std::to_string(wv.promote) + " g" + std::to_string(wv.group) + (wv.stagger ? " stagger" : "") +
                 (wv.prefetch ? " pf" + std::to_string(wv.prefetch) : "") + (wv.n_fastest ? " n-first" : "") +
                 (wv.cluster > 1 ? " c" + std::to_string(wv.cluster) : "") +
-                (wv.no_multicast ? " no-multicast" : "") +
+                (wv.no_multicast ? " no-multicast" : "") + (wv.to_self ? " to-self" : "") +
+                (wv.sk_only ? " sk-only" : "") +
                 (wv.skip_fixup ? " NO-FIXUP (timing only)" : ""),
             std::to_string(w.ctas) + " CTAs asked; " +
                 std::to_string(kb::kernels::gemm_cuda::wgmma_gemm_resident_ctas(w.cluster, true)) +

@@ -120,15 +120,20 @@ Status run_gemv(const GemmProblem& p, bool cublaslt_if_short_wave) {
 }
 
 // Whether kb_cuda_gemm runs p on kb's wgmma kernel: K > kLongK with
-// KB_GEMM_LONG_K=wgmma (gemm_cuda.hpp says why not by default). Read on every
-// call: a long-K product takes 70 us or more.
-bool wants_wgmma(const GemmProblem& p) {
-  return p.K > gemm_cuda::kLongK && env_is("KB_GEMM_LONG_K", "wgmma");
+// KB_GEMM_LONG_K=wgmma (single CTAs) or wgmma-c2 (clusters of 2 sharing the
+// weight block by TMA multicast; slower but at M = 8192 in session 19's kb
+// bench run); gemm_cuda.hpp says why not by default. Read on every call: a long-K product takes 70 us or more.
+// Returns the cluster size, 0 for no.
+int wants_wgmma(const GemmProblem& p) {
+  if (p.K <= gemm_cuda::kLongK) return 0;
+  if (env_is("KB_GEMM_LONG_K", "wgmma")) return 1;
+  if (env_is("KB_GEMM_LONG_K", "wgmma-c2")) return 2;
+  return 0;
 }
 
 // kb's long-K wgmma kernel on p; `fallback` set where it does not apply
 // (not compute capability 9.0, N % 8 != 0, unaligned tensors), for cuBLASLt.
-Status run_wgmma(const GemmProblem& p, bool* fallback) {
+Status run_wgmma(const GemmProblem& p, int cluster, bool* fallback) {
   *fallback = false;
   gemm_cuda::WgmmaGemmArgs args;
   args.A = p.A, args.B = p.B, args.C = p.C;
@@ -145,7 +150,12 @@ Status run_wgmma(const GemmProblem& p, bool* fallback) {
   auto ws = gemm_cuda::wgmma_workspace(p.stream, args.workspace_bytes);
   if (!ws) return ws.error();
   args.workspace = *ws;
-  const int e = gemm_cuda::wgmma_gemm(args);
+  args.cluster = cluster;
+  int e = gemm_cuda::wgmma_gemm(args);
+  if (e == cudaErrorNotSupported && cluster > 1) {  // e.g. an odd SM count: single CTAs
+    args.cluster = 1;
+    e = gemm_cuda::wgmma_gemm(args);
+  }
   if (e == cudaErrorNotSupported) {
     *fallback = true;
     return ok_status();
@@ -163,9 +173,9 @@ Status run_cuda_gemm(const CudaCall& c) {
   if (!p) return p.error();
   if (p->M == 0 || p->N == 0) return ok_status();
   if (p->M <= kCudaGemmGemvMaxM && gemv_unsupported(*p).empty()) return run_gemv(*p, true);
-  if (wants_wgmma(*p)) {
+  if (const int cluster = wants_wgmma(*p); cluster > 0) {
     bool fallback = false;
-    Status s = run_wgmma(*p, &fallback);
+    Status s = run_wgmma(*p, cluster, &fallback);
     if (!s.ok() || !fallback) return s;
   }
   return gemm_cuda::cublaslt_gemm(*p);

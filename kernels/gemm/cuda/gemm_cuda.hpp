@@ -1,8 +1,9 @@
 // kb's CUDA solutions for op_type "gemm" (C = A @ B.T, float16/bfloat16):
 //   kb_cuda_gemm      chooses by shape: M <= kCudaGemmGemvMaxM -> the gemv
 //                     kernel (gemv.cu); else cuBLASLt (cublaslt_gemm.cpp),
-//                     or for K > kLongK with KB_GEMM_LONG_K=wgmma kb's wgmma
-//                     kernel (wgmma_gemm.cu, Hopper)
+//                     or for K > kLongK with KB_GEMM_LONG_K=wgmma (or
+//                     wgmma-c2: clusters of 2) kb's wgmma kernel
+//                     (wgmma_gemm.cu, Hopper)
 //   kb_cublaslt_gemm  always cuBLASLt
 //   kb_cuda_gemv      always the gemv kernel; refuses M > 16 at run time
 #pragma once
@@ -26,8 +27,14 @@ inline constexpr std::int64_t kCudaGemmGemvMaxM = 16;
 // chunks from M = 2048, but in kb bench, side by side in one run, it was
 // 2-3% slower on 5376 x 21504 at M = 1024-2048 and 10-17% slower at M = 8192
 // and on 8192 x 28672: there cuBLASLt ran at up to 750 TFLOP/s and the
-// kernel at 590-675; at 640 its 128 x 256 tiles read about 7.5 TB/s from L2
-// (worked out, not measured; no cluster multicast yet).
+// kernel at 590-675. Session 19 (benchmarks/h200-2026-11-28-s19/) found the
+// cause with Nsight Compute: stream-K over all the work left every group at
+// its own K offset, so the L2 shared nothing (DRAM 81% busy at M = 2048); the
+// kernel now runs whole waves in step first (DRAM 29%, compute-bound) and is
+// 0.4-1.6% slower than one cuBLASLt product (promotion included) from M =
+// 2048 in long_k_variants. In kb bench it was still mixed against the chunks:
+// faster on 5376 x 21504 at M = 1024-2048 (0.4-1.7%), slower elsewhere (1-9%
+// at M >= 512, 22-30% at M = 128). Default unchanged.
 
 void add_gemm_cuda(Registry& r);
 

@@ -44,10 +44,10 @@
 // s16/long_k_slices.md): 5376 x 21504 M = 512 1.098 with 2 slices against
 // 1.061 for one batch. kb's own Hopper kernel (wgmma_gemm.hpp), which
 // promotes its tensor-core sum every 8192 of K instead of chunking, is exact
-// enough in one launch and was 1-5% faster than these chunks in
-// tools/gpu/long_k_variants.cu from M = 2048, but 2-17% slower in kb bench
-// (H200, benchmarks/h200-2026-11-28-s18/): kb_cuda_gemm runs it only with
-// KB_GEMM_LONG_K=wgmma.
+// enough in one launch and, since session 19, 0.5-7% faster than these
+// chunks in tools/gpu/long_k_variants.cu from M = 2048, but mixed in kb bench
+// (H200, benchmarks/h200-2026-11-28-s19/: 1.7% faster to 9% slower at M >=
+// 512): kb_cuda_gemm runs it only with KB_GEMM_LONG_K=wgmma.
 #pragma once
 
 #include <cstdint>

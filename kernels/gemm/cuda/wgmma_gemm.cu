@@ -23,16 +23,22 @@
 //    consumers, 64 rows each, m64n256k16 wgmma with A and B from shared
 //    memory (setmaxnreg up to 232). full[s] (1 arrival + the copies' bytes)
 //    and empty[s] (one arrival per consumer warp) mbarriers per stage.
-//  * Stream-K over a persistent grid of one CTA per SM: the work is
-//    super-tiles x K blocks, where a super-tile is `group` neighbouring
-//    128-row tiles of one 256-column slice; the CTAs of a group each take one
-//    of those row tiles and all run the same K range, so the B (weight) block
-//    they share is read from memory about once. Each group takes an equal
-//    contiguous share of all super-tile K blocks, so every SM does the same
-//    work whatever the tile count (no last wave). A tile whose K range is
+//  * A persistent grid of one CTA per SM. The work is super-tiles x K
+//    blocks, where a super-tile is `group` neighbouring 128-row tiles of one
+//    256-column slice; the CTAs of a group each take one of those row tiles
+//    and all run the same K range, so the B (weight) block they share is
+//    read from memory about once. First whole waves of super-tiles, one per
+//    group, all groups in step over K: the A rows and B columns a wave reads
+//    are read from memory once for the wave (L2). Then stream-K over the
+//    last partial wave: each group takes an equal contiguous share of its
+//    super-tile K blocks, so every SM does the same work (no short last
+//    wave). (Stream-K over all the work instead had each group at its own K
+//    offset, so nothing was shared in L2: 10x the ideal memory traffic,
+//    about 5.7 GB at 8192 x 28672, M = 2048, which bound the kernel by
+//    memory bandwidth; Nsight Compute, session 19.) A tile whose K range is
 //    split between groups is finished by the group that ran its first K
 //    block (its "owner"): the others, for which it is their first piece of
-//    work, write their fp32 sums to the workspace (one 128 x 256 slot per
+//    stream-K work, write their fp32 sums to the workspace (one 128 x 256 slot per
 //    CTA) and raise the CTA's flag; the owner, for which it is its last
 //    piece, waits for the flags, adds those sums in K order, rounds once and
 //    stores C. The owner resets each flag, so the workspace stays zeroed.
@@ -124,9 +130,14 @@ struct Schedule {
   int groups = 0;      // gridDim.x / group
   int tiles_n = 0;     // 256-column tiles
   bool n_fastest = false;  // super-tile order: column tiles first (else row groups first)
+  int dp_waves = 0;    // whole waves of super-tiles (one a group, all of K) before the stream-K part
   long long total = 0; // super-tiles x iters
 
-  __device__ long long begin(int g) const { return total * g / groups; }
+  // Start of group g's stream-K range (g = groups: the end), after the waves.
+  __device__ long long begin(int g) const {
+    const long long dp = static_cast<long long>(dp_waves) * groups * iters;
+    return dp + (total - dp) * g / groups;
+  }
 };
 
 // One piece of a group's range: super-tile st, K blocks [k0, k1).
@@ -147,6 +158,7 @@ __device__ __forceinline__ void for_each_contributor(const Schedule& s, int g, i
 // Calls f(segment) for each piece of group g's range in order.
 template <class F>
 __device__ __forceinline__ void for_each_segment(const Schedule& s, int g, F&& f) {
+  for (int w = 0; w < s.dp_waves; ++w) f(Segment{w * s.groups + g, 0, s.iters});
   long long pos = s.begin(g);
   const long long end = s.begin(g + 1);
   while (pos < end) {
@@ -196,7 +208,7 @@ template <bool BF16, int CL>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       void* __restrict__ c_out, int M, int N, Schedule s, int promote_every, bool stagger,
-                      bool skip_fixup, int prefetch_ahead, bool mc, float* __restrict__ partials,
+                      bool skip_fixup, int prefetch_ahead, int mc_mode, float* __restrict__ partials,
                       unsigned* __restrict__ flags) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
@@ -206,6 +218,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto empty = [&](int st) { return bars + 8u * (kStages + st); };
   auto stage_a = [&](int st) { return base + st * kStageBytes; };
   auto stage_b = [&](int st) { return base + st * kStageBytes + kABytes; };
+  // (clusters only) 1: halves of B multicast to both CTAs; 0: each CTA loads its whole B block (experiment);
+  // 2: each CTA loads both halves with the multicast instruction, to itself only (experiment).
+  const bool mc = CL > 1 && mc_mode == 1;
 
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) {
@@ -250,8 +265,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_wait(empty(stage), phase ^ 1u);
           mbar_arrive_expect_tx(full(stage), kStageBytes);
           tma_load_2d(stage_a(stage), &map_a, k * kBK, tm * kBM, full(stage));
-          if (CL == 1 || !mc) {
+          if (CL == 1 || mc_mode == 0) {
             tma_load_2d(stage_b(stage), &map_b, k * kBK, tn * kBN, full(stage));
+          } else if (mc_mode == 2) {
+            for (int h = 0; h < CL; ++h)
+              tma_load_2d_multicast(stage_b(stage) + h * (kBBytes / CL), &map_b, k * kBK, tn * kBN + h * (kBN / CL),
+                                    full(stage), static_cast<std::uint16_t>(1u << rank));
           } else {
             constexpr int kHalf = kBN / CL;
             tma_load_2d_multicast(stage_b(stage) + rank * (kBBytes / CL), &map_b, k * kBK,
@@ -273,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // producer multicasts into this CTA's copy of the stage too.
     auto release = [&](int st) {
       if (lane != 0) return;
-      if (CL == 1 || !mc) {
+      if (!mc) {
         mbar_arrive(empty(st));
       } else {
         for (std::uint32_t r = 0; r < CL; ++r) mbar_arrive_cluster(empty(st), r);
@@ -326,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       float4* slot = reinterpret_cast<float4*>(partials);
       if (seg.k0 > 0) {
-        // Not the owner: this is the CTA's first segment; hand the sum to the owner.
+        // Not the owner: this is the CTA's first stream-K segment; hand the sum to the owner.
         if (skip_fixup) return;
         float4* mine = slot + static_cast<std::size_t>(blockIdx.x) * (kTileFloats / 4);
 #pragma unroll
@@ -450,6 +469,7 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
       ctas = fit - fit % s.group;
       if (ctas <= 0) return cudaErrorNotSupported;
       s.groups = ctas / s.group;
+      if (!a.experiment_stream_k_only) s.dp_waves = s.mgroups * s.tiles_n / s.groups;
     }
   }
   cudaLaunchAttribute attr;
@@ -459,7 +479,9 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
   auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + flag_bytes(a.ctas));
   return cudaLaunchKernelEx(&config, wgmma_gemm_kernel<BF16, CL>, map_a, map_b, a.C, static_cast<int>(a.M),
                             static_cast<int>(a.N), s, a.promote_every, a.stagger, a.experiment_skip_fixup,
-                            a.prefetch_ahead, !a.experiment_cluster_without_multicast, partials, flags);
+                            a.prefetch_ahead,
+                            a.experiment_cluster_without_multicast ? 0 : a.experiment_multicast_to_self ? 2 : 1,
+                            partials, flags);
 }
 
 }  // namespace
@@ -516,6 +538,7 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   s.tiles_n = static_cast<int>((a.N + kBN - 1) / kBN);
   s.n_fastest = args.n_fastest;
   s.total = static_cast<long long>(s.mgroups) * s.tiles_n * s.iters;
+  s.dp_waves = args.experiment_stream_k_only ? 0 : static_cast<int>(s.mgroups * s.tiles_n / s.groups);
   if (args.cluster == 2)
     return a.bf16 ? launch<true, 2>(args, map_a, map_b, s) : launch<false, 2>(args, map_a, map_b, s);
   return a.bf16 ? launch<true, 1>(args, map_a, map_b, s) : launch<false, 1>(args, map_a, map_b, s);

@@ -45,6 +45,11 @@ struct WgmmaGemmArgs {
   bool experiment_skip_fixup = false;
   // Timing experiments only: clusters launched, but each CTA loads its whole B block itself.
   bool experiment_cluster_without_multicast = false;
+  // Timing experiments only: stream-K over all the work (no whole waves first; slower, the L2 shares nothing).
+  bool experiment_stream_k_only = false;
+  // Timing experiments only: clusters launched, each CTA loads both halves of its B block with the multicast
+  // instruction addressed to itself alone (no cross-CTA traffic or coupling; the multicast form's own cost).
+  bool experiment_multicast_to_self = false;
   // CTAs that run the same K range of one column of 256 output columns on
   // neighbouring 128-row tiles at once (so each weight block is read from
   // memory about once per group); taken down to the largest divisor of
@@ -53,10 +58,12 @@ struct WgmmaGemmArgs {
   int group = 4;
   // CTAs per cluster, 1 or 2: with 2, neighbouring CTAs of a group each load
   // half of the weight block and multicast it to both (TMA multicast); the
-  // grid and the group must then be even. Correct (tests/gpu/test_gemm.cpp)
-  // but, measured on the H200 (benchmarks/h200-2026-11-28-s18/), 1.65-1.9x
-  // SLOWER than 1, while clusters of 2 without the multicast were 1.02-1.08x:
-  // the multicast path has a cost not found yet. Experimental; keep 1.
+  // grid and the group must then be even. Correct (tests/gpu/test_gemm.cpp).
+  // H200 (benchmarks/h200-2026-11-28-s19/): 2x slower than 1 until session
+  // 19 (a cluster-scope release on every stage's arrive put MEMBAR.ALL.GPU in
+  // the consumers' loop); since, 1.00-1.02x of single CTAs on the long-K
+  // shapes at M >= 2048, slower below (1.02-1.12x). Kept for experiments and
+  // KB_GEMM_LONG_K=wgmma-c2.
   int cluster = 1;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
