@@ -35,6 +35,8 @@
 //                    into L2 N K blocks ahead; n-first: column tiles first;
 //                    c2: clusters of 2 CTAs sharing the weight block by TMA
 //                    multicast
+//                    (lwP: the last partial wave as whole tiles where it
+//                    fills P% of the groups; lw0: always)
 //                    (sk-only: stream-K over all the work, no whole waves
 //                    first, the kernel before session 19)
 //                    (c2 to-self: each CTA multicasts both halves to itself
@@ -640,6 +642,7 @@ int main(int argc, char** argv) {
         bool no_multicast = false;
         bool to_self = false;
         bool sk_only = false;
+        int last_wave = 101;
       };
       for (const WgVariant& wv : {WgVariant{0, 4, false, false, 0, false}, WgVariant{128, 4, true, false, 0, false},
                                   WgVariant{128, 4, false, false, 0, false}, WgVariant{0, 4, false, true, 0, false},
@@ -650,7 +653,10 @@ int main(int argc, char** argv) {
                                   WgVariant{0, 4, false, false, 0, true, 2},
                                   WgVariant{0, 4, false, false, 0, false, 1, false, false, true},
                                   WgVariant{128, 4, true, false, 0, false, 1, false, false, true},
-                                  WgVariant{128, 4, true, false, 0, false, 2, false, false, true}}) {
+                                  WgVariant{128, 4, true, false, 0, false, 2, false, false, true},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 0},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 80},
+                                  WgVariant{128, 4, true, false, 0, false, 2, false, false, false, 0}}) {
         kb::kernels::gemm_cuda::WgmmaGemmArgs w;
         w.A = A, w.B = B, w.C = C, w.M = M, w.N = N, w.K = K, w.bf16 = true;
         w.promote_every = wv.promote, w.group = wv.group, w.ctas = prop.multiProcessorCount;
@@ -659,12 +665,14 @@ int main(int argc, char** argv) {
         w.experiment_cluster_without_multicast = wv.no_multicast;
         w.experiment_multicast_to_self = wv.to_self;
         w.experiment_stream_k_only = wv.sk_only;
+        w.min_last_wave_percent = wv.last_wave;
         w.workspace = g_wg_ws, w.workspace_bytes = g_wg_ws_bytes, w.stream = g_stream;
         add("wgmma p" + std::to_string(wv.promote) + " g" + std::to_string(wv.group) + (wv.stagger ? " stagger" : "") +
                 (wv.prefetch ? " pf" + std::to_string(wv.prefetch) : "") + (wv.n_fastest ? " n-first" : "") +
                 (wv.cluster > 1 ? " c" + std::to_string(wv.cluster) : "") +
                 (wv.no_multicast ? " no-multicast" : "") + (wv.to_self ? " to-self" : "") +
                 (wv.sk_only ? " sk-only" : "") +
+                (wv.last_wave <= 100 ? " lw" + std::to_string(wv.last_wave) : "") +
                 (wv.skip_fixup ? " NO-FIXUP (timing only)" : ""),
             std::to_string(w.ctas) + " CTAs asked; " +
                 std::to_string(kb::kernels::gemm_cuda::wgmma_gemm_resident_ctas(w.cluster, true)) +

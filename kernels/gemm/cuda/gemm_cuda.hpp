@@ -32,9 +32,11 @@ inline constexpr std::int64_t kCudaGemmGemvMaxM = 16;
 // its own K offset, so the L2 shared nothing (DRAM 81% busy at M = 2048); the
 // kernel now runs whole waves in step first (DRAM 29%, compute-bound) and is
 // 0.4-1.6% slower than one cuBLASLt product (promotion included) from M =
-// 2048 in long_k_variants. In kb bench it was still mixed against the chunks:
-// faster on 5376 x 21504 at M = 1024-2048 (0.4-1.7%), slower elsewhere (1-9%
-// at M >= 512, 22-30% at M = 128). Default unchanged.
+// 2048 in long_k_variants. In kb bench, two runs in one call with the final
+// kernel, it was still mixed against the chunks: ahead on 8192 x 28672 at
+// M = 512 (2.7-4.6%) and 5376 x 21504 at M = 2048 (1.2-1.7%), behind
+// elsewhere (1-5%, once 16%; 20-30% at M = 128) and less steady. Default
+// unchanged.
 
 void add_gemm_cuda(Registry& r);
 

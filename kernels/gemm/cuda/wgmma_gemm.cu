@@ -131,11 +131,13 @@ struct Schedule {
   int tiles_n = 0;     // 256-column tiles
   bool n_fastest = false;  // super-tile order: column tiles first (else row groups first)
   int dp_waves = 0;    // whole waves of super-tiles (one a group, all of K) before the stream-K part
+  int supertiles = 0;  // mgroups x tiles_n (the last wave may have fewer than `groups`)
   long long total = 0; // super-tiles x iters
 
   // Start of group g's stream-K range (g = groups: the end), after the waves.
   __device__ long long begin(int g) const {
-    const long long dp = static_cast<long long>(dp_waves) * groups * iters;
+    const int whole = dp_waves * groups < supertiles ? dp_waves * groups : supertiles;
+    const long long dp = static_cast<long long>(whole) * iters;
     return dp + (total - dp) * g / groups;
   }
 };
@@ -144,6 +146,14 @@ struct Schedule {
 struct Segment {
   int st, k0, k1;
 };
+
+// Whole waves before the stream-K part: every full wave, and the last partial
+// one too (its idle groups left idle) where it fills at least
+// `min_last_wave_percent` of the groups.
+inline int whole_waves(int supertiles, int groups, int min_last_wave_percent) {
+  const int full = supertiles / groups, rest = supertiles % groups;
+  return full + (rest > 0 && rest * 100 >= min_last_wave_percent * groups ? 1 : 0);
+}
 
 // Calls f(cta) for each CTA whose partial sum of super-tile st the owner
 // group g (ending inside st) adds, in K order: the later groups whose ranges
@@ -158,7 +168,7 @@ __device__ __forceinline__ void for_each_contributor(const Schedule& s, int g, i
 // Calls f(segment) for each piece of group g's range in order.
 template <class F>
 __device__ __forceinline__ void for_each_segment(const Schedule& s, int g, F&& f) {
-  for (int w = 0; w < s.dp_waves; ++w) f(Segment{w * s.groups + g, 0, s.iters});
+  for (int w = 0; w < s.dp_waves && w * s.groups + g < s.supertiles; ++w) f(Segment{w * s.groups + g, 0, s.iters});
   long long pos = s.begin(g);
   const long long end = s.begin(g + 1);
   while (pos < end) {
@@ -469,7 +479,7 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
       ctas = fit - fit % s.group;
       if (ctas <= 0) return cudaErrorNotSupported;
       s.groups = ctas / s.group;
-      if (!a.experiment_stream_k_only) s.dp_waves = s.mgroups * s.tiles_n / s.groups;
+      if (!a.experiment_stream_k_only) s.dp_waves = whole_waves(s.supertiles, s.groups, a.min_last_wave_percent);
     }
   }
   cudaLaunchAttribute attr;
@@ -538,7 +548,9 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   s.tiles_n = static_cast<int>((a.N + kBN - 1) / kBN);
   s.n_fastest = args.n_fastest;
   s.total = static_cast<long long>(s.mgroups) * s.tiles_n * s.iters;
-  s.dp_waves = args.experiment_stream_k_only ? 0 : static_cast<int>(s.mgroups * s.tiles_n / s.groups);
+  if (static_cast<long long>(s.mgroups) * s.tiles_n > INT32_MAX) return cudaErrorNotSupported;
+  s.supertiles = s.mgroups * s.tiles_n;
+  s.dp_waves = args.experiment_stream_k_only ? 0 : whole_waves(s.supertiles, s.groups, args.min_last_wave_percent);
   if (args.cluster == 2)
     return a.bf16 ? launch<true, 2>(args, map_a, map_b, s) : launch<false, 2>(args, map_a, map_b, s);
   return a.bf16 ? launch<true, 1>(args, map_a, map_b, s) : launch<false, 1>(args, map_a, map_b, s);

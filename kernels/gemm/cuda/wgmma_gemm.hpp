@@ -45,6 +45,14 @@ struct WgmmaGemmArgs {
   bool experiment_skip_fixup = false;
   // Timing experiments only: clusters launched, but each CTA loads its whole B block itself.
   bool experiment_cluster_without_multicast = false;
+  // The last partial wave of super-tiles runs as whole tiles too (some CTA
+  // groups idle, no stream-K hand-over, all groups in step over K) where it
+  // fills at least this percentage of the groups; above 100: never. H200,
+  // session 19 (long_k_variants_5_last_wave.txt): 8192 x 28672 at M = 512
+  // (32 super-tiles on 33 groups) 0.998 of one cuBLASLt product as one whole
+  // wave against 1.037 as stream-K; at M = 2048 (a last wave of 29 of 33)
+  // 1.025 against 1.006: the idle 12% cost more than the hand-over.
+  int min_last_wave_percent = 95;
   // Timing experiments only: stream-K over all the work (no whole waves first; slower, the L2 shares nothing).
   bool experiment_stream_k_only = false;
   // Timing experiments only: clusters launched, each CTA loads both halves of its B block with the multicast
