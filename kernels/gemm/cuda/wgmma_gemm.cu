@@ -32,7 +32,9 @@
 //    are read from memory once for the wave (L2). Then stream-K over the
 //    last partial wave: each group takes an equal contiguous share of its
 //    super-tile K blocks, so every SM does the same work (no short last
-//    wave). (Stream-K over all the work instead had each group at its own K
+//    wave); a last wave that fills >= min_last_wave_percent of the groups
+//    runs whole instead, its few idle groups cheaper than the hand-over.
+//    (Stream-K over all the work instead had each group at its own K
 //    offset, so nothing was shared in L2: 10x the ideal memory traffic,
 //    about 5.7 GB at 8192 x 28672, M = 2048, which bound the kernel by
 //    memory bandwidth; Nsight Compute, session 19.) A tile whose K range is
