@@ -157,6 +157,14 @@ inline int whole_waves(int supertiles, int groups, int min_last_wave_percent) {
   return full + (rest > 0 && rest * 100 >= min_last_wave_percent * groups ? 1 : 0);
 }
 
+// The CTA groups the grid holds, and with them the whole waves before stream-K
+// (none under the stream-K-only experiment). Set where the grid is chosen and
+// again where launch caps a cluster grid to what fits.
+inline void set_groups(Schedule& s, int groups, const WgmmaGemmArgs& a) {
+  s.groups = groups;
+  s.dp_waves = a.experiment_stream_k_only ? 0 : whole_waves(s.supertiles, groups, a.min_last_wave_percent);
+}
+
 // Calls f(cta) for each CTA whose partial sum of super-tile st the owner
 // group g (ending inside st) adds, in K order: the later groups whose ranges
 // start inside st (empty ranges wrote nothing).
@@ -480,8 +488,7 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
     if (const int fit = resident_ctas<BF16, CL>(); fit > 0 && fit < ctas) {
       ctas = fit - fit % s.group;
       if (ctas <= 0) return cudaErrorNotSupported;
-      s.groups = ctas / s.group;
-      if (!a.experiment_stream_k_only) s.dp_waves = whole_waves(s.supertiles, s.groups, a.min_last_wave_percent);
+      set_groups(s, ctas / s.group, a);
     }
   }
   cudaLaunchAttribute attr;
@@ -546,13 +553,12 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   if (args.ctas % s.group != 0 || s.group % args.cluster != 0) return cudaErrorNotSupported;
   s.mgroups = (s.tiles_m + s.group - 1) / s.group;
   s.iters = static_cast<int>((a.K + kBK - 1) / kBK);
-  s.groups = args.ctas / s.group;
   s.tiles_n = static_cast<int>((a.N + kBN - 1) / kBN);
   s.n_fastest = args.n_fastest;
   s.total = static_cast<long long>(s.mgroups) * s.tiles_n * s.iters;
   if (static_cast<long long>(s.mgroups) * s.tiles_n > INT32_MAX) return cudaErrorNotSupported;
   s.supertiles = s.mgroups * s.tiles_n;
-  s.dp_waves = args.experiment_stream_k_only ? 0 : whole_waves(s.supertiles, s.groups, args.min_last_wave_percent);
+  set_groups(s, args.ctas / s.group, args);
   if (args.cluster == 2)
     return a.bf16 ? launch<true, 2>(args, map_a, map_b, s) : launch<false, 2>(args, map_a, map_b, s);
   return a.bf16 ? launch<true, 1>(args, map_a, map_b, s) : launch<false, 1>(args, map_a, map_b, s);
