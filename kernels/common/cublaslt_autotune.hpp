@@ -86,6 +86,7 @@ inline Result<std::vector<double>> median_ms_of_candidates(int count,
     one.warmup_ms = 0;  // the ramp below is this step's warm-up
     one.min_samples = one.max_samples = one.samples_per_graph = 1;
     one.flush_l2 = false;
+    one.throttle_threshold = 0;
     auto t = cuda::time_gpu([&](int, void* s) { return run(static_cast<int>(c), s); }, stream, one);
     if (!t) {
       KB_TRY(failure(c));
@@ -104,6 +105,9 @@ inline Result<std::vector<double>> median_ms_of_candidates(int count,
   o.warmup_ms = 0;  // step 1 ramped the clock
   o.min_samples = o.max_samples = o.samples_per_graph = kLtTuneSamples;  // one batch of samples, then stop
   o.flush_l2 = cold_l2;
+  // Exactly one batch each: the interleaved rounds, not set-aside batches, share the clock's drift fairly.
+  o.batch_target_ms = 0;
+  o.throttle_threshold = 0;
   for (int round = 0; round < kLtTuneRounds; ++round) {
     for (std::size_t c = 0; c < n; ++c) {
       if (failed[c]) continue;

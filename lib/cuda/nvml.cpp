@@ -24,6 +24,7 @@ struct Nvml {
   nvmlReturn (*index)(nvmlDevice, unsigned*) = nullptr;
   nvmlReturn (*clock_info)(nvmlDevice, int, unsigned*) = nullptr;
   nvmlReturn (*max_clock_info)(nvmlDevice, int, unsigned*) = nullptr;
+  nvmlReturn (*event_reasons)(nvmlDevice, unsigned long long*) = nullptr;  // optional
   bool ok = false;
 };
 
@@ -39,6 +40,12 @@ const Nvml& nvml() {
     n.index = reinterpret_cast<nvmlReturn (*)(nvmlDevice, unsigned*)>(dlsym(h, "nvmlDeviceGetIndex"));
     n.clock_info = reinterpret_cast<nvmlReturn (*)(nvmlDevice, int, unsigned*)>(dlsym(h, "nvmlDeviceGetClockInfo"));
     n.max_clock_info = reinterpret_cast<nvmlReturn (*)(nvmlDevice, int, unsigned*)>(dlsym(h, "nvmlDeviceGetMaxClockInfo"));
+    // Renamed from "throttle" to "clocks event" reasons in newer drivers; same bits.
+    n.event_reasons = reinterpret_cast<nvmlReturn (*)(nvmlDevice, unsigned long long*)>(
+        dlsym(h, "nvmlDeviceGetCurrentClocksEventReasons"));
+    if (!n.event_reasons)
+      n.event_reasons = reinterpret_cast<nvmlReturn (*)(nvmlDevice, unsigned long long*)>(
+          dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons"));
     n.ok = n.init && n.handle_by_pci_bus_id && n.index && n.clock_info && n.max_clock_info && n.init() == 0;
   });
   return n;
@@ -74,6 +81,28 @@ unsigned read(int device, bool max) {
 
 unsigned sm_clock_mhz(int device) { return read(device, false); }
 unsigned max_sm_clock_mhz(int device) { return read(device, true); }
+
+unsigned clock_event_reasons(int device) {
+  const Nvml& n = nvml();
+  nvmlDevice d = handle(device);
+  unsigned long long bits = 0;
+  if (!d || !n.event_reasons || n.event_reasons(d, &bits) != 0) return 0;
+  return static_cast<unsigned>(bits);
+}
+
+std::string clock_event_reason_names(unsigned reasons) {
+  // The bits as nvml.h defines them (nvmlClocksEventReason*).
+  static constexpr struct {
+    unsigned bit;
+    const char* name;
+  } kNames[] = {{0x1, "gpu_idle"},       {0x2, "applications_clocks"}, {0x4, "sw_power_cap"},
+                {0x8, "hw_slowdown"},    {0x10, "sync_boost"},         {0x20, "sw_thermal"},
+                {0x40, "hw_thermal"},    {0x80, "hw_power_brake"},     {0x100, "display_clocks"}};
+  std::string out;
+  for (const auto& n : kNames)
+    if (reasons & n.bit) out += (out.empty() ? "" : ", ") + std::string(n.name);
+  return out;
+}
 
 int nvml_index(int device) {
   nvmlDevice d = handle(device);

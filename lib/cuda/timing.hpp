@@ -8,12 +8,18 @@
 //  - warm-up outside timing (a count and a duration, for the clock to boost);
 //  - an adaptive stop (minimum samples, target relative standard error of the
 //    mean, time cap); median, spread and count reported;
-//  - the SM clock read through NVML before and after, to flag throttling.
+//  - the SM clock averaged over every batch of samples (the GPU's cycle
+//    counters against its timer, clock_sampler.hpp): a batch that ran
+//    under throttle_threshold of the maximum clock is set aside and the
+//    GPU rests before the next (nvbench's throttle handling), so a long run of
+//    heavy samples is not measured under the power cap; the result says how
+//    many samples were set aside and flags throttling that remained.
 // Work that cannot be captured in a graph is timed on the stream instead,
 // behind a blocking kernel that holds the GPU until all samples are queued.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,6 +27,21 @@
 #include "common/result.hpp"
 
 namespace kb::cuda {
+
+// TimingOptions::throttle_threshold's default: 0.75 (nvbench's), or the
+// environment's KB_THROTTLE_THRESHOLD where it holds a number in [0, 1] (read
+// once; it reaches kb's worker processes too). 0.9 keeps only samples near
+// the maximum clock; 0 keeps everything.
+inline double default_throttle_threshold() {
+  static const double value = [] {
+    const char* e = std::getenv("KB_THROTTLE_THRESHOLD");
+    if (!e || !*e) return 0.75;
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    return end && *end == '\0' && v >= 0 && v <= 1 ? v : 0.75;
+  }();
+  return value;
+}
 
 struct TimingOptions {
   int warmup = 3;                   // calls before timing, at least
@@ -35,7 +56,20 @@ struct TimingOptions {
   double target_rel_error = 0.005;
   double max_time_s = 1.5;          // wall-clock cap per measurement
   bool flush_l2 = true;             // cold samples
-  int samples_per_graph = 16;
+  int samples_per_graph = 16;       // samples per batch (one graph), at most
+  // Batches are cut to about this much device time (from the warm-up's pace),
+  // so the clock is checked every few samples of a long kernel: 16 samples of
+  // a 6 ms GEMM were 100 ms of sustained power between two readings.
+  double batch_target_ms = 20.0;
+  // A batch whose average SM clock was under this fraction of its maximum
+  // is set aside, and the GPU rests throttle_recovery_ms before the next; the
+  // batch after a rest only warms the clock up again and is set aside too.
+  // 0 keeps every sample. nvbench's defaults: 0.75 and 50 ms (the threshold's
+  // default can be set by KB_THROTTLE_THRESHOLD, above). If fewer than
+  // min_samples were kept when the run stops, the set-aside samples are used
+  // after all and the result is flagged throttled.
+  double throttle_threshold = default_throttle_threshold();
+  double throttle_recovery_ms = 50.0;
 };
 
 struct TimingResult {
@@ -46,8 +80,17 @@ struct TimingResult {
   double rel_noise = 0;  // stdev / mean
   std::size_t samples = 0;
   bool graph = false;    // captured in CUDA graphs (else: stream + blocking kernel)
+  int samples_per_batch = 0;  // samples between two clock readings (one graph replay)
   unsigned sm_clock_mhz_before = 0, sm_clock_mhz_after = 0, sm_clock_mhz_max = 0;
-  bool throttled = false;  // SM clock under 90% of its maximum at either end
+  // The lowest average SM clock over a kept batch (the GPU's own counters;
+  // clock_sampler.hpp); 0 where batches were not checked.
+  unsigned sm_clock_mhz_lowest_kept = 0;
+  // The set-aside samples had to be used (fewer than min_samples ran above
+  // the threshold); with batches unchecked (threshold 0), NVML's clock under
+  // 90% of its maximum before or after the samples.
+  bool throttled = false;
+  std::size_t throttled_discarded = 0;  // samples set aside: clock under the threshold, or warming up after a rest
+  unsigned throttle_reasons = 0;        // NVML's clock event reasons seen at set-aside batches (nvml.hpp), ORed
   std::string method() const;  // one line for logs
 };
 

@@ -7,6 +7,7 @@
 
 #include "cuda/anti_gaming.hpp"
 #include "cuda/per_device.hpp"
+#include "cuda/nvml.hpp"
 #include "cuda/plausible.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/timing.hpp"
@@ -397,11 +398,12 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     }
     perf.extra = fmt::format(
         R"({{"cuda_device":{},"pci_bus_id":{},"timing":"cuda_events","graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},"l2_flushed":true,)"
-        R"("input_sets":{},"sm_clock_mhz":[{},{}],"sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},)"
+        R"("input_sets":{},"sm_clock_mhz":[{},{}],"sm_clock_max_mhz":{},"sm_clock_lowest_kept_mhz":{},"throttled":{},"throttled_samples_set_aside":{},"throttle_reasons":{},"bytes":{},"achieved_gbs":{},)"
         R"("copy_bandwidth_gbs":{},"fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},)"
         R"("mma_bf16_tflops":{},"empty_kernel_ms":{},"one_read_kernel_ms":{},"rotations_checked":{},"stream_check":true,"implausible":{}{}}})",
         device, json_string(pci_bus_id), t->graph, t->samples, t->min_ms, t->max_ms, t->rel_noise, input_sets.size(), t->sm_clock_mhz_before,
-        t->sm_clock_mhz_after, t->sm_clock_mhz_max, t->throttled, cost.bytes, gbs, bw, bw > 0 ? gbs / bw : 0,
+        t->sm_clock_mhz_after, t->sm_clock_mhz_max, t->sm_clock_mhz_lowest_kept, t->throttled, t->throttled_discarded,
+        json_string(cuda::clock_event_reason_names(t->throttle_reasons)), cost.bytes, gbs, bw, bw > 0 ? gbs / bw : 0,
         cost.flops, cost.flops / seconds / 1e12, mma, ceilings.empty_kernel_ms, ceilings.one_read_kernel_ms, output_sets.size(), json_string(implausible), cupti_json);
     log += "timing: " + t->method() + "\n";
     log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", output_sets.size());

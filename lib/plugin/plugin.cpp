@@ -9,6 +9,7 @@
 #include <span>
 #include <sstream>
 
+#include "cuda/nvml.hpp"
 #include "cuda/plausible.hpp"
 #include "harness/cost.hpp"
 #include "harness/cupti_report.hpp"
@@ -318,7 +319,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
     perf.extra = fmt::format(
         R"({{{}"timing":"{}","worker":true,"graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},)"
         R"("l2_flushed":{},"input_sets":{},"rotations_checked":{},"stream_check":"{}","sm_clock_mhz":[{},{}],)"
-        R"("sm_clock_max_mhz":{},"throttled":{},"bytes":{},"achieved_gbs":{},"copy_bandwidth_gbs":{},)"
+        R"("sm_clock_max_mhz":{},"sm_clock_lowest_kept_mhz":{},"throttled":{},"throttled_samples_set_aside":{},"throttle_reasons":{},"bytes":{},"achieved_gbs":{},"copy_bandwidth_gbs":{},)"
         R"("fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},"mma_bf16_tflops":{},"empty_kernel_ms":{},)"
         R"("one_read_kernel_ms":{},"implausible":{}{}}})",
         r.cuda_device >= 0 ? fmt::format(R"("cuda_device":{},"pci_bus_id":{},)", r.cuda_device, json_string(r.pci_bus_id))
@@ -328,7 +329,8 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
         r.stream == worker::StreamCheck::same           ? "same_stream"
         : r.stream == worker::StreamCheck::inconclusive ? "inconclusive"
                                                         : "not_checked",
-        t.sm_clock_before, t.sm_clock_after, t.sm_clock_max, t.throttled, cost.bytes, gbs, t.copy_bandwidth_gbs,
+        t.sm_clock_before, t.sm_clock_after, t.sm_clock_max, t.sm_clock_lowest_kept, t.throttled, t.throttled_set_aside,
+        json_string(cuda::clock_event_reason_names(t.throttle_reasons)), cost.bytes, gbs, t.copy_bandwidth_gbs,
         t.copy_bandwidth_gbs > 0 ? gbs / t.copy_bandwidth_gbs : 0, cost.flops,
         seconds > 0 ? cost.flops / seconds / 1e12 : 0, t.mma_tflops, t.empty_kernel_ms, t.one_read_kernel_ms,
         json_string(implausible), cupti.extra_fields);

@@ -31,7 +31,7 @@
 namespace kb::worker {
 
 inline constexpr std::uint32_t kMagic = 0x6b62776bu;  // "kbwk"
-inline constexpr std::uint32_t kProtocolVersion = 5;
+inline constexpr std::uint32_t kProtocolVersion = 6;
 inline constexpr int kControlFd = 3;  // in the worker
 inline constexpr int kShmFd = 4;      // in the worker
 inline constexpr std::size_t kMaxArgs = 64;
@@ -131,6 +131,9 @@ struct RunReply {
   std::uint64_t samples;
   double median_ms, min_ms, max_ms, rel_noise;
   std::uint32_t sm_clock_before, sm_clock_after, sm_clock_max, throttled;
+  std::uint64_t throttled_set_aside;  // samples set aside by the timer (clock under its threshold)
+  std::uint32_t throttle_reasons;     // NVML clock event reasons seen at those samples
+  std::uint32_t sm_clock_lowest_kept;  // the lowest average SM clock of a kept batch, 0 if unchecked
   double copy_bandwidth_gbs, mma_tflops;  // measured once per worker (CUDA)
   double empty_kernel_ms, one_read_kernel_ms;  // launch floors, timed as solutions are (CUDA)
   char detail[kMessageBytes];             // the stream check's and the timing's lines for the log

@@ -758,6 +758,9 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
     t.sm_clock_before = reply->sm_clock_before;
     t.sm_clock_after = reply->sm_clock_after;
     t.sm_clock_max = reply->sm_clock_max;
+    t.throttled_set_aside = reply->throttled_set_aside;
+    t.throttle_reasons = reply->throttle_reasons;
+    t.sm_clock_lowest_kept = reply->sm_clock_lowest_kept;
     t.copy_bandwidth_gbs = reply->copy_bandwidth_gbs;
     t.mma_tflops = reply->mma_tflops;
     t.empty_kernel_ms = reply->empty_kernel_ms;

@@ -96,6 +96,9 @@ struct WorkerTiming {
   std::size_t samples = 0;
   bool graph = false, throttled = false;
   unsigned sm_clock_before = 0, sm_clock_after = 0, sm_clock_max = 0;
+  std::size_t throttled_set_aside = 0;  // cuda::TimingResult::throttled_discarded
+  unsigned throttle_reasons = 0;
+  unsigned sm_clock_lowest_kept = 0;
   double copy_bandwidth_gbs = 0, mma_tflops = 0;  // measured by the worker (CUDA)
   double empty_kernel_ms = 0, one_read_kernel_ms = 0;  // launch floors (CUDA), 0 if not measured
   // EvaluateOptions::cupti: CUPTI's kernel time in the worker, or why it could not record.

@@ -486,6 +486,9 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
     reply.sm_clock_after = t->sm_clock_mhz_after;
     reply.sm_clock_max = t->sm_clock_mhz_max;
     reply.throttled = t->throttled;
+    reply.throttled_set_aside = t->throttled_discarded;
+    reply.throttle_reasons = t->throttle_reasons;
+    reply.sm_clock_lowest_kept = t->sm_clock_mhz_lowest_kept;
     append_detail(reply, "timing: " + t->method() + " (in the worker, rotating through " + std::to_string(sets) +
                              " input sets, cold L2)");
     // The device's ceilings, measured once per worker process.

@@ -22,27 +22,11 @@
 #include "cuda/cupti.hpp"
 #include "cuda/device.hpp"
 #include "cuda/timing.hpp"
+#include "timing_test_support.hpp"
 
-namespace kb::cuda {
-cudaError_t launch_copy_kernel(void* dst, const void* src, std::size_t bytes, int sm_count, cudaStream_t stream);
-cudaError_t launch_empty_kernel(cudaStream_t stream);
-}  // namespace kb::cuda
-
-namespace {
-
-int g_failures = 0;
-
-void expect(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++g_failures;
-}
-
-kb::Status cuda_status(cudaError_t e) {
-  if (e == cudaSuccess) return kb::ok_status();
-  return kb::Error{kb::Code::cuda_error, cudaGetErrorString(e)};
-}
-
-}  // namespace
+using kb_timing_test::cuda_status;
+using kb_timing_test::expect;
+using kb_timing_test::g_failures;
 
 int main() {
   auto n = kb::cuda::device_count();

@@ -98,6 +98,15 @@ def cupti_ratio(r):
     return kb_k / torch_k if kb_k and torch_k else None
 
 
+def throttle_cell(r):
+    """Samples the timers set aside because the SM clock had fallen under the throttle threshold (and the
+    re-warm batch after each rest): kb's, then torch's per pass; T marks a median measured throttled."""
+    def one(n, throttled):
+        return "-" if n is None else f"{n}{' T' if throttled else ''}"
+    torch_part = "+".join(one(t.get("set_aside"), t.get("throttled")) for t in r.get("torch_timing") or []) or "-"
+    return f"{one(r.get('kb_set_aside'), r.get('kb_throttled'))} / {torch_part}"
+
+
 def write_outputs(meta, rows, parts=None):
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "benchmark.json"), "w") as fh:
@@ -112,6 +121,8 @@ def write_outputs(meta, rows, parts=None):
                      f"{', '.join(m['families_done']) or 'none'}"
                      + (f"; not finished: {', '.join(m['families_cut'])}" if m.get("families_cut") else "")
                      + (f"; definitions shard {m['shard']}" if m.get("shard", "1/1") != "1/1" else "")
+                     + (f"; throttle threshold {m['throttle_threshold']:.2f} of the maximum SM clock"
+                        if m.get("throttle_threshold") is not None else "")
                      + f" ({m['elapsed_s']:.0f} s).")
     bracketed = any(r.get("torch_ms_after") for r in rows)
     cupti = any(r.get("kb_cupti_ms") for r in rows)
@@ -128,18 +139,22 @@ def write_outputs(meta, rows, parts=None):
               "one-thread kernel that copies 16 bytes (one cold DRAM read: the floor of any kernel that reads memory). "
               "% same-size copy (gemm, M <= 16): kb's GB/s over what torch's copy of half the weight (read + write: "
               "as many bytes as the weight) reaches, timed the same way (cold): the copy bandwidth at this size, "
-              "launch and L2 state included.", "",
+              "launch and L2 state included. set aside kb / torch: samples each timer set aside because the SM "
+              "clock read under the throttle threshold (KB_THROTTLE_THRESHOLD, 0.75 by default) after their batch (the GPU then rests 50 ms, and the batch after "
+              "the rest is set aside too: nvbench's throttle handling); the clock is each batch's average, from the "
+              "GPU's cycle counters (kb's clock sampler, both sides); torch's per pass, joined by +; T: too few "
+              "samples ran above the threshold, and the median holds set-aside ones.", "",
               "| definition | batch | solution | status | kb ms | torch ms | baseline | ratio | kb % copy BW | kb / empty "
-              "| kb / 1-read | kb % same-size copy |" + (" torch ms before / after |" if bracketed else "")
+              "| kb / 1-read | kb % same-size copy | set aside kb / torch |" + (" torch ms before / after |" if bracketed else "")
               + (" kb CUPTI ms | torch CUPTI ms | CUPTI ratio |" if cupti else ""),
-              "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+              "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
               + (" ---: |" if bracketed else "") + (" ---: | ---: | ---: |" if cupti else "")]
     for r in sorted(rows, key=lambda r: (r["definition"], r["value"], r["solution"])):
         frac = r["kb_fraction_of_copy_bw"]
         lines.append(f"| {r['definition']} | {r['value']} | {r['solution']} | {r['status']} | {fmt_num(r['kb_ms'])} | "
                      f"{fmt_num(r['torch_ms'])} | {r['baseline']} | {fmt_num(r['ratio'], 3)} | "
                      f"{'-' if frac is None else f'{100 * frac:.0f}%'} | {fmt_num(r.get('kb_over_empty_kernel'), 2)} | "
-                     f"{fmt_num(r.get('kb_over_one_read_kernel'), 2)} | {same_size_pct(r)} |"
+                     f"{fmt_num(r.get('kb_over_one_read_kernel'), 2)} | {same_size_pct(r)} | {throttle_cell(r)} |"
                      + (f" {fmt_num(r.get('torch_ms_before'))} / {fmt_num(r.get('torch_ms_after'))} |" if bracketed else "")
                      + (f" {fmt_num(r.get('kb_cupti_ms'))} | {fmt_num(r.get('torch_cupti_ms'))} | "
                         f"{fmt_num(cupti_ratio(r), 3)} |" if cupti else ""))
@@ -190,6 +205,7 @@ import torch  # noqa: E402 (not needed by --merge)
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_timing  # noqa: E402
 from torch_timing import kernel_span_ms, time_like_kb  # noqa: E402 (kb's timing procedure, for torch)
 
 dev = torch.device("cuda")
@@ -199,13 +215,16 @@ flush_buf = torch.empty(2 * L2, dtype=torch.uint8, device=dev)
 
 
 kernel_ms_of_case = None  # --cupti: time_torch_cases points this at the case being timed
+timing_of_case = {}  # time_like_kb.last of the case's op (samples kept and set aside, throttled)
 
 
 def time_torch(fn, kernels=False, **_):
     """Median ms of fn() over cold samples, timed as kb times its kernels (torch_timing.py). kernels=True (the
     op itself, not a side measurement): with --cupti, also its kernels alone, kept for the case."""
-    global kernel_ms_of_case
+    global kernel_ms_of_case, timing_of_case
     ms = time_like_kb(fn, flush_buf, max_time_s=1.5)
+    if kernels:
+        timing_of_case = dict(time_like_kb.last)
     if kernels and args.cupti and kernel_ms_of_case is not None:
         try:
             kernel_ms_of_case = kernel_span_ms(fn, flush_buf)
@@ -338,6 +357,7 @@ def torch_case(d, axis, v):
 
 
 torch_kernel_ms = {}  # --cupti: (definition, value) -> (median ms, kernels a call) or (None, reason)
+torch_throttle = {}  # (definition, value) -> [time_like_kb.last of each torch pass]
 
 
 def time_torch_cases(cases, kernels=False):
@@ -352,6 +372,7 @@ def time_torch_cases(cases, kernels=False):
         current = d["name"]
         kernel_ms_of_case = (None, "not measured") if kernels else None
         out[(d["name"], v)] = torch_case(d, axis, v)
+        torch_throttle.setdefault((d["name"], v), []).append(dict(timing_of_case))
         if kernels:
             torch_kernel_ms[(d["name"], v)] = kernel_ms_of_case
         kernel_ms_of_case = None
@@ -456,7 +477,8 @@ log(f"copy bandwidth {bw:.0f} GB/s, empty kernel {empty_ms * 1000:.1f} us"
     + (f" (kernel alone, CUPTI: {empty_cupti[0] * 1000:.2f} us)" if empty_cupti[0] else ""))
 meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_bandwidth_gbs": bw,
         "empty_kernel_ms": empty_ms, "empty_kernel_cupti_ms": empty_cupti[0], "l2_bytes": L2, "families_requested": families, "families_done": [],
-        "families_cut": [], "shard": args.shard, "elapsed_s": 0.0}
+        "families_cut": [], "shard": args.shard, "elapsed_s": 0.0,
+        "throttle_threshold": torch_timing.THROTTLE_THRESHOLD}
 rows = []
 try:
     for family in families:
@@ -497,7 +519,12 @@ try:
                                  "kb_over_one_read_kernel": (lat / extra["one_read_kernel_ms"])
                                  if lat and extra.get("one_read_kernel_ms") else None,
                                  "kb_over_empty_kernel": (lat / extra["empty_kernel_ms"])
-                                 if lat and extra.get("empty_kernel_ms") else None})
+                                 if lat and extra.get("empty_kernel_ms") else None,
+                                 "kb_samples": extra.get("samples"), "kb_sm_clock_mhz": extra.get("sm_clock_mhz"),
+                                 "kb_throttled": extra.get("throttled"),
+                                 "kb_set_aside": extra.get("throttled_samples_set_aside"),
+                                 "kb_throttle_reasons": extra.get("throttle_reasons"),
+                                 "torch_timing": torch_throttle.get((d["name"], v), [])})
                 if not sols:
                     rows.append({"definition": d["name"], "axis": axis, "value": v, "solution": "-",
                                  "status": "NOT RUN" if ran else "NOT RUN (time limit)", "kb_ms": None,

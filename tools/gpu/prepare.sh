@@ -39,6 +39,16 @@ if command -v nvcc >/dev/null; then
     cp "$b/gpu-tools/$t" .devcarry/bin/
   done
 fi
+# kb's clock sampler as a library for tools/gpu/torch_timing.py (ctypes), so torch's batches are checked the same way
+if command -v nvcc >/dev/null; then
+  if [ ! -f "$b/gpu-tools/libkb_clock_sampler.so" ] || [ lib/cuda/clock_sampler.cu -nt "$b/gpu-tools/libkb_clock_sampler.so" ] \
+      || [ lib/cuda/clock_sampler.hpp -nt "$b/gpu-tools/libkb_clock_sampler.so" ]; then
+    mkdir -p "$b/gpu-tools"
+    nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC -DKB_CLOCK_SAMPLER_C_API -Ilib \
+      -o "$b/gpu-tools/libkb_clock_sampler.so" lib/cuda/clock_sampler.cu
+  fi
+  cp "$b/gpu-tools/libkb_clock_sampler.so" .devcarry/lib/
+fi
 strip .devcarry/bin/* .devcarry/lib/libkb.so.0.1.0 2>/dev/null || true
 for lib in libsimdjson.so.14 libfmt.so.9; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/; done
 # CUPTI (kb bench --cupti, test_cupti_timing), in case the GPU machine's loader path lacks it

@@ -15,7 +15,17 @@ now do the same:
     of the mean (stdev / mean / sqrt(n)) is <= 0.5%, or after max_time_s of
     wall time; report the median. (Not stdev / mean <= 0.5%: a 4% spread
     then ran 2000 samples back to back, and the clock fell to 1515 MHz.)
+  - batches cut to about BATCH_TARGET_MS of work, the SM clock averaged over
+    each by kb's clock sampler (lib/cuda/clock_sampler.cu, built by
+    tools/gpu/prepare.sh as libkb_clock_sampler.so; NVML's reading after the
+    batch where that library is missing): a batch that ran under
+    THROTTLE_THRESHOLD of the maximum clock is set aside, the GPU rests THROTTLE_RECOVERY_MS, and the
+    batch after the rest (warming the clock up again) is set aside too; if
+    fewer than min_samples were kept, the set-aside samples are used and the
+    result is flagged (time_like_kb.last says what happened).
 """
+import ctypes
+import os
 import statistics
 import time
 
@@ -27,6 +37,101 @@ WARMUP_MS = 10.0
 PER_BATCH = 16
 HOLD_CYCLES = 3_000_000  # ~1.5 ms at boost clock: enough to queue one batch of single-op calls from Python
 SPIN_HZ = 2.0e9  # cycles a second the spin is counted in (the SM clock, at most ~2 GHz on H100 / H200)
+BATCH_TARGET_MS = 20.0
+
+
+def _threshold_from_env():
+    """kb's default_throttle_threshold (lib/cuda/timing.hpp): KB_THROTTLE_THRESHOLD in [0, 1], else 0.75."""
+    try:
+        v = float(os.environ.get("KB_THROTTLE_THRESHOLD", ""))
+    except ValueError:
+        return 0.75
+    return v if 0 <= v <= 1 else 0.75
+
+
+THROTTLE_THRESHOLD = _threshold_from_env()  # kb's TimingOptions defaults (lib/cuda/timing.hpp), which are nvbench's
+THROTTLE_RECOVERY_MS = 50.0
+
+
+class SmClock:
+    """The current and maximum SM clock of torch's current device through NVML (libnvidia-ml, opened with
+    ctypes), found by PCI bus id as kb finds it. current() and max() answer 0 when NVML is not there."""
+    NVML_CLOCK_SM = 1
+
+    def __init__(self):
+        self.lib, self.handle = None, ctypes.c_void_p()
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0".encode()
+            if lib.nvmlDeviceGetHandleByPciBusId_v2(ctypes.c_char_p(bus), ctypes.byref(self.handle)) == 0:
+                self.lib = lib
+        except (OSError, AttributeError):
+            self.lib = None
+
+    def _read(self, fn):
+        if self.lib is None:
+            return 0
+        mhz = ctypes.c_uint()
+        return mhz.value if fn(self.handle, self.NVML_CLOCK_SM, ctypes.byref(mhz)) == 0 else 0
+
+    def current(self):
+        return self._read(self.lib.nvmlDeviceGetClockInfo) if self.lib else 0
+
+    def max(self):
+        return self._read(self.lib.nvmlDeviceGetMaxClockInfo) if self.lib else 0
+
+
+class BatchClock:
+    """The average SM clock over a batch, from kb's clock sampler kernel (ctypes): start() before the batch's work,
+    end() after it, mhz() once the stream is synchronized (0 when it cannot tell). None where the library is
+    not on the loader path."""
+
+    @staticmethod
+    def load():
+        try:
+            lib = ctypes.CDLL("libkb_clock_sampler.so")
+        except OSError:
+            return None
+        lib.kb_clock_sampler_launch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        lib.kb_clock_sampler_average_mhz.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.kb_clock_sampler_average_mhz.restype = ctypes.c_double
+        return BatchClock(lib)
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.words = 2 * lib.kb_clock_sampler_slots()
+        self.slots = torch.zeros(2 * self.words, dtype=torch.int64, device="cuda")
+        self.sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+    def _launch(self, offset):
+        stream = torch.cuda.current_stream().cuda_stream
+        self.lib.kb_clock_sampler_launch(ctypes.c_void_p(self.slots.data_ptr() + 8 * offset), self.sms,
+                                         ctypes.c_void_p(stream))
+
+    def start(self):
+        self.slots.zero_()
+        self._launch(0)
+
+    def end(self):
+        self._launch(self.words)
+
+    def mhz(self):
+        host = self.slots.cpu()
+        return self.lib.kb_clock_sampler_average_mhz(ctypes.c_void_p(host.data_ptr()),
+                                                     ctypes.c_void_p(host.data_ptr() + 8 * self.words))
+
+
+_clock = None
+
+
+def sm_clock():
+    global _clock
+    if _clock is None:
+        _clock = SmClock()
+    return _clock
 
 
 def hold_cycles(fn, flush_buf, calls):
@@ -45,38 +150,83 @@ def hold_cycles(fn, flush_buf, calls):
     return max(HOLD_CYCLES, int(3 * calls * per_call_s * SPIN_HZ))
 
 
-def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error=0.005, max_samples=2000, flush=True):
-    """Median ms of fn() (kb's method; see the module docstring)."""
+def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error=0.005, max_samples=2000, flush=True,
+                 throttle_threshold=THROTTLE_THRESHOLD):
+    """Median ms of fn() (kb's method; see the module docstring). Afterwards time_like_kb.last holds the samples kept
+    and set aside, the clocks and whether the result is throttled (as kb's traces say it)."""
     t0 = time.perf_counter()
-    n = 3
+    n, done = 3, 0
     while True:
         for _ in range(n):
             fn()
+        done += n
         torch.cuda.synchronize()
         if time.perf_counter() - t0 >= WARMUP_MS * 1e-3 or n >= 1 << 16:
             break
         n *= 2
-    hold = hold_cycles(fn, flush_buf, PER_BATCH)
-    samples = []
+    call_ms = (time.perf_counter() - t0) * 1e3 / done
+    per_batch = max(1, min(PER_BATCH, int(BATCH_TARGET_MS / call_ms))) if call_ms > 0 else PER_BATCH
+    clock = sm_clock()
+    max_mhz, before_mhz = clock.max(), clock.current()
+    threshold_mhz = throttle_threshold * max_mhz if throttle_threshold > 0 and max_mhz > 0 else 0
+    lowest_kept = before_mhz
+    batch_clock = BatchClock.load() if threshold_mhz else None
+    hold = hold_cycles(fn, flush_buf, per_batch)
+    samples, set_aside, rewarming = [], [], False
     start = time.perf_counter()
     while True:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(PER_BATCH)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(PER_BATCH)]
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(per_batch)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(per_batch)]
         torch.cuda._sleep(hold)
-        for k in range(PER_BATCH):
+        if batch_clock:
+            batch_clock.start()
+        for k in range(per_batch):
             if flush:
                 flush_buf.fill_(k & 0xFF)
             starts[k].record()
             fn()
             ends[k].record()
+        if batch_clock:
+            batch_clock.end()
         torch.cuda.synchronize()
-        samples += [s.elapsed_time(e) for s, e in zip(starts, ends)]
-        mean = statistics.fmean(samples)
-        noise = statistics.stdev(samples) / mean if len(samples) > 1 and mean > 0 else 0.0
-        if ((len(samples) >= min_samples and noise / len(samples) ** 0.5 <= target_rel_error)
-                or len(samples) >= max_samples or time.perf_counter() - start >= max_time_s):
+        mhz = 0
+        if threshold_mhz:
+            mhz = round(batch_clock.mhz()) if batch_clock else 0
+            mhz = mhz or clock.current()
+        throttled_now = bool(threshold_mhz and 0 < mhz < threshold_mhz)
+        batch = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        if throttled_now or rewarming:
+            set_aside += batch
+        else:
+            samples += batch
+            if mhz:
+                lowest_kept = min(lowest_kept, mhz)
+        rewarming = False
+        if throttled_now:
+            time.sleep(THROTTLE_RECOVERY_MS * 1e-3)
+            rewarming = True
+        enough = False
+        if len(samples) >= min_samples:
+            mean = statistics.fmean(samples)
+            noise = statistics.stdev(samples) / mean if len(samples) > 1 and mean > 0 else 0.0
+            enough = noise / len(samples) ** 0.5 <= target_rel_error
+        if (enough or len(samples) + len(set_aside) >= max_samples
+                or time.perf_counter() - start >= max_time_s):
             break
+    used_set_aside = len(samples) < min_samples and bool(set_aside)
+    if used_set_aside:
+        samples, set_aside = samples + set_aside, []
+    time_like_kb.last = {
+        "samples": len(samples), "set_aside": len(set_aside), "sm_clock_mhz": [before_mhz, clock.current()],
+        "sm_clock_max_mhz": max_mhz, "sm_clock_lowest_kept_mhz": lowest_kept if threshold_mhz and not used_set_aside else 0,
+        "clock_from": "kb clock sampler" if batch_clock else "nvml",
+        # as kb's TimingResult::throttled
+        "throttled": bool(used_set_aside) if threshold_mhz
+        else bool(max_mhz and min(before_mhz, clock.current()) < 0.9 * max_mhz)}
     return statistics.median(samples)
+
+
+time_like_kb.last = {}
 
 
 def kernel_span_ms(fn, flush_buf, samples=PER_BATCH):

@@ -1,0 +1,33 @@
+// What the timer tests (test_cupti_timing, test_timing_throttle) share: the
+// kb kernels they time, a check that prints and counts, and a CUDA error as a
+// kb status.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+
+#include "common/result.hpp"
+
+namespace kb::cuda {
+cudaError_t launch_copy_kernel(void* dst, const void* src, std::size_t bytes, int sm_count, cudaStream_t stream);
+cudaError_t launch_empty_kernel(cudaStream_t stream);
+}  // namespace kb::cuda
+
+namespace kb_timing_test {
+
+inline int g_failures = 0;
+
+inline void expect(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  if (!ok) ++g_failures;
+}
+
+inline kb::Status cuda_status(cudaError_t e) {
+  if (e == cudaSuccess) return kb::ok_status();
+  return kb::Error{kb::Code::cuda_error, cudaGetErrorString(e)};
+}
+
+}  // namespace kb_timing_test
