@@ -6,11 +6,7 @@
 # usage: bash tools/gpu/ncu_attention.sh [mla-decode] [gqa-decode] [prefill-b8] [prefill-b1]
 set -u
 cd "$(dirname "$0")/../.."
-[ -f .devcarry/bundle.tgz ] && { tar xzf .devcarry/bundle.tgz -C .devcarry && rm .devcarry/bundle.tgz; }
-[ -f .devcarry/bundle.txz ] && { python3 -c "import tarfile; tarfile.open('.devcarry/bundle.txz').extractall('.devcarry')" \
-    && rm .devcarry/bundle.txz; }
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-out=${OUT:-gpu-out}; mkdir -p "$out"
+. tools/gpu/devcarry_env.sh  # unpacks .devcarry, sets the loader path and $out
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 bench=.devcarry/bin/test_attention_bench
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats

@@ -10,10 +10,7 @@
 # usage: bash tools/gpu/ncu_long_k.sh ["variant$" ...]
 set -u
 cd "$(dirname "$0")/../.."
-[ -f .devcarry/bundle.txz ] && { python3 -c "import tarfile; tarfile.open('.devcarry/bundle.txz').extractall('.devcarry')" \
-    && rm .devcarry/bundle.txz; }
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-out=${OUT:-gpu-out}; mkdir -p "$out"
+. tools/gpu/devcarry_env.sh  # unpacks .devcarry, sets the loader path and $out
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats
           --section SourceCounters --section LaunchStats)

@@ -20,14 +20,7 @@
 #                                                   LKV_VARIANTS; not in all)
 set -u
 cd "$(dirname "$0")/../.."
-[ -f .devcarry/bundle.tgz ] && { tar xzf .devcarry/bundle.tgz -C .devcarry && rm .devcarry/bundle.tgz; }
-# (python's tarfile reads xz wherever the xz tool is missing)
-[ -f .devcarry/bundle.txz ] && { python3 -c "import tarfile; tarfile.open('.devcarry/bundle.txz').extractall('.devcarry')" \
-    && rm .devcarry/bundle.txz; }
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export KB_SHARED_DIR="$PWD/.devcarry/shared"
-out=${OUT:-gpu-out}
-mkdir -p "$out"
+. tools/gpu/devcarry_env.sh  # unpacks .devcarry, sets the loader path, KB_SHARED_DIR and $out
 kb=.devcarry/bin/kb
 what=${*:-all}
 status=0
