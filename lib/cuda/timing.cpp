@@ -175,7 +175,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
       opt.throttle_threshold > 0 ? static_cast<unsigned>(opt.throttle_threshold * r.sm_clock_mhz_max) : 0;
   constexpr std::size_t kSlotWords = 2 * kClockSamplerSlots;
   unsigned long long* clock_slots = nullptr;
-  std::vector<unsigned long long> clock_host(2 * kSlotWords);
+  std::vector<unsigned long long> clock_host(threshold_mhz ? 2 * kSlotWords : 0);
   if (threshold_mhz)
     KB_TRY(check(cudaMalloc(reinterpret_cast<void**>(&clock_slots), 2 * kSlotWords * sizeof(unsigned long long)),
                  "clock sampler buffer"));
@@ -233,7 +233,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
 
   std::vector<double> samples;       // kept, in the order they ran
   std::vector<double> set_aside;     // throttled batches and the warm-up batch after each rest
-  unsigned lowest_kept_clock = r.sm_clock_mhz_before;
+  unsigned lowest_kept_clock = 0;  // 0 until a kept batch's clock is known
   bool rewarming = false;  // the batch now running follows a rest
   auto start = std::chrono::steady_clock::now();
   Status status = ok_status();
@@ -270,7 +270,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
       (keep ? samples : set_aside).push_back(ms);
     }
     if (!status.ok()) break;
-    if (keep && clock > 0) lowest_kept_clock = std::min(lowest_kept_clock, clock);
+    if (keep && clock > 0) lowest_kept_clock = lowest_kept_clock ? std::min(lowest_kept_clock, clock) : clock;
     rewarming = false;
     if (throttled_now) {
       // Rest: the power and thermal limits average over time, and an idle GPU

@@ -155,21 +155,24 @@ def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error
     """Median ms of fn() (kb's method; see the module docstring). Afterwards time_like_kb.last holds the samples kept
     and set aside, the clocks and whether the result is throttled (as kb's traces say it)."""
     t0 = time.perf_counter()
-    n, done = 3, 0
+    n = 3
     while True:
         for _ in range(n):
             fn()
-        done += n
         torch.cuda.synchronize()
         if time.perf_counter() - t0 >= WARMUP_MS * 1e-3 or n >= 1 << 16:
             break
         n *= 2
-    call_ms = (time.perf_counter() - t0) * 1e3 / done
+    # one call timed alone after the warm-up (as kb does): its pace sizes the batches
+    t1 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    call_ms = (time.perf_counter() - t1) * 1e3
     per_batch = max(1, min(PER_BATCH, int(BATCH_TARGET_MS / call_ms))) if call_ms > 0 else PER_BATCH
     clock = sm_clock()
     max_mhz, before_mhz = clock.max(), clock.current()
     threshold_mhz = throttle_threshold * max_mhz if throttle_threshold > 0 and max_mhz > 0 else 0
-    lowest_kept = before_mhz
+    lowest_kept = 0  # until a kept batch's clock is known
     batch_clock = BatchClock.load() if threshold_mhz else None
     hold = hold_cycles(fn, flush_buf, per_batch)
     samples, set_aside, rewarming = [], [], False
@@ -200,7 +203,7 @@ def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error
         else:
             samples += batch
             if mhz:
-                lowest_kept = min(lowest_kept, mhz)
+                lowest_kept = min(lowest_kept, mhz) if lowest_kept else mhz
         rewarming = False
         if throttled_now:
             time.sleep(THROTTLE_RECOVERY_MS * 1e-3)
