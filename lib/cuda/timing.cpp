@@ -174,17 +174,14 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   const unsigned threshold_mhz =
       opt.throttle_threshold > 0 ? static_cast<unsigned>(opt.throttle_threshold * r.sm_clock_mhz_max) : 0;
   constexpr std::size_t kSlotWords = 2 * kClockSamplerSlots;
-  unsigned long long* clock_slots = nullptr;
   std::vector<unsigned long long> clock_host(threshold_mhz ? 2 * kSlotWords : 0);
-  if (threshold_mhz)
-    KB_TRY(check(cudaMalloc(reinterpret_cast<void**>(&clock_slots), 2 * kSlotWords * sizeof(unsigned long long)),
-                 "clock sampler buffer"));
-  struct FreeSlots {
-    unsigned long long* p;
-    ~FreeSlots() {
-      if (p) cudaFree(p);
-    }
-  } free_slots{clock_slots};
+  DeviceBuffer clock_buffer;
+  if (threshold_mhz) {
+    auto b = DeviceBuffer::allocate(clock_host.size() * sizeof(unsigned long long));
+    if (!b) return b.error();
+    clock_buffer = std::move(*b);
+  }
+  auto* clock_slots = static_cast<unsigned long long*>(clock_buffer.data());
 
   int per_batch = std::max(1, opt.samples_per_graph);
   if (opt.batch_target_ms > 0 && call_ms > 0)

@@ -29,22 +29,13 @@ using kb_timing_test::expect;
 using kb_timing_test::g_failures;
 
 int main() {
-  auto n = kb::cuda::device_count();
-  if (!n) {
-    std::printf("skipped: no CUDA device (%s)\n", n.error().message.c_str());
-    return 77;
-  }
+  cudaStream_t stream = nullptr;
+  int sms = 0;
+  if (int code = kb_timing_test::open_device(&stream, &sms)) return code;
   std::string why;
   if (!kb::cuda::cupti_available(&why)) {
     std::printf("skipped: CUPTI cannot record here: %s\n", why.c_str());
     return 77;
-  }
-  cudaStream_t stream = nullptr;
-  int sms = 0;
-  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) {
-    std::printf("FAIL: CUDA setup\n");
-    return 1;
   }
   constexpr std::size_t kBytes = std::size_t{512} << 20;
   void *src = nullptr, *dst = nullptr;

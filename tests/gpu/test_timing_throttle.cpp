@@ -29,18 +29,9 @@ using kb_timing_test::expect;
 using kb_timing_test::g_failures;
 
 int main() {
-  auto n = kb::cuda::device_count();
-  if (!n) {
-    std::printf("skipped: no CUDA device (%s)\n", n.error().message.c_str());
-    return 77;
-  }
   cudaStream_t stream = nullptr;
   int sms = 0;
-  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) {
-    std::printf("FAIL: CUDA setup\n");
-    return 1;
-  }
+  if (int code = kb_timing_test::open_device(&stream, &sms)) return code;
   constexpr std::size_t kBig = std::size_t{1} << 30, kSmall = std::size_t{16} << 20;
   void *src = nullptr, *dst = nullptr;
   if (cudaMalloc(&src, kBig) != cudaSuccess || cudaMalloc(&dst, kBig) != cudaSuccess) {
