@@ -278,19 +278,20 @@ void test_silu_and_mul(const kb::Implementation& impl, const fs::path& defs) {
       auto c = kb::kernels::silu_and_mul_launch_config(97, dim, true);
       const std::string label = "silu_and_mul " + std::string(kb::dtype_name(dt)) + " d=" + std::to_string(dim) +
                                 " [V=" + std::to_string(c.vector_width) + " x" + std::to_string(c.block_threads) +
-                                " grid " + std::to_string(c.grid_x) + "x(rows)]";
+                                " grid " + std::to_string(c.grid_x) + "x(rows/" +
+                                std::to_string(c.rows_per_thread) + ")]";
       run_group(impl, d, label, [&](std::int64_t rows) { return workload({{"num_tokens", rows}}, d); });
     }
     kb::Definition d = base;
     set_float_dtypes(d, kb::DType::bfloat16, dt);
     run_group(impl, d, "silu_and_mul " + std::string(kb::dtype_name(dt)) + " d=12288 unaligned [V=1]",
               [&](std::int64_t rows) { return workload({{"num_tokens", rows}}, d); }, true);
-    kb::Definition small = base;  // more rows than grid.y's 65535: the kernel's row stride
+    kb::Definition small = base;  // more row pairs than grid.y's 65535: the kernel's row stride; odd: a lone last row
     set_const(small, "intermediate_size", 8);
     set_const(small, "two_intermediate_size", 16);
     set_float_dtypes(small, kb::DType::bfloat16, dt);
-    run_group(impl, small, "silu_and_mul " + std::string(kb::dtype_name(dt)) + " d=8 rows=70001 (grid.y stride)",
-              [&](std::int64_t rows) { return workload({{"num_tokens", rows}}, small); }, false, {70001});
+    run_group(impl, small, "silu_and_mul " + std::string(kb::dtype_name(dt)) + " d=8 rows=140001 (grid.y stride)",
+              [&](std::int64_t rows) { return workload({{"num_tokens", rows}}, small); }, false, {140001});
   }
 }
 

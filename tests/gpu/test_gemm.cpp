@@ -196,7 +196,7 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   GemmProblem p{t, M, N, K, a, b, reinterpret_cast<void*>(16), nullptr};
   GemvPlan plan;
   if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
-  if (impl.name == "kb_cuda_gemm" && plan.short_last_wave) return "cuBLASLt (the gemv's last wave is short)";
+  if (impl.name == "kb_cuda_gemm" && plan.cublaslt_instead) return fmt::format("cuBLASLt ({})", plan.cublaslt_instead);
   return fmt::format("gemv {}x{} blocks of {} warps, {} rows{}", plan.row_blocks, plan.splits, plan.warps,
                      plan.rows_per_block, plan.balanced ? " at most (balanced)" : "");
 }

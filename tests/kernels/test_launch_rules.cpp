@@ -132,3 +132,18 @@ TEST_CASE("paged decode: CTAs an SM needs to stream whole pages") {
   CHECK(stream_ctas_per_sm(0, 132) == 1);
   CHECK(stream_ctas_per_sm(3e12, 0) == 1);
 }
+
+TEST_CASE("kb_cuda_gemm takes cuBLASLt over the gemv for large weights at M > 8 (H200 measurements)") {
+  using kb::kernels::gemm_cuda::gemv_cublaslt_weight;
+  constexpr std::int64_t l2 = 60ll << 20;  // the H200's L2
+  // benchmarks/h200-2026-11-28-s21/decode_m9_16.md: 5120 x 17408 (178 MB) ran faster in the gemv at every
+  // M = 9 .. 16; 21504 x 5376 (231 MB) faster in cuBLASLt from M = 9.
+  CHECK_FALSE(gemv_cublaslt_weight(16, 5120ll * 17408 * 2, l2));
+  CHECK(gemv_cublaslt_weight(16, 21504ll * 5376 * 2, l2));
+  CHECK(gemv_cublaslt_weight(9, 8192ll * 28672 * 2, l2));
+  // M <= 8 keeps the gemv whatever the weight (M = 1: 8192 x 28672 level with cuBLASLt, 37888 x 3584 8% faster).
+  CHECK_FALSE(gemv_cublaslt_weight(8, 8192ll * 28672 * 2, l2));
+  CHECK_FALSE(gemv_cublaslt_weight(1, 8192ll * 28672 * 2, l2));
+  // An unknown L2 size (the query failed): the gemv.
+  CHECK_FALSE(gemv_cublaslt_weight(16, 8192ll * 28672 * 2, 0));
+}

@@ -101,14 +101,14 @@ std::string gemv_unsupported(const GemmProblem& p) {
   return {};
 }
 
-// The gemv kernel on p; with `cublaslt_if_short_wave` (kb_cuda_gemm), cuBLASLt
-// instead where the gemv's plan ends on a short last wave (gemv.hpp).
-Status run_gemv(const GemmProblem& p, bool cublaslt_if_short_wave) {
+// The gemv kernel on p; with `cublaslt_where_faster` (kb_cuda_gemm), cuBLASLt
+// instead where the gemv's plan says so (GemvPlan::cublaslt_instead).
+Status run_gemv(const GemmProblem& p, bool cublaslt_where_faster) {
   auto scratch = gemm_cuda::stream_scratch(p.stream);
   if (!scratch) return scratch.error();
   gemm_cuda::GemvPlan plan;
   int e = gemm_cuda::gemv_plan(p, gemm_cuda::gemv_scratch_bytes(*scratch), &plan);
-  if (e == 0 && cublaslt_if_short_wave && plan.short_last_wave) return gemm_cuda::cublaslt_gemm(p);
+  if (e == 0 && cublaslt_where_faster && plan.cublaslt_instead) return gemm_cuda::cublaslt_gemm(p);
   if (e == 0) e = gemm_cuda::gemv_launch(p, *scratch, plan);
   if (e != 0) {
     const auto err = static_cast<cudaError_t>(e);
@@ -204,7 +204,8 @@ void add_gemm_cuda(Registry& r) {
   gemm.device = Device::cuda;
   gemm.description = fmt::format(
       "C = A @ B.T, float16/bfloat16, fp32 accumulation: M <= {} -> kb's gemv kernel (tensor-core mma.sync, "
-      "streams B once; cuBLASLt where its last wave of blocks would be short), else cuBLASLt (TN, the heuristic's "
+      "streams B once; at M > 8 cuBLASLt where its last wave of blocks would be short or the weight is over "
+      "3.25 x the L2 size), else cuBLASLt (TN, the heuristic's "
       "best 16 algorithms timed on first use per shape, the fastest cached; K > 20480 summed in K chunks through an "
       "fp32 buffer, for accuracy, or with KB_GEMM_LONG_K=wgmma by kb's Hopper kernel, which promotes the tensor-core "
       "sum to a second fp32 sum every 8192 of K)",

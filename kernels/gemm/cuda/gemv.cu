@@ -573,7 +573,8 @@ GemvPlan plan_with_rows(const GemmProblem& p, std::size_t scratch_bytes, GemvBal
   // (10240 x 8192 M = 1: 69.3 against 72.0).
   if (M > 8 && plan.splits == 1) {
     const long long slots = static_cast<long long>(plan.sm_count) * plan.blocks_per_sm;
-    plan.short_last_wave = plan.row_blocks > slots && 2 * (plan.row_blocks % slots) < plan.sm_count;
+    if (plan.row_blocks > slots && 2 * (plan.row_blocks % slots) < plan.sm_count)
+      plan.cublaslt_instead = "the gemv's last wave is short";
   }
   return plan;
 }
@@ -606,7 +607,9 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   GemvPlan plan;
   if (cudaError_t e = sm_count(device, &plan.sm_count); e != cudaSuccess) return e;
-  plan.evict_first = stream_evict_first(static_cast<std::int64_t>(p.N) * p.K * 2, device_l2_bytes(device));
+  const std::int64_t weight_bytes = static_cast<std::int64_t>(p.N) * p.K * 2;
+  const std::int64_t l2_bytes = device_l2_bytes(device);
+  plan.evict_first = stream_evict_first(weight_bytes, l2_bytes);
   // Rows per block (gemv_wave_fill in gemv.hpp). KB_GEMV_ROWS=16|32 forces
   // one (to measure the two side by side).
   static const int env_rows = env_is("KB_GEMV_ROWS", "16") ? 16 : env_is("KB_GEMV_ROWS", "32") ? 32 : 0;
@@ -617,10 +620,15 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   auto make = [&](int r) {
     return plan_with_rows(p, scratch_bytes, balance, plan, r, per_sm[r / kRowTile - 1]);
   };
-  if (forced_rows) {
-    *out = make(forced_rows);
+  // kb_cuda_gemm's other reason to take cuBLASLt (gemv.hpp), whatever the rows.
+  const auto finish = [&](GemvPlan chosen) {
+    static_assert(kGemvCublasltWeightL2s == 3.25, "say the new figure below");
+    if (gemv_cublaslt_weight(M, weight_bytes, l2_bytes))
+      chosen.cublaslt_instead = "the weight is over 3.25 x the L2 size";
+    *out = chosen;
     return cudaSuccess;
-  }
+  };
+  if (forced_rows) return finish(make(forced_rows));
   // By wave fill (gemv_rows_per_block), then at 2 <= M <= 8 by
   // gemv_small_m_rows, which compares the two finished plans (gemv.hpp says
   // what was measured).
@@ -633,8 +641,7 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
     const int rows_by_plans = gemv_small_m_rows(p16, p32);
     if (rows_by_plans != 0) chosen = rows_by_plans == kRowTile ? p16 : p32;
   }
-  *out = chosen;
-  return cudaSuccess;
+  return finish(chosen);
 }
 
 int gemv_launch(const GemmProblem& p, const StreamScratch* scratch, const GemvPlan& plan) {

@@ -34,10 +34,14 @@ struct GemvPlan {
   int k_iterations = 0;     // 64-wide K steps in all (ceil(K / 64))
   int blocks_per_sm = 0;    // occupancy of this instantiation
   int sm_count = 0;
-  // M > 8, unsplit, more than one wave of blocks, and the last wave holds
-  // fewer blocks than half the SMs: too few loads in flight at the end.
-  // kb_cuda_gemm hands such shapes to cuBLASLt (gemv.cu says what was measured).
-  bool short_last_wave = false;
+  // Why kb_cuda_gemm hands this shape to cuBLASLt instead (nullptr: it runs
+  // the gemv). Both reasons are for M > 8 only:
+  //  - "the gemv's last wave is short": unsplit, more than one wave of
+  //    blocks, and the last wave holds fewer blocks than half the SMs (too
+  //    few loads in flight at the end; gemv.cu says what was measured);
+  //  - "the weight is over kGemvCublasltWeightL2s x the L2 size"
+  //    (gemv_cublaslt_weight).
+  const char* cublaslt_instead = nullptr;
   // The weight stream's L2 policy: evict_first up to a few times the L2
   // size, no hint above (kernels/common/l2_stream_policy.cuh).
   bool evict_first = true;
@@ -45,6 +49,25 @@ struct GemvPlan {
 
 // Warps per gemv block at most (they split the block's K range).
 inline constexpr int kGemvMaxWarps = 8;
+
+// At M > 8 the gemv streams a weight a little slower than cuBLASLt does
+// (two activation tiles per MMA step, 2 blocks an SM instead of 3); it is
+// still ahead while the weight is a few times the L2 size, where its
+// evict_first policy (kernels/common/l2_stream_policy.cuh) saves the L2
+// flush's write-backs. Above that kb_cuda_gemm takes cuBLASLt. Measured on an
+// H200 (60 MiB L2), M = 9 .. 16 side by side in one run
+// (benchmarks/h200-2026-11-28-s21/decode_m9_16.md), gemv / cuBLASLt: weights
+// up to 178 MB (2.8 L2s) 0.90-0.999, every M; the six of 231-470 MB (3.7-7.5
+// L2s) 1.00-1.09 from M = 10 (M = 9: 0.976-1.025). The crossover on an H100
+// (50 MiB) is not measured; the rule assumes it scales with the L2.
+inline constexpr double kGemvCublasltWeightL2s = 3.25;
+
+// Whether kb_cuda_gemm hands an M-row product with a `weight_bytes` weight
+// to cuBLASLt for its size (see above); l2_bytes 0 (unknown): no.
+inline bool gemv_cublaslt_weight(std::int64_t M, std::int64_t weight_bytes, std::int64_t l2_bytes) {
+  return M > 8 && l2_bytes > 0 &&
+         static_cast<double>(weight_bytes) > kGemvCublasltWeightL2s * static_cast<double>(l2_bytes);
+}
 
 // Resident blocks on the whole GPU (at least 1): blocks_per_sm is the
 // occupancy of full-size blocks; blocks with fewer warps fit proportionally more.

@@ -16,6 +16,7 @@ struct SiluAndMulConfig {
   int vector_width = 1;  // 8 (16-byte accesses) or 1 (scalar fallback)
   int block_threads = 0;
   unsigned grid_x = 0, grid_y = 0;
+  int rows_per_thread = 1;  // rows a thread takes at once (vector_width 8 only)
 };
 
 SiluAndMulConfig silu_and_mul_launch_config(std::int64_t rows, std::int64_t d, bool vectorizable);

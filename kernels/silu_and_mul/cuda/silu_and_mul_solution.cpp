@@ -58,7 +58,7 @@ void add_silu_and_mul_cuda(Registry& r) {
   impl.author = "kb";
   impl.device = Device::cuda;
   impl.description =
-      "silu(gate) * up, bf16/fp16: 16-byte vectors, 2-D grid-stride loop, fp32 math (gate * sigmoid(gate) * up) "
+      "silu(gate) * up, bf16/fp16: 16-byte vectors, two rows a thread, 2-D grid-stride loop, fp32 math (gate * sigmoid(gate) * up) "
       "rounded once; scalar fallback when d % 8 != 0";
   impl.supports = supports;
   impl.run_cuda = run;
