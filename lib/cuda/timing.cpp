@@ -113,8 +113,8 @@ class GraphExec {
 
 std::string TimingResult::method() const {
   std::string aside;
-  if (throttled_discarded > 0)
-    aside = fmt::format(", {} samples set aside (clock under the throttle threshold{}{})", throttled_discarded,
+  if (throttled_samples_set_aside > 0)
+    aside = fmt::format(", {} samples set aside (clock under the throttle threshold{}{})", throttled_samples_set_aside,
                         throttle_reasons ? ": " : "", clock_event_reason_names(throttle_reasons));
   return fmt::format("CUDA events, {} samples ({}, batches of {}), median {:.6f} ms [min {:.6f}, max {:.6f}], noise {:.2f}%, "
                      "SM clock {}->{} MHz of {}{}{}{}",
@@ -295,7 +295,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
     set_aside.clear();
     used_set_aside = true;
   }
-  r.throttled_discarded = set_aside.size();
+  r.throttled_samples_set_aside = set_aside.size();
   r.sm_clock_mhz_lowest_kept = threshold_mhz && !used_set_aside ? lowest_kept_clock : 0;
   if (samples_out) *samples_out = samples;
   auto s = stats(samples);

@@ -89,7 +89,7 @@ struct TimingResult {
   // the threshold); with batches unchecked (threshold 0), NVML's clock under
   // 90% of its maximum before or after the samples.
   bool throttled = false;
-  std::size_t throttled_discarded = 0;  // samples set aside: clock under the threshold, or warming up after a rest
+  std::size_t throttled_samples_set_aside = 0;  // clock under the threshold, or warming up after a rest
   unsigned throttle_reasons = 0;        // NVML's clock event reasons seen at set-aside batches (nvml.hpp), ORed
   std::string method() const;  // one line for logs
 };

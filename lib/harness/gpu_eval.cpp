@@ -7,15 +7,16 @@
 
 #include "cuda/anti_gaming.hpp"
 #include "cuda/per_device.hpp"
-#include "cuda/nvml.hpp"
 #include "cuda/plausible.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/timing.hpp"
 #include "harness/cost.hpp"
 #include "harness/cupti_report.hpp"
 #include "harness/sampling_judge.hpp"
+#include "harness/timing_report.hpp"
 #include "harness/torch_reference.hpp"
 #include "inputs/inputs.hpp"
+#include "json/json.hpp"
 #include "oracle/gpu_oracle.hpp"
 
 namespace kb {
@@ -52,15 +53,6 @@ cuda::Ceilings device_ceilings(int device, void* stream) {
     auto m = cuda::measure_ceilings(stream);
     return m ? *m : cuda::Ceilings{};
   });
-}
-
-std::string json_string(const std::string& v) {
-  std::string o = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) o += c;
-  }
-  return o + "\"";
 }
 
 struct Problem {
@@ -377,17 +369,15 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       return done(std::move(ev), log + (*bad)->what, (*bad)->what);
     }
     CallCost cost = ideal_cost(d, axes);
-    double seconds = t->median_ms * 1e-3;
     // The device it ran on, named by PCI bus id too (ordinals depend on CUDA_VISIBLE_DEVICES).
     int device = 0;
     KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
     char pci_bus_id[32] = {};
     (void)cudaDeviceGetPCIBusId(pci_bus_id, sizeof pci_bus_id, device);  // "" if it fails; only recorded
     const cuda::Ceilings ceilings = device_ceilings(device, stream.get());
-    double bw = ceilings.copy_bandwidth_gbs;
-    double mma = cuda::measured_mma_tflops(stream.get());
-    std::string implausible = cuda::implausible_speed(cost.bytes, cost.flops, t->median_ms, bw, mma);
-    double gbs = cost.bytes / seconds / 1e9;
+    const double mma = cuda::measured_mma_tflops(stream.get());
+    std::string implausible =
+        cuda::implausible_speed(cost.bytes, cost.flops, t->median_ms, ceilings.copy_bandwidth_gbs, mma);
     perf.latency_ms = t->median_ms;
     // CUPTI's kernel time beside the events (--cupti): the kernels alone.
     std::string cupti_json;
@@ -397,14 +387,10 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       log += cr.log_line;
     }
     perf.extra = fmt::format(
-        R"({{"cuda_device":{},"pci_bus_id":{},"timing":"cuda_events","graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},"l2_flushed":true,)"
-        R"("input_sets":{},"sm_clock_mhz":[{},{}],"sm_clock_max_mhz":{},"sm_clock_lowest_kept_mhz":{},"throttled":{},"throttled_samples_set_aside":{},"throttle_reasons":{},"bytes":{},"achieved_gbs":{},)"
-        R"("copy_bandwidth_gbs":{},"fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},)"
-        R"("mma_bf16_tflops":{},"empty_kernel_ms":{},"one_read_kernel_ms":{},"rotations_checked":{},"stream_check":true,"implausible":{}{}}})",
-        device, json_string(pci_bus_id), t->graph, t->samples, t->min_ms, t->max_ms, t->rel_noise, input_sets.size(), t->sm_clock_mhz_before,
-        t->sm_clock_mhz_after, t->sm_clock_mhz_max, t->sm_clock_mhz_lowest_kept, t->throttled, t->throttled_discarded,
-        json_string(cuda::clock_event_reason_names(t->throttle_reasons)), cost.bytes, gbs, bw, bw > 0 ? gbs / bw : 0,
-        cost.flops, cost.flops / seconds / 1e12, mma, ceilings.empty_kernel_ms, ceilings.one_read_kernel_ms, output_sets.size(), json_string(implausible), cupti_json);
+        R"({{"cuda_device":{},"pci_bus_id":{},"timing":"cuda_events","l2_flushed":true,"input_sets":{},)"
+        R"("rotations_checked":{},"stream_check":true,{}{}}})",
+        device, json::quote(pci_bus_id), input_sets.size(), output_sets.size(),
+        timing_extra_fields(*t, cost, ceilings, mma, implausible), cupti_json);
     log += "timing: " + t->method() + "\n";
     log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", output_sets.size());
     if (!implausible.empty()) {

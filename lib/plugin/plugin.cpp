@@ -9,11 +9,11 @@
 #include <span>
 #include <sstream>
 
-#include "cuda/nvml.hpp"
 #include "cuda/plausible.hpp"
 #include "harness/cost.hpp"
 #include "harness/cupti_report.hpp"
 #include "harness/sampling_judge.hpp"
+#include "harness/timing_report.hpp"
 #include "inputs/inputs.hpp"
 #include "json/json.hpp"
 #include "plugin/build.hpp"
@@ -26,15 +26,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string json_string(const std::string& v) {
-  std::string o = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) o += c;
-  }
-  return o + "\"";
 }
 
 std::vector<worker::InArg> in_args(std::span<const Arg> args) {
@@ -306,34 +297,24 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   if (r.timing) {
     const worker::WorkerTiming& t = *r.timing;
     CallCost cost = ideal_cost(d, ms[0].axes);
-    double seconds = t.median_ms * 1e-3;
-    double gbs = seconds > 0 ? cost.bytes / seconds / 1e9 : 0;
-    std::string implausible =
-        impl.device == Device::cuda
-            ? cuda::implausible_speed(cost.bytes, cost.flops, t.median_ms, t.copy_bandwidth_gbs, t.mma_tflops)
-            : std::string();
+    std::string implausible = impl.device == Device::cuda
+                                  ? cuda::implausible_speed(cost.bytes, cost.flops, t.timer.median_ms,
+                                                            t.ceilings.copy_bandwidth_gbs, t.mma_tflops)
+                                  : std::string();
     CuptiReport cupti;  // --cupti: the kernels alone, timed in the worker
     if (t.cupti) cupti = cupti_report(*t.cupti);
     Performance perf;
-    perf.latency_ms = t.median_ms;
+    perf.latency_ms = t.timer.median_ms;
     perf.extra = fmt::format(
-        R"({{{}"timing":"{}","worker":true,"graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},)"
-        R"("l2_flushed":{},"input_sets":{},"rotations_checked":{},"stream_check":"{}","sm_clock_mhz":[{},{}],)"
-        R"("sm_clock_max_mhz":{},"sm_clock_lowest_kept_mhz":{},"throttled":{},"throttled_samples_set_aside":{},"throttle_reasons":{},"bytes":{},"achieved_gbs":{},"copy_bandwidth_gbs":{},)"
-        R"("fraction_of_copy_bandwidth":{},"flops":{},"achieved_tflops":{},"mma_bf16_tflops":{},"empty_kernel_ms":{},)"
-        R"("one_read_kernel_ms":{},"implausible":{}{}}})",
-        r.cuda_device >= 0 ? fmt::format(R"("cuda_device":{},"pci_bus_id":{},)", r.cuda_device, json_string(r.pci_bus_id))
+        R"({{{}"timing":"{}","worker":true,"l2_flushed":{},"input_sets":{},"rotations_checked":{},"stream_check":"{}",)"
+        R"({}{}}})",
+        r.cuda_device >= 0 ? fmt::format(R"("cuda_device":{},"pci_bus_id":{},)", r.cuda_device, json::quote(r.pci_bus_id))
                            : std::string(),
-        impl.device == Device::cuda ? "cuda_events" : "wall_clock", t.graph, t.samples, t.min_ms, t.max_ms,
-        t.rel_noise, impl.device == Device::cuda, trials, trials,
+        impl.device == Device::cuda ? "cuda_events" : "wall_clock", impl.device == Device::cuda, trials, trials,
         r.stream == worker::StreamCheck::same           ? "same_stream"
         : r.stream == worker::StreamCheck::inconclusive ? "inconclusive"
                                                         : "not_checked",
-        t.sm_clock_before, t.sm_clock_after, t.sm_clock_max, t.sm_clock_lowest_kept, t.throttled, t.throttled_set_aside,
-        json_string(cuda::clock_event_reason_names(t.throttle_reasons)), cost.bytes, gbs, t.copy_bandwidth_gbs,
-        t.copy_bandwidth_gbs > 0 ? gbs / t.copy_bandwidth_gbs : 0, cost.flops,
-        seconds > 0 ? cost.flops / seconds / 1e12 : 0, t.mma_tflops, t.empty_kernel_ms, t.one_read_kernel_ms,
-        json_string(implausible), cupti.extra_fields);
+        timing_extra_fields(t.timer, cost, t.ceilings, t.mma_tflops, implausible), cupti.extra_fields);
     ev.performance = perf;
     log += cupti.log_line;
     log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", trials);

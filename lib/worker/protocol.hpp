@@ -31,7 +31,7 @@
 namespace kb::worker {
 
 inline constexpr std::uint32_t kMagic = 0x6b62776bu;  // "kbwk"
-inline constexpr std::uint32_t kProtocolVersion = 6;
+inline constexpr std::uint32_t kProtocolVersion = 7;
 inline constexpr int kControlFd = 3;  // in the worker
 inline constexpr int kShmFd = 4;      // in the worker
 inline constexpr std::size_t kMaxArgs = 64;
@@ -127,18 +127,14 @@ struct RunReply {
   // kOpEvaluate:
   std::int32_t failed_set;      // the set whose call failed, or -1
   std::int32_t stream_verdict;  // StreamVerdict
-  std::uint32_t timed, graph;   // timing ran; CUDA graph replay (else stream behind a blocking kernel)
-  std::uint64_t samples;
-  double median_ms, min_ms, max_ms, rel_noise;
-  std::uint32_t sm_clock_before, sm_clock_after, sm_clock_max, throttled;
-  std::uint64_t throttled_set_aside;  // samples set aside by the timer (clock under its threshold)
-  std::uint32_t throttle_reasons;     // NVML clock event reasons seen at those samples
-  std::uint32_t sm_clock_lowest_kept;  // the lowest average SM clock of a kept batch, 0 if unchecked
-  double copy_bandwidth_gbs, mma_tflops;  // measured once per worker (CUDA)
-  double empty_kernel_ms, one_read_kernel_ms;  // launch floors, timed as solutions are (CUDA)
+  // The worker and kb are built together, so the timers' own result structs
+  // cross as they are.
+  std::uint32_t timed;              // timing ran
+  kb::cuda::TimingResult timing;    // CUDA: time_gpu's result; CPU: wall-clock median, min, max, samples
+  kb::cuda::Ceilings ceilings;      // measured once per worker (CUDA), zero otherwise
+  double mma_tflops;                // measured once per worker (CUDA)
   char detail[kMessageBytes];             // the stream check's and the timing's lines for the log
-  // kFlagCupti: CUPTI's kernel time, or why not. The worker and kb are
-  // built together, so the timer's own result struct crosses as it is.
+  // kFlagCupti: CUPTI's kernel time, or why not.
   std::uint32_t cupti;  // CuptiState
   kb::cuda::KernelTimingResult cupti_timing;  // kCuptiMeasured
   char cupti_error[kMessageBytes];            // kCuptiFailed: CUPTI's reason
@@ -148,7 +144,8 @@ struct RunReply {
   char pci_bus_id[32];
 };
 
-static_assert(std::is_trivially_copyable_v<kb::cuda::KernelTimingResult>);
+static_assert(std::is_trivially_copyable_v<kb::cuda::KernelTimingResult> &&
+              std::is_trivially_copyable_v<kb::cuda::TimingResult> && std::is_trivially_copyable_v<kb::cuda::Ceilings>);
 static_assert(std::is_trivially_copyable_v<LoadReply> && std::is_trivially_copyable_v<SolutionDesc> &&
               std::is_trivially_copyable_v<RunRequest> && std::is_trivially_copyable_v<RunReply>);
 

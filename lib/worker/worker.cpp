@@ -748,23 +748,9 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
   }
   if (reply->timed) {
     WorkerTiming t;
-    t.median_ms = reply->median_ms;
-    t.min_ms = reply->min_ms;
-    t.max_ms = reply->max_ms;
-    t.rel_noise = reply->rel_noise;
-    t.samples = reply->samples;
-    t.graph = reply->graph != 0;
-    t.throttled = reply->throttled != 0;
-    t.sm_clock_before = reply->sm_clock_before;
-    t.sm_clock_after = reply->sm_clock_after;
-    t.sm_clock_max = reply->sm_clock_max;
-    t.throttled_set_aside = reply->throttled_set_aside;
-    t.throttle_reasons = reply->throttle_reasons;
-    t.sm_clock_lowest_kept = reply->sm_clock_lowest_kept;
-    t.copy_bandwidth_gbs = reply->copy_bandwidth_gbs;
+    t.timer = reply->timing;
+    t.ceilings = reply->ceilings;
     t.mma_tflops = reply->mma_tflops;
-    t.empty_kernel_ms = reply->empty_kernel_ms;
-    t.one_read_kernel_ms = reply->one_read_kernel_ms;
     if (reply->cupti == kCuptiMeasured) {
       t.cupti = Result<cuda::KernelTimingResult>(reply->cupti_timing);
     } else if (reply->cupti == kCuptiFailed) {

@@ -92,15 +92,9 @@ struct EvaluateOptions {
   bool cupti = false;         // with time, CUDA: also the kernels alone from CUPTI's records (kb bench --cupti)
 };
 struct WorkerTiming {
-  double median_ms = 0, min_ms = 0, max_ms = 0, rel_noise = 0;
-  std::size_t samples = 0;
-  bool graph = false, throttled = false;
-  unsigned sm_clock_before = 0, sm_clock_after = 0, sm_clock_max = 0;
-  std::size_t throttled_set_aside = 0;  // cuda::TimingResult::throttled_discarded
-  unsigned throttle_reasons = 0;
-  unsigned sm_clock_lowest_kept = 0;
-  double copy_bandwidth_gbs = 0, mma_tflops = 0;  // measured by the worker (CUDA)
-  double empty_kernel_ms = 0, one_read_kernel_ms = 0;  // launch floors (CUDA), 0 if not measured
+  cuda::TimingResult timer;  // CUDA: the worker's time_gpu result; CPU: wall-clock median, min, max, samples
+  cuda::Ceilings ceilings;   // measured by the worker (CUDA), zero if not
+  double mma_tflops = 0;     // measured by the worker (CUDA)
   // EvaluateOptions::cupti: CUPTI's kernel time in the worker, or why it could not record.
   std::optional<Result<cuda::KernelTimingResult>> cupti;
 };

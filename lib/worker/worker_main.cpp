@@ -335,11 +335,11 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
       }
       std::sort(samples.begin(), samples.end());
       reply.timed = 1;
-      reply.samples = samples.size();
-      reply.median_ms = samples.size() % 2 ? samples[samples.size() / 2]
-                                           : 0.5 * (samples[samples.size() / 2 - 1] + samples[samples.size() / 2]);
-      reply.min_ms = samples.front();
-      reply.max_ms = samples.back();
+      reply.timing.samples = samples.size();
+      reply.timing.median_ms = samples.size() % 2 ? samples[samples.size() / 2]
+                                                  : 0.5 * (samples[samples.size() / 2 - 1] + samples[samples.size() / 2]);
+      reply.timing.min_ms = samples.front();
+      reply.timing.max_ms = samples.back();
       append_detail(reply, "timing: CPU wall time in the worker, " + std::to_string(samples.size()) +
                                " samples rotating through " + std::to_string(sets) + " input sets");
     }
@@ -476,32 +476,19 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
     }
     copy_back(1);
     reply.timed = 1;
-    reply.graph = t->graph;
-    reply.samples = t->samples;
-    reply.median_ms = t->median_ms;
-    reply.min_ms = t->min_ms;
-    reply.max_ms = t->max_ms;
-    reply.rel_noise = t->rel_noise;
-    reply.sm_clock_before = t->sm_clock_mhz_before;
-    reply.sm_clock_after = t->sm_clock_mhz_after;
-    reply.sm_clock_max = t->sm_clock_mhz_max;
-    reply.throttled = t->throttled;
-    reply.throttled_set_aside = t->throttled_discarded;
-    reply.throttle_reasons = t->throttle_reasons;
-    reply.sm_clock_lowest_kept = t->sm_clock_mhz_lowest_kept;
+    reply.timing = *t;
     append_detail(reply, "timing: " + t->method() + " (in the worker, rotating through " + std::to_string(sets) +
                              " input sets, cold L2)");
     // The device's ceilings, measured once per worker process.
-    static double copy_gbs = -1, empty_ms = 0, one_read_ms = 0;
-    if (copy_gbs < 0) {
+    static bool measured = false;
+    static kb::cuda::Ceilings ceilings;  // zero where the measurement failed
+    if (!measured) {
       auto c = kb::cuda::measure_ceilings(dev.stream);
-      copy_gbs = c ? c->copy_bandwidth_gbs : 0;
-      if (c) empty_ms = c->empty_kernel_ms, one_read_ms = c->one_read_kernel_ms;
+      if (c) ceilings = *c;
       (void)cudaGetLastError();
+      measured = true;
     }
-    reply.copy_bandwidth_gbs = copy_gbs;
-    reply.empty_kernel_ms = empty_ms;
-    reply.one_read_kernel_ms = one_read_ms;
+    reply.ceilings = ceilings;
     reply.mma_tflops = kb::cuda::measured_mma_tflops(dev.stream);
     // The kernels alone, from CUPTI's records (after the timed outputs went
     // back, as kb's own solutions do it: gpu_eval.cpp).
