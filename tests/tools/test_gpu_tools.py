@@ -1,6 +1,6 @@
 """The GPU machine's Python tools, on the parts that need no GPU: how a profiler's kernel records are cut into
-calls (tools/gpu/kernel_spans.py), and compare_torch.py --merge on committed H100 results (its tables, the
-kernels-only ratio). usage: test_gpu_tools.py SOURCE_ROOT"""
+calls (tools/gpu/kernel_spans.py), compare_torch.py --merge on committed H100 results (its tables, the
+kernels-only ratio), and issue4_bars.py on committed H200 results. usage: test_gpu_tools.py SOURCE_ROOT"""
 import json
 import os
 import subprocess
@@ -53,6 +53,49 @@ with tempfile.TemporaryDirectory() as out:
         check("(0.91 us by CUPTI)" in md, "the empty kernel's CUPTI time in the header")
         check(len(merged["rows"]) == len(json.load(open(os.path.join(bench, "kernels_vs_kernels.json")))["rows"]),
               "every row kept")
+
+# issue4_bars.py on committed H200 results: the verdicts those files hold, and bad input refused with its name.
+bars_tool = os.path.join(root, "tools", "gpu", "issue4_bars.py")
+s20 = os.path.join(root, "benchmarks", "h200-2026-11-28-s20")
+s21 = os.path.join(root, "benchmarks", "h200-2026-11-28-s21")
+
+
+def run_bars(*args):
+    r = subprocess.run([sys.executable, bars_tool, *args], capture_output=True, text=True, timeout=120)
+    verdicts = {}
+    for line in r.stdout.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[1] in ("yes", "no", "not measured"):
+            verdicts[cells[0]] = (cells[1], cells[2])
+    return r, verdicts
+
+
+BW_BAR = "RMSNorm / fused add + RMSNorm / SiLU-and-mul, >= 256 MB: >= 90% of copy bandwidth"
+r, v = run_bars(os.path.join(s20, "4_gemm_all_shapes_m128_2048_8192.json"), os.path.join(s21, "norm_silu_full_before.json"),
+                os.path.join(s21, "silu_and_mul_final.json"))
+check(r.returncode == 0, f"issue4_bars.py: exit {r.returncode} {r.stderr[-300:]}")
+check(v.get("GEMM M >= 128: median kb / torch.matmul <= 1.0", ("",))[0] == "yes"
+      and "median 0.978 over 84 rows" in v["GEMM M >= 128: median kb / torch.matmul <= 1.0"][1],
+      f"the gemm median bar from session 20's 84 rows: {v.get('GEMM M >= 128: median kb / torch.matmul <= 1.0')}")
+every = v.get("GEMM M >= 128: kb / torch.matmul <= 1.03 on every shape", ("", ""))
+check(every[0] == "no" and "gemm_n8192_k28672 @ 2048 1.048" in every[1], f"the rows over 1.03 named: {every}")
+check(v.get(BW_BAR, ("",))[0] == "yes", f"silu_and_mul's session-21 rows override the earlier ones: {v.get(BW_BAR)}")
+check(v.get("GEMM M <= 16, N = K = 4096: at least 1.5x faster than torch.matmul (kb / torch <= 0.667)", ("",))[0]
+      == "not measured", "a bar without rows is not measured, not held")
+r, v = run_bars(os.path.join(s21, "norm_silu_full_before.json"))
+check(v.get(BW_BAR, ("", ""))[0] == "no" and "silu_and_mul_i12288 @ 4096 0.878" in v[BW_BAR][1],
+      f"session 20's silu_and_mul at 4096 tokens misses the bandwidth bar: {v.get(BW_BAR)}")
+with tempfile.TemporaryDirectory() as tmp:
+    bad = os.path.join(tmp, "bad.json")
+    with open(bad, "w") as f:
+        f.write('{"rows": [{"definition": "gemm_n4096_k4096"}]}')
+    r, _ = run_bars(bad)
+    check(r.returncode == 2 and "bad.json: rows[0] lacks value, solution, status" in r.stderr,
+          f"a row without its fields is refused, naming the file and the row: {r.returncode} {r.stderr.strip()}")
+    with open(bad, "w") as f:
+        f.write('{"rows": [')
+    r, _ = run_bars(bad)
+    check(r.returncode == 2 and "bad.json" in r.stderr, f"broken JSON is refused with the file's name: {r.stderr.strip()}")
 
 print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
 sys.exit(1 if failures else 0)

@@ -1,0 +1,182 @@
+"""Issue 4's bars, read from compare_torch.py results: which hold, and the rows that miss them.
+
+usage: issue4_bars.py BENCHMARK.json [BENCHMARK.json ...] [--nsight NSIGHT.json] [--out BARS.md]
+
+Each BENCHMARK.json is a compare_torch.py output (or a --merge of several); rows of a later file replace rows of an
+earlier one with the same definition, batch size and solution, so a re-measurement can be laid over a full table.
+NSIGHT.json is nsight_check.py's output. A bar with no rows to judge says so ("not measured") rather than holding.
+Judged on kb's default solutions only (kb_cuda_gemm, kb_cuda_rmsnorm, ...), and only on rows that PASSED: a row that
+did not pass fails every bar it falls under.
+
+Prints (or writes) one markdown table: bar | holds | figures. Exit 0 whatever the bars say (a report); 2 on bad input.
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+
+# The solution kb runs by default per family (compare_torch.py's --all-solutions adds others, not judged here).
+DEFAULT_SOLUTIONS = {"gemm": "kb_cuda_gemm", "rmsnorm": None, "silu_and_mul": "kb_cuda_silu_and_mul"}
+GEMM_NAME = re.compile(r"^gemm_n(\d+)_k(\d+)$")
+
+
+def fail(message):
+    print(f"issue4_bars.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def family(definition):
+    if definition.startswith("gemm_"):
+        return "gemm"
+    if "rmsnorm" in definition:
+        return "rmsnorm"
+    if definition.startswith("silu_and_mul"):
+        return "silu_and_mul"
+    return None
+
+
+def is_default_solution(row):
+    fam = family(row["definition"])
+    want = DEFAULT_SOLUTIONS.get(fam)
+    if fam == "rmsnorm":  # kb_cuda_rmsnorm or kb_cuda_fused_add_rmsnorm, one solution per definition
+        return row["solution"].startswith("kb_cuda_")
+    return want is not None and row["solution"] == want
+
+
+def load_rows(paths):
+    rows = {}
+    for path in paths:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            fail(f"{path}: {e}")
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+            fail(f"{path}: not a compare_torch.py result (no \"rows\" list)")
+        for i, r in enumerate(data["rows"]):
+            missing = [k for k in ("definition", "value", "solution", "status") if k not in r]
+            if missing:
+                fail(f"{path}: rows[{i}] lacks {', '.join(missing)}")
+            rows[(r["definition"], r["value"], r["solution"])] = r
+    return [r for r in rows.values() if family(r["definition"]) and is_default_solution(r)]
+
+
+def row_name(r):
+    return f"{r['definition']} @ {r['value']}"
+
+
+def judge(rows, label, figure_of, ok_of, describe, higher_is_better=False):
+    """One bar: every row must pass and satisfy ok_of. Returns (label, verdict, figures); the misses are listed
+    worst first."""
+    if not rows:
+        return label, "not measured", "no rows in the given results"
+    failed = [r for r in rows if r["status"] != "PASSED"]
+    misses = [r for r in rows if r["status"] == "PASSED" and not ok_of(r)]
+    values = [figure_of(r) for r in rows if r["status"] == "PASSED"]
+    figures = describe(values) if values else ""
+    if failed:
+        figures += f"; {len(failed)} row(s) did not pass: " + ", ".join(f"{row_name(r)} {r['status']}" for r in failed[:4])
+    if misses:
+        figures += f"; {len(misses)} of {len(rows)} rows miss: " + ", ".join(
+            f"{row_name(r)} {figure_of(r):.3f}" for r in sorted(misses, key=figure_of, reverse=not higher_is_better)[:6])
+    verdict = "yes" if not failed and not misses else "no"
+    return label, verdict, figures.lstrip("; ")
+
+
+def gemm_weight_bytes(r):
+    m = GEMM_NAME.match(r["definition"])
+    return int(m.group(1)) * int(m.group(2)) * 2 if m else None
+
+
+def bars(rows, nsight):
+    gemm = [r for r in rows if family(r["definition"]) == "gemm"]
+    norms = [r for r in rows if family(r["definition"]) in ("rmsnorm", "silu_and_mul")]
+    large_m = [r for r in gemm if r["value"] >= 128]
+    decode = [r for r in gemm if r["value"] <= 16]
+    out = []
+
+    # GEMM, M >= 128: <= 1.03 on every shape, median <= 1.0.
+    label, verdict, figs = judge(large_m, "GEMM M >= 128: kb / torch.matmul <= 1.03 on every shape",
+                                 lambda r: r["ratio"], lambda r: r["ratio"] <= 1.03,
+                                 lambda v: f"{len(v)} rows, {min(v):.3f}-{max(v):.3f}")
+    out.append((label, verdict, figs))
+    passed = [r["ratio"] for r in large_m if r["status"] == "PASSED"]
+    if passed:
+        med = statistics.median(passed)
+        out.append(("GEMM M >= 128: median kb / torch.matmul <= 1.0", "yes" if med <= 1.0 and
+                    len(passed) == len(large_m) else "no", f"median {med:.3f} over {len(passed)} rows"))
+    else:
+        out.append(("GEMM M >= 128: median kb / torch.matmul <= 1.0", "not measured", "no rows in the given results"))
+
+    # GEMM, M <= 16: 1.5x faster than torch at N = K = 4096 (kb / torch <= 1 / 1.5).
+    sq = [r for r in decode if r["definition"] == "gemm_n4096_k4096"]
+    out.append(judge(sq, "GEMM M <= 16, N = K = 4096: at least 1.5x faster than torch.matmul (kb / torch <= 0.667)",
+                     lambda r: r["ratio"], lambda r: r["ratio"] <= 1 / 1.5,
+                     lambda v: f"{len(v)} rows, kb / torch {min(v):.3f}-{max(v):.3f}"))
+
+    # GEMM, M <= 16: >= 75% of copy bandwidth where the weight is >= 64 MB.
+    big = [r for r in decode if (gemm_weight_bytes(r) or 0) >= 64e6]
+    out.append(judge(big, "GEMM M <= 16, weight >= 64 MB: >= 75% of the measured copy bandwidth",
+                     lambda r: r["kb_fraction_of_copy_bw"], lambda r: r["kb_fraction_of_copy_bw"] >= 0.75,
+                     lambda v: f"{len(v)} rows, {100 * min(v):.0f}-{100 * max(v):.0f}%", higher_is_better=True))
+
+    # Norms and SiLU-and-mul.
+    large = [r for r in norms if r.get("bytes", 0) >= 256e6]
+    out.append(judge(large, "RMSNorm / fused add + RMSNorm / SiLU-and-mul, >= 256 MB: >= 90% of copy bandwidth",
+                     lambda r: r["kb_fraction_of_copy_bw"], lambda r: r["kb_fraction_of_copy_bw"] >= 0.90,
+                     lambda v: f"{len(v)} rows, {100 * min(v):.0f}-{100 * max(v):.0f}%", higher_is_better=True))
+    out.append(judge(norms, "RMSNorm / fused add + RMSNorm / SiLU-and-mul: never slower than torch",
+                     lambda r: r["ratio"], lambda r: r["ratio"] <= 1.0,
+                     lambda v: f"{len(v)} rows, kb / torch {min(v):.3f}-{max(v):.3f}"))
+    batch1 = [r for r in norms if r["value"] == 1 and r.get("kb_over_empty_kernel")]
+    out.append(judge(batch1, "RMSNorm / fused add + RMSNorm / SiLU-and-mul, batch 1: within 1.2x of an empty kernel",
+                     lambda r: r["kb_over_empty_kernel"], lambda r: r["kb_over_empty_kernel"] <= 1.2,
+                     lambda v: f"{len(v)} rows, kb / empty {min(v):.2f}-{max(v):.2f}"))
+
+    # Timing against Nsight Compute, kernels over 20 us.
+    if nsight is None:
+        out.append(("kb's timing within 5% of Nsight Compute (kernels over 20 us)", "not measured", "no --nsight file"))
+    else:
+        timed = [r for r in nsight if r.get("ncu_ms") and r["ncu_ms"] > 0.020 and r.get("kb_over_ncu")]
+        if not timed:
+            out.append(("kb's timing within 5% of Nsight Compute (kernels over 20 us)", "not measured",
+                        "no row with an ncu time over 20 us"))
+        else:
+            ratios = [r["kb_over_ncu"] for r in timed]
+            off = [r for r in timed if abs(r["kb_over_ncu"] - 1) > 0.05]
+            out.append(("kb's timing within 5% of Nsight Compute (kernels over 20 us)", "no" if off else "yes",
+                        f"{len(timed)} rows, kb / ncu {min(ratios):.3f}-{max(ratios):.3f}" +
+                        (("; off: " + ", ".join(f"{row_name(r)} {r['kb_over_ncu']:.3f}" for r in off)) if off else "")))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("results", nargs="+", help="compare_torch.py benchmark.json files, later ones override")
+    p.add_argument("--nsight", help="nsight_check.py's JSON")
+    p.add_argument("--out", help="write the markdown here (default: stdout)")
+    a = p.parse_args(argv)
+    rows = load_rows(a.results)
+    nsight = None
+    if a.nsight:
+        try:
+            with open(a.nsight) as f:
+                nsight = json.load(f)
+        except (OSError, ValueError) as e:
+            fail(f"{a.nsight}: {e}")
+        if not isinstance(nsight, list):
+            fail(f"{a.nsight}: not nsight_check.py's output (a list of rows)")
+    lines = ["| bar | holds? | figures |", "| --- | --- | --- |"]
+    lines += [f"| {b} | {v} | {f} |" for b, v, f in bars(rows, nsight)]
+    text = "\n".join(lines) + "\n"
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
