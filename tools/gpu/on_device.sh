@@ -74,6 +74,9 @@ if [[ $what == *compare* || $what == all ]]; then
   timeout $ct python3 tools/gpu/compare_torch.py --kb "$kb" --definitions .devcarry/shared/flashinfer-trace/definitions \
       --bundled kernels --out "$out" --time-limit $((ct > 60 ? ct - 30 : ct / 2)) ${COMPARE_ARGS:-} > "$out/compare.log" 2>&1
   echo "compare: exit $?"; grep -E "kb bench .*(exit|STOPPED|stopped)|families done" "$out/compare.log" | tail -8
+  # issue 4's bars on what this call measured (merge with earlier calls' JSON by running issue4_bars.py on all of them)
+  [ -f "$out/benchmark.json" ] && python3 tools/gpu/issue4_bars.py "$out/benchmark.json" --out "$out/issue4_bars.md" \
+      && cat "$out/issue4_bars.md"
 fi
 if [[ $what == *goldens* ]]; then
   mkdir -p "$out/goldens"; timeout 120 python3 tools/goldens/make_goldens.py .devcarry/shared/flashinfer-trace/definitions "$out/goldens" > "$out/goldens.log" 2>&1

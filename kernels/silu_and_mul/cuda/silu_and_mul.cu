@@ -92,7 +92,8 @@ __global__ void __launch_bounds__(128) silu_and_mul_scalar_kernel(const std::uin
   for (std::int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
     const std::uint16_t* gate = x + t * 2 * d;
     for (std::int64_t j = j0; j < d; j += jstep)
-      out[t * d + j] = static_cast<std::uint16_t>(from_f32<BF16>(silu_mul(to_f32<BF16>(gate[j]), to_f32<BF16>(gate[d + j]))));
+      out[t * d + j] =
+          static_cast<std::uint16_t>(from_f32<BF16>(silu_mul(to_f32<BF16>(gate[j]), to_f32<BF16>(gate[d + j]))));
   }
 }
 
