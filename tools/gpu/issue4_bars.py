@@ -16,8 +16,9 @@ import re
 import statistics
 import sys
 
-# The solution kb runs by default per family (compare_torch.py's --all-solutions adds others, not judged here).
-DEFAULT_SOLUTIONS = {"gemm": "kb_cuda_gemm", "rmsnorm": None, "silu_and_mul": "kb_cuda_silu_and_mul"}
+# The solution kb runs by default per family (compare_torch.py's --all-solutions adds others, not judged here);
+# kb_cuda_rmsnorm takes the fused add + RMSNorm definitions too.
+DEFAULT_SOLUTIONS = {"gemm": "kb_cuda_gemm", "rmsnorm": "kb_cuda_rmsnorm", "silu_and_mul": "kb_cuda_silu_and_mul"}
 GEMM_NAME = re.compile(r"^gemm_n(\d+)_k(\d+)$")
 
 
@@ -37,11 +38,7 @@ def family(definition):
 
 
 def is_default_solution(row):
-    fam = family(row["definition"])
-    want = DEFAULT_SOLUTIONS.get(fam)
-    if fam == "rmsnorm":  # kb_cuda_rmsnorm or kb_cuda_fused_add_rmsnorm, one solution per definition
-        return row["solution"].startswith("kb_cuda_")
-    return want is not None and row["solution"] == want
+    return row["solution"] == DEFAULT_SOLUTIONS.get(family(row["definition"]))
 
 
 def load_rows(paths):
