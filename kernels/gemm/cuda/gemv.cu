@@ -119,6 +119,19 @@
 //      (7168 x 5120 M = 1 32.5 against 33.0 us on the H100), except 10240 x
 //      8192 at M <= 8 (1-2% faster on the H100 only); the idle SMs at the end
 //      do not cost what Nsight's 87% suggested.
+//    * M > 8 on the weights of 64-134 MB (H200, s22, benchmarks/
+//      h200-2026-12-01-s22/): the only cost M = 16 adds over M = 9 is
+//      activation data (same MMAs; M = 9 loads one row of the second tile),
+//      and it is 2-10% (7168 x 5120 27.9 against 25.5 us). Nsight on that
+//      shape: about 60% of the activation reads miss L1 and go to L2 (L1 hit
+//      rate 9% / 14% of all requests at M = 9 / 16, weights never allocate).
+//      Tried and dropped: 16 or 32 rows and the balances at M = 9, 12, 16
+//      (the rule's pick is the best or within 3%); 64-row blocks (RT = 4:
+//      128 registers and 56 bytes of spills at M > 8, 231 without a bound)
+//      6-24% slower at M > 8, -3% to +10% at M <= 8; the L1/shared carve-out at
+//      its L1 end (fewer resident blocks) 25-60% slower. Left to try: the
+//      block's activations staged once in shared memory, read by all its
+//      warps (warps splitting rows, not K).
 //    Older (benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8
 //    by __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills)
 //    made M = 16 8-25% slower (gemv_launch_bounds_3.md).
