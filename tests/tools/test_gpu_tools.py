@@ -1,8 +1,12 @@
 """The GPU machine's Python tools, on the parts that need no GPU: how a profiler's kernel records are cut into
 calls (tools/gpu/kernel_spans.py), compare_torch.py --merge on committed H100 results (its tables, the
-kernels-only ratio), and issue4_bars.py on committed H200 results. usage: test_gpu_tools.py SOURCE_ROOT"""
+kernels-only ratio), issue4_bars.py on committed H200 results, and nsight_check.py's kernel-name filters against
+kb's kernels. usage: test_gpu_tools.py SOURCE_ROOT"""
+import ast
+import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -85,6 +89,15 @@ check(v.get("GEMM M <= 16, N = K = 4096: at least 1.5x faster than torch.matmul 
 r, v = run_bars(os.path.join(s21, "norm_silu_full_before.json"))
 check(v.get(BW_BAR, ("", ""))[0] == "no" and "silu_and_mul_i12288 @ 4096 0.878" in v[BW_BAR][1],
       f"session 20's silu_and_mul at 4096 tokens misses the bandwidth bar: {v.get(BW_BAR)}")
+# session 22's one-lease table (benchmarks/h200-2026-12-01-s22/issue4_bars.md), Nsight file included
+s22 = os.path.join(root, "benchmarks", "h200-2026-12-01-s22")
+r, v = run_bars(*[os.path.join(s22, f) for f in ("bars_1_gemm_m128_2048_8192.json", "bars_2_decode_m1_m16.json",
+                                                "bars_3_decode_big_m8_9_12.json", "bars_4_norm_silu.json")],
+                "--nsight", os.path.join(s22, "bars_5_nsight_check.json"))
+nsight_bar = v.get("kb's timing within 5% of Nsight Compute (kernels over 20 us)", ("", ""))
+check(nsight_bar[0] == "yes" and "3 rows, kb / ncu 0.999-1.029" in nsight_bar[1], f"session 22's Nsight bar: {nsight_bar}")
+decode_bar = v.get("GEMM M <= 16, weight >= 64 MB: >= 75% of the measured copy bandwidth", ("", ""))
+check(decode_bar[0] == "no" and "19 of 60 rows miss" in decode_bar[1], f"session 22's decode bandwidth bar: {decode_bar}")
 with tempfile.TemporaryDirectory() as tmp:
     bad = os.path.join(tmp, "bad.json")
     with open(bad, "w") as f:
@@ -96,6 +109,28 @@ with tempfile.TemporaryDirectory() as tmp:
         f.write('{"rows": [')
     r, _ = run_bars(bad)
     check(r.returncode == 2 and "bad.json" in r.stderr, f"broken JSON is refused with the file's name: {r.stderr.strip()}")
+
+# nsight_check.py's ncu kernel-name filters for kb's own kernels must match a __global__ function under kernels/: a
+# renamed kernel (session 21's silu_and_mul_vec8_kernel) left the filter matching nothing, and ncu then profiled nothing.
+nsight_src = open(os.path.join(root, "tools", "gpu", "nsight_check.py")).read()
+nsight_cases = next(ast.literal_eval(n.value) for n in ast.parse(nsight_src).body
+                    if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "CASES")
+kb_kernels = set()
+for path in glob.glob(os.path.join(root, "kernels", "**", "*.cu"), recursive=True):
+    text = open(path).read()
+    for g in re.finditer(r"__global__\b", text):
+        # the kernel's name: the first word followed by "(" that is not the launch bounds
+        names = [m.group(1) for m in re.finditer(r"(\w+)\s*\(", text[g.end():g.end() + 400])]
+        names = [n for n in names if n != "__launch_bounds__"]
+        if names:
+            kb_kernels.add(names[0])
+check({"silu_and_mul_vec8_kernel", "gemv_kernel"} <= kb_kernels, f"kernel names read from kernels/: {len(kb_kernels)}")
+check(not any(re.search("silu_and_mul_kernel", k) for k in kb_kernels), "the old silu filter would match nothing")
+for case_name, _, _, _, solution, regex in nsight_cases:
+    if solution == "kb_cublaslt_gemm":
+        continue  # cuBLASLt's kernels are not kb's
+    hits = sorted(k for k in kb_kernels if re.search(regex, k))
+    check(bool(hits), f"nsight_check.py's filter for {case_name} ({regex}) matches kb's kernels: {hits}")
 
 print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
 sys.exit(1 if failures else 0)

@@ -33,7 +33,7 @@ import uuid
 # (definition, where it lives, axis, value, solution, ncu kernel-name regex)
 CASES = [
     ("rmsnorm_h7168", "shipped", "batch_size", 32768, "kb_cuda_rmsnorm", "rmsnorm_(block|warp|loop)_kernel"),
-    ("silu_and_mul_i14336", "bundled", "num_tokens", 8192, "kb_cuda_silu_and_mul", "silu_and_mul_kernel"),
+    ("silu_and_mul_i14336", "bundled", "num_tokens", 8192, "kb_cuda_silu_and_mul", "silu_and_mul_(vec8|scalar)_kernel"),
     ("gemm_n4096_k4096", "shipped", "M", 8192, "kb_cublaslt_gemm", "nvjet|xmma|cutlass|sm90_"),
 ]
 UNIT_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9}

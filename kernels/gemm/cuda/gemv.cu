@@ -129,9 +129,13 @@
 //      (the rule's pick is the best or within 3%); 64-row blocks (RT = 4:
 //      128 registers and 56 bytes of spills at M > 8, 231 without a bound)
 //      6-24% slower at M > 8, -3% to +10% at M <= 8; the L1/shared carve-out at
-//      its L1 end (fewer resident blocks) 25-60% slower. Left to try: the
-//      block's activations staged once in shared memory, read by all its
-//      warps (warps splitting rows, not K).
+//      its L1 end (fewer resident blocks) 25-60% slower; 64-row blocks of
+//      two row groups of 4 warps (each group 32 rows, both on the same K
+//      steps, so one group's activation reads can hit L1 for the other):
+//      6% faster on 16384 x 3072 at M = 12, 16 (33.4 against 35.4 us) and
+//      level or slower on the other 9 weights (up to 48% at M = 1: fewer
+//      blocks; benchmarks/h200-2026-12-01-s22/gemv_ab_row_groups.md).
+//      Left to try: the block's activations staged once in shared memory.
 //    Older (benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8
 //    by __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills)
 //    made M = 16 8-25% slower (gemv_launch_bounds_3.md).
