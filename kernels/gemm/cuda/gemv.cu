@@ -120,11 +120,12 @@
 //      8192 at M <= 8 (1-2% faster on the H100 only); the idle SMs at the end
 //      do not cost what Nsight's 87% suggested.
 //    * M > 8 on the weights of 64-134 MB (H200, s22, benchmarks/
-//      h200-2026-12-01-s22/): the only cost M = 16 adds over M = 9 is
-//      activation data (same MMAs; M = 9 loads one row of the second tile),
-//      and it is 2-10% (7168 x 5120 27.9 against 25.5 us). Nsight on that
-//      shape: about 60% of the activation reads miss L1 and go to L2 (L1 hit
-//      rate 9% / 14% of all requests at M = 9 / 16, weights never allocate).
+//      h200-2026-12-01-s22/): M = 16 runs the same MMAs as M = 9 (which
+//      loads one row of the second activation tile) and is 2-10% slower
+//      (7168 x 5120 27.9 against 25.5 us): activation loads and 7 more
+//      output rows. Nsight on that shape: L1 hit rate 9% / 14% of all
+//      requests at M = 9 / 16; the weights never allocate, so by estimate
+//      about 60% of the activation reads go on to L2.
 //      Tried and dropped: 16 or 32 rows and the balances at M = 9, 12, 16
 //      (the rule's pick is the best or within 3%); 64-row blocks (RT = 4:
 //      128 registers and 56 bytes of spills at M > 8, 231 without a bound)
