@@ -136,7 +136,29 @@
 //      6% faster on 16384 x 3072 at M = 12, 16 (33.4 against 35.4 us) and
 //      level or slower on the other 9 weights (up to 48% at M = 1: fewer
 //      blocks; benchmarks/h200-2026-12-01-s22/gemv_ab_row_groups.md).
-//      Left to try: the block's activations staged once in shared memory.
+//      Why M > 8 costs (s23, benchmarks/h200-2026-12-01-s23/, Nsight on
+//      8192 x 8192 with clocks unlocked): L2 runs at 80-86% of its peak at
+//      every M, DRAM at 80% at M = 1 and 70-71% at M = 16; the activation
+//      sectors that miss L1 (one of the two blocks on an SM hits what the
+//      other fetched) add about a fifth to the L2 reads of M = 1 at
+//      M = 16. Staging A in shared memory cannot help this kernel by itself:
+//      a block's warps take different K steps, so each activation is read
+//      once per block already. Tried and dropped (s23,
+//      gemv_ab_shared_a_trial.md): blocks of 8 warps that each own a 32-row
+//      tile, the block's K slice of A staged once in shared memory, K split
+//      to fill the SMs, partials summed by the last warp of a tile: 1.29-2.06x
+//      the time on every weight and M (8192 x 8192 M = 16 70 against 44 us).
+//      L2 fell to 61% and DRAM to 53% of peak (Nsight, M = 16). The trial's
+//      block reads 128 bytes of each of 256 rows per step; kb's 8 warps
+//      read a kilobyte of each of 32 rows. gemv_read_ceiling shows the same
+//      sensitivity to the pattern ("rows deep", each warp on two
+//      consecutive K steps: 57-72% where the gemv's pattern reads 65-90%).
+//      The saving on activations does not pay for the pattern. Forcing
+//      2, 3 or 4 splits at M = 9, 12, 16 (KB_GEMV_SPLITS, best of 16 and
+//      32 rows) was level or slower on all five weights, by 0.3-26%
+//      (gemv_forced_splits_m9_16.md); so did 2-6 splits at M = 1 on eight
+//      weights of 34-235 MB, except 4096 x 14336 (37.6 against 37.9 us,
+//      within the noise; gemv_forced_splits_m1.md).
 //    Older (benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8
 //    by __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills)
 //    made M = 16 8-25% slower (gemv_launch_bounds_3.md).
