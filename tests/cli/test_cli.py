@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 kb, shared, project = sys.argv[1:4]
 failures = 0
@@ -20,8 +21,12 @@ TIMEOUT_S = 600 * float(os.environ.get("KB_TEST_TIMEOUT_SCALE", "1"))
 
 
 def run(*args, cwd=None, env=None):
+    start = time.monotonic()
     p = subprocess.run([kb, *args], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd,
                        env=None if env is None else {**os.environ, **env})
+    took = time.monotonic() - start
+    if took > 10:  # where the test's time goes (the sanitized build runs it many times slower)
+        print(f"time {took:.0f} s: kb {' '.join(args)}"[:200])
     return p.returncode, p.stdout, p.stderr
 
 
@@ -269,7 +274,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check("kb dispatch of a missing traces path", rc == 1 and "missing: no such file or folder" in err, err)
 
 with tempfile.TemporaryDirectory() as tmp:
-    # Small definitions only: this also runs under AddressSanitizer at -O0.
+    # Small definitions only: this also runs under AddressSanitizer (several times slower).
     subset = ["--definitions", "rmsnorm_h4096,fused_add_rmsnorm_h4096,silu_and_mul_i14336", "--no-time"]
     args = [kb, "bench", "--device", "cpu", "--out", tmp, "--trials", "2", *subset]
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
