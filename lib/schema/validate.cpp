@@ -192,8 +192,10 @@ void tally_add(ConstraintTally* t, expr::Verdict v) {
   else ++t->unchecked;
 }
 
-// Evaluates every constraint under the given bindings. With `axis_only`, only
-// those that involve no tensor (and no scalar input) are evaluated.
+// Evaluates the constraints under the given bindings and tallies the verdicts;
+// without a workload, only those over const axes (the rest are skipped). One
+// that reads no tensor data and no scalar input must be decidable: an
+// unchecked verdict there is an error.
 void check_constraints(const Definition& d, const Workload* w, const CheckContext& ctx, Diagnostics& diags,
                        ConstraintTally* tally) {
   const bool report_unchecked = ctx.report_unchecked;
@@ -201,8 +203,6 @@ void check_constraints(const Definition& d, const Workload* w, const CheckContex
   for (std::size_t i = 0; i < d.constraints.size(); ++i) {
     auto parsed = expr::parse(d.constraints[i]);
     if (!parsed) continue;  // reported by validate_definition
-    bool axes_only = !parsed->needs_tensors();
-    for (const auto& n : parsed->scalar_names()) axes_only &= d.find_axis(n) != nullptr;
     // Shapes follow from the axes, so a constraint that reads no tensor data
     // and no scalar input is decidable once its axes are known.
     bool decidable = !parsed->needs_tensor_data();
