@@ -197,8 +197,8 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   GemvPlan plan;
   if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
   if (impl.name == "kb_cuda_gemm" && plan.cublaslt_instead) return fmt::format("cuBLASLt ({})", plan.cublaslt_instead);
-  return fmt::format("gemv {}x{} blocks of {} warps, {} rows{}", plan.row_blocks, plan.splits, plan.warps,
-                     plan.rows_per_block, plan.balanced ? " at most (balanced)" : "");
+  return fmt::format("gemv {}x{} blocks of {} warps, {} rows{}{}", plan.row_blocks, plan.splits, plan.warps,
+                     plan.rows_per_block, plan.balanced ? " at most (balanced)" : "", plan.bulk ? ", bulk copies" : "");
 }
 
 // Runs impl on one case twice (fresh A each time); failures go to fail().

@@ -18,6 +18,7 @@ using kb::kernels::gemm_cuda::GemvPlan;
 using kb::kernels::gemm_cuda::gemv_plan_fill;
 using kb::kernels::gemm_cuda::gemv_small_m_rows;
 using kb::kernels::gemm_cuda::gemv_balanced_blocks;
+using kb::kernels::gemm_cuda::gemv_bulk_rows;
 using kb::kernels::gemm_cuda::gemv_rows_per_block;
 using kb::kernels::gemm_cuda::gemv_wave_fill;
 
@@ -61,6 +62,7 @@ GemvPlan plan_of(int rows, int row_blocks, int splits, int k_iterations, int blo
   p.k_iterations = k_iterations;
   p.blocks_per_sm = blocks_per_sm;
   p.sm_count = 132;
+  p.dram_gbps = 4915;  // an H200's
   return p;
 }
 }  // namespace
@@ -83,6 +85,43 @@ TEST_CASE("gemv rows per block at 2 <= M <= 8 follow the H200 measurements") {
   CHECK(gemv_small_m_rows(plan_of(16, 320, 1, 32, 4), plan_of(32, 160, 2, 32, 3)) == 0);
   // Fewer warps per block fit proportionally more blocks on an SM.
   CHECK(gemv_plan_fill(plan_of(32, 8, 14, 112, 3, 4)) == doctest::Approx(112.0 / 792.0));
+}
+
+TEST_CASE("gemv bulk kernel where the H200 measurements chose it") {
+  // benchmarks/h200-2026-12-02-s24/ (gemv_bulk_all.md, gemv_bulk_rule_all.md); plans on 132 SMs as gemv_plan
+  // makes them. M = 1: 16-row blocks unsplit, at most two an SM: 4096 x 14336 (256 blocks) 0.946 of the plain
+  // kernel's time.
+  CHECK(gemv_bulk_rows(1, 4096, 14336, plan_of(16, 256, 1, 224, 4)) == 16);
+  CHECK(gemv_bulk_rows(1, 2048, 4096, plan_of(16, 128, 1, 64, 4)) == 16);
+  // ... not 5120 x 5120 (320 blocks: 1.018), 7168 x 5120 (448: 1.057), nor a split plan (128 x 2048: 1.061), all
+  // from gemv_bulk_all.md.
+  CHECK(gemv_bulk_rows(1, 5120, 5120, plan_of(16, 320, 1, 80, 4)) == 0);
+  CHECK(gemv_bulk_rows(1, 7168, 5120, plan_of(16, 448, 1, 80, 4)) == 0);
+  CHECK(gemv_bulk_rows(1, 128, 2048, plan_of(16, 8, 16, 32, 4)) == 0);
+  // 2 <= M <= 8: 16-row blocks 2-3 an SM and K >= 3072 (5376 x 4096 at M = 4: 0.932), whatever the plain rows.
+  CHECK(gemv_bulk_rows(4, 5376, 4096, plan_of(32, 168, 2, 64, 3)) == 16);
+  CHECK(gemv_bulk_rows(8, 6144, 4096, plan_of(32, 192, 2, 64, 3)) == 16);
+  // ... not K = 2048 (5120 x 2048: 1.05-1.07), not 4096 x 4096 (256 blocks, split: 1.03-1.04), not 7168 x 5120
+  // (448 blocks: 1.04), all from gemv_bulk_all.md.
+  CHECK(gemv_bulk_rows(4, 5120, 2048, plan_of(16, 320, 1, 32, 4)) == 0);
+  CHECK(gemv_bulk_rows(8, 4096, 4096, plan_of(32, 128, 3, 64, 3)) == 0);
+  CHECK(gemv_bulk_rows(8, 7168, 5120, plan_of(32, 224, 1, 80, 3)) == 0);
+  // M >= 10: where the plain plan has 32-row blocks (8192 x 8192 at M = 16: 0.947), not 16 (10240 x 8192: 1.03 in
+  // gemv_bulk_all.md); not M = 9 (16384 x 3072: 1.038 in gemv_bulk_rule_m9.md).
+  CHECK(gemv_bulk_rows(16, 8192, 8192, plan_of(32, 256, 1, 128, 2)) == 32);
+  CHECK(gemv_bulk_rows(10, 7168, 5120, plan_of(32, 224, 1, 80, 2)) == 32);
+  CHECK(gemv_bulk_rows(16, 10240, 8192, plan_of(16, 640, 1, 128, 3)) == 0);
+  CHECK(gemv_bulk_rows(9, 16384, 3072, plan_of(32, 512, 1, 48, 2)) == 0);
+  // Only where measured: not on an H100's 3.35 TB/s, nor when the rate is unknown.
+  GemvPlan h100 = plan_of(16, 256, 1, 224, 4);
+  h100.dram_gbps = 3352;
+  CHECK(gemv_bulk_rows(1, 4096, 14336, h100) == 0);
+  h100.dram_gbps = 0;
+  CHECK(gemv_bulk_rows(1, 4096, 14336, h100) == 0);
+  // Never over a balanced plan (the bulk kernel keeps whole tiles).
+  GemvPlan balanced = plan_of(32, 264, 1, 128, 2);
+  balanced.balanced = true;
+  CHECK(gemv_bulk_rows(16, 8192, 8192, balanced) == 0);
 }
 
 TEST_CASE("gemv balance: rows spread over a multiple of the SMs or of the slots") {

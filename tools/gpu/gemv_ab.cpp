@@ -11,8 +11,10 @@
 //
 // usage: test_gemv_ab --shapes 7168x5120,4096x4096 [--m 1,8,16] [--rounds 2] [--variants off,sm,wave]
 //                     [--dtype bfloat16|float16]
-// Variants: off, sm, wave (the balances, rows by kb's rule); r16, r32 (no
-// balance, 16 or 32 rows per block whatever the rule). --balances is the
+// Variants: off (kb's plan), sm, wave (the balances, plain kernel, rows by
+// kb's rule); plain (kb's plan with the plain kernel); r16, r32 (no balance,
+// plain kernel, 16 or 32 rows per block whatever the rule); bulk, b16, b32
+// (the bulk kernel: rows by the rule, 16, 32). --balances is the
 // same option under its earlier name. The first variant is the reference
 // of the output check.
 // Prints one markdown table: latency in us per round and balance, % of the
@@ -38,6 +40,7 @@ namespace {
 using namespace kb;
 using kb::kernels::gemm_cuda::GemmProblem;
 using kb::kernels::gemm_cuda::GemvBalance;
+using kb::kernels::gemm_cuda::GemvKernel;
 using kb::kernels::gemm_cuda::GemvPlan;
 using kb::kernels::gemm_cuda::kGemvScratchBytes;
 using kb::kernels::gemm_cuda::StreamScratch;
@@ -64,10 +67,12 @@ struct Variant {
   std::string name;
   GemvBalance balance = GemvBalance::off;
   int rows = 0;  // 0: kb's rule
+  GemvKernel kernel = GemvKernel::rule;
 };
 
 std::string describe(const GemvPlan& plan) {
-  return fmt::format("{}x{}{}/{}", plan.row_blocks, plan.splits, plan.balanced ? "b" : "", plan.rows_per_block);
+  return fmt::format("{}x{}{}/{}{}", plan.row_blocks, plan.splits, plan.balanced ? "b" : "", plan.rows_per_block,
+                     plan.bulk ? " bulk" : "");
 }
 
 // Uniform values in [-1, 1), rounded to the dtype, deterministic.
@@ -111,12 +116,16 @@ int main(int argc, char** argv) {
   std::vector<Variant> balances;
   for (const auto& b : split(variants_arg, ',')) {
     if (b == "off") balances.push_back({b, GemvBalance::off, 0});
+    else if (b == "plain") balances.push_back({b, GemvBalance::off, 0, GemvKernel::plain});
     else if (b == "sm") balances.push_back({b, GemvBalance::sm, 0});
     else if (b == "wave") balances.push_back({b, GemvBalance::wave, 0});
-    else if (b == "r16") balances.push_back({b, GemvBalance::off, 16});
-    else if (b == "r32") balances.push_back({b, GemvBalance::off, 32});
+    else if (b == "r16") balances.push_back({b, GemvBalance::off, 16, GemvKernel::plain});
+    else if (b == "r32") balances.push_back({b, GemvBalance::off, 32, GemvKernel::plain});
+    else if (b == "bulk") balances.push_back({b, GemvBalance::off, 0, GemvKernel::bulk});
+    else if (b == "b16") balances.push_back({b, GemvBalance::off, 16, GemvKernel::bulk});
+    else if (b == "b32") balances.push_back({b, GemvBalance::off, 32, GemvKernel::bulk});
     else {
-      std::fprintf(stderr, "test_gemv_ab: unknown variant %s (off, sm, wave, r16, r32)\n", b.c_str());
+      std::fprintf(stderr, "test_gemv_ab: unknown variant %s (off, plain, sm, wave, r16, r32, bulk, b16, b32)\n", b.c_str());
       return 2;
     }
   }
@@ -189,7 +198,8 @@ int main(int argc, char** argv) {
       std::vector<GemmProblem> problems(balances.size());
       for (std::size_t b = 0; b < balances.size(); ++b) {
         problems[b] = GemmProblem{t, M, N, K, A, B, C[b], stream};
-        if (kb::kernels::gemm_cuda::gemv_plan(problems[b], kGemvScratchBytes, balances[b].balance, balances[b].rows, &plans[b]) != 0) {
+        if (kb::kernels::gemm_cuda::gemv_plan(problems[b], kGemvScratchBytes, balances[b].balance, balances[b].rows,
+                                                balances[b].kernel, &plans[b]) != 0) {
           std::fprintf(stderr, "gemv_plan failed for %s M=%d\n", shape.c_str(), M);
           return 1;
         }

@@ -100,12 +100,15 @@
 //      flight per warp, 128 / 155 registers) was no faster on any of 30
 //      shapes (4096 x 14336 M = 1 51.2 against 50.6 us): bytes in flight
 //      are not the limit.
-//    * tried and dropped (benchmarks/h100-2026-11-25-s11/gemv_bulk_trial.*):
-//      the weight by bulk copies (cp.async.bulk) that a ninth warp issues
-//      into a 3-stage shared-memory ring, the 8 warps reading this load
-//      pattern from shared memory: level or slower on every shape, 1-9% at
-//      M = 16 (7168 x 5120 M = 16 35.2 against 33.6 us); read-only bulk
-//      readers reach the same ceiling as these loads.
+//    * the weight by bulk copies (cp.async.bulk) that a ninth warp issues
+//      into a shared-memory ring, the 8 warps reading this load pattern
+//      from shared memory: on an H100 (s11, benchmarks/h100-2026-11-25-s11/
+//      gemv_bulk_trial.*) level or slower on every shape, 1-9% at M = 16
+//      (7168 x 5120 M = 16 35.2 against 33.6 us). On an H200 (s24) the
+//      bulk kernel below, with the producer's 32 lanes each copying a row
+//      and the activation loads issued before the stage wait, is 2-15%
+//      faster where the plain kernel's blocks are few or its activations
+//      many (gemv.hpp, gemv_bulk_rows), and kb takes it there.
 //    * tried and dropped (s11 gemv_forced_splits_trial.md, KB_GEMV_SPLITS=N
 //      forces N splits): 2-4 splits where the rule takes none, so that many
 //      short blocks even out the last wave (Nsight: 7168 x 5120's SMs are
@@ -216,6 +219,7 @@
 #include <cstring>
 #include <utility>
 
+#include "../../common/hopper_ptx.cuh"
 #include "../../common/l2_stream_policy.cuh"
 #include "../../common/tuning_env.hpp"
 
@@ -285,6 +289,164 @@ __device__ __forceinline__ std::uint16_t to_bits(float v) {
     return __half_as_ushort(__float2half_rn(v));
 }
 
+// Lane (g, t)'s activation row in each 8-row MMA tile: row 8 mt + g, from
+// element 8t (aok false past M: those vectors load as zeros).
+template <int M, int MT>
+__device__ __forceinline__ void activation_rows(const std::uint16_t* (&arow)[MT], bool (&aok)[MT], const Params& p,
+                                                int g, int t) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    aok[mt] = (M >= 8 * (mt + 1)) || (8 * mt + g < M);
+    arow[mt] = p.A + static_cast<std::size_t>(aok[mt] ? 8 * mt + g : 0) * p.K + 8 * t;
+  }
+}
+
+template <int RT, int MT>
+__device__ __forceinline__ void zero(float (&acc)[RT][MT][4]) {
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
+}
+
+// One 64-wide K step's activation vectors: x[u][mt] holds, for lane (g, t),
+// elements kb + 32u + 8t .. +8 of activation row 8 mt + g (zeros past K or M).
+template <int MT>
+__device__ __forceinline__ void load_activations(uint4 (&x)[kUnroll][MT], const std::uint16_t* const (&arow)[MT],
+                                                 const bool (&aok)[MT], int kb, int t, int K) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int k = kb + kChunk * u;
+    const bool kok = k + 8 * t < K;  // K % 8 == 0: a vector is all in or all out
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      x[u][mt] = (kok && aok[mt]) ? load_activation(arow[mt] + k) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// One 64-wide K step's arithmetic, from the weight vectors as loaded
+// (v[j]: instruction j's 16 bytes, rows 4j + lane/8) and the activations.
+template <bool kBf16, int RT, int MT>
+__device__ __forceinline__ void exchange_and_mma(const uint4 (&v)[4 * RT], const uint4 (&x)[kUnroll][MT], bool odd,
+                                                 float (&acc)[RT][MT][4]) {
+  // Lane (g, t) holds, from instructions 2i and 2i+1, segment 4 (g & 1) + t
+  // of rows n0 + 8i + g/2 and n0 + 8i + 4 + g/2. One exchange with lane ^ 4
+  // (group g ^ 1) gives even groups both segments (t and 4 + t: u = 0, 1)
+  // of row 8i + g/2 and odd groups both segments of row 8i + 4 + g/2: slot
+  // i = 2 rt + h of the fragments, fragment row g <-> block row
+  // 16 rt + 8 h + perm(g), perm(g) = 4 (g & 1) + g / 2.
+  uint4 w[kUnroll][RT][2];
+#pragma unroll
+  for (int i = 0; i < 2 * RT; ++i) {
+    const uint4 a = v[2 * i];
+    const uint4 b = v[2 * i + 1];
+    const uint4 send = odd ? a : b;
+    uint4 recv;
+    recv.x = __shfl_xor_sync(0xffffffffu, send.x, 4);
+    recv.y = __shfl_xor_sync(0xffffffffu, send.y, 4);
+    recv.z = __shfl_xor_sync(0xffffffffu, send.z, 4);
+    recv.w = __shfl_xor_sync(0xffffffffu, send.w, 4);
+    w[0][i >> 1][i & 1] = odd ? recv : a;
+    w[1][i >> 1][i & 1] = odd ? b : recv;
+  }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        // Fragment A: {row g, cols 2t..}, {row g+8, cols 2t..}, {row g, cols 2t+8..}, {row g+8, cols 2t+8..};
+        // fragment B: {k 2t.., col g}, {k 2t+8.., col g}. Step 1 takes elements 0..3, step 2 elements 4..7.
+        mma16816<kBf16>(acc[rt][mt], w[u][rt][0].x, w[u][rt][1].x, w[u][rt][0].y, w[u][rt][1].y, x[u][mt].x,
+                        x[u][mt].y);
+        mma16816<kBf16>(acc[rt][mt], w[u][rt][0].z, w[u][rt][1].z, w[u][rt][0].w, w[u][rt][1].w, x[u][mt].z,
+                        x[u][mt].w);
+      }
+}
+
+// The end of a block: the `warps` K-interleaved warps' accumulators summed in
+// shared memory `red` (fixed order), then C, or with split-K this block's
+// partial tile and, in the last block of the row block to arrive, the sum of
+// all splits in split order. Threads 0 .. 32 warps - 1 take part; `sync` is a
+// barrier over exactly those threads.
+template <int M, bool kBf16, int RT, class Sync>
+__device__ __forceinline__ void finish_block(const Params& p, const float (&acc)[RT][(M + 7) / 8][4], float* red,
+                                             int warps, int n0, int n_end, Sync sync) {
+  constexpr int MT = (M + 7) / 8;
+  constexpr int MP = MT * 8;
+  constexpr int kRows = kRowTile * RT;
+  __shared__ bool last_block;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int threads = warps * 32;
+  const int split = blockIdx.y;
+
+  // Accumulator fragment: c0, c1 = (row g, cols 2t, 2t+1), c2, c3 = (row g+8,
+  // same cols); rows are n (fragment row g of slot h is block row
+  // 16 rt + 8 h + perm(g)), cols are m.
+  const int pg = 4 * (g & 1) + (g >> 1);
+  float* mine = red + warp * (MP * kRedStride);
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int r = 16 * rt + pg;
+      const int m = 8 * mt + 2 * t;
+      mine[m * kRedStride + r] = acc[rt][mt][0];
+      mine[(m + 1) * kRedStride + r] = acc[rt][mt][1];
+      mine[m * kRedStride + r + 8] = acc[rt][mt][2];
+      mine[(m + 1) * kRedStride + r + 8] = acc[rt][mt][3];
+    }
+  sync();
+
+  // Output (m, r) for i = m * kRows + r: consecutive threads write consecutive n.
+  constexpr int kOut = M * kRows;
+  if (p.splits == 1) {
+    for (int i = threadIdx.x; i < kOut; i += threads) {
+      const int m = i / kRows;
+      const int r = i % kRows;
+      const int n = n0 + r;
+      if (n >= n_end) continue;
+      float s = 0.f;
+      for (int w = 0; w < warps; ++w) s += red[(w * MP + m) * kRedStride + r];
+      p.C[static_cast<std::size_t>(m) * p.N + n] = to_bits<kBf16>(s);
+    }
+    return;
+  }
+
+  // Split-K: publish this block's partial tile, then the last block of the
+  // row block to arrive sums all splits in split order.
+  float* tile = p.partials + (static_cast<std::size_t>(blockIdx.x) * p.splits + split) * kOut;
+  for (int i = threadIdx.x; i < kOut; i += threads) {
+    const int m = i / kRows;
+    const int r = i % kRows;
+    float s = 0.f;
+    for (int w = 0; w < warps; ++w) s += red[(w * MP + m) * kRedStride + r];
+    tile[i] = s;
+  }
+  __threadfence();
+  sync();
+  if (threadIdx.x == 0) last_block = atomicAdd(&p.counters[blockIdx.x], 1u) == static_cast<unsigned>(p.splits - 1);
+  sync();
+  if (!last_block) return;
+  __threadfence();
+  const float* tiles = p.partials + static_cast<std::size_t>(blockIdx.x) * p.splits * kOut;
+  for (int i = threadIdx.x; i < kOut; i += threads) {
+    const int m = i / kRows;
+    const int r = i % kRows;
+    const int n = n0 + r;
+    if (n >= n_end) continue;
+    float s = 0.f;
+    for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(tiles + static_cast<std::size_t>(sp) * kOut + i);
+    p.C[static_cast<std::size_t>(m) * p.N + n] = to_bits<kBf16>(s);
+  }
+  if (threadIdx.x == 0) p.counters[blockIdx.x] = 0;  // ready for the next launch on this stream
+}
+
 // Registers: M <= 8 asks for 3 blocks per SM, which lets ptxas use 80
 // registers (70 without the bound, also 3 blocks per SM): mostly 1-4%
 // faster, 4096 x 4096 and 4096 x 14336 unsplit 10% (H100, runs r4 and r5
@@ -296,11 +458,9 @@ __device__ __forceinline__ std::uint16_t to_bits(float v) {
 template <int M, bool kBf16, int RT>
 __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Params p) {
   constexpr int MT = (M + 7) / 8;  // 8-wide MMA tiles covering the M rows of A
-  constexpr int MP = MT * 8;
   constexpr int kRows = kRowTile * RT;  // rows of N per block
   constexpr int kLoads = 4 * RT;        // weight loads per lane per 64-wide K step (4 rows each)
   extern __shared__ float red[];   // [warps][MP][kRedStride]
-  __shared__ bool last_block;
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -331,20 +491,11 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
   }
   const std::uint16_t* arow[MT];
   bool aok[MT];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    aok[mt] = (M >= 8 * (mt + 1)) || (8 * mt + g < M);
-    arow[mt] = p.A + static_cast<std::size_t>(aok[mt] ? 8 * mt + g : 0) * p.K + 8 * t;
-  }
+  activation_rows<M>(arow, aok, p, g, t);
 
   const std::uint64_t policy = l2_stream_policy(p.evict_first);
   float acc[RT][MT][4];
-#pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
+  zero(acc);
 
   const int it_begin = static_cast<int>(static_cast<long long>(split) * p.k_iterations / p.splits);
   const int it_end = static_cast<int>(static_cast<long long>(split + 1) * p.k_iterations / p.splits);
@@ -357,140 +508,199 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
     for (int j = 0; j < kLoads; ++j)
       v[j] = (bok[j] && kb + 8 * s8 < p.K) ? load_weight(brow[j] + kb, policy) : make_uint4(0, 0, 0, 0);
     uint4 x[kUnroll][MT];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int k = kb + kChunk * u;
-      const bool kok = k + 8 * t < p.K;  // K % 8 == 0: a vector is all in or all out
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        x[u][mt] = (kok && aok[mt]) ? load_activation(arow[mt] + k) : make_uint4(0, 0, 0, 0);
-    }
-    // Lane (g, t) holds, from instructions 2i and 2i+1, segment 4 (g & 1) + t
-    // of rows n0 + 8i + g/2 and n0 + 8i + 4 + g/2. One exchange with lane ^ 4
-    // (group g ^ 1) gives even groups both segments (t and 4 + t: u = 0, 1)
-    // of row 8i + g/2 and odd groups both segments of row 8i + 4 + g/2: slot
-    // i = 2 rt + h of the fragments, fragment row g <-> block row
-    // 16 rt + 8 h + perm(g), perm(g) = 4 (g & 1) + g / 2.
-    uint4 w[kUnroll][RT][2];
-#pragma unroll
-    for (int i = 0; i < 2 * RT; ++i) {
-      const uint4 a = v[2 * i];
-      const uint4 b = v[2 * i + 1];
-      const uint4 send = odd ? a : b;
-      uint4 recv;
-      recv.x = __shfl_xor_sync(0xffffffffu, send.x, 4);
-      recv.y = __shfl_xor_sync(0xffffffffu, send.y, 4);
-      recv.z = __shfl_xor_sync(0xffffffffu, send.z, 4);
-      recv.w = __shfl_xor_sync(0xffffffffu, send.w, 4);
-      w[0][i >> 1][i & 1] = odd ? recv : a;
-      w[1][i >> 1][i & 1] = odd ? b : recv;
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          // Fragment A: {row g, cols 2t..}, {row g+8, cols 2t..}, {row g, cols 2t+8..}, {row g+8, cols 2t+8..};
-          // fragment B: {k 2t.., col g}, {k 2t+8.., col g}. Step 1 takes elements 0..3, step 2 elements 4..7.
-          mma16816<kBf16>(acc[rt][mt], w[u][rt][0].x, w[u][rt][1].x, w[u][rt][0].y, w[u][rt][1].y, x[u][mt].x,
-                          x[u][mt].y);
-          mma16816<kBf16>(acc[rt][mt], w[u][rt][0].z, w[u][rt][1].z, w[u][rt][0].w, w[u][rt][1].w, x[u][mt].z,
-                          x[u][mt].w);
-        }
+    load_activations<MT>(x, arow, aok, kb, t, p.K);
+    exchange_and_mma<kBf16, RT, MT>(v, x, odd, acc);
   }
 
-  // Accumulator fragment: c0, c1 = (row g, cols 2t, 2t+1), c2, c3 = (row g+8,
-  // same cols); rows are n (fragment row g of slot h is block row
-  // 16 rt + 8 h + perm(g)), cols are m.
-  const int pg = 4 * (g & 1) + (g >> 1);
-  float* mine = red + warp * (MP * kRedStride);
-#pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      const int r = 16 * rt + pg;
-      const int m = 8 * mt + 2 * t;
-      mine[m * kRedStride + r] = acc[rt][mt][0];
-      mine[(m + 1) * kRedStride + r] = acc[rt][mt][1];
-      mine[m * kRedStride + r + 8] = acc[rt][mt][2];
-      mine[(m + 1) * kRedStride + r + 8] = acc[rt][mt][3];
+  finish_block<M, kBf16, RT>(p, acc, red, warps, n0, n_end, [] { __syncthreads(); });
+}
+
+// ---- the bulk kernel: the weight by bulk copies ------------------------------------
+// The same blocks, warps and arithmetic, but the weight reaches shared memory
+// by bulk copies (cp.async.bulk, the TMA's one-dimensional form) that one
+// extra warp issues, a row per lane: a stage holds the block's rows x
+// kStageK elements (one 64-wide K step per consumer warp), kStages stages in
+// a ring guarded by mbarriers (full: the stage's bytes arrived; empty: all 8
+// consumer warps have copied theirs to registers). Consumers read the gemv's
+// register pattern from shared memory. Why: on an H200 the read-only bulk
+// readers of tools/gpu/gemv_read_ceiling reach 82-83% of copy bandwidth on
+// 4096 x 14336 and 16384 x 3072 where the gemv's own load pattern reaches
+// 78-80% (benchmarks/h200-2026-11-28-s17/): bytes in flight that cost no
+// registers. Differences from s11's trial (level or slower on an H100):
+// every lane of the producer issues a row, a consumer issues its activation
+// loads before it waits for the stage, 16-row blocks at M <= 8 fit 4 an SM
+// (56 registers; s24's first version had 3: a short second wave on 7168 x
+// 5120, 32.5 against the plain kernel's 24.6 us), and M > 8 keeps 2 stages
+// (3 stages of 32 rows, 96 KB a block, leave L1 too little for the
+// activations: 16384 x 3072 at M = 16 took 37.0 us with 3 and 34.4 with 2,
+// in two runs where the plain kernel took 35.3 and 35.1).
+// gemv_plan takes it by the rule gemv_bulk_rows (gemv.hpp); KB_GEMV_BULK=0|1
+// never or always (to measure side by side).
+constexpr int kStageK = kKStep * kMaxWarps;  // elements of each row per stage
+template <int RT, int M>
+constexpr int bulk_stages() {
+  return RT == 1 && M <= 8 ? 3 : 2;
+}
+template <int RT, int M>
+constexpr int bulk_ring_bytes() {
+  return bulk_stages<RT, M>() * kRowTile * RT * kStageK * 2;
+}
+// Resident blocks asked of ptxas: 16-row blocks at M <= 8 fit 4 per SM
+// (48 KB ring) if registers allow.
+template <int RT, int M>
+constexpr int bulk_min_blocks() {
+  return M > 8 ? 0 : RT == 1 ? 4 : 3;
+}
+
+__device__ __forceinline__ void bulk_load_row(std::uint32_t dst, const void* src, std::uint32_t bytes,
+                                              std::uint32_t bar, std::uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+template <int M, bool kBf16, int RT>
+__global__ void __launch_bounds__(kThreads + 32, bulk_min_blocks<RT, M>()) gemv_bulk_kernel(const Params p) {
+  using namespace kb::kernels::hopper;
+  constexpr int MT = (M + 7) / 8;
+  constexpr int kRows = kRowTile * RT;
+  constexpr int kLoads = 4 * RT;
+  constexpr int kStages = bulk_stages<RT, M>();
+  constexpr int kRowBytes = kStageK * 2;
+  constexpr int kStageBytes = kRows * kRowBytes;
+  constexpr int warps = kMaxWarps;  // consumers; warp kMaxWarps is the producer
+  // The ring; after the main loop the consumers' partials go over it.
+  extern __shared__ __align__(128) unsigned char ring[];
+  __shared__ __align__(8) std::uint64_t full[kStages], empty[kStages];
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int n0 = static_cast<int>(blockIdx.x) * kRows;
+  const int n_end = min(n0 + kRows, p.N);
+  const int split = blockIdx.y;
+  const int it_begin = static_cast<int>(static_cast<long long>(split) * p.k_iterations / p.splits);
+  const int it_end = static_cast<int>(static_cast<long long>(split + 1) * p.k_iterations / p.splits);
+  const int stages = (it_end - it_begin + warps - 1) / warps;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(saddr(&full[s]), 1);
+      mbar_init(saddr(&empty[s]), warps);
     }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   __syncthreads();
 
-  // Output (m, r) for i = m * kRows + r: consecutive threads write consecutive n.
-  constexpr int kOut = M * kRows;
-  if (p.splits == 1) {
-    for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
-      const int m = i / kRows;
-      const int r = i % kRows;
-      const int n = n0 + r;
-      if (n >= n_end) continue;
-      float s = 0.f;
-      for (int w = 0; w < warps; ++w) s += red[(w * MP + m) * kRedStride + r];
-      p.C[static_cast<std::size_t>(m) * p.N + n] = to_bits<kBf16>(s);
+  if (warp == warps) {
+    // Producer: lane r copies row n0 + r's next kStageK elements (fewer at
+    // the end of the block's K range or of K); rows past N are not copied
+    // (the consumers zero them).
+    const std::uint64_t policy = l2_stream_policy(p.evict_first);
+    const int rows = n_end - n0;
+    const int k_end = min(it_end * kKStep, p.K);
+    for (int i = 0; i < stages; ++i) {
+      const int s = i % kStages;
+      if (i >= kStages) mbar_wait(saddr(&empty[s]), ((i / kStages) - 1) & 1);
+      const int k0 = (it_begin + i * warps) * kKStep;
+      const int bytes = (min(k0 + kStageK, k_end) - k0) * 2;
+      if (lane == 0) mbar_arrive_expect_tx(saddr(&full[s]), static_cast<std::uint32_t>(bytes * rows));
+      __syncwarp();
+      if (lane < rows)
+        bulk_load_row(saddr(ring + s * kStageBytes + lane * kRowBytes), p.B + static_cast<std::size_t>(n0 + lane) * p.K + k0,
+                      static_cast<std::uint32_t>(bytes), saddr(&full[s]), policy);
     }
     return;
   }
 
-  // Split-K: publish this block's partial tile, then the last block of the
-  // row block to arrive sums all splits in split order.
-  float* tile = p.partials + (static_cast<std::size_t>(blockIdx.x) * p.splits + split) * kOut;
-  for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
-    const int m = i / kRows;
-    const int r = i % kRows;
-    float s = 0.f;
-    for (int w = 0; w < warps; ++w) s += red[(w * MP + m) * kRedStride + r];
-    tile[i] = s;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int q = lane >> 3;
+  const int s8 = lane & 7;
+  const bool odd = g & 1;
+  bool bok[kLoads];
+#pragma unroll
+  for (int j = 0; j < kLoads; ++j) bok[j] = n0 + 4 * j + q < n_end;
+  const std::uint16_t* arow[MT];
+  bool aok[MT];
+  activation_rows<M>(arow, aok, p, g, t);
+  float acc[RT][MT][4];
+  zero(acc);
+
+  // This lane's 16 bytes of instruction j within a stage: row 4j + q, K step
+  // `warp` of the stage, segment s8.
+  const unsigned char* mine = ring + q * kRowBytes + warp * (kKStep * 2) + s8 * 16;
+  for (int i = 0; i < stages; ++i) {
+    const int s = i % kStages;
+    const int it = it_begin + i * warps + warp;
+    const int kb = it * kKStep;
+    const bool live = it < it_end;
+    uint4 x[kUnroll][MT];
+    if (live) load_activations<MT>(x, arow, aok, kb, t, p.K);  // in flight while the stage lands
+    mbar_wait(saddr(&full[s]), (i / kStages) & 1);
+    uint4 v[kLoads];
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j)
+      v[j] = (live && bok[j] && kb + 8 * s8 < p.K)
+                 ? *reinterpret_cast<const uint4*>(mine + s * kStageBytes + 4 * j * kRowBytes)
+                 : make_uint4(0, 0, 0, 0);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(saddr(&empty[s]));  // this warp's bytes are in registers
+    if (live) exchange_and_mma<kBf16, RT, MT>(v, x, odd, acc);
   }
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last_block = atomicAdd(&p.counters[blockIdx.x], 1u) == static_cast<unsigned>(p.splits - 1);
-  __syncthreads();
-  if (!last_block) return;
-  __threadfence();
-  const float* tiles = p.partials + static_cast<std::size_t>(blockIdx.x) * p.splits * kOut;
-  for (int i = threadIdx.x; i < kOut; i += blockDim.x) {
-    const int m = i / kRows;
-    const int r = i % kRows;
-    const int n = n0 + r;
-    if (n >= n_end) continue;
-    float s = 0.f;
-    for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(tiles + static_cast<std::size_t>(sp) * kOut + i);
-    p.C[static_cast<std::size_t>(m) * p.N + n] = to_bits<kBf16>(s);
-  }
-  if (threadIdx.x == 0) p.counters[blockIdx.x] = 0;  // ready for the next launch on this stream
+  // The partials go over the ring: every consumer warp must be past its last read.
+  const auto sync = [] { named_bar_sync(1, kThreads); };
+  sync();
+  finish_block<M, kBf16, RT>(p, acc, reinterpret_cast<float*>(ring), warps, n0, n_end, sync);
 }
 
 // ---- host side ----------------------------------------------------------------
 
 using KernelFn = void (*)(Params);
 
-// The one place templated M is dispatched: kernel(M, bf16, rows) for M in
-// 1..16 and blocks of 16 or 32 rows.
-template <bool kBf16, int RT, int... Ms>
+// The one place templated M is dispatched: kernel(M, bf16, rows, bulk) for M
+// in 1..16, blocks of 16 or 32 rows, global loads or bulk copies.
+template <bool kBf16, int RT, bool kBulk, int... Ms>
 constexpr std::array<KernelFn, sizeof...(Ms)> kernel_table(std::integer_sequence<int, Ms...>) {
-  return {&gemv_kernel<Ms + 1, kBf16, RT>...};
+  if constexpr (kBulk)
+    return {&gemv_bulk_kernel<Ms + 1, kBf16, RT>...};
+  else
+    return {&gemv_kernel<Ms + 1, kBf16, RT>...};
 }
 
-KernelFn kernel_for(int M, bool bf16, int rows) {
+template <bool kBulk>
+KernelFn kernel_of(int M, bool bf16, int rows) {
   using Ms = std::make_integer_sequence<int, kGemvMaxM>;
-  static constexpr auto f16 = kernel_table<false, 1>(Ms{});
-  static constexpr auto b16 = kernel_table<true, 1>(Ms{});
-  static constexpr auto f16x2 = kernel_table<false, 2>(Ms{});
-  static constexpr auto b16x2 = kernel_table<true, 2>(Ms{});
+  static constexpr auto f16 = kernel_table<false, 1, kBulk>(Ms{});
+  static constexpr auto b16 = kernel_table<true, 1, kBulk>(Ms{});
+  static constexpr auto f16x2 = kernel_table<false, 2, kBulk>(Ms{});
+  static constexpr auto b16x2 = kernel_table<true, 2, kBulk>(Ms{});
   if (rows == kRowTile) return bf16 ? b16[M - 1] : f16[M - 1];
   return bf16 ? b16x2[M - 1] : f16x2[M - 1];
 }
 
-std::size_t smem_bytes(int M, int warps) {
+KernelFn kernel_for(int M, bool bf16, int rows, bool bulk) {
+  return bulk ? kernel_of<true>(M, bf16, rows) : kernel_of<false>(M, bf16, rows);
+}
+
+// Threads of a block: the K-interleaved warps, plus the bulk kernel's producer.
+int block_threads(int warps, bool bulk) { return (warps + (bulk ? 1 : 0)) * 32; }
+
+// Dynamic shared memory: the warps' partials; with bulk copies the ring,
+// which the partials reuse.
+std::size_t smem_bytes(int M, int warps, int rows, bool bulk) {
   const int mp = (M + 7) / 8 * 8;
-  return static_cast<std::size_t>(warps) * mp * kRedStride * sizeof(float);
+  const std::size_t partials = static_cast<std::size_t>(warps) * mp * kRedStride * sizeof(float);
+  if (!bulk) return partials;
+  const std::size_t ring = rows == kRowTile ? (M > 8 ? bulk_ring_bytes<1, 16>() : bulk_ring_bytes<1, 1>())
+                                            : (M > 8 ? bulk_ring_bytes<2, 16>() : bulk_ring_bytes<2, 1>());
+  return std::max(partials, ring);
 }
 
 // Per-device facts, computed once (racing first calls compute the same value).
 std::atomic<int> g_sm_count[kMaxDevices];
-std::atomic<int> g_occupancy[kMaxDevices][kGemvMaxM][2][2];  // [device][M - 1][bf16][rows / 16 - 1]
+std::atomic<int> g_occupancy[kMaxDevices][kGemvMaxM][2][2][2];  // [device][M - 1][bf16][rows / 16 - 1][bulk]
 
 cudaError_t sm_count(int device, int* out) {
   if (device >= 0 && device < kMaxDevices) {
@@ -503,17 +713,44 @@ cudaError_t sm_count(int device, int* out) {
   return cudaSuccess;
 }
 
+// Peak DRAM rate in GB/s (memory clock x bus width x 2); 0 if a query fails.
+std::atomic<int> g_dram_gbps[kMaxDevices];
+int dram_gbps(int device) {
+  if (device >= 0 && device < kMaxDevices) {
+    if (int v = g_dram_gbps[device].load(std::memory_order_relaxed)) return v;
+  }
+  int khz = 0, bits = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int v = static_cast<int>(1e3 * khz * 2.0 * bits / 8.0 / 1e9);
+  if (device >= 0 && device < kMaxDevices) g_dram_gbps[device].store(v, std::memory_order_relaxed);
+  return v;
+}
+
 // Resident blocks per SM of the full-size block (kMaxWarps warps), the only
 // block size that is ever split along K.
-cudaError_t occupancy(int device, int M, bool bf16, int rows, int* out) {
-  std::atomic<int>* slot =
-      (device >= 0 && device < kMaxDevices) ? &g_occupancy[device][M - 1][bf16][rows / kRowTile - 1] : nullptr;
+// The bulk kernels' shared memory above 48 KB is allowed here, once per
+// device and kernel.
+cudaError_t occupancy(int device, int M, bool bf16, int rows, bool bulk, int* out) {
+  std::atomic<int>* slot = (device >= 0 && device < kMaxDevices)
+                               ? &g_occupancy[device][M - 1][bf16][rows / kRowTile - 1][bulk]
+                               : nullptr;
   if (slot) {
     if (int v = slot->load(std::memory_order_relaxed)) return *out = v, cudaSuccess;
   }
+  KernelFn fn = kernel_for(M, bf16, rows, bulk);
+  const std::size_t smem = smem_bytes(M, kMaxWarps, rows, bulk);
+  if (bulk) {
+    if (cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        e != cudaSuccess)
+      return e;
+  }
   int v = 0;
-  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel_for(M, bf16, rows), kThreads,
-                                                                smem_bytes(M, kMaxWarps));
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, fn, block_threads(kMaxWarps, bulk), smem);
   if (e != cudaSuccess) return e;
   if (v < 1) v = 1;
   if (slot) slot->store(v, std::memory_order_relaxed);
@@ -585,7 +822,7 @@ GemvPlan plan_with_rows(const GemmProblem& p, std::size_t scratch_bytes, GemvBal
       --s;
     return s > 1 ? static_cast<int>(s) : 1;
   };
-  plan.warps = std::min(kMaxWarps, plan.k_iterations);
+  plan.warps = plan.bulk ? kMaxWarps : std::min(kMaxWarps, plan.k_iterations);
   plan.splits = splits_for(plan.warps);
   // KB_GEMV_SPLITS=N: N blocks along K whatever the rule (to measure splits side by side; clamped to what
   // the scratch, the counters and one 64-wide step per warp allow).
@@ -597,8 +834,8 @@ GemvPlan plan_with_rows(const GemmProblem& p, std::size_t scratch_bytes, GemvBal
   }
   // Small problems (N = 128, 256): when the blocks do not reach every SM,
   // fewer warps per block and more splits, if that makes more blocks.
-  for (int w = plan.warps / 2; w >= 2 && static_cast<long long>(plan.row_blocks) * plan.splits < plan.sm_count;
-       w /= 2) {
+  for (int w = plan.warps / 2;
+       !plan.bulk && w >= 2 && static_cast<long long>(plan.row_blocks) * plan.splits < plan.sm_count; w /= 2) {
     const int s = splits_for(w);
     if (s > plan.splits) {
       plan.warps = w;
@@ -638,7 +875,19 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   return gemv_plan(p, scratch_bytes, balance, 0, out);
 }
 
+GemvKernel gemv_default_kernel() {
+  static const GemvKernel k = env_is("KB_GEMV_BULK", "0")   ? GemvKernel::plain
+                              : env_is("KB_GEMV_BULK", "1") ? GemvKernel::bulk
+                                                            : GemvKernel::rule;
+  return k;
+}
+
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvPlan* out) {
+  return gemv_plan(p, scratch_bytes, balance, rows, gemv_default_kernel(), out);
+}
+
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvKernel kernel,
+              GemvPlan* out) {
   if (!preconditions(p)) return cudaErrorInvalidValue;
   if (rows != 0 && rows != kRowTile && rows != 2 * kRowTile) return cudaErrorInvalidValue;
   const int M = static_cast<int>(p.M);
@@ -647,6 +896,7 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   GemvPlan plan;
   if (cudaError_t e = sm_count(device, &plan.sm_count); e != cudaSuccess) return e;
+  plan.dram_gbps = dram_gbps(device);
   const std::int64_t weight_bytes = static_cast<std::int64_t>(p.N) * p.K * 2;
   const std::int64_t l2_bytes = device_l2_bytes(device);
   plan.evict_first = stream_evict_first(weight_bytes, l2_bytes);
@@ -654,11 +904,20 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   // one (to measure the two side by side).
   static const int env_rows = env_is("KB_GEMV_ROWS", "16") ? 16 : env_is("KB_GEMV_ROWS", "32") ? 32 : 0;
   const int forced_rows = rows ? rows : env_rows;
-  int per_sm[2] = {0, 0};  // resident blocks of 16 and 32 rows
-  for (int i = 0; i < 2; ++i)
-    if (cudaError_t e = occupancy(device, M, bf16, kRowTile * (i + 1), &per_sm[i]); e != cudaSuccess) return e;
-  auto make = [&](int r) {
-    return plan_with_rows(p, scratch_bytes, balance, plan, r, per_sm[r / kRowTile - 1]);
+  // The bulk kernel keeps whole tiles (no balance).
+  const bool bulk_allowed = balance == GemvBalance::off && kernel != GemvKernel::plain;
+  const bool bulk_only = bulk_allowed && kernel == GemvKernel::bulk;
+  int per_sm[2][2] = {};  // [bulk][rows / 16 - 1]: resident blocks of 16 and 32 rows
+  for (int b = 0; b < 2; ++b) {
+    if (b == 1 && !bulk_allowed) continue;
+    for (int i = 0; i < 2; ++i)
+      if (cudaError_t e = occupancy(device, M, bf16, kRowTile * (i + 1), b == 1, &per_sm[b][i]); e != cudaSuccess)
+        return e;
+  }
+  auto make = [&](int r, bool bulk) {
+    GemvPlan base = plan;
+    base.bulk = bulk;
+    return plan_with_rows(p, scratch_bytes, balance, base, r, per_sm[bulk][r / kRowTile - 1]);
   };
   // kb_cuda_gemm's other reason to take cuBLASLt (gemv.hpp), whatever the rows.
   const auto finish = [&](GemvPlan chosen) {
@@ -668,18 +927,26 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
     *out = chosen;
     return cudaSuccess;
   };
-  if (forced_rows) return finish(make(forced_rows));
+  if (forced_rows) return finish(make(forced_rows, bulk_only));
   // By wave fill (gemv_rows_per_block), then at 2 <= M <= 8 by
   // gemv_small_m_rows, which compares the two finished plans (gemv.hpp says
   // what was measured).
-  const int fill_rows = gemv_rows_per_block(p.N, plan.sm_count, per_sm[0], per_sm[1]);
-  GemvPlan chosen = make(fill_rows);
+  const int (&occ)[2] = per_sm[bulk_only];
+  const int fill_rows = gemv_rows_per_block(p.N, plan.sm_count, occ[0], occ[1]);
+  GemvPlan chosen = make(fill_rows, bulk_only);
   if (M >= 2 && M <= 8) {
-    const GemvPlan other = make(fill_rows == kRowTile ? 2 * kRowTile : kRowTile);
+    const GemvPlan other = make(fill_rows == kRowTile ? 2 * kRowTile : kRowTile, bulk_only);
     const GemvPlan& p16 = fill_rows == kRowTile ? chosen : other;
     const GemvPlan& p32 = fill_rows == kRowTile ? other : chosen;
     const int rows_by_plans = gemv_small_m_rows(p16, p32);
     if (rows_by_plans != 0) chosen = rows_by_plans == kRowTile ? p16 : p32;
+  }
+  // Then the kernel (gemv_bulk_rows in gemv.hpp says what was measured).
+  if (kernel == GemvKernel::rule && bulk_allowed) {
+    if (const int r = gemv_bulk_rows(p.M, p.N, p.K, chosen); r != 0) {
+      const GemvPlan bulk = make(r, true);
+      if (bulk.splits == 1) chosen = bulk;
+    }
   }
   return finish(chosen);
 }
@@ -707,11 +974,13 @@ int gemv_launch(const GemmProblem& p, const StreamScratch* scratch, const GemvPl
     params.partials = reinterpret_cast<float*>(base + kCountersBytes);
   }
   const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.splits));
-  const dim3 block(static_cast<unsigned>(plan.warps * 32));
   if (plan.rows_per_block != kRowTile && plan.rows_per_block != 2 * kRowTile) return cudaErrorInvalidValue;
-  KernelFn fn = kernel_for(M, p.dtype == DType::bfloat16, plan.rows_per_block);
+  if (plan.bulk && (plan.warps != kMaxWarps || plan.balanced)) return cudaErrorInvalidValue;
+  const dim3 block(static_cast<unsigned>(block_threads(plan.warps, plan.bulk)));
+  KernelFn fn = kernel_for(M, p.dtype == DType::bfloat16, plan.rows_per_block, plan.bulk);
   void* args[] = {&params};
-  cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(fn), grid, block, args, smem_bytes(M, plan.warps),
+  cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(fn), grid, block, args,
+                                   smem_bytes(M, plan.warps, plan.rows_per_block, plan.bulk),
                                    static_cast<cudaStream_t>(p.stream));
   return static_cast<int>(e);
 }

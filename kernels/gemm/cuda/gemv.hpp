@@ -45,6 +45,12 @@ struct GemvPlan {
   // The weight stream's L2 policy: evict_first up to a few times the L2
   // size, no hint above (kernels/common/l2_stream_policy.cuh).
   bool evict_first = true;
+  // The weight arrives by bulk copies into a shared-memory ring (the bulk
+  // kernel, gemv.cu; gemv_bulk_rows says when).
+  bool bulk = false;
+  // The device's peak DRAM rate (memory clock x bus width x 2), GB/s; 0 if
+  // unknown. gemv_bulk_rows takes the bulk kernel only where it was measured.
+  int dram_gbps = 0;
 };
 
 // Warps per gemv block at most (they split the block's K range).
@@ -124,6 +130,46 @@ inline int gemv_small_m_rows(const GemvPlan& p16, const GemvPlan& p32) {
   return 32;
 }
 
+// The bulk kernel is taken only on devices with at least this peak DRAM rate
+// (GB/s): it was measured on an H200 (4.8 TB/s); on an H100 (3.35 TB/s)
+// session 11's first version of it was level or slower everywhere
+// (benchmarks/h100-2026-11-25-s11/gemv_bulk_trial.md), and this one is not
+// measured there.
+inline constexpr int kGemvBulkMinDramGBps = 4000;
+// Rows per block of the bulk kernel's plan that kb takes instead of `plain`
+// (the plain kernel's finished plan for an M x N x K problem), or 0 to keep
+// the plain kernel. The bulk kernel (gemv.cu) has the same blocks, warps and
+// arithmetic; its weight comes by bulk copies (the TMA) into a shared-memory
+// ring, so its bytes in flight cost no registers, but each block pays for
+// filling and draining the ring, its 8 warps wait for each other stage by
+// stage, and the ring takes shared memory from the L1 that activations hit.
+// Measured on an H200 side by side in one run, every shipped gemm shape
+// (benchmarks/h200-2026-12-02-s24/: gemv_bulk_all.md, 16- and 32-row bulk
+// plans at M = 1, 4, 8, 12, 16; gemv_bulk_rule_all.md, this rule's plans
+// against the plain kernel's at every M from 1 to 16), bulk / plain:
+//  - M = 1, 16-row blocks unsplit, at most two an SM (N <= 4224 on 132
+//    SMs): 0.86-1.00 on all 8 such shapes (2048 x 4096 0.855, 4096 x 14336
+//    0.946); with more blocks an SM 0.97-1.17 (gemv_bulk_all.md).
+//  - 2 <= M <= 8: 16-row blocks unsplit where they are 2-3 an SM (N 4224 -
+//    6336) and K >= 3072, in place of the plain kernel's 32-row plans split
+//    in two: 0.92-0.99 on all 7 such shapes at every M; K = 2048 1.05-1.07,
+//    elsewhere 0.97-1.22.
+//  - M >= 10 where the plain plan has 32-row blocks: 0.92-0.99 on all 5 such
+//    shapes at every M (8192 x 8192 0.94-0.96, 7168 x 5120 0.94-0.96); at
+//    M = 9 (the plain kernel loads one row of the second activation tile)
+//    0.98-1.04 (gemv_bulk_rule_m9.md); over the plain kernel's 16-row plans
+//    0.96-1.08, except one split plan (128 x 2048 at M = 12, 0.84).
+// Over the 448 plans of that run the rule changes 92: 0.86-1.00, median 0.95.
+inline int gemv_bulk_rows(std::int64_t M, std::int64_t N, std::int64_t K, const GemvPlan& plain) {
+  const std::int64_t sms = plain.sm_count;
+  if (plain.balanced || sms < 1 || plain.dram_gbps < kGemvBulkMinDramGBps) return 0;
+  if (M >= 10) return plain.rows_per_block == 32 && plain.splits == 1 ? 32 : 0;
+  if (M == 1) return plain.rows_per_block == 16 && plain.splits == 1 && plain.row_blocks <= 2 * sms ? 16 : 0;
+  if (M > 8) return 0;
+  const std::int64_t blocks16 = (N + 15) / 16;
+  return K >= 3072 && blocks16 > 2 * sms && blocks16 <= 3 * sms ? 16 : 0;
+}
+
 // How the gemv spreads rows over blocks. `off`: whole tiles of 16 or 32 rows
 // (7168 x 5120 at M = 1: 448 blocks of 16 on 132 SMs, 52 SMs with four and
 // 80 with three, the latter idle at the end). `sm`: the fewest blocks that
@@ -156,6 +202,14 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out);
 // KB_GEMV_ROWS=16|32 forces it for a whole process).
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan* out);
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvPlan* out);
+// Which kernel streams the weight: kb's rule (gemv_bulk_rows), the plain
+// kernel (its own 16-byte loads), or the bulk kernel (bulk copies into shared
+// memory) wherever it can run (no balance). The overloads above take
+// KB_GEMV_BULK=0|1 (plain|bulk) as their choice, kb's rule when unset.
+enum class GemvKernel { rule, plain, bulk };
+GemvKernel gemv_default_kernel();
+int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvKernel kernel,
+              GemvPlan* out);
 
 // The split-K scratch a plan may use from `scratch` (0 without one).
 inline std::size_t gemv_scratch_bytes(const StreamScratch* scratch) {
