@@ -14,7 +14,8 @@
 // Variants: off (kb's plan), sm, wave (the balances, plain kernel, rows by
 // kb's rule); plain (kb's plan with the plain kernel); r16, r32 (no balance,
 // plain kernel, 16 or 32 rows per block whatever the rule); bulk, b16, b32
-// (the bulk kernel: rows by the rule, 16, 32). --balances is the
+// (the bulk kernel: rows by the rule, 16, 32); b16u, b32u (the same, K not
+// split whatever the plan says). --balances is the
 // same option under its earlier name. The first variant is the reference
 // of the output check.
 // Prints one markdown table: latency in us per round and balance, % of the
@@ -68,6 +69,7 @@ struct Variant {
   GemvBalance balance = GemvBalance::off;
   int rows = 0;  // 0: kb's rule
   GemvKernel kernel = GemvKernel::rule;
+  bool unsplit = false;  // the plan's K split undone (one block along K)
 };
 
 std::string describe(const GemvPlan& plan) {
@@ -124,8 +126,10 @@ int main(int argc, char** argv) {
     else if (b == "bulk") balances.push_back({b, GemvBalance::off, 0, GemvKernel::bulk});
     else if (b == "b16") balances.push_back({b, GemvBalance::off, 16, GemvKernel::bulk});
     else if (b == "b32") balances.push_back({b, GemvBalance::off, 32, GemvKernel::bulk});
+    else if (b == "b16u") balances.push_back({b, GemvBalance::off, 16, GemvKernel::bulk, true});
+    else if (b == "b32u") balances.push_back({b, GemvBalance::off, 32, GemvKernel::bulk, true});
     else {
-      std::fprintf(stderr, "test_gemv_ab: unknown variant %s (off, plain, sm, wave, r16, r32, bulk, b16, b32)\n", b.c_str());
+      std::fprintf(stderr, "test_gemv_ab: unknown variant %s (off, plain, sm, wave, r16, r32, bulk, b16, b32, b16u, b32u)\n", b.c_str());
       return 2;
     }
   }
@@ -203,6 +207,7 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "gemv_plan failed for %s M=%d\n", shape.c_str(), M);
           return 1;
         }
+        if (balances[b].unsplit) plans[b].splits = 1;  // a valid launch: one block along K covers all of it
       }
       // rounds x balances medians, in the order they ran
       std::vector<std::vector<double>> us(balances.size());

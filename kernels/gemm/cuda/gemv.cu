@@ -944,8 +944,8 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   // Then the kernel (gemv_bulk_rows in gemv.hpp says what was measured).
   if (kernel == GemvKernel::rule && bulk_allowed) {
     if (const int r = gemv_bulk_rows(p.M, p.N, p.K, chosen); r != 0) {
-      const GemvPlan bulk = make(r, true);
-      if (bulk.splits == 1) chosen = bulk;
+      chosen = make(r, true);
+      chosen.splits = 1;  // measured unsplit (a plan of one block along K needs no scratch)
     }
   }
   return finish(chosen);

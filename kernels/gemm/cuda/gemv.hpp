@@ -138,28 +138,32 @@ inline int gemv_small_m_rows(const GemvPlan& p16, const GemvPlan& p32) {
 inline constexpr int kGemvBulkMinDramGBps = 4000;
 // Rows per block of the bulk kernel's plan that kb takes instead of `plain`
 // (the plain kernel's finished plan for an M x N x K problem), or 0 to keep
-// the plain kernel. The bulk kernel (gemv.cu) has the same blocks, warps and
-// arithmetic; its weight comes by bulk copies (the TMA) into a shared-memory
-// ring, so its bytes in flight cost no registers, but each block pays for
+// the plain kernel; the bulk plan never splits K. The bulk kernel (gemv.cu)
+// has the same blocks, warps and arithmetic; its weight comes by bulk copies
+// (the TMA) into a shared-memory ring, so its bytes in flight cost no registers, but each block pays for
 // filling and draining the ring, its 8 warps wait for each other stage by
 // stage, and the ring takes shared memory from the L1 that activations hit.
 // Measured on an H200 side by side in one run, every shipped gemm shape
 // (benchmarks/h200-2026-12-02-s24/: gemv_bulk_all.md, 16- and 32-row bulk
-// plans at M = 1, 4, 8, 12, 16; gemv_bulk_rule_all.md, this rule's plans
+// plans at M = 1, 4, 8, 12, 16; gemv_bulk_unsplit.md, 16-row bulk plans
+// unsplit at M = 2-16 on N <= 4096; gemv_bulk_rule_all.md, this rule's plans
 // against the plain kernel's at every M from 1 to 16), bulk / plain:
 //  - M = 1, 16-row blocks unsplit, at most two an SM (N <= 4224 on 132
-//    SMs): 0.86-1.00 on all 8 such shapes (2048 x 4096 0.855, 4096 x 14336
-//    0.946); with more blocks an SM 0.97-1.17 (gemv_bulk_all.md).
-//  - 2 <= M <= 8: 16-row blocks unsplit where they are 2-3 an SM (N 4224 -
-//    6336) and K >= 3072, in place of the plain kernel's 32-row plans split
-//    in two: 0.92-0.99 on all 7 such shapes at every M; K = 2048 1.05-1.07,
-//    elsewhere 0.97-1.22.
-//  - M >= 10 where the plain plan has 32-row blocks: 0.92-0.99 on all 5 such
-//    shapes at every M (8192 x 8192 0.94-0.96, 7168 x 5120 0.94-0.96); at
+//    SMs): 0.855-0.98 on all 8 such shapes (2048 x 4096 0.855, 4096 x 14336
+//    0.948); with more blocks an SM 0.97-1.17 (gemv_bulk_all.md).
+//  - 2 <= M <= 8, K >= 3072, 16-row blocks unsplit in place of the plain
+//    kernel's split plans: where they are 1-2 an SM (N 2112 - 4224)
+//    0.91-1.01 on all 7 such shapes, median 0.955 (4096 x 14336 0.92-0.99);
+//    2-3 an SM (N 4224 - 6336) 0.92-0.98 on all 7. With fewer blocks than
+//    SMs (2048 x 4096) 0.97-1.07, K = 2048 1.05-1.07 (gemv_bulk_unsplit.md,
+//    gemv_bulk_all.md); elsewhere 0.97-1.22.
+//  - M >= 10 where the plain plan has 32-row blocks: 0.92-0.98 on all 5 such
+//    shapes at every M (8192 x 8192 0.94-0.96, 7168 x 5120 0.93-0.96); at
 //    M = 9 (the plain kernel loads one row of the second activation tile)
 //    0.98-1.04 (gemv_bulk_rule_m9.md); over the plain kernel's 16-row plans
 //    0.96-1.08, except one split plan (128 x 2048 at M = 12, 0.84).
-// Over the 448 plans of that run the rule changes 92: 0.86-1.00, median 0.95.
+// Over the 448 plans of gemv_bulk_rule_all.md the rule changes 141:
+// 0.86-1.01, median 0.95 (the 307 others time 0.98-1.02 of themselves).
 inline int gemv_bulk_rows(std::int64_t M, std::int64_t N, std::int64_t K, const GemvPlan& plain) {
   const std::int64_t sms = plain.sm_count;
   if (plain.balanced || sms < 1 || plain.dram_gbps < kGemvBulkMinDramGBps) return 0;
@@ -167,7 +171,7 @@ inline int gemv_bulk_rows(std::int64_t M, std::int64_t N, std::int64_t K, const 
   if (M == 1) return plain.rows_per_block == 16 && plain.splits == 1 && plain.row_blocks <= 2 * sms ? 16 : 0;
   if (M > 8) return 0;
   const std::int64_t blocks16 = (N + 15) / 16;
-  return K >= 3072 && blocks16 > 2 * sms && blocks16 <= 3 * sms ? 16 : 0;
+  return K >= 3072 && blocks16 >= sms && blocks16 <= 3 * sms ? 16 : 0;
 }
 
 // How the gemv spreads rows over blocks. `off`: whole tiles of 16 or 32 rows
