@@ -14,6 +14,8 @@
 #        bash tools/gpu/on_device.sh decode-gemm            (M = 1, 16 gemm shapes vs torch, kb's split rule and the earlier one; not in all)
 #        bash tools/gpu/on_device.sh aten-bb                (kb's ATen CUDA kernels vs PyTorch eager on the BackendBench trace; not in all)
 #        bash tools/gpu/on_device.sh gemv-balance           (the gemv's row balances side by side, test_gemm under each; not in all)
+#        bash tools/gpu/on_device.sh gemv-bulk              (the gemv's bulk-kernel rule against the plain kernel, every shipped
+#                                                   shape at M = 1 .. 16; test_gemm with the bulk kernel on / off; not in all)
 #        bash tools/gpu/on_device.sh ceilings               (read-only / copy ceilings: gemv weights, MLA KV gather, copy variants,
 #                                                   batch-1 floors, long-K gemm formulations; not in all)
 #        bash tools/gpu/on_device.sh long-k                 (long-K gemm: cuBLASLt chunks vs kb's wgmma kernel, fp64 check; LKV_M,
@@ -184,6 +186,19 @@ if [[ $what == *gemm-precision* ]]; then
   # torch.matmul with and without fp16/bf16 split-K reductions, timed and judged against fp64 (gemm_precision.py)
   timeout ${GEMM_PRECISION_TIMEOUT:-240} python3 tools/gpu/gemm_precision.py --out "$out" > "$out/gemm_precision.log" 2>&1
   echo "gemm-precision: exit $?"; cat "$out/gemm_precision.log" | tail -12
+fi
+if [[ $what == *gemv-bulk* ]]; then
+  # The gemv's kernel rule (gemv_bulk_rows) against the plain kernel on every shipped gemm shape at M = 1 .. 16, side
+  # by side in alternating rounds (tools/gpu/gemv_ab.cpp: off = kb's plan, plain = the same without the bulk kernel),
+  # then test_gemm with the bulk kernel forced everywhere and with it off.
+  shapes=$(ls .devcarry/shared/flashinfer-trace/definitions/gemm/ | sed -n 's/^gemm_n\([0-9]*\)_k\([0-9]*\)\.json$/\1x\2/p' | paste -sd,)
+  timeout ${GEMV_AB_TIMEOUT:-300} .devcarry/bin/test_gemv_ab --shapes "${GEMV_SHAPES:-$shapes}" \
+      --m ${GEMV_M:-1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16} --rounds ${GEMV_ROUNDS:-2} --variants off,plain \
+      > "$out/gemv_bulk_rule.md"; echo "gemv-bulk: exit $?"; tail -1 "$out/gemv_bulk_rule.md"
+  for k in 0 1; do
+    KB_GEMV_BULK=$k timeout ${TEST_TIMEOUT:-240} .devcarry/bin/test_gemm > "$out/test_gemm_bulk_$k.log" 2>&1
+    echo "test_gemm KB_GEMV_BULK=$k: exit $? $(tail -1 "$out/test_gemm_bulk_$k.log")"
+  done
 fi
 if [[ $what == *gemv-balance* ]]; then
   # The gemv's row balances side by side (tools/gpu/gemv_ab.cpp: off, sm, wave in alternating rounds, outputs

@@ -908,12 +908,15 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   const bool bulk_allowed = balance == GemvBalance::off && kernel != GemvKernel::plain;
   const bool bulk_only = bulk_allowed && kernel == GemvKernel::bulk;
   int per_sm[2][2] = {};  // [bulk][rows / 16 - 1]: resident blocks of 16 and 32 rows
-  for (int b = 0; b < 2; ++b) {
-    if (b == 1 && !bulk_allowed) continue;
+  // The bulk kernel's occupancy only where it may run: forced, or chosen by
+  // the rule below (then a failed query keeps the plain kernel).
+  const auto occupancies = [&](bool bulk) -> cudaError_t {
     for (int i = 0; i < 2; ++i)
-      if (cudaError_t e = occupancy(device, M, bf16, kRowTile * (i + 1), b == 1, &per_sm[b][i]); e != cudaSuccess)
+      if (cudaError_t e = occupancy(device, M, bf16, kRowTile * (i + 1), bulk, &per_sm[bulk][i]); e != cudaSuccess)
         return e;
-  }
+    return cudaSuccess;
+  };
+  if (cudaError_t e = occupancies(bulk_only); e != cudaSuccess) return e;
   auto make = [&](int r, bool bulk) {
     GemvPlan base = plan;
     base.bulk = bulk;
@@ -944,8 +947,12 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   // Then the kernel (gemv_bulk_rows in gemv.hpp says what was measured).
   if (kernel == GemvKernel::rule && bulk_allowed) {
     if (const int r = gemv_bulk_rows(p.M, p.N, p.K, chosen); r != 0) {
-      chosen = make(r, true);
-      chosen.splits = 1;  // measured unsplit (a plan of one block along K needs no scratch)
+      if (occupancies(true) == cudaSuccess) {
+        chosen = make(r, true);
+        chosen.splits = 1;  // measured unsplit (a plan of one block along K needs no scratch)
+      } else {
+        (void)cudaGetLastError();  // the plain plan stands; the failed query's error is not the caller's
+      }
     }
   }
   return finish(chosen);
