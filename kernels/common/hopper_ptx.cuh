@@ -1,8 +1,9 @@
 // Hopper (sm_90a) PTX wrappers shared by kb's wgmma / TMA kernels: cp.async,
-// mbarriers, tensor copies (TMA), named barriers, wgmma fences and waits,
-// shared-memory matrix descriptors (128-byte swizzle), setmaxnreg, and the
-// run-time lookup of cuTensorMapEncodeTiled. Users: the attention prefill
-// (prefill_wgmma.cuh) and the long-K gemm (kernels/gemm/cuda/wgmma_gemm.cu).
+// mbarriers, tensor and bulk copies (TMA), named barriers, wgmma fences and
+// waits, shared-memory matrix descriptors (128-byte swizzle), setmaxnreg, and
+// the run-time lookup of cuTensorMapEncodeTiled. Users: the attention prefill
+// (prefill_wgmma.cuh), the long-K gemm (kernels/gemm/cuda/wgmma_gemm.cu) and
+// the gemv's bulk kernel (kernels/gemm/cuda/gemv.cu).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (the encoder is fetched at run time: no -lcuda)
@@ -123,6 +124,18 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, std::uint32
                "r"(src), "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 }
+// Bulk copy (the TMA's 1-D form) of `bytes` (a multiple of 16; both addresses
+// 16-byte aligned) global -> shared, completing as transactions on mbarrier
+// `bar`, with an L2 cache policy (createpolicy).
+__device__ __forceinline__ void bulk_load_1d(std::uint32_t dst, const void* src, std::uint32_t bytes, std::uint32_t bar,
+                                             std::uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // This thread's bulk groups have read their shared memory (it may be written again).
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }

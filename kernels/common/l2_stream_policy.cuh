@@ -59,6 +59,27 @@ inline std::int64_t device_l2_bytes(int device) {
   return v;
 }
 
+// Host: the peak DRAM rate of `device` in bytes/s (memory clock x bus width x
+// 2), looked up once per device (0 if a query fails: rules that need it then
+// take their "unknown" branch).
+inline double device_dram_bytes_per_s(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<double> cache[kMaxDevices];
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached) {
+    if (const double v = cache[device].load(std::memory_order_relaxed); v > 0) return v;
+  }
+  int khz = 0, bits = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const double v = 1e3 * khz * 2.0 * bits / 8.0;
+  if (cached) cache[device].store(v, std::memory_order_relaxed);
+  return v;
+}
+
 // Device: a createpolicy value for ld / cp.async .L2::cache_hint: the
 // fraction of accesses that are evict_first (kernels pass 1 or 0, from a
 // kernel parameter); the others take the secondary priority, evict_unchanged

@@ -672,7 +672,7 @@ struct KernelInfo {
 };
 
 // CTAs an SM of `device` needs to stream whole pages at its DRAM rate
-// (stream_ctas.hpp, from memory clock x bus width x 2 and the SM count),
+// (stream_ctas.hpp, from device_dram_bytes_per_s and the SM count),
 // looked up once per device; 1 if a query fails. kernel_info and the MLA
 // launcher's tile choice (kernels/mla_paged/cuda/decode.cu) both read it.
 inline int device_stream_ctas_per_sm(int device) {
@@ -682,14 +682,13 @@ inline int device_stream_ctas_per_sm(int device) {
   if (cached) {
     if (const int v = cache[device].load(std::memory_order_relaxed)) return v;
   }
-  int khz = 0, bits = 0, sms = 0;
-  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+  int sms = 0;
+  const double dram_bytes_per_s = device_dram_bytes_per_s(device);
+  if (dram_bytes_per_s <= 0 || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
     (void)cudaGetLastError();
     return 1;
   }
-  const int v = stream_ctas_per_sm(1e3 * khz * 2.0 * bits / 8.0, sms);
+  const int v = stream_ctas_per_sm(dram_bytes_per_s, sms);
   if (cached) cache[device].store(v, std::memory_order_relaxed);
   return v;
 }

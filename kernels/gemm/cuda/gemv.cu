@@ -537,37 +537,21 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
 // gemv_plan takes it by the rule gemv_bulk_rows (gemv.hpp); KB_GEMV_BULK=0|1
 // never or always (to measure side by side).
 constexpr int kStageK = kKStep * kMaxWarps;  // elements of each row per stage
-template <int RT, int M>
-constexpr int bulk_stages() {
-  return RT == 1 && M <= 8 ? 3 : 2;
-}
-template <int RT, int M>
-constexpr int bulk_ring_bytes() {
-  return bulk_stages<RT, M>() * kRowTile * RT * kStageK * 2;
-}
+// Ring stages and bytes for blocks of RT 16-row tiles at M rows of A (used
+// by the kernel and by the host's launch size alike).
+constexpr int bulk_stages(int RT, int M) { return RT == 1 && M <= 8 ? 3 : 2; }
+constexpr int bulk_ring_bytes(int RT, int M) { return bulk_stages(RT, M) * kRowTile * RT * kStageK * 2; }
 // Resident blocks asked of ptxas: 16-row blocks at M <= 8 fit 4 per SM
 // (48 KB ring) if registers allow.
-template <int RT, int M>
-constexpr int bulk_min_blocks() {
-  return M > 8 ? 0 : RT == 1 ? 4 : 3;
-}
-
-__device__ __forceinline__ void bulk_load_row(std::uint32_t dst, const void* src, std::uint32_t bytes,
-                                              std::uint32_t bar, std::uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
-      : "memory");
-}
+constexpr int bulk_min_blocks(int RT, int M) { return M > 8 ? 0 : RT == 1 ? 4 : 3; }
 
 template <int M, bool kBf16, int RT>
-__global__ void __launch_bounds__(kThreads + 32, bulk_min_blocks<RT, M>()) gemv_bulk_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads + 32, bulk_min_blocks(RT, M)) gemv_bulk_kernel(const Params p) {
   using namespace kb::kernels::hopper;
   constexpr int MT = (M + 7) / 8;
   constexpr int kRows = kRowTile * RT;
   constexpr int kLoads = 4 * RT;
-  constexpr int kStages = bulk_stages<RT, M>();
+  constexpr int kStages = bulk_stages(RT, M);
   constexpr int kRowBytes = kStageK * 2;
   constexpr int kStageBytes = kRows * kRowBytes;
   constexpr int warps = kMaxWarps;  // consumers; warp kMaxWarps is the producer
@@ -608,8 +592,8 @@ __global__ void __launch_bounds__(kThreads + 32, bulk_min_blocks<RT, M>()) gemv_
       if (lane == 0) mbar_arrive_expect_tx(saddr(&full[s]), static_cast<std::uint32_t>(bytes * rows));
       __syncwarp();
       if (lane < rows)
-        bulk_load_row(saddr(ring + s * kStageBytes + lane * kRowBytes), p.B + static_cast<std::size_t>(n0 + lane) * p.K + k0,
-                      static_cast<std::uint32_t>(bytes), saddr(&full[s]), policy);
+        bulk_load_1d(saddr(ring + s * kStageBytes + lane * kRowBytes), p.B + static_cast<std::size_t>(n0 + lane) * p.K + k0,
+                     static_cast<std::uint32_t>(bytes), saddr(&full[s]), policy);
     }
     return;
   }
@@ -693,8 +677,7 @@ std::size_t smem_bytes(int M, int warps, int rows, bool bulk) {
   const int mp = (M + 7) / 8 * 8;
   const std::size_t partials = static_cast<std::size_t>(warps) * mp * kRedStride * sizeof(float);
   if (!bulk) return partials;
-  const std::size_t ring = rows == kRowTile ? (M > 8 ? bulk_ring_bytes<1, 16>() : bulk_ring_bytes<1, 1>())
-                                            : (M > 8 ? bulk_ring_bytes<2, 16>() : bulk_ring_bytes<2, 1>());
+  const std::size_t ring = bulk_ring_bytes(rows / kRowTile, M);
   return std::max(partials, ring);
 }
 
@@ -711,23 +694,6 @@ cudaError_t sm_count(int device, int* out) {
   if (device >= 0 && device < kMaxDevices) g_sm_count[device].store(v, std::memory_order_relaxed);
   *out = v;
   return cudaSuccess;
-}
-
-// Peak DRAM rate in GB/s (memory clock x bus width x 2); 0 if a query fails.
-std::atomic<int> g_dram_gbps[kMaxDevices];
-int dram_gbps(int device) {
-  if (device >= 0 && device < kMaxDevices) {
-    if (int v = g_dram_gbps[device].load(std::memory_order_relaxed)) return v;
-  }
-  int khz = 0, bits = 0;
-  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  const int v = static_cast<int>(1e3 * khz * 2.0 * bits / 8.0 / 1e9);
-  if (device >= 0 && device < kMaxDevices) g_dram_gbps[device].store(v, std::memory_order_relaxed);
-  return v;
 }
 
 // Resident blocks per SM of the full-size block (kMaxWarps warps), the only
@@ -896,7 +862,7 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   GemvPlan plan;
   if (cudaError_t e = sm_count(device, &plan.sm_count); e != cudaSuccess) return e;
-  plan.dram_gbps = dram_gbps(device);
+  plan.dram_gbps = static_cast<int>(device_dram_bytes_per_s(device) / 1e9);
   const std::int64_t weight_bytes = static_cast<std::int64_t>(p.N) * p.K * 2;
   const std::int64_t l2_bytes = device_l2_bytes(device);
   plan.evict_first = stream_evict_first(weight_bytes, l2_bytes);
