@@ -23,6 +23,18 @@ __global__ void empty_kernel() {}
 // must read memory before it can finish (a batch-1 RMSNorm, say).
 __global__ void one_read_kernel(const int4* __restrict__ src, int4* __restrict__ dst) { *dst = *src; }
 
+// Reads every 16-byte vector of a buffer once (the clean L2 flush,
+// timing.hpp's L2Flush): the loads allocate in L2 and so evict its dirty
+// lines; the XOR is written only if it equals a value the reads cannot
+// produce in practice, so the loads are kept without writing anything back.
+__global__ void read16_kernel(const int4* src, std::size_t n, int* never) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int4 v = __ldcg(src + i);
+  const int x = v.x ^ v.y ^ v.z ^ v.w;
+  if (x == 0x5eed1e55 && v.x == 0x0dd0dd0d) *never = x;
+}
+
 __global__ void copy16_kernel(const int4* __restrict__ src, int4* __restrict__ dst, std::size_t n) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) dst[i] = src[i];
@@ -40,6 +52,19 @@ cudaError_t launch_copy_kernel(void* dst, const void* src, std::size_t bytes, in
   if (blocks > 0x7fffffffu) return cudaErrorInvalidValue;
   copy16_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(static_cast<const int4*>(src),
                                                                        static_cast<int4*>(dst), n);
+  return cudaGetLastError();
+}
+
+// bytes: a multiple of 16 (the flush buffer's size, twice the L2's).
+// The store target is the buffer itself: written only by the impossible case.
+cudaError_t launch_read_kernel(const void* src, std::size_t bytes, cudaStream_t stream) {
+  constexpr unsigned kThreads = 256;
+  const std::size_t n = bytes / 16;
+  const std::size_t blocks = (n + kThreads - 1) / kThreads;
+  if (blocks == 0) return cudaSuccess;
+  if (blocks > 0x7fffffffu) return cudaErrorInvalidValue;
+  read16_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      static_cast<const int4*>(src), n, static_cast<int*>(const_cast<void*>(src)));
   return cudaGetLastError();
 }
 

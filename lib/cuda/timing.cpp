@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -22,6 +23,17 @@ cudaError_t launch_blocking_kernel(volatile int* host_flag, cudaStream_t stream)
 cudaError_t launch_copy_kernel(void* dst, const void* src, std::size_t bytes, int sm_count, cudaStream_t stream);
 cudaError_t launch_empty_kernel(cudaStream_t stream);
 cudaError_t launch_one_read_kernel(void* dst, const void* src, cudaStream_t stream);
+cudaError_t launch_read_kernel(const void* src, std::size_t bytes, cudaStream_t stream);
+
+L2Flush default_l2_flush() {
+  static const L2Flush value = [] {
+    const char* e = std::getenv("KB_L2_FLUSH");
+    return e && std::strcmp(e, "write") == 0 ? L2Flush::write : L2Flush::clean;
+  }();
+  return value;
+}
+
+const char* l2_flush_name(L2Flush f) { return f == L2Flush::clean ? "clean" : "write"; }
 
 namespace {
 
@@ -36,6 +48,14 @@ Result<std::pair<void*, std::size_t>> flush_buffer(int device) {
     KB_TRY(check(cudaMalloc(&p, bytes), "allocating the L2 flush buffer"));
     return std::pair<void*, std::size_t>{p, bytes};
   });
+}
+
+// Queues one cold sample's flush (L2Flush): the memset, and for clean the
+// read of the whole buffer after it.
+Status enqueue_flush(const std::pair<void*, std::size_t>& buffer, int k, L2Flush mode, cudaStream_t stream) {
+  KB_TRY(check(cudaMemsetAsync(buffer.first, k & 0xFF, buffer.second, stream), "L2 flush"));
+  if (mode == L2Flush::clean) KB_TRY(check(launch_read_kernel(buffer.first, buffer.second, stream), "L2 flush (read)"));
+  return ok_status();
 }
 
 struct Stats {
@@ -116,9 +136,10 @@ std::string TimingResult::method() const {
   if (throttled_samples_set_aside > 0)
     aside = fmt::format(", {} samples set aside (clock under the throttle threshold{}{})", throttled_samples_set_aside,
                         throttle_reasons ? ": " : "", clock_event_reason_names(throttle_reasons));
-  return fmt::format("CUDA events, {} samples ({}, batches of {}), median {:.6f} ms [min {:.6f}, max {:.6f}], noise {:.2f}%, "
+  return fmt::format("CUDA events, {} samples ({}, batches of {}, L2 flush {}), median {:.6f} ms [min {:.6f}, max {:.6f}], noise {:.2f}%, "
                      "SM clock {}->{} MHz of {}{}{}{}",
-                     samples, graph ? "CUDA graph replay" : "stream behind a blocking kernel", samples_per_batch, median_ms, min_ms,
+                     samples, graph ? "CUDA graph replay" : "stream behind a blocking kernel", samples_per_batch,
+                     l2_flush_name(), median_ms, min_ms,
                      max_ms, rel_noise * 100, sm_clock_mhz_before, sm_clock_mhz_after, sm_clock_mhz_max,
                      sm_clock_mhz_lowest_kept ? fmt::format(" (lowest batch average kept {} MHz)", sm_clock_mhz_lowest_kept)
                                               : std::string(),
@@ -159,6 +180,8 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   }
 
   TimingResult r;
+  r.l2_flushed = opt.flush_l2;
+  r.l2_flush = opt.l2_flush;
   r.sm_clock_mhz_max = max_sm_clock_mhz(device);
   if (r.sm_clock_mhz_max == 0) {  // no NVML: the device's peak clock from CUDA
     int khz = 0;
@@ -205,8 +228,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
       KB_TRY(check(launch_clock_sampler(clock_slots, sm_count, stream), "clock sampler"));
     }
     for (int k = 0; k < per_batch; ++k) {
-      if (opt.flush_l2)
-        KB_TRY(check(cudaMemsetAsync(flush->first, k & 0xFF, flush->second, stream), "L2 flush"));
+      if (opt.flush_l2) KB_TRY(enqueue_flush(*flush, k, opt.l2_flush, stream));
       KB_TRY(record(events[2 * k]));
       KB_TRY(launch(first_sample + k, stream));
       KB_TRY(record(events[2 * k + 1]));
@@ -317,7 +339,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
 }
 
 Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int, void*)>& launch, void* stream_ptr,
-                                              int samples, bool flush_l2) {
+                                              int samples, bool flush_l2, L2Flush l2_flush) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   std::string why;
   if (!cupti_available(&why)) return make_error(Code::unsupported, "CUPTI: " + why);
@@ -334,7 +356,7 @@ Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int, vo
     // The call as a graph, so its kernels run back to back (see timing.hpp).
     GraphExec exec;
     if (r.graph && !exec.capture([&] { return launch(i, stream); }, stream)) r.graph = false;
-    if (flush_l2) KB_TRY(check(cudaMemsetAsync(flush->first, i & 0xff, flush->second, stream), "L2 flush"));
+    if (flush_l2) KB_TRY(enqueue_flush(*flush, i, l2_flush, stream));
     KB_TRY(check(cudaStreamSynchronize(stream), "L2 flush"));  // the flush's work stays out of the records
     KernelRecorder rec;
     KB_TRY(rec.begin());

@@ -1,7 +1,8 @@
 // Timing GPU work the way nvbench does (notes/measurement.md):
 //  - device time from CUDA events around each sample;
-//  - cold samples: L2 flushed by writing a buffer twice the L2 size, queued
-//    before the start event;
+//  - cold samples: L2 flushed by writing a buffer twice the L2 size and
+//    reading it back, queued before the start event (L2Flush below: the L2
+//    the sample starts from holds no dirty lines);
 //  - no host launch gaps inside a sample: samples are captured in a CUDA graph
 //    (flush, start event, work, stop event; many samples per graph) and
 //    replayed, so the GPU never waits for the host between the events;
@@ -43,6 +44,28 @@ inline double default_throttle_threshold() {
   return value;
 }
 
+// How a cold sample's L2 flush leaves the L2.
+//  - clean (the default): a memset of a buffer twice the L2 size, then one
+//    read of the whole buffer, both before the start event. The dirty lines
+//    are written back during the flush, and the sample starts from an L2
+//    that holds only clean, unrelated lines: the state Nsight Compute's
+//    --cache-control all gives the kernels it times.
+//  - write: the memset alone (nvbench's and FlashInfer-Bench's way). The L2
+//    is left holding up to its size of dirty lines, and the timed kernel's
+//    misses write them back to DRAM: a kernel that reads tens of MB pays for
+//    the harness's own writes.
+// Measured on an H200 (benchmarks/h200-2026-12-02-s25/): after either flush a
+// pointer chase through lines read just before it takes 668 cycles a load
+// (290 without a flush), so both leave the L2 as cold; kb's median against
+// Nsight Compute's kernel duration is 1.001-1.016 with clean and 1.015-1.037
+// with write on three kernels of 0.17-0.37 ms, and 1.007-1.078 against
+// 1.08-1.18 on decode gemms of 21-116 us (whose events also hold the launch).
+// KB_L2_FLUSH=write|clean in the environment sets the default (read once; it
+// reaches kb's worker processes and tools/gpu/torch_timing.py too).
+enum class L2Flush { write, clean };
+L2Flush default_l2_flush();
+const char* l2_flush_name(L2Flush f);
+
 struct TimingOptions {
   int warmup = 3;                   // calls before timing, at least
   double warmup_ms = 10.0;          // and at least this much wall time of calls (0: count only)
@@ -56,6 +79,7 @@ struct TimingOptions {
   double target_rel_error = 0.005;
   double max_time_s = 1.5;          // wall-clock cap per measurement
   bool flush_l2 = true;             // cold samples
+  L2Flush l2_flush = default_l2_flush();  // how (above)
   int samples_per_graph = 16;       // samples per batch (one graph), at most
   // Batches are cut to about this much device time (from the warm-up's pace),
   // so the clock is checked every few samples of a long kernel: 16 samples of
@@ -91,6 +115,10 @@ struct TimingResult {
   bool throttled = false;
   std::size_t throttled_samples_set_aside = 0;  // clock under the threshold, or warming up after a rest
   unsigned throttle_reasons = 0;        // NVML's clock event reasons seen at set-aside batches (nvml.hpp), ORed
+  // Cold samples, and how (plain values: the struct crosses kb's worker pipe).
+  bool l2_flushed = false;
+  L2Flush l2_flush = L2Flush::write;
+  const char* l2_flush_name() const { return l2_flushed ? cuda::l2_flush_name(l2_flush) : "none"; }
   std::string method() const;  // one line for logs
 };
 
@@ -119,7 +147,8 @@ struct KernelTimingResult {
   bool graph = false;                // every call replayed from a CUDA graph
 };
 Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int sample, void* stream)>& launch,
-                                              void* stream, int samples = 20, bool flush_l2 = true);
+                                              void* stream, int samples = 20, bool flush_l2 = true,
+                                              L2Flush l2_flush = default_l2_flush());
 
 // Device ceilings kb measures once per run with the same timer.
 struct Ceilings {

@@ -266,6 +266,8 @@ TEST_CASE("the timing fields of performance.extra: one writer, valid JSON, the f
   t.throttled = true;
   t.throttled_samples_set_aside = 7;
   t.throttle_reasons = 0x4;  // NVML's software power cap
+  t.l2_flushed = true;
+  t.l2_flush = kb::cuda::L2Flush::clean;
   const kb::CallCost cost{2e9, 4e12};  // bytes, flops
   kb::cuda::Ceilings c;
   c.copy_bandwidth_gbs = 8000;
@@ -296,8 +298,10 @@ TEST_CASE("the timing fields of performance.extra: one writer, valid JSON, the f
   CHECK(root["throttled"].get(throttled) == simdjson::SUCCESS);
   CHECK(root["graph"].get(graph) == simdjson::SUCCESS);
   CHECK((throttled && graph));
-  std::string_view implausible;
+  std::string_view implausible, flush;
   CHECK(root["implausible"].get(implausible) == simdjson::SUCCESS);
+  CHECK(root["l2_flush"].get(flush) == simdjson::SUCCESS);
+  CHECK(flush == "clean");
   CHECK(implausible == "faster than \"copy\"");
   std::string_view reasons;
   CHECK(root["throttle_reasons"].get(reasons) == simdjson::SUCCESS);

@@ -478,7 +478,7 @@ log(f"copy bandwidth {bw:.0f} GB/s, empty kernel {empty_ms * 1000:.1f} us"
 meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_bandwidth_gbs": bw,
         "empty_kernel_ms": empty_ms, "empty_kernel_cupti_ms": empty_cupti[0], "l2_bytes": L2, "families_requested": families, "families_done": [],
         "families_cut": [], "shard": args.shard, "elapsed_s": 0.0,
-        "throttle_threshold": torch_timing.THROTTLE_THRESHOLD}
+        "throttle_threshold": torch_timing.THROTTLE_THRESHOLD, "torch_l2_flush": torch_timing.L2_FLUSH}
 rows = []
 try:
     for family in families:
@@ -516,6 +516,7 @@ try:
                                  "kb_empty_kernel_ms": extra.get("empty_kernel_ms"),
                                  "same_size_copy_gbs": same_size_copy.get((d["name"], v)),
                                  "kb_one_read_kernel_ms": extra.get("one_read_kernel_ms"),
+                                 "kb_l2_flush": extra.get("l2_flush"),
                                  "kb_over_one_read_kernel": (lat / extra["one_read_kernel_ms"])
                                  if lat and extra.get("one_read_kernel_ms") else None,
                                  "kb_over_empty_kernel": (lat / extra["empty_kernel_ms"])

@@ -16,7 +16,9 @@
 // plain kernel, 16 or 32 rows per block whatever the rule); bulk, b16, b32
 // (the bulk kernel: rows by the rule, 16, 32); b16u, b32u (the same, K not
 // split whatever the plan says). --balances is the
-// same option under its earlier name. The first variant is the reference
+// same option under its earlier name. Any variant may end in +clean or
+// +write (timed with that L2 flush, timing.hpp's L2Flush) or +warm (no
+// flush), to compare the flushes side by side. The first variant is the reference
 // of the output check.
 // Prints one markdown table: latency in us per round and balance, % of the
 // measured copy bandwidth (weight bytes read / median time / copy bytes/s)
@@ -70,6 +72,10 @@ struct Variant {
   int rows = 0;  // 0: kb's rule
   GemvKernel kernel = GemvKernel::rule;
   bool unsplit = false;  // the plan's K split undone (one block along K)
+  // Timed with the clean or the write L2 flush (name ends in "+clean",
+  // "+write") or warm, without a flush ("+warm"); otherwise the default
+  // (KB_L2_FLUSH; lib/cuda/timing.hpp L2Flush).
+  bool clean = false, write = false, warm = false;
 };
 
 std::string describe(const GemvPlan& plan) {
@@ -116,7 +122,13 @@ int main(int argc, char** argv) {
   }
   const DType t = dtype_arg == "float16" ? DType::float16 : DType::bfloat16;
   std::vector<Variant> balances;
-  for (const auto& b : split(variants_arg, ',')) {
+  for (const auto& named : split(variants_arg, ',')) {
+    const std::size_t plus = named.find('+');
+    const std::string b = named.substr(0, plus), how = plus == std::string::npos ? "" : named.substr(plus + 1);
+    if (!how.empty() && how != "clean" && how != "write" && how != "warm") {
+      std::fprintf(stderr, "test_gemv_ab: unknown flush %s in %s (+clean, +write, +warm)\n", how.c_str(), named.c_str());
+      return 2;
+    }
     if (b == "off") balances.push_back({b, GemvBalance::off, 0});
     else if (b == "plain") balances.push_back({b, GemvBalance::off, 0, GemvKernel::plain});
     else if (b == "sm") balances.push_back({b, GemvBalance::sm, 0});
@@ -132,6 +144,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "test_gemv_ab: unknown variant %s (off, plain, sm, wave, r16, r32, bulk, b16, b32, b16u, b32u)\n", b.c_str());
       return 2;
     }
+    balances.back().name = named;
+    balances.back().clean = how == "clean";
+    balances.back().write = how == "write";
+    balances.back().warm = how == "warm";
   }
   std::vector<int> ms;
   for (const auto& m : split(m_arg, ',')) ms.push_back(std::atoi(m.c_str()));
@@ -213,13 +229,17 @@ int main(int argc, char** argv) {
       std::vector<std::vector<double>> us(balances.size());
       for (int r = 0; r < rounds; ++r)
         for (std::size_t b = 0; b < balances.size(); ++b) {
+          cuda::TimingOptions o;
+          if (balances[b].clean) o.l2_flush = cuda::L2Flush::clean;
+          if (balances[b].write) o.l2_flush = cuda::L2Flush::write;
+          if (balances[b].warm) o.flush_l2 = false;
           auto timed = cuda::time_gpu(
               [&](int, void*) -> Status {
                 const int e = kb::kernels::gemm_cuda::gemv_launch(problems[b], &scratch[b], plans[b]);
                 if (e != 0) return Error{Code::cuda_error, cudaGetErrorString(static_cast<cudaError_t>(e))};
                 return ok_status();
               },
-              stream);
+              stream, o);
           if (!timed) {
             std::fprintf(stderr, "%s M=%d %s: %s\n", shape.c_str(), M, balances[b].name.c_str(),
                          timed.error().message.c_str());

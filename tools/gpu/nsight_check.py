@@ -6,7 +6,8 @@ usual (kb's median latency: CUDA events, L2 flushed before each sample) and
 once under `ncu`, which times each launch of the solution's kernel with its
 own hardware counter (gpu__time_duration), caches flushed before each launch
 (--cache-control all) and clocks left alone (--clock-control none, as kb
-leaves them). The bar: the two medians within 5%.
+leaves them). The bar: the two medians within 5%. kb's flush is its default
+or KB_L2_FLUSH's (lib/cuda/timing.hpp L2Flush); the table says which.
 
 Both runs use cuBLASLt's heuristic plan (KB_CUBLASLT_AUTOTUNE=0): under ncu
 every launch is serialized and slowed, so kb's autotuner would time its
@@ -35,6 +36,10 @@ CASES = [
     ("rmsnorm_h7168", "shipped", "batch_size", 32768, "kb_cuda_rmsnorm", "rmsnorm_(block|warp|loop)_kernel"),
     ("silu_and_mul_i14336", "bundled", "num_tokens", 8192, "kb_cuda_silu_and_mul", "silu_and_mul_(vec8|scalar)_kernel"),
     ("gemm_n4096_k4096", "shipped", "M", 8192, "kb_cublaslt_gemm", "nvjet|xmma|cutlass|sm90_"),
+    # decode gemms (kb's gemv, 25-125 us): reads of 73-470 MB, where how the flush leaves the L2 shows most
+    ("gemm_n7168_k5120", "shipped", "M", 1, "kb_cuda_gemm", "gemv_"),
+    ("gemm_n4096_k14336", "shipped", "M", 1, "kb_cuda_gemm", "gemv_"),
+    ("gemm_n8192_k28672", "shipped", "M", 1, "kb_cuda_gemm", "gemv_"),
 ]
 UNIT_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9}
 
@@ -113,6 +118,7 @@ for name, where, axis, value, solution, regex in CASES:
                  "ncu_ms": ncu_ms, "ncu_launches": all_launches,
                  "ncu_sm_clock_mhz": [round(c) for c in clocks_mhz], "kb_sm_clock_mhz": extra.get("sm_clock_mhz"),
                  "kb_batch_clock_mhz": extra.get("sm_clock_lowest_kept_mhz"), "kb_over_ncu": ratio,
+                 "kb_l2_flush": extra.get("l2_flush"),
                  "within_5pct": (abs(ratio - 1) <= 0.05) if ratio else None,
                  "ncu_exit": rn.returncode, "ncu_tail": (rn.stderr or rn.stdout)[-600:] if not durations_ns else ""})
     shutil.rmtree(ds, ignore_errors=True)
@@ -124,11 +130,11 @@ def clock_span(c):
 json.dump(rows, open(os.path.join(args.out, "nsight_check.json"), "w"), indent=1)
 # kb SM MHz: NVML's reading before / after kb's samples, then (after "avg") the lowest batch average of the kept
 # samples from the GPU's own counters (lib/cuda/clock_sampler.cu), which is what ncu's clock column compares with.
-lines = ["| definition | batch | solution | status | kb ms | kb SM MHz | ncu ms, last 10 launches (profiled) | ncu SM MHz (min-max) | kb / ncu | within 5% |",
-         "| --- | ---: | --- | --- | ---: | --- | ---: | --- | ---: | --- |"]
+lines = ["| definition | batch | solution | status | kb L2 flush | kb ms | kb SM MHz | ncu ms, last 10 launches (profiled) | ncu SM MHz (min-max) | kb / ncu | within 5% |",
+         "| --- | ---: | --- | --- | --- | ---: | --- | ---: | --- | ---: | --- |"]
 for r_ in rows:
     f = lambda x: "-" if x is None else f"{x:.4f}"
-    lines.append(f"| {r_['definition']} | {r_['value']} | {r_['solution']} | {r_['status']} | {f(r_['kb_ms'])} | {r_['kb_sm_clock_mhz']}"
+    lines.append(f"| {r_['definition']} | {r_['value']} | {r_['solution']} | {r_['status']} | {r_['kb_l2_flush']} | {f(r_['kb_ms'])} | {r_['kb_sm_clock_mhz']}"
                  f"{' avg ' + str(r_['kb_batch_clock_mhz']) if r_.get('kb_batch_clock_mhz') else ''} | "
                  f"{f(r_['ncu_ms'])} ({r_['ncu_launches']}) | {clock_span(r_['ncu_sm_clock_mhz'])} | {f(r_['kb_over_ncu'])} | {r_['within_5pct']} |")
     if r_["ncu_tail"]:

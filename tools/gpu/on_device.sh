@@ -220,9 +220,9 @@ if [[ $what == *long-k* ]]; then
   echo "long-k: exit $?"; grep "^|" "$out/long_k_variants.txt"; tail -3 "$out/long_k_variants.txt"
 fi
 if [[ $what == *ceilings* ]]; then
-  # tools/gpu/{gemv_read_ceiling,mla_gather_ceiling,copy_variants,batch1_floor,long_k_variants}.cu, built by
-  # prepare.sh (the file heads say what each times)
-  for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants; do
+  # tools/gpu/{gemv_read_ceiling,mla_gather_ceiling,copy_variants,batch1_floor,long_k_variants,l2_flush_check}.cu,
+  # built by prepare.sh (the file heads say what each times)
+  for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants l2_flush_check; do
     if [ -x .devcarry/bin/$t ]; then timeout 240 .devcarry/bin/$t > "$out/$t.txt" 2>&1; echo "$t: exit $?"
     else echo "$t: not built (prepare.sh found no nvcc)"; status=1; fi
   done

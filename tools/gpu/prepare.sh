@@ -25,7 +25,7 @@ cp "$b/tests/plugin/libkb_hostile_cuda_plugin.so" "$b/examples/plugin/libkb_exam
 # the one-file ceiling microbenchmarks (on_device.sh ceilings), rebuilt only when their source changed
 if command -v nvcc >/dev/null; then
   mkdir -p "$b/gpu-tools"
-  for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants; do
+  for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants l2_flush_check; do
     srcs="tools/gpu/$t.cu"; libs=""
     # long_k_variants times kb's own long-K kernel beside cuBLASLt's formulations
     [ $t = long_k_variants ] && libs=-lcublasLt && srcs="$srcs kernels/gemm/cuda/wgmma_gemm.cu"

@@ -8,7 +8,7 @@ same cuBLAS kernel timed by kb's adaptive loop (H100, 2026-11-24). Both sides
 now do the same:
   - warm-up: at least 3 calls and at least WARMUP_MS of device work;
   - batches of 16 cold samples (L2 flushed by writing a buffer twice its size
-    before each start event), queued behind a spin kernel long enough for
+    and reading it back before each start event), queued behind a spin kernel long enough for
     Python to queue the batch (hold_cycles), so host launch gaps are not
     timed (kb replays a CUDA graph instead);
   - stop once there are at least 10 samples and the relative standard error
@@ -23,6 +23,8 @@ now do the same:
     batch after the rest (warming the clock up again) is set aside too; if
     fewer than min_samples were kept, the set-aside samples are used and the
     result is flagged (time_like_kb.last says what happened).
+  - the flush as kb's L2Flush (lib/cuda/timing.hpp): clean by default (the read
+    back leaves no dirty lines in L2), KB_L2_FLUSH=write for the write alone.
 """
 import ctypes
 import os
@@ -38,6 +40,15 @@ PER_BATCH = 16
 HOLD_CYCLES = 3_000_000  # ~1.5 ms at boost clock: enough to queue one batch of single-op calls from Python
 SPIN_HZ = 2.0e9  # cycles a second the spin is counted in (the SM clock, at most ~2 GHz on H100 / H200)
 BATCH_TARGET_MS = 20.0
+L2_FLUSH = "write" if os.environ.get("KB_L2_FLUSH") == "write" else "clean"
+
+
+def flush_l2(flush_buf, k):
+    """One cold sample's flush, as kb's (lib/cuda/timing.hpp L2Flush): write the buffer (twice the L2 size); for
+    clean, then read it all, so the L2's dirty lines are written back before the start event."""
+    flush_buf.fill_(k & 0xFF)
+    if L2_FLUSH == "clean":
+        flush_buf.view(torch.int64).max()
 
 
 def _threshold_from_env():
@@ -143,7 +154,7 @@ def hold_cycles(fn, flush_buf, calls):
     torch.cuda._sleep(HOLD_CYCLES)  # the queueing below is timed on the host only
     t = time.perf_counter()
     for k in range(4):
-        flush_buf.fill_(k)
+        flush_l2(flush_buf, k)
         fn()
     per_call_s = (time.perf_counter() - t) / 4
     torch.cuda.synchronize()
@@ -185,7 +196,7 @@ def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error
             batch_clock.start()
         for k in range(per_batch):
             if flush:
-                flush_buf.fill_(k & 0xFF)
+                flush_l2(flush_buf, k)
             starts[k].record()
             fn()
             ends[k].record()
@@ -258,7 +269,7 @@ def kernel_span_ms(fn, flush_buf, samples=PER_BATCH):
 
     for _ in range(3):
         fn()
-    flush_names = {e["name"] for e in kernels_of(lambda: flush_buf.fill_(1))}
+    flush_names = {e["name"] for e in kernels_of(lambda: flush_l2(flush_buf, 1))}
     if not flush_names:
         return None, "the profiler recorded no kernel for the L2 flush"
 
@@ -267,7 +278,7 @@ def kernel_span_ms(fn, flush_buf, samples=PER_BATCH):
     def work():
         torch.cuda._sleep(hold)
         for k in range(samples):
-            flush_buf.fill_(k & 0xFF)
+            flush_l2(flush_buf, k)
             fn()
 
     return median_call_ms(kernels_of(work), flush_names, samples)
