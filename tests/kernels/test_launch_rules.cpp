@@ -175,17 +175,19 @@ TEST_CASE("paged decode: CTAs an SM needs to stream whole pages") {
   CHECK(stream_ctas_per_sm(3e12, 0) == 1);
 }
 
-TEST_CASE("kb_cuda_gemm takes cuBLASLt over the gemv for large weights at M > 8 (H200 measurements)") {
+TEST_CASE("kb_cuda_gemm takes cuBLASLt over the gemv at M > 8 from 8 MiB of weight (H200 measurements)") {
   using kb::kernels::gemm_cuda::gemv_cublaslt_weight;
-  constexpr std::int64_t l2 = 60ll << 20;  // the H200's L2
-  // benchmarks/h200-2026-11-28-s21/decode_m9_16.md: 5120 x 17408 (178 MB) ran faster in the gemv at every
-  // M = 9 .. 16; 21504 x 5376 (231 MB) faster in cuBLASLt from M = 9.
-  CHECK_FALSE(gemv_cublaslt_weight(16, 5120ll * 17408 * 2, l2));
-  CHECK(gemv_cublaslt_weight(16, 21504ll * 5376 * 2, l2));
-  CHECK(gemv_cublaslt_weight(9, 8192ll * 28672 * 2, l2));
-  // M <= 8 keeps the gemv whatever the weight (M = 1: 8192 x 28672 level with cuBLASLt, 37888 x 3584 8% faster).
-  CHECK_FALSE(gemv_cublaslt_weight(8, 8192ll * 28672 * 2, l2));
-  CHECK_FALSE(gemv_cublaslt_weight(1, 8192ll * 28672 * 2, l2));
-  // An unknown L2 size (the query failed): the gemv.
-  CHECK_FALSE(gemv_cublaslt_weight(16, 8192ll * 28672 * 2, 0));
+  // benchmarks/h200-2026-12-02-s25/gemv_vs_cublaslt.md (clean L2 flush): at M = 9, 12, 16 cuBLASLt was faster on
+  // 2048 x 4096 (16.8 MB) and up, the gemv on 256 x 7168 (3.7 MB).
+  CHECK(gemv_cublaslt_weight(9, 2048ll * 4096 * 2));
+  CHECK(gemv_cublaslt_weight(16, 5120ll * 17408 * 2));  // 178 MB: the gemv's before session 25 (write flush)
+  CHECK(gemv_cublaslt_weight(16, 8192ll * 28672 * 2));
+  CHECK_FALSE(gemv_cublaslt_weight(16, 256ll * 7168 * 2));
+  CHECK_FALSE(gemv_cublaslt_weight(12, 128ll * 2048 * 2));
+  // The boundary: 8 MiB exactly takes cuBLASLt.
+  CHECK(gemv_cublaslt_weight(9, std::int64_t{8} << 20));
+  CHECK_FALSE(gemv_cublaslt_weight(9, (std::int64_t{8} << 20) - 2));
+  // M <= 8 keeps the gemv whatever the weight.
+  CHECK_FALSE(gemv_cublaslt_weight(8, 8192ll * 28672 * 2));
+  CHECK_FALSE(gemv_cublaslt_weight(1, 8192ll * 28672 * 2));
 }

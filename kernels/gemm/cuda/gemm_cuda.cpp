@@ -204,8 +204,8 @@ void add_gemm_cuda(Registry& r) {
   gemm.device = Device::cuda;
   gemm.description = fmt::format(
       "C = A @ B.T, float16/bfloat16, fp32 accumulation: M <= {} -> kb's gemv kernel (tensor-core mma.sync, "
-      "streams B once; at M > 8 cuBLASLt where its last wave of blocks would be short or the weight is over "
-      "3.25 x the L2 size), else cuBLASLt (TN, the heuristic's "
+      "streams B once; at M > 8 cuBLASLt where the weight is 8 MiB or more or the gemv's last wave of "
+      "blocks would be short), else cuBLASLt (TN, the heuristic's "
       "best 16 algorithms timed on first use per shape, the fastest cached; K > 20480 summed in K chunks through an "
       "fp32 buffer, for accuracy, or with KB_GEMM_LONG_K=wgmma by kb's Hopper kernel, which promotes the tensor-core "
       "sum to a second fp32 sum every 8192 of K)",

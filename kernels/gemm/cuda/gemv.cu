@@ -890,9 +890,8 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   };
   // kb_cuda_gemm's other reason to take cuBLASLt (gemv.hpp), whatever the rows.
   const auto finish = [&](GemvPlan chosen) {
-    static_assert(kGemvCublasltWeightL2s == 3.25, "say the new figure below");
-    if (gemv_cublaslt_weight(M, weight_bytes, l2_bytes))
-      chosen.cublaslt_instead = "the weight is over 3.25 x the L2 size";
+    static_assert(kGemvCublasltMinWeightBytes == 8 << 20, "say the new figure below");
+    if (gemv_cublaslt_weight(M, weight_bytes)) chosen.cublaslt_instead = "the weight is 8 MiB or more";
     *out = chosen;
     return cudaSuccess;
   };

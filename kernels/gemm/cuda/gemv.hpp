@@ -39,8 +39,7 @@ struct GemvPlan {
   //  - "the gemv's last wave is short": unsplit, more than one wave of
   //    blocks, and the last wave holds fewer blocks than half the SMs (too
   //    few loads in flight at the end; gemv.cu says what was measured);
-  //  - "the weight is over kGemvCublasltWeightL2s x the L2 size"
-  //    (gemv_cublaslt_weight).
+  //  - "the weight is 8 MiB or more" (gemv_cublaslt_weight).
   const char* cublaslt_instead = nullptr;
   // The weight stream's L2 policy: evict_first up to a few times the L2
   // size, no hint above (kernels/common/l2_stream_policy.cuh).
@@ -56,23 +55,27 @@ struct GemvPlan {
 // Warps per gemv block at most (they split the block's K range).
 inline constexpr int kGemvMaxWarps = 8;
 
-// At M > 8 the gemv streams a weight a little slower than cuBLASLt does
-// (two activation tiles per MMA step, 2 blocks an SM instead of 3); it is
-// still ahead while the weight is a few times the L2 size, where its
-// evict_first policy (kernels/common/l2_stream_policy.cuh) saves the L2
-// flush's write-backs. Above that kb_cuda_gemm takes cuBLASLt. Measured on an
-// H200 (60 MiB L2), M = 9 .. 16 side by side in one run
-// (benchmarks/h200-2026-11-28-s21/decode_m9_16.md), gemv / cuBLASLt: weights
-// up to 178 MB (2.8 L2s) 0.90-0.999, every M; the six of 231-470 MB (3.7-7.5
-// L2s) 1.00-1.09 from M = 10 (M = 9: 0.976-1.025). The crossover on an H100
-// (50 MiB) is not measured; the rule assumes it scales with the L2.
-inline constexpr double kGemvCublasltWeightL2s = 3.25;
+// At M > 8 the gemv streams a weight slower than cuBLASLt does (two
+// activation tiles per MMA step, 2 blocks an SM instead of 3), so
+// kb_cuda_gemm takes cuBLASLt there for every weight of 8 MiB or more.
+// Measured on an H200, timed with kb's clean L2 flush (lib/cuda/timing.hpp
+// L2Flush), both solutions in one run at M = 9, 12, 16 on every shipped
+// weight (benchmarks/h200-2026-12-02-s25/gemv_vs_cublaslt.md), gemv /
+// cuBLASLt: 0.96-1.18, median 1.06, over the 60 cases from 16.8 MB up where
+// the gemv ran (4096 x 4096 at M = 16 the one below 0.99; weights over 204
+// MB were cuBLASLt's already); 0.87-0.92 on 256 x 7168 (3.7 MB) and
+// 0.87-1.13 on 128 x 2048 (0.5 MB), which keep the gemv. Before session 25
+// kb timed after a write-only flush, whose dirty lines the timed kernel
+// wrote back: there the gemv's evict_first stream (l2_stream_policy.cuh) was
+// ahead up to 178 MB, and this rule took cuBLASLt only over 3.25 L2 sizes
+// (benchmarks/h200-2026-11-28-s21/decode_m9_16.md). The crossover on an H100
+// is not measured.
+inline constexpr std::int64_t kGemvCublasltMinWeightBytes = std::int64_t{8} << 20;
 
 // Whether kb_cuda_gemm hands an M-row product with a `weight_bytes` weight
-// to cuBLASLt for its size (see above); l2_bytes 0 (unknown): no.
-inline bool gemv_cublaslt_weight(std::int64_t M, std::int64_t weight_bytes, std::int64_t l2_bytes) {
-  return M > 8 && l2_bytes > 0 &&
-         static_cast<double>(weight_bytes) > kGemvCublasltWeightL2s * static_cast<double>(l2_bytes);
+// to cuBLASLt for its size (see above).
+inline bool gemv_cublaslt_weight(std::int64_t M, std::int64_t weight_bytes) {
+  return M > 8 && weight_bytes >= kGemvCublasltMinWeightBytes;
 }
 
 // Resident blocks on the whole GPU (at least 1): blocks_per_sm is the
