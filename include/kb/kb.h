@@ -713,7 +713,7 @@ typedef struct kb_benchmark_options {
 /* Runs one workload through kb's harness with solution `solution`: inputs materialized from the
  * workload (seeded), the solution judged against kb's oracle over `trials` trials with outputs
  * poisoned, inputs and guard bytes checked, then timed (CPU: steady clock; GPU: CUDA events, L2
- * flushed), GPU solutions on the calling thread's current CUDA device (its copy bandwidth and
+ * flushed and left clean, or as the environment's KB_L2_FLUSH=write|clean says), GPU solutions on the calling thread's current CUDA device (its copy bandwidth and
  * tensor-core rate measured once per device). The evaluation comes back as a result (a Trace
  * record) whose status may be any kb_eval_status; a failing solution is not an error of this call.
  *   opts (in, nullable) options; NULL means KB_BENCHMARK_OPTIONS_INIT.

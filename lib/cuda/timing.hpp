@@ -61,7 +61,9 @@ inline double default_throttle_threshold() {
 // with write on three kernels of 0.17-0.37 ms, and 1.007-1.078 against
 // 1.08-1.18 on decode gemms of 21-116 us (whose events also hold the launch).
 // KB_L2_FLUSH=write|clean in the environment sets the default (read once; it
-// reaches kb's worker processes and tools/gpu/torch_timing.py too).
+// reaches kb's worker processes and tools/gpu/torch_timing.py too; another
+// value means clean here, and `kb bench` refuses it; `kb bench --l2-flush`
+// sets it).
 enum class L2Flush { write, clean };
 L2Flush default_l2_flush();
 const char* l2_flush_name(L2Flush f);

@@ -222,6 +222,14 @@ with tempfile.TemporaryDirectory() as tmp:
           sum(len(x) for x in per_shard) == len(set().union(*per_shard)), str([sorted(x) for x in per_shard]))
     check("the shards together record what one unsharded run records", recorded(sharded) == whole,
           f"{sorted(set(recorded(sharded)) ^ set(whole))}")
+# --l2-flush: clean or write (the CUDA timer's flush; on the CPU it changes nothing), anything else a usage error,
+# and so is a KB_L2_FLUSH the timer would not understand.
+rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--smallest", "--no-time",
+                   "--l2-flush", "write", "--out", os.path.join(tempfile.mkdtemp(), "o"))
+check("bench --l2-flush write runs", rc == 0 and " 0 failed" in out, out + err)
+for args, env in [(["--l2-flush", "dirty"], None), (["--l2-flush"], None), ([], {"KB_L2_FLUSH": "Clean"})]:
+    rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--no-time", *args, env=env)
+    check(f"bench {args} {env} is a usage error", rc == 2 and ("clean or write" in err or "needs a value" in err), err)
 for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
     rc, out, err = run("bench", "--device", "cpu", "--shard", bad)
     check(f"bench --shard {bad} is a usage error", rc == 2 and "--shard is K/N" in err, err)

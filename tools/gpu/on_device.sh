@@ -16,6 +16,8 @@
 #        bash tools/gpu/on_device.sh gemv-balance           (the gemv's row balances side by side, test_gemm under each; not in all)
 #        bash tools/gpu/on_device.sh gemv-bulk              (the gemv's bulk-kernel rule against the plain kernel, every shipped
 #                                                   shape at M = 1 .. 16; test_gemm with the bulk kernel on / off; not in all)
+#        bash tools/gpu/on_device.sh l2-flush               (the write and the clean L2 flush side by side: l2_flush_check, the
+#                                                   gemv after each, kb vs Nsight under each; not in all)
 #        bash tools/gpu/on_device.sh ceilings               (read-only / copy ceilings: gemv weights, MLA KV gather, copy variants,
 #                                                   batch-1 floors, long-K gemm formulations; not in all)
 #        bash tools/gpu/on_device.sh long-k                 (long-K gemm: cuBLASLt chunks vs kb's wgmma kernel, fp64 check; LKV_M,
@@ -218,6 +220,20 @@ if [[ $what == *long-k* ]]; then
   # with an fp64 check; LKV_M: the M values, LKV_VARIANTS: name prefixes to run (the file head lists them)
   timeout ${LKV_TIMEOUT:-300} .devcarry/bin/long_k_variants ${LKV_M:-128 512 2048} > "$out/long_k_variants.txt" 2>&1
   echo "long-k: exit $?"; grep "^|" "$out/long_k_variants.txt"; tail -3 "$out/long_k_variants.txt"
+fi
+if [[ $what == *l2-flush* ]]; then
+  # The two L2 flushes (lib/cuda/timing.hpp L2Flush) side by side: how cold each leaves the L2 (l2_flush_check), the
+  # gemv's plans timed after each in alternating rounds, and kb against Nsight Compute under each
+  # (benchmarks/h200-2026-12-02-s25/ ran these by hand)
+  timeout 120 .devcarry/bin/l2_flush_check > "$out/l2_flush_check.md" 2>&1; echo "l2_flush_check: exit $?"
+  W=7168x5120,16384x3072,4096x14336,8192x8192,5120x17408,10240x8192,28672x4096,5376x21504,34816x5120,8192x28672
+  timeout 300 .devcarry/bin/test_gemv_ab --shapes $W,21504x5376,37888x3584 --m 1,8,16 --rounds 2 \
+      --variants off+write,off+clean > "$out/gemv_flush_ab.md" 2>&1 || status=1
+  for f in write clean; do
+    KB_L2_FLUSH=$f timeout ${NSIGHT_TIMEOUT:-300} python3 tools/gpu/nsight_check.py --kb "$kb" \
+        --definitions .devcarry/shared/flashinfer-trace/definitions --bundled kernels --out "$out/nsight-$f" \
+        > "$out/nsight-$f.log" 2>&1; echo "nsight ($f flush): exit $?"
+  done
 fi
 if [[ $what == *ceilings* ]]; then
   # tools/gpu/{gemv_read_ceiling,mla_gather_ceiling,copy_variants,batch1_floor,long_k_variants,l2_flush_check}.cu,

@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -108,6 +109,11 @@ options:
   --cupti             CUDA: also time each solution's kernels alone from CUPTI's
                       records (the GPU's start and end of each kernel), recorded
                       in the trace's extra beside the CUDA-event latency
+  --l2-flush clean|write   CUDA: how each cold sample's L2 flush leaves the L2
+                      (default clean: a buffer twice the L2 size written, then
+                      read back, so no dirty lines remain for the timed kernel
+                      to write back; write: the write alone, nvbench's way).
+                      The same as KB_L2_FLUSH; the traces record it (l2_flush)
   --reference native|torch   where expected outputs come from: kb's oracles
                       (default), or the definition's own PyTorch `reference`
                       run by python3 (needs torch; CPU). With torch, definitions
@@ -618,6 +624,15 @@ int cmd_bench(const std::vector<std::string>& args) {
       opt.time = false;
     } else if (a == "--cupti") {
       opt.cupti = true;
+    } else if (a == "--l2-flush") {
+      if (!(v = need(i, a))) return 2;
+      if (*v != "clean" && *v != "write") {
+        fmt::print(stderr, "kb bench: --l2-flush is clean or write, got \"{}\"\n", *v);
+        return 2;
+      }
+      // Through the environment: kb's timer reads it once (lib/cuda/timing.hpp
+      // L2Flush), and it reaches the worker processes that time plugins.
+      setenv("KB_L2_FLUSH", v->c_str(), 1);
     } else if (a == "--list") {
       list = true;
     } else if (a == "--plugin") {
@@ -648,6 +663,11 @@ int cmd_bench(const std::vector<std::string>& args) {
       return 1;
     }
     fmt::print(stderr, "kb bench: reference: the definitions' PyTorch code (torch {}, CPU)\n", *tv);
+  }
+  if (const char* flush = std::getenv("KB_L2_FLUSH");
+      flush && std::strcmp(flush, "clean") != 0 && std::strcmp(flush, "write") != 0) {
+    fmt::print(stderr, "kb bench: the environment's KB_L2_FLUSH is \"{}\"; it must be clean or write\n", flush);
+    return 2;
   }
   if (paths.empty()) paths.push_back(KB_BUNDLED_DATASET);
   if (!tolerance_file.empty()) {
