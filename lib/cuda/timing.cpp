@@ -25,16 +25,6 @@ cudaError_t launch_empty_kernel(cudaStream_t stream);
 cudaError_t launch_one_read_kernel(void* dst, const void* src, cudaStream_t stream);
 cudaError_t launch_read_kernel(const void* src, std::size_t bytes, cudaStream_t stream);
 
-L2Flush default_l2_flush() {
-  static const L2Flush value = [] {
-    const char* e = std::getenv("KB_L2_FLUSH");
-    return e && std::strcmp(e, "write") == 0 ? L2Flush::write : L2Flush::clean;
-  }();
-  return value;
-}
-
-const char* l2_flush_name(L2Flush f) { return f == L2Flush::clean ? "clean" : "write"; }
-
 namespace {
 
 // One flush buffer per device, twice the L2 size, allocated on first use.

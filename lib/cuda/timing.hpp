@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -64,9 +65,17 @@ inline double default_throttle_threshold() {
 // reaches kb's worker processes and tools/gpu/torch_timing.py too; another
 // value means clean here, and `kb bench` refuses it; `kb bench --l2-flush`
 // sets it).
+// Inline, like default_throttle_threshold: builds without CUDA (no timing.cpp)
+// still write the traces' timing fields.
 enum class L2Flush { write, clean };
-L2Flush default_l2_flush();
-const char* l2_flush_name(L2Flush f);
+inline L2Flush default_l2_flush() {
+  static const L2Flush value = [] {
+    const char* e = std::getenv("KB_L2_FLUSH");
+    return e && std::strcmp(e, "write") == 0 ? L2Flush::write : L2Flush::clean;
+  }();
+  return value;
+}
+inline const char* l2_flush_name(L2Flush f) { return f == L2Flush::clean ? "clean" : "write"; }
 
 struct TimingOptions {
   int warmup = 3;                   // calls before timing, at least
