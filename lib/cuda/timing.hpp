@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,11 +69,14 @@ inline double default_throttle_threshold() {
 // Inline, like default_throttle_threshold: builds without CUDA (no timing.cpp)
 // still write the traces' timing fields.
 enum class L2Flush { write, clean };
+// "clean" or "write"; nullopt for anything else (and for null).
+inline std::optional<L2Flush> parse_l2_flush(const char* s) {
+  if (s && std::strcmp(s, "clean") == 0) return L2Flush::clean;
+  if (s && std::strcmp(s, "write") == 0) return L2Flush::write;
+  return std::nullopt;
+}
 inline L2Flush default_l2_flush() {
-  static const L2Flush value = [] {
-    const char* e = std::getenv("KB_L2_FLUSH");
-    return e && std::strcmp(e, "write") == 0 ? L2Flush::write : L2Flush::clean;
-  }();
+  static const L2Flush value = parse_l2_flush(std::getenv("KB_L2_FLUSH")).value_or(L2Flush::clean);
   return value;
 }
 inline const char* l2_flush_name(L2Flush f) { return f == L2Flush::clean ? "clean" : "write"; }

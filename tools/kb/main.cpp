@@ -21,6 +21,7 @@
 #include "backendbench/command.hpp"
 #include "cuda/device.hpp"
 #include "cuda/nvml.hpp"
+#include "cuda/timing.hpp"
 #include "dataset/dataset.hpp"
 #include "dispatch/dispatch_table.hpp"
 #include "harness/harness.hpp"
@@ -626,7 +627,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       opt.cupti = true;
     } else if (a == "--l2-flush") {
       if (!(v = need(i, a))) return 2;
-      if (*v != "clean" && *v != "write") {
+      if (!kb::cuda::parse_l2_flush(v->c_str())) {
         fmt::print(stderr, "kb bench: --l2-flush is clean or write, got \"{}\"\n", *v);
         return 2;
       }
@@ -664,8 +665,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     }
     fmt::print(stderr, "kb bench: reference: the definitions' PyTorch code (torch {}, CPU)\n", *tv);
   }
-  if (const char* flush = std::getenv("KB_L2_FLUSH");
-      flush && std::strcmp(flush, "clean") != 0 && std::strcmp(flush, "write") != 0) {
+  if (const char* flush = std::getenv("KB_L2_FLUSH"); flush && !kb::cuda::parse_l2_flush(flush)) {
     fmt::print(stderr, "kb bench: the environment's KB_L2_FLUSH is \"{}\"; it must be clean or write\n", flush);
     return 2;
   }
