@@ -23,7 +23,8 @@
 // KB_CUBLASLT_AUTOTUNE=0 in the environment turns this off (the heuristic's
 // first algorithm is used); read when a new problem key is planned.
 // KB_CUBLASLT_LOG=1 prints each tuned plan's note (its choice and the
-// candidates' times) to stderr.
+// candidates' times) to stderr, and each of kb_cuda_gemm's gemv-or-cuBLASLt
+// races (gemv_or_cublaslt.hpp).
 //
 // CUDA builds only; no cuBLASLt types here.
 #pragma once
@@ -57,12 +58,16 @@ inline bool cublaslt_autotune_enabled() { return !env_is("KB_CUBLASLT_AUTOTUNE",
 // Median ms of each candidate 0 .. count-1 (`run` enqueues candidate c on
 // the stream it is given, without synchronizing), or a negative value for a
 // candidate that failed to run. cold_l2: flush L2 before each sample, as kb
-// times solutions; false for callers timed with a warm L2. Synchronizes
+// times solutions; false for callers timed with a warm L2. rounds x samples:
+// each candidate's samples (kb_cuda_gemm's gemv-or-cuBLASLt race takes more,
+// gemv_or_cublaslt.hpp). Synchronizes
 // `stream`, which must not be capturing. An error only when the CUDA context
 // broke (a sticky error): then no later work can run either.
 inline Result<std::vector<double>> median_ms_of_candidates(int count,
                                                            const std::function<Status(int c, void* stream)>& run,
-                                                           void* stream, bool cold_l2) {
+                                                           void* stream, bool cold_l2,
+                                                           int rounds = kLtTuneRounds,
+                                                           int samples_per_round = kLtTuneSamples) {
   const auto n = static_cast<std::size_t>(count > 0 ? count : 0);
   std::vector<double> ms(n, -1.0);
   std::vector<std::vector<double>> samples(n);
@@ -103,12 +108,12 @@ inline Result<std::vector<double>> median_ms_of_candidates(int count,
   cuda::TimingOptions o;
   o.warmup = 1;
   o.warmup_ms = 0;  // step 1 ramped the clock
-  o.min_samples = o.max_samples = o.samples_per_graph = kLtTuneSamples;  // one batch of samples, then stop
+  o.min_samples = o.max_samples = o.samples_per_graph = samples_per_round;  // one batch of samples, then stop
   o.flush_l2 = cold_l2;
   // Exactly one batch each: the interleaved rounds, not set-aside batches, share the clock's drift fairly.
   o.batch_target_ms = 0;
   o.throttle_threshold = 0;
-  for (int round = 0; round < kLtTuneRounds; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     for (std::size_t c = 0; c < n; ++c) {
       if (failed[c]) continue;
       cuda::TimingOptions oc = o;

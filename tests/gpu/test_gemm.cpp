@@ -22,7 +22,10 @@
 // plans are autotuned on their first call (the candidates write C before the
 // real run does); one case (M = 129, 4096 x 4096) runs with
 // KB_CUBLASLT_AUTOTUNE=0, and every plan's note is printed at the end: none
-// may be left untimed or have had no candidate run.
+// may be left untimed or have had no candidate run. kb_cuda_gemm races the
+// gemv against cuBLASLt on each small-M problem's first call
+// (gemv_or_cublaslt.hpp): check_race covers capture and KB_GEMM_RACE=0, and
+// every race's note must name the side whose median won.
 //
 // Without a usable device it prints "skipped: no CUDA device (<reason>)" and
 // exits 77 (meson's skip code).
@@ -41,6 +44,7 @@
 #include "../../kernels/common/tuning_env.hpp"
 #include "../../kernels/gemm/cuda/cublaslt_gemm.hpp"
 #include "../../kernels/gemm/cuda/gemv.hpp"
+#include "../../kernels/gemm/cuda/gemv_or_cublaslt.hpp"
 #include "../../kernels/gemm/cuda/gemm_cuda.hpp"
 #include "../../kernels/gemm/cuda/long_k.hpp"
 #include "../../kernels/gemm/cuda/wgmma_gemm.hpp"
@@ -196,10 +200,36 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   GemmProblem p{t, M, N, K, a, b, reinterpret_cast<void*>(16), nullptr};
   GemvPlan plan;
   if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
-  if (impl.name == "kb_cuda_gemm" && plan.cublaslt_instead) return fmt::format("cuBLASLt ({})", plan.cublaslt_instead);
+  if (impl.name == "kb_cuda_gemm") {
+    const std::string problem = fmt::format("{} M={} N={} K={}:", dtype_name(t), M, N, K);
+    for (const std::string& note : gemm_race_notes())
+      if (note.rfind(problem, 0) == 0) return "race: " + note.substr(problem.size() + 1);
+    if (plan.cublaslt_instead) return fmt::format("cuBLASLt ({})", plan.cublaslt_instead);
+  }
   return fmt::format("gemv {}x{} blocks of {} warps, {} rows{}{}", plan.row_blocks, plan.splits, plan.warps,
                      plan.rows_per_block, plan.balanced ? " at most (balanced)" : "", plan.bulk ? ", bulk copies" : "");
 }
+
+// The operands of one gemm call C[M, N] = A[M, K] @ B[N, K]^T on device
+// memory, as a solution's run_cuda takes them (call() refers to this object:
+// keep it alive while the call runs).
+struct GemmCall {
+  cuda::DeviceTensor A, B, C;
+  cuda::DeviceArg inputs[2];
+  cuda::DeviceTensor outputs[1];
+  AxisValues axes;
+  GemmCall(DType t, std::int64_t M, std::int64_t N, std::int64_t K, void* a, void* b, void* c)
+      : A{t, {M, K}, a, static_cast<std::size_t>(M * K) * 2},
+        B{t, {N, K}, b, static_cast<std::size_t>(N * K) * 2},
+        C{t, {M, N}, c, static_cast<std::size_t>(M * N) * 2},
+        inputs{{&A, std::nullopt}, {&B, std::nullopt}},
+        outputs{C} {
+    axes.values = {{"M", M}, {"N", N}, {"K", K}};
+  }
+  GemmCall(const GemmCall&) = delete;
+  GemmCall& operator=(const GemmCall&) = delete;
+  CudaCall call(const Definition& def, cudaStream_t stream) const { return CudaCall{def, axes, inputs, outputs, stream}; }
+};
 
 // Runs impl on one case twice (fresh A each time); failures go to fail().
 void check_case(const Implementation& impl, const Definition& def, DType t, std::int64_t M, std::int64_t N,
@@ -208,20 +238,14 @@ void check_case(const Implementation& impl, const Definition& def, DType t, std:
   const std::string name =
       fmt::format("{} {} M={} N={} K={}{}", impl.name, dtype_name(t), M, N, K, misaligned ? " (A misaligned)" : "");
   void* a_dev = static_cast<unsigned char*>(buf.a) + (misaligned ? 2 : 0);
-  cuda::DeviceTensor A{t, {M, K}, a_dev, static_cast<std::size_t>(M * K) * 2};
-  cuda::DeviceTensor B{t, {N, K}, buf.b, static_cast<std::size_t>(N * K) * 2};
-  cuda::DeviceTensor C{t, {M, N}, buf.c, static_cast<std::size_t>(M * N) * 2};
-  const cuda::DeviceArg inputs[2] = {{&A, std::nullopt}, {&B, std::nullopt}};
-  const cuda::DeviceTensor outputs[1] = {C};
-  AxisValues axes;
-  axes.values = {{"M", M}, {"N", N}, {"K", K}};
-  CudaCall call{def, axes, inputs, outputs, stream};
+  const GemmCall operands(t, M, N, K, a_dev, buf.b, buf.c);
+  const CudaCall call = operands.call(def, stream);
 
   const bool gemv_only = impl.name == "kb_cuda_gemv";
   const bool expect_refusal = gemv_only && (M > kb::kernels::gemm_cuda::kGemvMaxM || misaligned);
   std::vector<std::uint16_t> a_host(static_cast<std::size_t>(M * K));
   std::vector<std::uint16_t> c_host(static_cast<std::size_t>(M * N));
-  std::size_t plans_after_first = 0;
+  std::size_t plans_after_first = 0, races_after_first = 0;
   for (int trial = 0; trial < 2; ++trial) {
     random_fill(a_host, t, seed * 2 + trial);
     if (!cuda_ok(cudaMemcpy(a_dev, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A")) return;
@@ -246,9 +270,14 @@ void check_case(const Implementation& impl, const Definition& def, DType t, std:
     if (!cuda_ok(cudaGetLastError(), "after run")) return;
     // The same problem again must reuse the cached cuBLASLt plan (one
     // heuristic query per key).
-    if (trial == 0) plans_after_first = kb::kernels::gemm_cuda::cublaslt_plan_count();
-    else if (kb::kernels::gemm_cuda::cublaslt_plan_count() != plans_after_first)
+    if (trial == 0) {
+      plans_after_first = kb::kernels::gemm_cuda::cublaslt_plan_count();
+      races_after_first = kb::kernels::gemm_cuda::gemm_race_count();
+    } else if (kb::kernels::gemm_cuda::cublaslt_plan_count() != plans_after_first) {
       fail(fmt::format("{}: a repeated call queried the cuBLASLt heuristic again", name));
+    } else if (kb::kernels::gemm_cuda::gemm_race_count() != races_after_first) {
+      fail(fmt::format("{}: a repeated call raced the gemv and cuBLASLt again", name));
+    }
     if (!cuda_ok(cudaMemcpy(c_host.data(), buf.c, c_host.size() * 2, cudaMemcpyDeviceToHost), "download C")) return;
     const std::vector<double> ref = reference(a_host, b_host, t, M, N, K);
     const std::vector<float>& tab = table(t);
@@ -276,6 +305,124 @@ void check_case(const Implementation& impl, const Definition& def, DType t, std:
     if (trial == 1)
       std::printf("ok   %-58s %-34s max|err| %.3g rel %.2e\n", name.c_str(),
                   plan_text(impl, t, M, N, K, a_dev, buf.b).c_str(), max_err, rel);
+  }
+}
+
+// Elements of C[M, N] on the device outside the tolerance of the float64
+// reference (NaN counts); -1 when the download failed.
+std::int64_t count_bad(const void* c_dev, const std::vector<std::uint16_t>& a_host,
+                       const std::vector<std::uint16_t>& b_host, DType t, std::int64_t M, std::int64_t N, std::int64_t K) {
+  std::vector<std::uint16_t> c_host(static_cast<std::size_t>(M * N));
+  if (!cuda_ok(cudaMemcpy(c_host.data(), c_dev, c_host.size() * 2, cudaMemcpyDeviceToHost), "download C")) return -1;
+  const std::vector<double> ref = reference(a_host, b_host, t, M, N, K);
+  const std::vector<float>& tab = table(t);
+  std::int64_t bad = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    if (!(std::fabs(tab[c_host[i]] - ref[i]) <= kAtol + kRtol * std::fabs(ref[i]))) ++bad;
+  return bad;
+}
+
+// kb_cuda_gemm's race between the gemv and cuBLASLt (gemv_or_cublaslt.hpp)
+// on 4096 x 4096 float16 at M values no other case uses:
+//  - M = 6, first called inside a stream capture: no race there (the static
+//    rule's choice, replayed from the graph, must be right); the next,
+//    uncaptured call races once; the one after reuses the answer;
+//  - M = 7 with KB_GEMM_RACE=0: no race.
+// Every race note must name the side whose median won (race_picks_cublaslt).
+void check_race(const Registry& registry, cudaStream_t stream) {
+  using namespace kb::kernels::gemm_cuda;
+  const Implementation* impl = registry.find("kb_cuda_gemm");
+  if (!impl) return fail("kb_cuda_gemm not registered");
+  if (!impl->supports(make_definition(4096, 4096, DType::float16)).empty()) {
+    std::printf("skip the gemv-or-cuBLASLt race: %s\n", impl->supports(make_definition(4096, 4096, DType::float16)).c_str());
+    return;
+  }
+  const std::int64_t N = 4096, K = 4096;
+  const DType t = DType::float16;
+  const Definition def = make_definition(N, K, t);
+  Buffers buf;
+  if (!cuda_ok(cudaMalloc(&buf.a, static_cast<std::size_t>(8 * K) * 2), "cudaMalloc A") ||
+      !cuda_ok(cudaMalloc(&buf.b, static_cast<std::size_t>(N * K) * 2), "cudaMalloc B") ||
+      !cuda_ok(cudaMalloc(&buf.c, static_cast<std::size_t>(8 * N) * 2), "cudaMalloc C"))
+    return;
+  std::vector<std::uint16_t> b_host(static_cast<std::size_t>(N * K));
+  random_fill(b_host, t, 0x7ace0001);
+  if (!cuda_ok(cudaMemcpy(buf.b, b_host.data(), b_host.size() * 2, cudaMemcpyHostToDevice), "upload B")) return;
+  // One call at M: fresh A, C poisoned, run (inside a capture, then replayed, when `captured`), checked.
+  auto call = [&](std::int64_t M, bool captured, std::uint64_t seed) -> bool {
+    std::vector<std::uint16_t> a_host(static_cast<std::size_t>(M * K));
+    random_fill(a_host, t, seed);
+    if (!cuda_ok(cudaMemcpy(buf.a, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A") ||
+        !cuda_ok(cudaMemset(buf.c, 0xff, static_cast<std::size_t>(M * N) * 2), "poison C") ||
+        !cuda_ok(cudaDeviceSynchronize(), "upload landing"))
+      return false;
+    const GemmCall operands(t, M, N, K, buf.a, buf.b, buf.c);
+    const CudaCall c = operands.call(def, stream);
+    const std::string name = fmt::format("kb_cuda_gemm float16 M={} N={} K={}{}", M, N, K, captured ? " (captured)" : "");
+    Status st = ok_status();
+    if (captured) {
+      if (!cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) return false;
+      st = impl->run_cuda(c);
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      const bool ended = cuda_ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+      if (st.ok() && ended && cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate"))
+        (void)cuda_ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+    } else {
+      st = impl->run_cuda(c);
+    }
+    if (!st.ok()) {
+      fail(fmt::format("{}: {}", name, st.error().message));
+      return false;
+    }
+    if (!cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) return false;
+    const std::int64_t bad = count_bad(buf.c, a_host, b_host, t, M, N, K);
+    if (bad != 0) {
+      fail(fmt::format("{}: {} elements off the reference", name, bad));
+      return false;
+    }
+    return true;
+  };
+
+  const std::size_t before = gemm_race_count();
+  if (!call(6, true, 0x7ace0002)) return;
+  if (gemm_race_count() != before) fail("kb_cuda_gemm raced the gemv and cuBLASLt inside a stream capture");
+  if (!call(6, false, 0x7ace0003)) return;
+  if (gemm_race_count() != before + 1)
+    fail(fmt::format("kb_cuda_gemm M=6: {} races on its first uncaptured call, expected 1", gemm_race_count() - before));
+  if (!call(6, false, 0x7ace0004)) return;
+  if (gemm_race_count() != before + 1) fail("kb_cuda_gemm M=6 raced again on a later call");
+  setenv("KB_GEMM_RACE", "0", 1);
+  const bool ran = call(7, false, 0x7ace0005);
+  unsetenv("KB_GEMM_RACE");
+  if (ran && gemm_race_count() != before + 1) fail("kb_cuda_gemm raced with KB_GEMM_RACE=0");
+  if (ran) std::printf("ok   kb_cuda_gemm's race: none under capture, one on the first uncaptured call, none after, none with KB_GEMM_RACE=0\n");
+}
+
+// Every race note: "<problem>: <side>; median of n cold samples: gemv X us,
+// cuBLASLt Y us (static rule: S)", the side the one race_picks_cublaslt gives.
+void check_race_notes() {
+  using namespace kb::kernels::gemm_cuda;
+  for (const std::string& note : gemm_race_notes()) {
+    std::printf("race %s\n", note.c_str());
+    const std::size_t side = note.find(": ");
+    const std::size_t g = note.find("gemv ", note.find("cold samples: "));
+    const std::size_t l = note.find("cuBLASLt ", g == std::string::npos ? 0 : g);
+    const std::size_t r = note.find("(static rule: ");
+    if (side == std::string::npos || g == std::string::npos || l == std::string::npos || r == std::string::npos) {
+      if (note.find("cuBLASLt did not run") == std::string::npos) fail("race note not understood: " + note);
+      continue;
+    }
+    const double gemv_us = std::atof(note.c_str() + g + 5), lt_us = std::atof(note.c_str() + l + 9);
+    if (!(gemv_us > 0 && lt_us > 0)) {
+      fail("a race side did not run: " + note);
+      continue;
+    }
+    const bool static_lt = note.compare(r + 14, 8, "the gemv") != 0;
+    const bool took_lt = note.compare(side + 2, 8, "cuBLASLt") == 0;
+    if (took_lt != race_picks_cublaslt(gemv_us, lt_us, static_lt)) fail("race note names the slower side: " + note);
   }
 }
 
@@ -489,6 +636,8 @@ int main() {
     }
   }
   check_wgmma_direct(stream);
+  check_race(registry, stream);
+  check_race_notes();
   cudaStreamDestroy(stream);
   // Every plan was first called on an uncaptured stream: each must be tuned
   // (or have had one candidate only, or autotuning off), with a candidate run.

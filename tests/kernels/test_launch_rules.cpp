@@ -12,6 +12,7 @@
 #include "common/l2_stream_policy.cuh"
 #include "common/stream_ctas.hpp"
 #include "gemm/cuda/gemv.hpp"
+#include "gemm/cuda/gemv_or_cublaslt.hpp"
 
 using kb::kernels::gemm_cuda::GemvBalance;
 using kb::kernels::gemm_cuda::GemvPlan;
@@ -190,4 +191,19 @@ TEST_CASE("kb_cuda_gemm takes cuBLASLt over the gemv at M > 8 from 8 MiB of weig
   // M <= 8 keeps the gemv whatever the weight.
   CHECK_FALSE(gemv_cublaslt_weight(8, 8192ll * 28672 * 2));
   CHECK_FALSE(gemv_cublaslt_weight(1, 8192ll * 28672 * 2));
+}
+
+TEST_CASE("kb_cuda_gemm's race: the faster median wins; within 1% the static rule's side keeps the problem") {
+  using kb::kernels::gemm_cuda::race_picks_cublaslt;
+  CHECK(race_picks_cublaslt(0.020, 0.018, false));         // cuBLASLt 10% faster
+  CHECK_FALSE(race_picks_cublaslt(0.018, 0.020, true));    // the gemv 10% faster
+  CHECK_FALSE(race_picks_cublaslt(0.0200, 0.0199, false)); // a 0.5% lead: a tie, the static rule's gemv
+  CHECK(race_picks_cublaslt(0.0199, 0.0200, true));        // a tie the other way: the static rule's cuBLASLt
+  CHECK(race_picks_cublaslt(0.0203, 0.0200, false));       // 1.5%: past the margin
+  CHECK_FALSE(race_picks_cublaslt(0.0200, 0.0203, true));
+  // A side that failed to run (negative) loses; both failed: the static rule.
+  CHECK(race_picks_cublaslt(-1, 0.5, false));
+  CHECK_FALSE(race_picks_cublaslt(0.5, -1, true));
+  CHECK(race_picks_cublaslt(-1, -1, true));
+  CHECK_FALSE(race_picks_cublaslt(-1, -1, false));
 }

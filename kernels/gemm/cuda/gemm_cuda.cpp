@@ -10,6 +10,7 @@
 #include "../../common/tuning_env.hpp"
 #include "cublaslt_gemm.hpp"
 #include "gemv.hpp"
+#include "gemv_or_cublaslt.hpp"
 #include "long_k.hpp"
 #include "wgmma_gemm.hpp"
 #include "oracle/oracle.hpp"
@@ -102,13 +103,19 @@ std::string gemv_unsupported(const GemmProblem& p) {
 }
 
 // The gemv kernel on p; with `cublaslt_where_faster` (kb_cuda_gemm), cuBLASLt
-// instead where the gemv's plan says so (GemvPlan::cublaslt_instead).
+// instead where it ran faster on this problem's first call (the race of
+// gemv_or_cublaslt.hpp; the static rule, GemvPlan::cublaslt_instead, where
+// there was no race).
 Status run_gemv(const GemmProblem& p, bool cublaslt_where_faster) {
   auto scratch = gemm_cuda::stream_scratch(p.stream);
   if (!scratch) return scratch.error();
   gemm_cuda::GemvPlan plan;
   int e = gemm_cuda::gemv_plan(p, gemm_cuda::gemv_scratch_bytes(*scratch), &plan);
-  if (e == 0 && cublaslt_where_faster && plan.cublaslt_instead) return gemm_cuda::cublaslt_gemm(p);
+  if (e == 0 && cublaslt_where_faster) {
+    auto lt = gemm_cuda::gemm_prefers_cublaslt(p, **scratch, plan);
+    if (!lt) return lt.error();
+    if (*lt) return gemm_cuda::cublaslt_gemm(p);
+  }
   if (e == 0) e = gemm_cuda::gemv_launch(p, *scratch, plan);
   if (e != 0) {
     const auto err = static_cast<cudaError_t>(e);
@@ -204,8 +211,9 @@ void add_gemm_cuda(Registry& r) {
   gemm.device = Device::cuda;
   gemm.description = fmt::format(
       "C = A @ B.T, float16/bfloat16, fp32 accumulation: M <= {} -> kb's gemv kernel (tensor-core mma.sync, "
-      "streams B once; at M > 8 cuBLASLt where the weight is 8 MiB or more or the gemv's last wave of "
-      "blocks would be short), else cuBLASLt (TN, the heuristic's "
+      "streams B once) or cuBLASLt, whichever ran faster in cold samples on the shape's first call (KB_GEMM_RACE=0, "
+      "or a first call under stream capture: cuBLASLt at M > 8 where the weight is 8 MiB or more or the gemv's last "
+      "wave of blocks would be short), else cuBLASLt (TN, the heuristic's "
       "best 16 algorithms timed on first use per shape, the fastest cached; K > 20480 summed in K chunks through an "
       "fp32 buffer, for accuracy, or with KB_GEMM_LONG_K=wgmma by kb's Hopper kernel, which promotes the tensor-core "
       "sum to a second fp32 sum every 8192 of K)",

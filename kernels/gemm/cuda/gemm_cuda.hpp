@@ -1,6 +1,8 @@
 // kb's CUDA solutions for op_type "gemm" (C = A @ B.T, float16/bfloat16):
 //   kb_cuda_gemm      chooses by shape: M <= kCudaGemmGemvMaxM -> the gemv
-//                     kernel (gemv.cu); else cuBLASLt (cublaslt_gemm.cpp),
+//                     kernel (gemv.cu) or cuBLASLt, whichever ran faster on
+//                     the shape's first call (gemv_or_cublaslt.hpp); else
+//                     cuBLASLt (cublaslt_gemm.cpp),
 //                     or for K > kLongK with KB_GEMM_LONG_K=wgmma (or
 //                     wgmma-c2: clusters of 2) kb's wgmma kernel
 //                     (wgmma_gemm.cu, Hopper)

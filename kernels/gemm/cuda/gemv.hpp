@@ -34,8 +34,10 @@ struct GemvPlan {
   int k_iterations = 0;     // 64-wide K steps in all (ceil(K / 64))
   int blocks_per_sm = 0;    // occupancy of this instantiation
   int sm_count = 0;
-  // Why kb_cuda_gemm hands this shape to cuBLASLt instead (nullptr: it runs
-  // the gemv). Both reasons are for M > 8 only:
+  // Why kb_cuda_gemm's static rule hands this shape to cuBLASLt instead
+  // (nullptr: the gemv). kb_cuda_gemm follows it only where it has not timed
+  // both on the shape (gemv_or_cublaslt.hpp: under stream capture, or with
+  // KB_GEMM_RACE=0). Both reasons are for M > 8 only:
   //  - "the gemv's last wave is short": unsplit, more than one wave of
   //    blocks, and the last wave holds fewer blocks than half the SMs (too
   //    few loads in flight at the end; gemv.cu says what was measured);
@@ -57,7 +59,8 @@ inline constexpr int kGemvMaxWarps = 8;
 
 // At M > 8 the gemv streams a weight slower than cuBLASLt does (two
 // activation tiles per MMA step, 2 blocks an SM instead of 3), so
-// kb_cuda_gemm takes cuBLASLt there for every weight of 8 MiB or more.
+// kb_cuda_gemm's static rule (where no race ran, gemv_or_cublaslt.hpp) takes
+// cuBLASLt there for every weight of 8 MiB or more.
 // Measured on an H200, timed with kb's clean L2 flush (lib/cuda/timing.hpp
 // L2Flush), both solutions in one run at M = 9, 12, 16 on every shipped
 // weight (benchmarks/h200-2026-12-02-s25/gemv_vs_cublaslt.md), gemv /
