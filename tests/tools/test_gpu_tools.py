@@ -96,6 +96,20 @@ r, v = run_bars(*[os.path.join(s22, f) for f in ("bars_1_gemm_m128_2048_8192.jso
                 "--nsight", os.path.join(s22, "bars_5_nsight_check.json"))
 nsight_bar = v.get("kb's timing within 5% of Nsight Compute (kernels over 20 us)", ("", ""))
 check(nsight_bar[0] == "yes" and "3 rows, kb / ncu 0.999-1.029" in nsight_bar[1], f"session 22's Nsight bar: {nsight_bar}")
+# a run with --cupti: kb's CUPTI kernel time is judged in a row of its own beside its event latency
+with tempfile.TemporaryDirectory() as tmp:
+    ns = os.path.join(tmp, "nsight.json")
+    with open(ns, "w") as f:
+        json.dump([{"definition": "gemm_n7168_k5120", "value": 1, "solution": "kb_cuda_gemv", "ncu_ms": 0.0205,
+                    "kb_over_ncu": 1.068, "kb_cupti_over_ncu": 1.012},
+                   {"definition": "rmsnorm_h7168", "value": 32768, "solution": "kb_cuda_rmsnorm", "ncu_ms": 0.2,
+                    "kb_over_ncu": 1.01, "kb_cupti_over_ncu": 0.998}], f)
+    _, vc = run_bars(os.path.join(s22, "bars_4_norm_silu.json"), "--nsight", ns)
+    events_bar = vc.get("kb's timing within 5% of Nsight Compute (kernels over 20 us)", ("", ""))
+    cupti_bar = vc.get("kb's CUPTI kernel time within 5% of Nsight Compute (kernels over 20 us)", ("", ""))
+    check(events_bar[0] == "no" and "gemm_n7168_k5120 @ 1 1.068" in events_bar[1] and
+          cupti_bar[0] == "yes" and "2 rows, kb / ncu 0.998-1.012" in cupti_bar[1],
+          f"events and CUPTI judged apart: {events_bar} {cupti_bar}")
 decode_bar = v.get("GEMM M <= 16, weight >= 64 MB: >= 75% of the measured copy bandwidth", ("", ""))
 check(decode_bar[0] == "no" and "19 of 60 rows miss" in decode_bar[1], f"session 22's decode bandwidth bar: {decode_bar}")
 with tempfile.TemporaryDirectory() as tmp:

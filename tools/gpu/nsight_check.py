@@ -9,10 +9,15 @@ own hardware counter (gpu__time_duration), caches flushed before each launch
 leaves them). The bar: the two medians within 5%. kb's flush is its default
 or KB_L2_FLUSH's (lib/cuda/timing.hpp L2Flush); the table says which.
 
-Both runs use cuBLASLt's heuristic plan (KB_CUBLASLT_AUTOTUNE=0): under ncu
-every launch is serialized and slowed, so kb's autotuner would time its
-candidates wrongly there and could pick a different kernel than the plain
-run, and the check would compare two kernels. ncu's SM clock for each
+Both runs use cuBLASLt's heuristic plan (KB_CUBLASLT_AUTOTUNE=0) and no
+gemv-or-cuBLASLt race (KB_GEMM_RACE=0): under ncu every launch is serialized
+and slowed, so kb's autotuning would time its candidates wrongly there and
+could pick a different kernel than the plain run, and the check would compare
+two kernels. The decode rows name kb_cuda_gemv, the kernel they check.
+
+kb's run also records CUPTI's kernel time (kb bench --cupti: the kernel's own
+start and end records, the same cold samples), which holds no launch: kb's
+event latency does, and on kernels of 20-30 us that launch is 5-8% of it. ncu's SM clock for each
 launch is recorded too (a launch after ncu's idle gap can start below the
 boost clock kb's warm-up reaches).
 
@@ -37,9 +42,9 @@ CASES = [
     ("silu_and_mul_i14336", "bundled", "num_tokens", 8192, "kb_cuda_silu_and_mul", "silu_and_mul_(vec8|scalar)_kernel"),
     ("gemm_n4096_k4096", "shipped", "M", 8192, "kb_cublaslt_gemm", "nvjet|xmma|cutlass|sm90_"),
     # decode gemms (kb's gemv, 25-125 us): reads of 73-470 MB, where how the flush leaves the L2 shows most
-    ("gemm_n7168_k5120", "shipped", "M", 1, "kb_cuda_gemm", "gemv_"),
-    ("gemm_n4096_k14336", "shipped", "M", 1, "kb_cuda_gemm", "gemv_"),
-    ("gemm_n8192_k28672", "shipped", "M", 1, "kb_cuda_gemm", "gemv_"),
+    ("gemm_n7168_k5120", "shipped", "M", 1, "kb_cuda_gemv", "gemv_"),
+    ("gemm_n4096_k14336", "shipped", "M", 1, "kb_cuda_gemv", "gemv_"),
+    ("gemm_n8192_k28672", "shipped", "M", 1, "kb_cuda_gemv", "gemv_"),
 ]
 UNIT_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9}
 
@@ -79,13 +84,13 @@ def kb_latency_ms(out_dir):
     return "NOT RUN", None, {}
 
 
-env = dict(os.environ, KB_CUBLASLT_AUTOTUNE="0")
+env = dict(os.environ, KB_CUBLASLT_AUTOTUNE="0", KB_GEMM_RACE="0")
 rows = []
 for name, where, axis, value, solution, regex in CASES:
     ds = dataset_for(name, where, axis, value)
     bench = [args.kb, "bench", ds, "--device", "cuda", "--trials", "1", "--solutions", solution]
     out_kb = os.path.join(args.out, "kb-" + name)
-    r = subprocess.run(bench + ["--out", out_kb], capture_output=True, text=True, timeout=180, env=env)
+    r = subprocess.run(bench + ["--out", out_kb, "--cupti"], capture_output=True, text=True, timeout=180, env=env)
     status, kb_ms, extra = kb_latency_ms(out_kb)
     # Under ncu: correctness calls only (--no-time; kb's blocking kernel would
     # stall on ncu's serialized launches), ten trials = ten cold launches of
@@ -113,12 +118,14 @@ for name, where, axis, value, solution, regex in CASES:
     durations_ns, clocks_mhz = durations_ns[-10:], clocks_mhz[-10:]
     ncu_ms = statistics.median(durations_ns) / 1e6 if durations_ns else None
     ratio = kb_ms / ncu_ms if kb_ms and ncu_ms else None
+    cupti_ms = extra.get("cupti_kernel_ms")
+    cupti_ratio = cupti_ms / ncu_ms if cupti_ms and ncu_ms else None
     rows.append({"definition": name, "axis": axis, "value": value, "solution": solution, "status": status,
                  "kb_ms": kb_ms, "kb_samples": extra.get("samples"), "kb_graph": extra.get("graph"),
                  "ncu_ms": ncu_ms, "ncu_launches": all_launches,
                  "ncu_sm_clock_mhz": [round(c) for c in clocks_mhz], "kb_sm_clock_mhz": extra.get("sm_clock_mhz"),
                  "kb_batch_clock_mhz": extra.get("sm_clock_lowest_kept_mhz"), "kb_over_ncu": ratio,
-                 "kb_l2_flush": extra.get("l2_flush"),
+                 "kb_l2_flush": extra.get("l2_flush"), "kb_cupti_ms": cupti_ms, "kb_cupti_over_ncu": cupti_ratio,
                  "within_5pct": (abs(ratio - 1) <= 0.05) if ratio else None,
                  "ncu_exit": rn.returncode, "ncu_tail": (rn.stderr or rn.stdout)[-600:] if not durations_ns else ""})
     shutil.rmtree(ds, ignore_errors=True)
@@ -130,13 +137,14 @@ def clock_span(c):
 json.dump(rows, open(os.path.join(args.out, "nsight_check.json"), "w"), indent=1)
 # kb SM MHz: NVML's reading before / after kb's samples, then (after "avg") the lowest batch average of the kept
 # samples from the GPU's own counters (lib/cuda/clock_sampler.cu), which is what ncu's clock column compares with.
-lines = ["| definition | batch | solution | status | kb L2 flush | kb ms | kb SM MHz | ncu ms, last 10 launches (profiled) | ncu SM MHz (min-max) | kb / ncu | within 5% |",
-         "| --- | ---: | --- | --- | --- | ---: | --- | ---: | --- | ---: | --- |"]
+lines = ["| definition | batch | solution | status | kb L2 flush | kb ms | kb SM MHz | ncu ms, last 10 launches (profiled) | ncu SM MHz (min-max) | kb / ncu | within 5% | kb CUPTI ms | kb CUPTI / ncu |",
+         "| --- | ---: | --- | --- | --- | ---: | --- | ---: | --- | ---: | --- | ---: | ---: |"]
 for r_ in rows:
     f = lambda x: "-" if x is None else f"{x:.4f}"
     lines.append(f"| {r_['definition']} | {r_['value']} | {r_['solution']} | {r_['status']} | {r_['kb_l2_flush']} | {f(r_['kb_ms'])} | {r_['kb_sm_clock_mhz']}"
                  f"{' avg ' + str(r_['kb_batch_clock_mhz']) if r_.get('kb_batch_clock_mhz') else ''} | "
-                 f"{f(r_['ncu_ms'])} ({r_['ncu_launches']}) | {clock_span(r_['ncu_sm_clock_mhz'])} | {f(r_['kb_over_ncu'])} | {r_['within_5pct']} |")
+                 f"{f(r_['ncu_ms'])} ({r_['ncu_launches']}) | {clock_span(r_['ncu_sm_clock_mhz'])} | {f(r_['kb_over_ncu'])} | {r_['within_5pct']} | "
+                 f"{f(r_['kb_cupti_ms'])} | {f(r_['kb_cupti_over_ncu'])} |")
     if r_["ncu_tail"]:
         lines.append(f"\nncu gave no durations for {r_['definition']} (exit {r_['ncu_exit']}):\n```\n{r_['ncu_tail']}\n```\n")
 open(os.path.join(args.out, "nsight_check.md"), "w").write("\n".join(lines) + "\n")
