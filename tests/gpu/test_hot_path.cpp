@@ -4,7 +4,8 @@
 // give the same bits as each other. Covers kb_cuda_rmsnorm, kb_cuda_silu_and_mul,
 // the gemm at M = 16 (kb's gemv) and M = 64 (cuBLASLt), each chosen by a
 // dispatch built from trace lines this test writes, and the same solutions by
-// name; kb_cuda_rmsnorm's fused add + RMSNorm form by name; with
+// name (kb_cuda_gemm by name at M = 16 too: its cached gemv-or-cuBLASLt race
+// answer, gemv_or_cublaslt.hpp, after the warm-up call raced); kb_cuda_rmsnorm's fused add + RMSNorm form by name; with
 // $KB_SHARED_DIR, on shipped definitions, kb_cuda_gqa_paged_decode (4
 // sequences of 64 keys, page size 1), kb_cuda_rope, and the prefill and MLA
 // solutions (kb_cuda_gqa_ragged_prefill, kb_cuda_gqa_paged_prefill,
@@ -185,6 +186,8 @@ int main(int argc, char** argv) {
       {"kb_cuda_gemm by name, M = 64", gemm_def, nullptr, "kb_cuda_gemm", {&a64.view, &b.view}, {&c64.view}},
       {"dispatched silu_and_mul, 16 tokens", silu_def, silu_dispatch, nullptr, {&gate_up.view}, {&act.view}},
       {"kb_cuda_silu_and_mul by name", silu_def, nullptr, "kb_cuda_silu_and_mul", {&gate_up.view}, {&act.view}},
+      // last: the indices above (dispatched call i, by name i + 1) stay as they are
+      {"kb_cuda_gemm by name, M = 16 (raced)", gemm_def, nullptr, "kb_cuda_gemm", {&a16.view, &b.view}, {&c16.view}},
   };
   // Paged decode attention on a shipped definition, when the shared data is there.
   kb_definition* decode_def = nullptr;
