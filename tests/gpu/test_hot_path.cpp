@@ -5,7 +5,8 @@
 // the gemm at M = 16 (kb's gemv) and M = 64 (cuBLASLt), each chosen by a
 // dispatch built from trace lines this test writes, and the same solutions by
 // name (kb_cuda_gemm by name at M = 16 too: its cached gemv-or-cuBLASLt race
-// answer, gemv_or_cublaslt.hpp, after the warm-up call raced); kb_cuda_rmsnorm's fused add + RMSNorm form by name; with
+// answer, gemv_or_cublaslt.hpp, after the warm-up call raced);
+// kb_cuda_rmsnorm's fused add + RMSNorm form by name; with
 // $KB_SHARED_DIR, on shipped definitions, kb_cuda_gqa_paged_decode (4
 // sequences of 64 keys, page size 1), kb_cuda_rope, and the prefill and MLA
 // solutions (kb_cuda_gqa_ragged_prefill, kb_cuda_gqa_paged_prefill,

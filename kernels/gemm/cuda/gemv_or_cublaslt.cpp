@@ -52,7 +52,6 @@ Status launch_failure(const char* what, int e) {
 
 Result<bool> gemm_prefers_cublaslt(const GemmProblem& p, const StreamScratch& scratch, const GemvPlan& plan) {
   const bool static_rule = plan.cublaslt_instead != nullptr;
-  if (!race_enabled()) return static_rule;
   auto stream = static_cast<cudaStream_t>(p.stream);
   RaceKey key;
   if (cudaError_t e = cudaGetDevice(&key.device); e != cudaSuccess)
@@ -64,6 +63,10 @@ Result<bool> gemm_prefers_cublaslt(const GemmProblem& p, const StreamScratch& sc
   RaceState& st = race_state();
   std::lock_guard<std::mutex> lock(st.mu);  // one race at a time; later calls wait for its answer
   if (auto it = st.cublaslt.find(key); it != st.cublaslt.end()) return it->second;
+  // KB_GEMM_RACE is read only here, for a problem not yet raced (as
+  // KB_CUBLASLT_AUTOTUNE is read when a new cuBLASLt plan is made): the
+  // cached path stays a map lookup.
+  if (!race_enabled()) return static_rule;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
     return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));

@@ -10,9 +10,10 @@
 // first call of a problem on a stream that is not being captured times both
 // on the caller's operands (kb's timer, cold samples: the clean L2 flush of
 // lib/cuda/timing.hpp, interleaved rounds; kernels/common/cublaslt_autotune.hpp)
-// and caches the faster for the process. A call under stream capture, a
-// problem whose race could not run, and KB_GEMM_RACE=0 take the static rule
-// (GemvPlan::cublaslt_instead, gemv.hpp) instead, uncached.
+// and caches the faster for the process. A call under stream capture and a
+// problem not yet raced while KB_GEMM_RACE=0 (read for problems not yet
+// raced only) take the static rule (GemvPlan::cublaslt_instead, gemv.hpp)
+// instead, uncached.
 //
 // The key: (device, dtype, M, N, K, whether C is 16-byte aligned); the gemv
 // plan depends on nothing else (A and B must be 16-byte aligned for it).
