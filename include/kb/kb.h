@@ -590,7 +590,7 @@ KB_API const char* kb_result_json(const kb_result* result);
  * allocates nothing and does not synchronize (errors from the kernel itself surface at the
  * caller's next synchronization), except that a gemm plans on its first call: the first gemm on a
  * stream allocates that stream's workspace, and the first call of each shape outside stream capture
- * times cuBLASLt's candidate algorithms (and, for kb_cuda_gemm at M <= 16, kb's gemv against
+ * times cuBLASLt's candidate algorithms (and, for kb_cuda_gemm at M <= 16, kb's gemv plans against
  * cuBLASLt) on the caller's tensors and synchronizes `stream`; run each shape once before timing
  * or capturing it (KB_CUBLASLT_AUTOTUNE=0 and KB_GEMM_RACE=0 skip the timing). Once a call of a given shape has run on the calling thread, repeating
  * it allocates no host memory either, with every one of kb's CUDA solutions (tests/gpu/test_hot_path

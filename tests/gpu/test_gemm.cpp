@@ -399,31 +399,134 @@ void check_race(const Registry& registry, cudaStream_t stream) {
   unsetenv("KB_GEMM_RACE");
   if (ran && gemm_race_count() != before + 1) fail("kb_cuda_gemm raced with KB_GEMM_RACE=0");
   if (ran) std::printf("ok   kb_cuda_gemm's race: none under capture, one on the first uncaptured call, none after, none with KB_GEMM_RACE=0\n");
+  // KB_GEMM_RACE=cublaslt: the rule plan against cuBLASLt only.
+  setenv("KB_GEMM_RACE", "cublaslt", 1);
+  const bool ran5 = call(5, false, 0x7ace0006);
+  unsetenv("KB_GEMM_RACE");
+  if (ran5) {
+    const std::vector<std::string> notes = gemm_race_notes();
+    const std::string problem = fmt::format("float16 M=5 N={} K={}:", N, K);
+    const auto it = std::find_if(notes.begin(), notes.end(), [&](const std::string& n) { return n.rfind(problem, 0) == 0; });
+    if (it == notes.end()) {
+      fail("kb_cuda_gemm M=5 with KB_GEMM_RACE=cublaslt did not race");
+    } else {
+      const std::size_t gemvs = static_cast<std::size_t>(std::count(it->begin(), it->end(), ',')) ;
+      if (gemvs != 1 || it->find(" (rule), cuBLASLt ") == std::string::npos)
+        fail("KB_GEMM_RACE=cublaslt raced more than the rule plan and cuBLASLt: " + *it);
+      else
+        std::printf("ok   KB_GEMM_RACE=cublaslt races the rule plan against cuBLASLt only\n");
+    }
+  }
 }
 
-// Every race note: "<problem>: <side>; median of n cold samples: gemv X us,
-// cuBLASLt Y us (static rule: S)", the side the one race_picks_cublaslt gives.
+// Every race note: "<problem>: <winner>; median of n cold samples: <label>
+// X us (rule), <label> Y us, ..., cuBLASLt Z us (static rule: S)": the winner
+// must be the candidate race_pick gives, and every candidate must have run.
 void check_race_notes() {
   using namespace kb::kernels::gemm_cuda;
   for (const std::string& note : gemm_race_notes()) {
     std::printf("race %s\n", note.c_str());
     const std::size_t side = note.find(": ");
-    const std::size_t g = note.find("gemv ", note.find("cold samples: "));
-    const std::size_t l = note.find("cuBLASLt ", g == std::string::npos ? 0 : g);
-    const std::size_t r = note.find("(static rule: ");
-    if (side == std::string::npos || g == std::string::npos || l == std::string::npos || r == std::string::npos) {
-      if (note.find("cuBLASLt did not run") == std::string::npos) fail("race note not understood: " + note);
+    const std::size_t semi = note.find("; median of ");
+    const std::size_t m = note.find("cold samples: ");
+    const std::size_t r = note.rfind(" (static rule: ");
+    if (side == std::string::npos || semi == std::string::npos || m == std::string::npos || r == std::string::npos ||
+        r < m) {
+      fail("race note not understood: " + note);
       continue;
     }
-    const double gemv_us = std::atof(note.c_str() + g + 5), lt_us = std::atof(note.c_str() + l + 9);
-    if (!(gemv_us > 0 && lt_us > 0)) {
-      fail("a race side did not run: " + note);
-      continue;
+    const std::string winner = note.substr(side + 2, semi - side - 2);
+    std::string medians = note.substr(m + 14, r - m - 14);
+    if (std::size_t d = medians.find(", cuBLASLt did not run"); d != std::string::npos) {
+      fail("cuBLASLt did not run in a race: " + note);
+      medians.resize(d);
     }
-    const bool static_lt = note.compare(r + 14, 8, "the gemv") != 0;
-    const bool took_lt = note.compare(side + 2, 8, "cuBLASLt") == 0;
-    if (took_lt != race_picks_cublaslt(gemv_us, lt_us, static_lt)) fail("race note names the slower side: " + note);
+    std::vector<std::string> labels;
+    std::vector<double> ms;
+    bool understood = true;
+    for (std::size_t at = 0; at <= medians.size();) {
+      std::size_t end = medians.find(", ", at);
+      if (end == std::string::npos) end = medians.size();
+      std::string item = medians.substr(at, end - at);
+      at = end + 2;
+      if (const std::size_t rule = item.rfind(" (rule)"); rule != std::string::npos && rule + 7 == item.size())
+        item.resize(rule);
+      const std::size_t us = item.rfind(" us");
+      const std::size_t value = item.rfind(' ', us == std::string::npos ? std::string::npos : us - 1);
+      if (us == std::string::npos || us + 3 != item.size() || value == std::string::npos) {
+        fail(fmt::format("a race candidate did not run or is not understood ({}): {}", item, note));
+        understood = false;
+        break;
+      }
+      labels.push_back(item.substr(0, value));
+      ms.push_back(std::atof(item.c_str() + value + 1) / 1e3);
+    }
+    if (!understood || labels.empty()) continue;
+    const bool static_lt = note.compare(r + 15, 8, "the gemv") != 0;
+    const int static_index = static_lt && labels.back() == "cuBLASLt" ? static_cast<int>(labels.size()) - 1 : 0;
+    const int won = race_pick(ms.data(), static_cast<int>(ms.size()), static_index);
+    if (labels[won] != winner) fail(fmt::format("race note names {}, the medians pick {}: {}", winner, labels[won], note));
   }
+}
+
+// Every gemv plan kb_cuda_gemm's race may pick (gemv_race_plans), launched
+// directly on shapes that make split, unsplit, 16- and 32-row and bulk
+// plans, must match the float64 reference: the race caches whichever is
+// fastest, so each must be right on its own.
+void check_race_plans(cudaStream_t stream) {
+  using namespace kb::kernels::gemm_cuda;
+  struct Shape {
+    DType t;
+    std::int64_t M, N, K;
+  };
+  const Shape shapes[] = {{DType::float16, 1, 256, 7168},  {DType::bfloat16, 1, 4096, 4096},
+                          {DType::float16, 4, 7168, 5120}, {DType::bfloat16, 8, 2048, 4096},
+                          {DType::float16, 9, 5120, 2048}, {DType::bfloat16, 16, 1536, 7168}};
+  if (gemv_form_forced()) {
+    std::printf("skip the race's candidate plans: a KB_GEMV_* variable forces the gemv's form (one candidate)\n");
+    return;
+  }
+  auto scratch = stream_scratch(stream);
+  if (!scratch) return fail("stream_scratch: " + scratch.error().message);
+  int plans_checked = 0;
+  for (const Shape& s : shapes) {
+    Buffers buf;
+    if (!cuda_ok(cudaMalloc(&buf.a, static_cast<std::size_t>(s.M * s.K) * 2), "cudaMalloc A") ||
+        !cuda_ok(cudaMalloc(&buf.b, static_cast<std::size_t>(s.N * s.K) * 2), "cudaMalloc B") ||
+        !cuda_ok(cudaMalloc(&buf.c, static_cast<std::size_t>(s.M * s.N) * 2), "cudaMalloc C"))
+      return;
+    std::vector<std::uint16_t> a_host(static_cast<std::size_t>(s.M * s.K)), b_host(static_cast<std::size_t>(s.N * s.K));
+    random_fill(a_host, s.t, 0x9a7e0001 + s.M);
+    random_fill(b_host, s.t, 0x9a7e1001 + s.N);
+    if (!cuda_ok(cudaMemcpy(buf.a, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A") ||
+        !cuda_ok(cudaMemcpy(buf.b, b_host.data(), b_host.size() * 2, cudaMemcpyHostToDevice), "upload B"))
+      return;
+    const GemmProblem p{s.t, s.M, s.N, s.K, buf.a, buf.b, buf.c, stream};
+    GemvPlan rule;
+    if (!cuda_ok(static_cast<cudaError_t>(gemv_plan(p, gemv_scratch_bytes(*scratch), &rule)), "gemv_plan")) return;
+    GemvPlan plans[kGemvRaceMaxPlans];
+    const int n = gemv_race_plans(p, gemv_scratch_bytes(*scratch), rule, plans);
+    const std::string name = fmt::format("race plans {} M={} N={} K={}", dtype_name(s.t), s.M, s.N, s.K);
+    if (n < 3) fail(fmt::format("{}: {} candidate plans, expected 16 and 32 rows on both kernels", name, n));
+    bool bulk = false, split = false;
+    for (int i = 0; i < n; ++i) {
+      bulk |= plans[i].bulk;
+      split |= plans[i].splits > 1;
+      if (!cuda_ok(cudaMemsetAsync(buf.c, 0xff, static_cast<std::size_t>(s.M * s.N) * 2, stream), "poison C") ||
+          !cuda_ok(static_cast<cudaError_t>(gemv_launch(p, *scratch, plans[i])), "gemv_launch") ||
+          !cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize"))
+        return;
+      const std::int64_t bad = count_bad(buf.c, a_host, b_host, s.t, s.M, s.N, s.K);
+      if (bad != 0)
+        fail(fmt::format("{}: plan {} ({} rows{}, {} x {} blocks, {} warps): {} elements off the reference", name, i,
+                         plans[i].rows_per_block, plans[i].bulk ? ", bulk" : "", plans[i].row_blocks, plans[i].splits,
+                         plans[i].warps, bad));
+      ++plans_checked;
+    }
+    if (!bulk) fail(name + ": no bulk-kernel candidate");
+    std::printf("ok   %s: %d candidate plans%s\n", name.c_str(), n, split ? " (split-K among them)" : "");
+  }
+  std::printf("ok   %d race candidate plans matched the reference\n", plans_checked);
 }
 
 // kb's long-K wgmma kernel (wgmma_gemm.hpp) called directly on schedules the
@@ -637,6 +740,7 @@ int main() {
   }
   check_wgmma_direct(stream);
   check_race(registry, stream);
+  check_race_plans(stream);
   check_race_notes();
   cudaStreamDestroy(stream);
   // Every plan was first called on an uncaptured stream: each must be tuned

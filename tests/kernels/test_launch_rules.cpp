@@ -207,3 +207,21 @@ TEST_CASE("kb_cuda_gemm's race: the faster median wins; within 1% the static rul
   CHECK(race_picks_cublaslt(-1, -1, true));
   CHECK_FALSE(race_picks_cublaslt(-1, -1, false));
 }
+
+TEST_CASE("kb_cuda_gemm's race among several candidates: the fastest, unless the static rule's is within 1%") {
+  using kb::kernels::gemm_cuda::race_pick;
+  const double spread[] = {0.020, 0.019, 0.017, 0.018};  // rule plan, two other gemv plans, cuBLASLt
+  CHECK(race_pick(spread, 4, 0) == 2);
+  CHECK(race_pick(spread, 4, 3) == 2);  // 5.5% faster than the static rule's cuBLASLt
+  const double close[] = {0.0200, 0.0199, 0.01985, 0.0201};
+  CHECK(race_pick(close, 4, 0) == 0);  // the best is 0.75% under the rule plan: a tie
+  CHECK(race_pick(close, 4, 3) == 2);  // 1.25% under cuBLASLt
+  const double failed[] = {-1, 0.030, -1, 0.031};
+  CHECK(race_pick(failed, 4, 0) == 1);  // the static rule's plan failed: the fastest that ran
+  CHECK(race_pick(failed, 4, 3) == 1);  // 3.3% under the static rule's cuBLASLt
+  const double tie[] = {-1, 0.0300, -1, 0.0302};
+  CHECK(race_pick(tie, 4, 3) == 3);  // 0.7%: cuBLASLt keeps it
+  const double none[] = {-1, -1, -1};
+  CHECK(race_pick(none, 3, 2) == 2);
+  CHECK(race_pick(none, 3, 0) == 0);
+}

@@ -102,19 +102,20 @@ std::string gemv_unsupported(const GemmProblem& p) {
   return {};
 }
 
-// The gemv kernel on p; with `cublaslt_where_faster` (kb_cuda_gemm), cuBLASLt
-// instead where it ran faster on this problem's first call (the race of
-// gemv_or_cublaslt.hpp; the static rule, GemvPlan::cublaslt_instead, where
-// there was no race).
+// The gemv kernel on p with gemv_plan's plan; with `cublaslt_where_faster`
+// (kb_cuda_gemm), the gemv plan or cuBLASLt that ran fastest on this
+// problem's first call (the race of gemv_or_cublaslt.hpp; the static rule,
+// GemvPlan::cublaslt_instead, where there was no race).
 Status run_gemv(const GemmProblem& p, bool cublaslt_where_faster) {
   auto scratch = gemm_cuda::stream_scratch(p.stream);
   if (!scratch) return scratch.error();
   gemm_cuda::GemvPlan plan;
   int e = gemm_cuda::gemv_plan(p, gemm_cuda::gemv_scratch_bytes(*scratch), &plan);
   if (e == 0 && cublaslt_where_faster) {
-    auto lt = gemm_cuda::gemm_prefers_cublaslt(p, **scratch, plan);
-    if (!lt) return lt.error();
-    if (*lt) return gemm_cuda::cublaslt_gemm(p);
+    auto choice = gemm_cuda::gemm_small_m_choice(p, **scratch, plan);
+    if (!choice) return choice.error();
+    if (choice->cublaslt) return gemm_cuda::cublaslt_gemm(p);
+    plan = choice->plan;
   }
   if (e == 0) e = gemm_cuda::gemv_launch(p, *scratch, plan);
   if (e != 0) {
@@ -211,7 +212,8 @@ void add_gemm_cuda(Registry& r) {
   gemm.device = Device::cuda;
   gemm.description = fmt::format(
       "C = A @ B.T, float16/bfloat16, fp32 accumulation: M <= {} -> kb's gemv kernel (tensor-core mma.sync, "
-      "streams B once) or cuBLASLt, whichever ran faster in cold samples on the shape's first call (KB_GEMM_RACE=0, "
+      "streams B once; 16 or 32 rows a block, plain or bulk-copy loads, split-K or not) or cuBLASLt, whichever ran "
+      "fastest in cold samples on the shape's first call (KB_GEMM_RACE=0, "
       "or a first call under stream capture: cuBLASLt at M > 8 where the weight is 8 MiB or more or the gemv's last "
       "wave of blocks would be short), else cuBLASLt (TN, the heuristic's "
       "best 16 algorithms timed on first use per shape, the fastest cached; K > 20480 summed in K chunks through an "

@@ -923,6 +923,39 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   return finish(chosen);
 }
 
+bool gemv_form_forced() {
+  static const bool forced = std::getenv("KB_GEMV_ROWS") || std::getenv("KB_GEMV_BULK") ||
+                             std::getenv("KB_GEMV_BALANCE") || std::getenv("KB_GEMV_SPLIT") ||
+                             std::getenv("KB_GEMV_SPLITS");
+  return forced;
+}
+
+int gemv_race_plans(const GemmProblem& p, std::size_t scratch_bytes, const GemvPlan& rule, GemvPlan* out) {
+  int n = 0;
+  out[n++] = rule;
+  if (gemv_form_forced()) return n;
+  const auto add = [&](const GemvPlan& q) {
+    for (int i = 0; i < n; ++i)
+      if (same_gemv_launch(out[i], q)) return;
+    if (n < kGemvRaceMaxPlans) out[n++] = q;
+  };
+  for (GemvKernel kernel : {GemvKernel::plain, GemvKernel::bulk})
+    for (int rows : {kRowTile, 2 * kRowTile}) {
+      GemvPlan q;
+      if (gemv_plan(p, scratch_bytes, GemvBalance::off, rows, kernel, &q) != cudaSuccess) {
+        (void)cudaGetLastError();  // e.g. no occupancy for the bulk kernel: that form is not a candidate
+        continue;
+      }
+      add(q);
+      if (q.splits > 1) {  // the same blocks along N, all warps, one block along K
+        q.splits = 1;
+        q.warps = q.bulk ? kMaxWarps : std::min(kMaxWarps, q.k_iterations);
+        add(q);
+      }
+    }
+  return n;
+}
+
 int gemv_launch(const GemmProblem& p, const StreamScratch* scratch, const GemvPlan& plan) {
   if (!preconditions(p)) return cudaErrorInvalidValue;
   const int M = static_cast<int>(p.M);

@@ -221,6 +221,26 @@ GemvKernel gemv_default_kernel();
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvKernel kernel,
               GemvPlan* out);
 
+// Whether two plans launch the same kernel on the same grid.
+inline bool same_gemv_launch(const GemvPlan& a, const GemvPlan& b) {
+  return a.rows_per_block == b.rows_per_block && a.row_blocks == b.row_blocks && a.balanced == b.balanced &&
+         a.splits == b.splits && a.warps == b.warps && a.bulk == b.bulk && a.evict_first == b.evict_first;
+}
+
+// The gemv plans kb_cuda_gemm's race (gemv_or_cublaslt.hpp) times beside
+// cuBLASLt: `rule` (gemv_plan's for p and scratch_bytes) first, then every
+// other form gemv_plan makes for p, 16 or 32 rows on the plain or the bulk
+// kernel, each also unsplit where it splits K, each launch once. The rules
+// above (rows, bulk kernel, splits) were fitted on some shapes and missed
+// others by 5-12%; the race measures them all on the caller's shape. Only
+// `rule` where KB_GEMV_ROWS, KB_GEMV_BULK, KB_GEMV_BALANCE, KB_GEMV_SPLIT
+// or KB_GEMV_SPLITS force the gemv's form. Writes at most kGemvRaceMaxPlans
+// plans to `out`; returns how many.
+inline constexpr int kGemvRaceMaxPlans = 9;
+// Whether one of those variables is set (read once per process).
+bool gemv_form_forced();
+int gemv_race_plans(const GemmProblem& p, std::size_t scratch_bytes, const GemvPlan& rule, GemvPlan* out);
+
 // The split-K scratch a plan may use from `scratch` (0 without one).
 inline std::size_t gemv_scratch_bytes(const StreamScratch* scratch) {
   return scratch && scratch->gemv_scratch ? scratch->gemv_bytes : 0;

@@ -23,14 +23,16 @@ struct RaceKey {
   int dtype = 0;
   std::int64_t M = 0, N = 0, K = 0;
   bool c_aligned = false;
+  std::size_t scratch_bytes = 0;  // a cached split plan needs this much split-K scratch at most
   bool operator<(const RaceKey& o) const {
-    return std::tie(device, dtype, M, N, K, c_aligned) < std::tie(o.device, o.dtype, o.M, o.N, o.K, o.c_aligned);
+    return std::tie(device, dtype, M, N, K, c_aligned, scratch_bytes) <
+           std::tie(o.device, o.dtype, o.M, o.N, o.K, o.c_aligned, o.scratch_bytes);
   }
 };
 
 struct RaceState {
   std::mutex mu;
-  std::map<RaceKey, bool> cublaslt;  // key -> cuBLASLt takes it
+  std::map<RaceKey, SmallMChoice> choice;
   std::vector<std::string> notes;
 };
 
@@ -41,17 +43,25 @@ RaceState& race_state() {
   return *s;
 }
 
-bool race_enabled() { return !env_is("KB_GEMM_RACE", "0"); }
-
 Status launch_failure(const char* what, int e) {
   const auto err = static_cast<cudaError_t>(e);
   return make_error(Code::cuda_error, fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 
+// "gemv 32r bulk", "gemv 16r x4 (3w)": rows per block, kernel, blocks along K
+// and warps where they are not the plain defaults.
+std::string plan_label(const GemvPlan& g) {
+  std::string s = fmt::format("gemv {}r{}", g.rows_per_block, g.bulk ? " bulk" : "");
+  if (g.splits > 1) s += fmt::format(" x{}", g.splits);
+  if (g.warps != kGemvMaxWarps) s += fmt::format(" ({}w)", g.warps);
+  if (g.balanced) s += " balanced";
+  return s;
+}
+
 }  // namespace
 
-Result<bool> gemm_prefers_cublaslt(const GemmProblem& p, const StreamScratch& scratch, const GemvPlan& plan) {
-  const bool static_rule = plan.cublaslt_instead != nullptr;
+Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScratch& scratch, const GemvPlan& rule) {
+  const SmallMChoice static_choice{rule.cublaslt_instead != nullptr, rule};
   auto stream = static_cast<cudaStream_t>(p.stream);
   RaceKey key;
   if (cudaError_t e = cudaGetDevice(&key.device); e != cudaSuccess)
@@ -59,51 +69,59 @@ Result<bool> gemm_prefers_cublaslt(const GemmProblem& p, const StreamScratch& sc
   key.dtype = static_cast<int>(p.dtype);
   key.M = p.M, key.N = p.N, key.K = p.K;
   key.c_aligned = reinterpret_cast<std::uintptr_t>(p.C) % 16 == 0;
+  key.scratch_bytes = gemv_scratch_bytes(&scratch);
 
   RaceState& st = race_state();
   std::lock_guard<std::mutex> lock(st.mu);  // one race at a time; later calls wait for its answer
-  if (auto it = st.cublaslt.find(key); it != st.cublaslt.end()) return it->second;
+  if (auto it = st.choice.find(key); it != st.choice.end()) return it->second;
   // KB_GEMM_RACE is read only here, for a problem not yet raced (as
   // KB_CUBLASLT_AUTOTUNE is read when a new cuBLASLt plan is made): the
   // cached path stays a map lookup.
-  if (!race_enabled()) return static_rule;
+  if (env_is("KB_GEMM_RACE", "0")) return static_choice;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
     return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));
-  if (capture != cudaStreamCaptureStatusNone) return static_rule;  // race on a later, uncaptured call
+  if (capture != cudaStreamCaptureStatusNone) return static_choice;  // race on a later, uncaptured call
 
+  // The gemv's candidates, then cuBLASLt last.
+  GemvPlan plans[kGemvRaceMaxPlans];
+  const int gemvs = env_is("KB_GEMM_RACE", "cublaslt") ? (plans[0] = rule, 1)
+                                                       : gemv_race_plans(p, key.scratch_bytes, rule, plans);
   // cuBLASLt's first call of the problem plans and autotunes its algorithms,
-  // outside the race's samples. If cuBLASLt cannot run it the gemv takes it.
-  if (Status s = cublaslt_gemm(p); !s.ok()) {
-    if (cuda::context_is_broken()) return s.error();
+  // outside the race's samples. If cuBLASLt cannot run it the gemv's
+  // candidates race alone.
+  const Status lt_first = cublaslt_gemm(p);
+  if (!lt_first.ok()) {
+    if (cuda::context_is_broken()) return lt_first.error();
     (void)cudaGetLastError();
-    st.cublaslt.emplace(key, false);
-    st.notes.push_back(fmt::format("{} M={} N={} K={}: the gemv; cuBLASLt did not run ({})", dtype_name(p.dtype), p.M,
-                                   p.N, p.K, s.error().message));
-    return false;
   }
   // The candidates run on the stream time_gpu hands them, `stream` itself
   // (graph capture of the same stream), whose scratch `scratch` is.
   auto run = [&](int c, void* s) -> Status {
     GemmProblem q = p;
     q.stream = s;
-    if (c == 1) return cublaslt_gemm(q);
-    const int e = gemv_launch(q, &scratch, plan);
+    if (c == gemvs) return cublaslt_gemm(q);
+    const int e = gemv_launch(q, &scratch, plans[c]);
     return e == 0 ? ok_status() : launch_failure("kb gemv kernel launch (racing cuBLASLt)", e);
   };
-  auto ms = median_ms_of_candidates(2, run, p.stream, /*cold_l2=*/true, kRaceRounds, kRaceSamples);
+  const int count = lt_first.ok() ? gemvs + 1 : gemvs;
+  auto ms = median_ms_of_candidates(count, run, p.stream, /*cold_l2=*/true, kRaceRounds, kRaceSamples);
   if (!ms) return ms.error();
-  const double gemv_ms = (*ms)[0], lt_ms = (*ms)[1];
-  const bool lt = race_picks_cublaslt(gemv_ms, lt_ms, static_rule);
-  st.cublaslt.emplace(key, lt);
+  const int static_index = static_choice.cublaslt && lt_first.ok() ? gemvs : 0;
+  const int won = race_pick(ms->data(), count, static_index);
+  const SmallMChoice choice{won == gemvs, won == gemvs ? rule : plans[won]};
+  st.choice.emplace(key, choice);
+
   const auto us = [](double v) { return v < 0 ? std::string("failed") : fmt::format("{:.4f} us", v * 1e3); };
-  st.notes.push_back(fmt::format("{} M={} N={} K={}: {}; median of {} cold samples: gemv {}, cuBLASLt {} (static "
-                                 "rule: {})",
-                                 dtype_name(p.dtype), p.M, p.N, p.K, lt ? "cuBLASLt" : "the gemv",
-                                 kRaceRounds * kRaceSamples, us(gemv_ms), us(lt_ms),
-                                 static_rule ? plan.cublaslt_instead : "the gemv"));
+  const auto label = [&](int c) { return c == gemvs ? std::string("cuBLASLt") : plan_label(plans[c]); };
+  std::string medians;
+  for (int c = 0; c < count; ++c) medians += fmt::format("{}{} {}{}", c ? ", " : "", label(c), us((*ms)[c]), c == 0 ? " (rule)" : "");
+  st.notes.push_back(fmt::format("{} M={} N={} K={}: {}; median of {} cold samples: {}{} (static rule: {})",
+                                 dtype_name(p.dtype), p.M, p.N, p.K, label(won), kRaceRounds * kRaceSamples, medians,
+                                 lt_first.ok() ? "" : fmt::format(", cuBLASLt did not run ({})", lt_first.error().message),
+                                 static_choice.cublaslt ? rule.cublaslt_instead : "the gemv"));
   if (cublaslt_log_enabled()) fmt::print(stderr, "kb gemm race: {}\n", st.notes.back());
-  return lt;
+  return choice;
 }
 
 std::size_t gemm_race_count() {

@@ -6,20 +6,26 @@
 // 0.86-1.10 at M <= 8 on weights under 64 MB and 0.93-1.08 above, shape by
 // shape, with no rule in the shape that a static choice could follow; a
 // static rule left kb_cuda_gemm up to 1.08x torch.matmul where cuBLASLt was
-// the faster. So, like cuBLASLt's own algorithms (cublaslt_gemm.hpp), the
-// first call of a problem on a stream that is not being captured times both
-// on the caller's operands (kb's timer, cold samples: the clean L2 flush of
-// lib/cuda/timing.hpp, interleaved rounds; kernels/common/cublaslt_autotune.hpp)
-// and caches the faster for the process. A call under stream capture and a
-// problem not yet raced while KB_GEMM_RACE=0 (read for problems not yet
-// raced only) take the static rule (GemvPlan::cublaslt_instead, gemv.hpp)
-// instead, uncached.
+// the faster. The gemv's own rules (rows per block, the bulk kernel, split-K;
+// gemv.hpp) were fitted on some shapes too. So, like cuBLASLt's own
+// algorithms (cublaslt_gemm.hpp), the first call of a problem on a stream
+// that is not being captured times the candidates on the caller's operands
+// (kb's timer, cold samples: the clean L2 flush of lib/cuda/timing.hpp,
+// interleaved rounds; kernels/common/cublaslt_autotune.hpp) and caches the
+// fastest for the process. The candidates: the gemv's rule plan, its other
+// forms (gemv_race_plans, gemv.hpp) and cuBLASLt; KB_GEMM_RACE=cublaslt
+// races only the rule plan against cuBLASLt (session 26's race, to measure
+// the two side by side). A call under stream capture and a problem not yet
+// raced while KB_GEMM_RACE=0 (read for problems not yet raced only) take the
+// static rule (the rule plan, or cuBLASLt where GemvPlan::cublaslt_instead
+// says so) instead, uncached.
 //
-// The key: (device, dtype, M, N, K, whether C is 16-byte aligned); the gemv
-// plan depends on nothing else (A and B must be 16-byte aligned for it).
+// The key: (device, dtype, M, N, K, whether C is 16-byte aligned, the
+// stream's split-K scratch size); the gemv plans depend on nothing else (A
+// and B must be 16-byte aligned for it).
 // The race costs about 20 ms of clock ramp (skipped when the clock is up)
-// plus 2 x kRaceRounds x kRaceSamples cold runs, after cuBLASLt's own
-// planning; it synchronizes the stream.
+// plus (candidates x kRaceRounds x kRaceSamples) cold runs, after cuBLASLt's
+// own planning; it synchronizes the stream.
 #pragma once
 
 #include <cstddef>
@@ -28,10 +34,10 @@
 
 #include "common/result.hpp"
 #include "gemm_problem.hpp"
+#include "gemv.hpp"
 
 namespace kb::kernels::gemm_cuda {
 
-struct GemvPlan;
 
 // Samples of each side: kRaceRounds interleaved rounds of kRaceSamples cold
 // samples (more than cuBLASLt's 3 x 3: two candidates, and the margins at
@@ -39,25 +45,43 @@ struct GemvPlan;
 inline constexpr int kRaceRounds = 5;
 inline constexpr int kRaceSamples = 5;
 
-// Within this fraction of each other the two count as tied and the static
-// rule's side keeps the problem: a near tie does not flip from run to run
-// with the noise.
+// Within this fraction of each other two candidates count as tied and the
+// static rule's side keeps the problem: a near tie does not flip from run to
+// run with the noise.
 inline constexpr double kRaceTieMargin = 0.01;
 
-// Whether cuBLASLt takes the problem, from the two medians (ms; negative: that
-// side failed to run) and the static rule's choice.
-inline bool race_picks_cublaslt(double gemv_ms, double cublaslt_ms, bool static_rule_cublaslt) {
-  if (gemv_ms < 0 && cublaslt_ms < 0) return static_rule_cublaslt;
-  if (gemv_ms < 0) return true;
-  if (cublaslt_ms < 0) return false;
-  if (static_rule_cublaslt) return cublaslt_ms <= gemv_ms * (1 + kRaceTieMargin);
-  return cublaslt_ms * (1 + kRaceTieMargin) < gemv_ms;
+// The winner of a race among `count` candidates from their medians (ms;
+// negative: that candidate failed to run): the fastest, unless the static
+// rule's candidate `static_choice` ran within kRaceTieMargin of it. When
+// none ran, `static_choice`.
+inline int race_pick(const double* ms, int count, int static_choice) {
+  int best = -1;
+  for (int c = 0; c < count; ++c)
+    if (ms[c] >= 0 && (best < 0 || ms[c] < ms[best])) best = c;
+  if (best < 0) return static_choice;
+  const double s = ms[static_choice];
+  if (s >= 0 && ms[best] * (1 + kRaceTieMargin) >= s) return static_choice;
+  return best;
 }
 
-// Whether kb_cuda_gemm runs p (which the gemv can run, with `plan`, its plan
-// for `scratch`) on cuBLASLt: the cached choice, else the race now, else the
-// static rule (see above). An error only when the CUDA context broke.
-Result<bool> gemm_prefers_cublaslt(const GemmProblem& p, const StreamScratch& scratch, const GemvPlan& plan);
+// Two candidates, the gemv's plan (0) against cuBLASLt (1): whether cuBLASLt
+// wins.
+inline bool race_picks_cublaslt(double gemv_ms, double cublaslt_ms, bool static_rule_cublaslt) {
+  const double ms[2] = {gemv_ms, cublaslt_ms};
+  return race_pick(ms, 2, static_rule_cublaslt ? 1 : 0) == 1;
+}
+
+// What kb_cuda_gemm runs p on: cuBLASLt, or the gemv with `plan`.
+struct SmallMChoice {
+  bool cublaslt = false;
+  GemvPlan plan;
+};
+
+// kb_cuda_gemm's choice for p, which the gemv can run with `rule`
+// (gemv_plan's plan for `scratch`): the cached choice, else the race now,
+// else the static rule (see above). An error only when the CUDA context
+// broke.
+Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScratch& scratch, const GemvPlan& rule);
 
 // Number of problems raced so far (all devices), for tests.
 std::size_t gemm_race_count();
