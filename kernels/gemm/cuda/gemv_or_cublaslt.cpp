@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -87,6 +88,7 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   GemvPlan plans[kGemvRaceMaxPlans];
   const int gemvs = env_is("KB_GEMM_RACE", "cublaslt") ? (plans[0] = rule, 1)
                                                        : gemv_race_plans(p, key.scratch_bytes, rule, plans);
+  const auto race_start = std::chrono::steady_clock::now();  // the first call's cost, in the note
   // cuBLASLt's first call of the problem plans and autotunes its algorithms,
   // outside the race's samples. If cuBLASLt cannot run it the gemv's
   // candidates race alone.
@@ -116,10 +118,12 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   const auto label = [&](int c) { return c == gemvs ? std::string("cuBLASLt") : plan_label(plans[c]); };
   std::string medians;
   for (int c = 0; c < count; ++c) medians += fmt::format("{}{} {}{}", c ? ", " : "", label(c), us((*ms)[c]), c == 0 ? " (rule)" : "");
-  st.notes.push_back(fmt::format("{} M={} N={} K={}: {}; median of {} cold samples: {}{} (static rule: {})",
+  const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();
+  st.notes.push_back(fmt::format("{} M={} N={} K={}: {}; median of {} cold samples: {}{} (static rule: {}); the "
+                                 "race took {:.1f} ms, cuBLASLt's planning included",
                                  dtype_name(p.dtype), p.M, p.N, p.K, label(won), kRaceRounds * kRaceSamples, medians,
                                  lt_first.ok() ? "" : fmt::format(", cuBLASLt did not run ({})", lt_first.error().message),
-                                 static_choice.cublaslt ? rule.cublaslt_instead : "the gemv"));
+                                 static_choice.cublaslt ? rule.cublaslt_instead : "the gemv", race_ms));
   if (cublaslt_log_enabled()) fmt::print(stderr, "kb gemm race: {}\n", st.notes.back());
   return choice;
 }
