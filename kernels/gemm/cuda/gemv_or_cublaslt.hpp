@@ -1,5 +1,5 @@
 // kb_cuda_gemm's choice at M <= kCudaGemmGemvMaxM (the decode regime)
-// between kb's gemv kernel and cuBLASLt, measured per problem.
+// among kb's gemv plans and cuBLASLt, measured per problem.
 //
 // Why measure: with a clean L2 flush (H200, session 25,
 // benchmarks/h200-2026-12-02-s25/gemv_vs_cublaslt.md) gemv / cuBLASLt ran
@@ -7,7 +7,10 @@
 // shape, with no rule in the shape that a static choice could follow; a
 // static rule left kb_cuda_gemm up to 1.08x torch.matmul where cuBLASLt was
 // the faster. The gemv's own rules (rows per block, the bulk kernel, split-K;
-// gemv.hpp) were fitted on some shapes too. So, like cuBLASLt's own
+// gemv.hpp) were fitted on some shapes too: racing every form (H200, session
+// 27, benchmarks/h200-2026-12-02-s27/race_plans_ab.md), another gemv plan
+// won 23 of 130 races, 1.1-6.3% faster than the rule's, and 7168 x 5120 at
+// M = 2 and 4 reached 75% of copy bandwidth only then. So, like cuBLASLt's own
 // algorithms (cublaslt_gemm.hpp), the first call of a problem on a stream
 // that is not being captured times the candidates on the caller's operands
 // (kb's timer, cold samples: the clean L2 flush of lib/cuda/timing.hpp,
