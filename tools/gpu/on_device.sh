@@ -20,6 +20,8 @@
 #                                                   gemv after each, kb vs Nsight under each; not in all)
 #        bash tools/gpu/on_device.sh ceilings               (read-only / copy ceilings: gemv weights, MLA KV gather, copy variants,
 #                                                   batch-1 floors, long-K gemm formulations; not in all)
+#        bash tools/gpu/on_device.sh race-ab                (kb_cuda_gemm's race over every gemv form against the two-way race,
+#                                                   KB_GEMM_RACE=cublaslt, side by side at M = RACE_AB_VALUES; not in all)
 #        bash tools/gpu/on_device.sh long-k                 (long-K gemm: cuBLASLt chunks vs kb's wgmma kernel, fp64 check; LKV_M,
 #                                                   LKV_VARIANTS; not in all)
 set -u
@@ -259,6 +261,24 @@ if [[ $what == *decode-gemm* ]]; then
     rm -rf "$out/decode-gemm/$rule/compare-kb"
     grep -E "^\| gemm" "$out/decode-gemm/$rule/benchmark.md" | grep kb_cuda_gemm | awk -F'|' '{print $2,$3,$6,$7,$9,$10}'
   done
+fi
+if [[ $what == *race-ab* ]]; then
+  # The same gemm shapes twice in one call: KB_GEMM_RACE=cublaslt (the rule plan against cuBLASLt) and kb's race
+  # over every gemv form (gemv_or_cublaslt.hpp); race_ab.md from tools/gpu/ab_runs.py, each race's line in
+  # race_notes_*.txt. RACE_AB_TIMEOUT bounds each run (it stops 15 s earlier and writes what it measured).
+  rt=${RACE_AB_TIMEOUT:-215}
+  for mode in cublaslt all; do
+    env_mode=(); [ $mode = cublaslt ] && env_mode=(KB_GEMM_RACE=cublaslt)
+    env "${env_mode[@]}" KB_CUBLASLT_LOG=1 timeout $rt python3 tools/gpu/compare_torch.py --kb "$kb" \
+        --definitions .devcarry/shared/flashinfer-trace/definitions --bundled kernels --families gemm \
+        --values "${RACE_AB_VALUES:-1,2,4,8,16}" --out "$out/race_ab_$mode" --time-limit $((rt - 15)) \
+        > "$out/race_ab_$mode.log" 2>&1
+    echo "race-ab $mode: exit $?"
+    grep "kb gemm race: " "$out/race_ab_$mode.log" | sed 's/.*kb gemm race: //' > "$out/race_notes_$mode.txt"
+  done
+  python3 tools/gpu/ab_runs.py "$out/race_ab_cublaslt/benchmark.json" "$out/race_ab_all/benchmark.json" \
+      --names "rule vs cuBLASLt,all plans" --notes "$out/race_notes_all.txt" > "$out/race_ab.md" || status=1
+  sed -n 5,8p "$out/race_ab.md"
 fi
 if [[ $what == *aten-bb* ]]; then
   # kb's CUDA ATen kernels on the BackendBench trace and PyTorch eager on the same lines in this session; writes
