@@ -328,7 +328,7 @@ std::int64_t count_bad(const void* c_dev, const std::vector<std::uint16_t>& a_ho
 //    rule's choice, replayed from the graph, must be right); the next,
 //    uncaptured call races once; the one after reuses the answer;
 //  - M = 7 with KB_GEMM_RACE=0: no race.
-// Every race note must name the side whose median won (race_picks_cublaslt).
+// Every race note must name the candidate whose median won (race_pick).
 void check_race(const Registry& registry, cudaStream_t stream) {
   using namespace kb::kernels::gemm_cuda;
   const Implementation* impl = registry.find("kb_cuda_gemm");

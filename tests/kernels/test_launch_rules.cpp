@@ -194,18 +194,22 @@ TEST_CASE("kb_cuda_gemm takes cuBLASLt over the gemv at M > 8 from 8 MiB of weig
 }
 
 TEST_CASE("kb_cuda_gemm's race: the faster median wins; within 1% the static rule's side keeps the problem") {
-  using kb::kernels::gemm_cuda::race_picks_cublaslt;
-  CHECK(race_picks_cublaslt(0.020, 0.018, false));         // cuBLASLt 10% faster
-  CHECK_FALSE(race_picks_cublaslt(0.018, 0.020, true));    // the gemv 10% faster
-  CHECK_FALSE(race_picks_cublaslt(0.0200, 0.0199, false)); // a 0.5% lead: a tie, the static rule's gemv
-  CHECK(race_picks_cublaslt(0.0199, 0.0200, true));        // a tie the other way: the static rule's cuBLASLt
-  CHECK(race_picks_cublaslt(0.0203, 0.0200, false));       // 1.5%: past the margin
-  CHECK_FALSE(race_picks_cublaslt(0.0200, 0.0203, true));
+  // Two candidates, the gemv's rule plan (0) and cuBLASLt (1): whether cuBLASLt wins.
+  const auto picks_cublaslt = [](double gemv_ms, double cublaslt_ms, bool static_rule_cublaslt) {
+    const double ms[2] = {gemv_ms, cublaslt_ms};
+    return kb::kernels::gemm_cuda::race_pick(ms, 2, static_rule_cublaslt ? 1 : 0) == 1;
+  };
+  CHECK(picks_cublaslt(0.020, 0.018, false));         // cuBLASLt 10% faster
+  CHECK_FALSE(picks_cublaslt(0.018, 0.020, true));    // the gemv 10% faster
+  CHECK_FALSE(picks_cublaslt(0.0200, 0.0199, false)); // a 0.5% lead: a tie, the static rule's gemv
+  CHECK(picks_cublaslt(0.0199, 0.0200, true));        // a tie the other way: the static rule's cuBLASLt
+  CHECK(picks_cublaslt(0.0203, 0.0200, false));       // 1.5%: past the margin
+  CHECK_FALSE(picks_cublaslt(0.0200, 0.0203, true));
   // A side that failed to run (negative) loses; both failed: the static rule.
-  CHECK(race_picks_cublaslt(-1, 0.5, false));
-  CHECK_FALSE(race_picks_cublaslt(0.5, -1, true));
-  CHECK(race_picks_cublaslt(-1, -1, true));
-  CHECK_FALSE(race_picks_cublaslt(-1, -1, false));
+  CHECK(picks_cublaslt(-1, 0.5, false));
+  CHECK_FALSE(picks_cublaslt(0.5, -1, true));
+  CHECK(picks_cublaslt(-1, -1, true));
+  CHECK_FALSE(picks_cublaslt(-1, -1, false));
 }
 
 TEST_CASE("kb_cuda_gemm's race among several candidates: the fastest, unless the static rule's is within 1%") {

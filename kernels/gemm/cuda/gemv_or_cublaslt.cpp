@@ -1,4 +1,4 @@
-// kb_cuda_gemm's measured choice between the gemv and cuBLASLt at small M
+// kb_cuda_gemm's measured choice among the gemv's plans and cuBLASLt at small M
 // (gemv_or_cublaslt.hpp says why and how).
 #include "gemv_or_cublaslt.hpp"
 
@@ -84,10 +84,9 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
     return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));
   if (capture != cudaStreamCaptureStatusNone) return static_choice;  // race on a later, uncaptured call
 
-  // The gemv's candidates, then cuBLASLt last.
-  GemvPlan plans[kGemvRaceMaxPlans];
-  const int gemvs = env_is("KB_GEMM_RACE", "cublaslt") ? (plans[0] = rule, 1)
-                                                       : gemv_race_plans(p, key.scratch_bytes, rule, plans);
+  // The gemv's candidates (KB_GEMM_RACE=cublaslt: the rule plan alone), then cuBLASLt last.
+  GemvPlan plans[kGemvRaceMaxPlans] = {rule};
+  const int gemvs = env_is("KB_GEMM_RACE", "cublaslt") ? 1 : gemv_race_plans(p, key.scratch_bytes, rule, plans);
   const auto race_start = std::chrono::steady_clock::now();  // the first call's cost, in the note
   // cuBLASLt's first call of the problem plans and autotunes its algorithms,
   // outside the race's samples. If cuBLASLt cannot run it the gemv's

@@ -41,10 +41,9 @@
 
 namespace kb::kernels::gemm_cuda {
 
-
-// Samples of each side: kRaceRounds interleaved rounds of kRaceSamples cold
-// samples (more than cuBLASLt's 3 x 3: two candidates, and the margins at
-// stake are a few percent).
+// Samples of each candidate: kRaceRounds interleaved rounds of kRaceSamples
+// cold samples (more than cuBLASLt's 3 x 3: the margins at stake are a few
+// percent).
 inline constexpr int kRaceRounds = 5;
 inline constexpr int kRaceSamples = 5;
 
@@ -67,13 +66,6 @@ inline int race_pick(const double* ms, int count, int static_choice) {
   return best;
 }
 
-// Two candidates, the gemv's plan (0) against cuBLASLt (1): whether cuBLASLt
-// wins.
-inline bool race_picks_cublaslt(double gemv_ms, double cublaslt_ms, bool static_rule_cublaslt) {
-  const double ms[2] = {gemv_ms, cublaslt_ms};
-  return race_pick(ms, 2, static_rule_cublaslt ? 1 : 0) == 1;
-}
-
 // What kb_cuda_gemm runs p on: cuBLASLt, or the gemv with `plan`.
 struct SmallMChoice {
   bool cublaslt = false;
@@ -89,7 +81,8 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
 // Number of problems raced so far (all devices), for tests.
 std::size_t gemm_race_count();
 
-// One line per raced problem: the problem, the side taken, both medians.
+// One line per raced problem: the problem, the candidate taken, every
+// candidate's median, the race's wall time.
 std::vector<std::string> gemm_race_notes();
 
 }  // namespace kb::kernels::gemm_cuda
