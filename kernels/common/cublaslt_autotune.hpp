@@ -60,14 +60,21 @@ inline bool cublaslt_autotune_enabled() { return !env_is("KB_CUBLASLT_AUTOTUNE",
 // candidate that failed to run. cold_l2: flush L2 before each sample, as kb
 // times solutions; false for callers timed with a warm L2. rounds x samples:
 // each candidate's samples (kb_cuda_gemm's gemv-or-cuBLASLt race takes more,
-// gemv_or_cublaslt.hpp). Synchronizes
+// gemv_or_cublaslt.hpp). set_aside_throttled: a batch whose SM clock
+// averaged under kb's throttle threshold (lib/cuda/timing.hpp) is set aside
+// and, after the timer's rest, run again (within 0.5 s a batch), as kb times
+// solutions; for candidates long and heavy enough to meet the power cap
+// (kb_cuda_gemm's long-K race, long_k_race.hpp: at M = 8192 without it the
+// race timed cuBLASLt's chunks 22% slower than kb bench did, and picked the
+// other form). Synchronizes
 // `stream`, which must not be capturing. An error only when the CUDA context
 // broke (a sticky error): then no later work can run either.
 inline Result<std::vector<double>> median_ms_of_candidates(int count,
                                                            const std::function<Status(int c, void* stream)>& run,
                                                            void* stream, bool cold_l2,
                                                            int rounds = kLtTuneRounds,
-                                                           int samples_per_round = kLtTuneSamples) {
+                                                           int samples_per_round = kLtTuneSamples,
+                                                           bool set_aside_throttled = false) {
   const auto n = static_cast<std::size_t>(count > 0 ? count : 0);
   std::vector<double> ms(n, -1.0);
   std::vector<std::vector<double>> samples(n);
@@ -113,6 +120,13 @@ inline Result<std::vector<double>> median_ms_of_candidates(int count,
   // Exactly one batch each: the interleaved rounds, not set-aside batches, share the clock's drift fairly.
   o.batch_target_ms = 0;
   o.throttle_threshold = 0;
+  if (set_aside_throttled) {
+    // One kept batch each: batches under the threshold (and the warm-up batch after each rest) are run again.
+    o.throttle_threshold = cuda::default_throttle_threshold();
+    o.max_samples = 4 * samples_per_round;
+    o.target_rel_error = 1.0;  // stop at min_samples kept
+    o.max_time_s = 0.5;
+  }
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t c = 0; c < n; ++c) {
       if (failed[c]) continue;

@@ -24,8 +24,9 @@
 // KB_CUBLASLT_AUTOTUNE=0, and every plan's note is printed at the end: none
 // may be left untimed or have had no candidate run. kb_cuda_gemm races the
 // gemv against cuBLASLt on each small-M problem's first call
-// (gemv_or_cublaslt.hpp): check_race covers capture and KB_GEMM_RACE=0, and
-// every race's note must name the side whose median won.
+// (gemv_or_cublaslt.hpp) and its long-K forms on each long-K problem's
+// (long_k_race.hpp): check_race and check_long_k_race cover capture and
+// KB_GEMM_RACE=0, and every race's note must name the side whose median won.
 //
 // Without a usable device it prints "skipped: no CUDA device (<reason>)" and
 // exits 77 (meson's skip code).
@@ -47,6 +48,7 @@
 #include "../../kernels/gemm/cuda/gemv_or_cublaslt.hpp"
 #include "../../kernels/gemm/cuda/gemm_cuda.hpp"
 #include "../../kernels/gemm/cuda/long_k.hpp"
+#include "../../kernels/gemm/cuda/long_k_race.hpp"
 #include "../../kernels/gemm/cuda/wgmma_gemm.hpp"
 #include "cuda/device.hpp"
 #include "harness/implementation.hpp"
@@ -192,20 +194,22 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
   const bool gemv = impl.name == "kb_cuda_gemv" ||
                     (impl.name == "kb_cuda_gemm" && M <= 16 && K % 8 == 0 &&
                      (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b)) % 16 == 0);
-  if (impl.name == "kb_cuda_gemm" && K > kLongK && N % 8 == 0)
-    for (const char* mode : {"wgmma", "wgmma-c2"})
-      if (kb::kernels::env_is("KB_GEMM_LONG_K", mode))
-        return fmt::format("kb wgmma (KB_GEMM_LONG_K={}; cuBLASLt chunks off Hopper)", mode);
-  if (!gemv || M < 1 || M > kGemvMaxM || K % 8 != 0) return K > kLongK ? "cuBLASLt, long-K chunks" : "cuBLASLt";
-  GemmProblem p{t, M, N, K, a, b, reinterpret_cast<void*>(16), nullptr};
-  GemvPlan plan;
-  if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
   if (impl.name == "kb_cuda_gemm") {
     const std::string problem = fmt::format("{} M={} N={} K={}:", dtype_name(t), M, N, K);
     for (const std::string& note : gemm_race_notes())
       if (note.rfind(problem, 0) == 0) return "race: " + note.substr(problem.size() + 1);
-    if (plan.cublaslt_instead) return fmt::format("cuBLASLt ({})", plan.cublaslt_instead);
   }
+  if (impl.name == "kb_cuda_gemm" && K > kLongK && N % 8 == 0)
+    for (const char* mode : {"wgmma", "wgmma-c2"})
+      if (kb::kernels::env_is("KB_GEMM_LONG_K", mode))
+        return fmt::format("kb wgmma (KB_GEMM_LONG_K={}; cuBLASLt chunks off Hopper)", mode);
+  if (!gemv || M < 1 || M > kGemvMaxM || K % 8 != 0)
+    return K > kLongK ? (impl.name == "kb_cuda_gemm" ? "long-K, not raced (one form applies)" : "cuBLASLt, long-K chunks")
+                      : "cuBLASLt";
+  GemmProblem p{t, M, N, K, a, b, reinterpret_cast<void*>(16), nullptr};
+  GemvPlan plan;
+  if (gemv_plan(p, kGemvScratchBytes, &plan) != 0) return "gemv (no plan)";
+  if (impl.name == "kb_cuda_gemm" && plan.cublaslt_instead) return fmt::format("cuBLASLt ({})", plan.cublaslt_instead);
   return fmt::format("gemv {}x{} blocks of {} warps, {} rows{}{}", plan.row_blocks, plan.splits, plan.warps,
                      plan.rows_per_block, plan.balanced ? " at most (balanced)" : "", plan.bulk ? ", bulk copies" : "");
 }
@@ -322,6 +326,50 @@ std::int64_t count_bad(const void* c_dev, const std::vector<std::uint16_t>& a_ho
   return bad;
 }
 
+// One call of impl at M on buf (B already uploaded as b_host): fresh A from
+// `seed`, C poisoned, run (inside a stream capture, then replayed from the
+// graph, when `captured`), checked against the float64 reference. False
+// (after fail()) when anything went wrong.
+bool call_checked(const Implementation& impl, const Definition& def, DType t, std::int64_t M, std::int64_t N,
+                  std::int64_t K, const Buffers& buf, const std::vector<std::uint16_t>& b_host, cudaStream_t stream,
+                  bool captured, std::uint64_t seed) {
+  std::vector<std::uint16_t> a_host(static_cast<std::size_t>(M * K));
+  random_fill(a_host, t, seed);
+  if (!cuda_ok(cudaMemcpy(buf.a, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A") ||
+      !cuda_ok(cudaMemset(buf.c, 0xff, static_cast<std::size_t>(M * N) * 2), "poison C") ||
+      !cuda_ok(cudaDeviceSynchronize(), "upload landing"))
+    return false;
+  const GemmCall operands(t, M, N, K, buf.a, buf.b, buf.c);
+  const CudaCall c = operands.call(def, stream);
+  const std::string name =
+      fmt::format("{} {} M={} N={} K={}{}", impl.name, dtype_name(t), M, N, K, captured ? " (captured)" : "");
+  Status st = ok_status();
+  if (captured) {
+    if (!cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) return false;
+    st = impl.run_cuda(c);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    const bool ended = cuda_ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    if (st.ok() && ended && cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate"))
+      (void)cuda_ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  } else {
+    st = impl.run_cuda(c);
+  }
+  if (!st.ok()) {
+    fail(fmt::format("{}: {}", name, st.error().message));
+    return false;
+  }
+  if (!cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) return false;
+  const std::int64_t bad = count_bad(buf.c, a_host, b_host, t, M, N, K);
+  if (bad != 0) {
+    fail(fmt::format("{}: {} elements off the reference", name, bad));
+    return false;
+  }
+  return true;
+}
+
 // kb_cuda_gemm's race between the gemv and cuBLASLt (gemv_or_cublaslt.hpp)
 // on 4096 x 4096 float16 at M values no other case uses:
 //  - M = 6, first called inside a stream capture: no race there (the static
@@ -348,42 +396,8 @@ void check_race(const Registry& registry, cudaStream_t stream) {
   std::vector<std::uint16_t> b_host(static_cast<std::size_t>(N * K));
   random_fill(b_host, t, 0x7ace0001);
   if (!cuda_ok(cudaMemcpy(buf.b, b_host.data(), b_host.size() * 2, cudaMemcpyHostToDevice), "upload B")) return;
-  // One call at M: fresh A, C poisoned, run (inside a capture, then replayed, when `captured`), checked.
-  auto call = [&](std::int64_t M, bool captured, std::uint64_t seed) -> bool {
-    std::vector<std::uint16_t> a_host(static_cast<std::size_t>(M * K));
-    random_fill(a_host, t, seed);
-    if (!cuda_ok(cudaMemcpy(buf.a, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A") ||
-        !cuda_ok(cudaMemset(buf.c, 0xff, static_cast<std::size_t>(M * N) * 2), "poison C") ||
-        !cuda_ok(cudaDeviceSynchronize(), "upload landing"))
-      return false;
-    const GemmCall operands(t, M, N, K, buf.a, buf.b, buf.c);
-    const CudaCall c = operands.call(def, stream);
-    const std::string name = fmt::format("kb_cuda_gemm float16 M={} N={} K={}{}", M, N, K, captured ? " (captured)" : "");
-    Status st = ok_status();
-    if (captured) {
-      if (!cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) return false;
-      st = impl->run_cuda(c);
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      const bool ended = cuda_ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
-      if (st.ok() && ended && cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate"))
-        (void)cuda_ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
-      if (exec) cudaGraphExecDestroy(exec);
-      if (graph) cudaGraphDestroy(graph);
-    } else {
-      st = impl->run_cuda(c);
-    }
-    if (!st.ok()) {
-      fail(fmt::format("{}: {}", name, st.error().message));
-      return false;
-    }
-    if (!cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) return false;
-    const std::int64_t bad = count_bad(buf.c, a_host, b_host, t, M, N, K);
-    if (bad != 0) {
-      fail(fmt::format("{}: {} elements off the reference", name, bad));
-      return false;
-    }
-    return true;
+  auto call = [&](std::int64_t M, bool captured, std::uint64_t seed) {
+    return call_checked(*impl, def, t, M, N, K, buf, b_host, stream, captured, seed);
   };
 
   const std::size_t before = gemm_race_count();
@@ -418,6 +432,109 @@ void check_race(const Registry& registry, cudaStream_t stream) {
         std::printf("ok   KB_GEMM_RACE=cublaslt races the rule plan against cuBLASLt only\n");
     }
   }
+}
+
+// kb_cuda_gemm's long-K race (long_k_race.hpp) on 256 x 28672 bfloat16
+// (two equal chunks: the batched and the one-by-one forms, and kb's wgmma
+// kernel on compute capability 9.0):
+//  - every form, run directly, matches the reference (the race may cache any);
+//  - M = 512: the first uncaptured call races once;
+//  - M = 384, first called inside a stream capture: no race (the batched
+//    chunks, replayed from the graph, must be right); the next, uncaptured
+//    call races once; the one after reuses the answer;
+//  - M = 320 with KB_GEMM_RACE=0, then with KB_GEMM_LONG_K=sequential: no race.
+// Each race note must list the forms that can run here.
+void check_long_k_race(const Registry& registry, cudaStream_t stream) {
+  using namespace kb::kernels::gemm_cuda;
+  const Implementation* impl = registry.find("kb_cuda_gemm");
+  if (!impl) return fail("kb_cuda_gemm not registered");
+  const std::int64_t N = 256, K = 28672, max_m = 512;
+  const DType t = DType::bfloat16;
+  const Definition def = make_definition(N, K, t);
+  if (std::string why = impl->supports(def); !why.empty()) {
+    std::printf("skip the long-K race: %s\n", why.c_str());
+    return;
+  }
+  if (std::getenv("KB_GEMM_LONG_K") || std::getenv("KB_GEMM_RACE")) {
+    std::printf("skip the long-K race: KB_GEMM_LONG_K or KB_GEMM_RACE is set\n");
+    return;
+  }
+  Buffers buf;
+  if (!cuda_ok(cudaMalloc(&buf.a, static_cast<std::size_t>(max_m * K) * 2), "cudaMalloc A") ||
+      !cuda_ok(cudaMalloc(&buf.b, static_cast<std::size_t>(N * K) * 2), "cudaMalloc B") ||
+      !cuda_ok(cudaMalloc(&buf.c, static_cast<std::size_t>(max_m * N) * 2), "cudaMalloc C"))
+    return;
+  std::vector<std::uint16_t> b_host(static_cast<std::size_t>(N * K));
+  random_fill(b_host, t, 0x10c0001);
+  if (!cuda_ok(cudaMemcpy(buf.b, b_host.data(), b_host.size() * 2, cudaMemcpyHostToDevice), "upload B")) return;
+
+  // Every form on its own, at M = 200.
+  int device = 0;
+  cudaDeviceProp prop{};
+  const bool hopper = cuda_ok(cudaGetDevice(&device), "cudaGetDevice") &&
+                      cuda_ok(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties") && prop.major == 9 &&
+                      prop.minor == 0;
+  {
+    const std::int64_t M = 200;
+    std::vector<std::uint16_t> a_host(static_cast<std::size_t>(M * K));
+    random_fill(a_host, t, 0x10c0002);
+    if (!cuda_ok(cudaMemcpy(buf.a, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A")) return;
+    for (LongKForm f : {LongKForm::chunks, LongKForm::sequential_chunks, LongKForm::wgmma, LongKForm::wgmma_c2}) {
+      const std::string name = fmt::format("long-K form {}, bfloat16 M={} N={} K={}", long_k_form_label(f), M, N, K);
+      if (!cuda_ok(cudaMemsetAsync(buf.c, 0xff, static_cast<std::size_t>(M * N) * 2, stream), "poison C")) return;
+      bool na = false;
+      const Status st = run_long_k(GemmProblem{t, M, N, K, buf.a, buf.b, buf.c, stream}, f, &na);
+      if (!st.ok()) {
+        fail(fmt::format("{}: {}", name, st.error().message));
+        continue;
+      }
+      if (na) {
+        if (hopper) fail(name + ": not applicable on a compute capability 9.0 device");
+        else std::printf("skip %s: not applicable here\n", name.c_str());
+        continue;
+      }
+      if (!cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) return;
+      const std::int64_t bad = count_bad(buf.c, a_host, b_host, t, M, N, K);
+      if (bad != 0) fail(fmt::format("{}: {} elements off the reference", name, bad));
+      else std::printf("ok   %s\n", name.c_str());
+    }
+  }
+
+  auto call = [&](std::int64_t M, bool captured, std::uint64_t seed) {
+    return call_checked(*impl, def, t, M, N, K, buf, b_host, stream, captured, seed);
+  };
+  const int failures_before = g_failures;
+  const std::size_t before = gemm_race_count();
+  if (!call(512, false, 0x10c0003)) return;
+  if (gemm_race_count() != before + 1)
+    return fail(fmt::format("kb_cuda_gemm long-K M=512: {} races on its first call, expected 1", gemm_race_count() - before));
+  if (!call(384, true, 0x10c0004)) return;
+  if (gemm_race_count() != before + 1) fail("kb_cuda_gemm raced a long-K problem inside a stream capture");
+  if (!call(384, false, 0x10c0005)) return;
+  if (gemm_race_count() != before + 2)
+    fail(fmt::format("kb_cuda_gemm long-K M=384: {} races on its first uncaptured call, expected 1",
+                     gemm_race_count() - before - 1));
+  if (!call(384, false, 0x10c0006)) return;
+  if (gemm_race_count() != before + 2) fail("kb_cuda_gemm long-K M=384 raced again on a later call");
+  setenv("KB_GEMM_RACE", "0", 1);
+  const bool ran0 = call(320, false, 0x10c0007);
+  unsetenv("KB_GEMM_RACE");
+  setenv("KB_GEMM_LONG_K", "sequential", 1);
+  const bool ran1 = call(320, false, 0x10c0008);
+  unsetenv("KB_GEMM_LONG_K");
+  if (ran0 && ran1 && gemm_race_count() != before + 2)
+    fail("kb_cuda_gemm raced a long-K problem with KB_GEMM_RACE=0 or KB_GEMM_LONG_K=sequential");
+  const std::vector<std::string> notes = gemm_race_notes();
+  for (std::size_t i = before; i < notes.size(); ++i) {
+    const std::string& note = notes[i];
+    const bool all = note.find("cuBLASLt chunks ") != std::string::npos &&
+                     note.find("cuBLASLt chunks one by one ") != std::string::npos &&
+                     (!hopper || note.find("kb wgmma ") != std::string::npos);
+    if (!all) fail("a long-K race left out a form that runs here: " + note);
+  }
+  if (g_failures == failures_before)
+    std::printf("ok   kb_cuda_gemm's long-K race: one on each problem's first uncaptured call, none under capture, "
+              "none after, none with KB_GEMM_RACE=0 or a forced form\n");
 }
 
 // Every race note: "<problem>: <winner>; median of n cold samples: <label>
@@ -464,7 +581,8 @@ void check_race_notes() {
       ms.push_back(std::atof(item.c_str() + value + 1) / 1e3);
     }
     if (!understood || labels.empty()) continue;
-    // "the gemv)" exactly: the static rule's reasons for cuBLASLt also start with "the gemv's".
+    // "the gemv)" exactly: the static rule's reasons for cuBLASLt also start with "the gemv's". A long-K race's
+    // static rule is its first candidate, "cuBLASLt chunks", and it has no candidate named "cuBLASLt" alone.
     const bool static_lt = note.compare(r + 15, 9, "the gemv)") != 0;
     const int static_index = static_lt && labels.back() == "cuBLASLt" ? static_cast<int>(labels.size()) - 1 : 0;
     const int won = race_pick(ms.data(), static_cast<int>(ms.size()), static_index);
@@ -743,6 +861,7 @@ int main() {
   }
   check_wgmma_direct(stream);
   check_race(registry, stream);
+  check_long_k_race(registry, stream);
   check_race_plans(stream);
   check_race_notes();
   cudaStreamDestroy(stream);

@@ -22,6 +22,8 @@
 #                                                   batch-1 floors, long-K gemm formulations; not in all)
 #        bash tools/gpu/on_device.sh race-ab                (kb_cuda_gemm's race over every gemv form against the two-way race,
 #                                                   KB_GEMM_RACE=cublaslt, side by side at M = RACE_AB_VALUES; not in all)
+#        bash tools/gpu/on_device.sh long-k-ab              (kb_cuda_gemm's long-K race against the batched chunks alone,
+#                                                   KB_GEMM_LONG_K=chunks, side by side at M = LKAB_VALUES; not in all)
 #        bash tools/gpu/on_device.sh long-k                 (long-K gemm: cuBLASLt chunks vs kb's wgmma kernel, fp64 check; LKV_M,
 #                                                   LKV_VARIANTS; not in all)
 set -u
@@ -217,7 +219,7 @@ if [[ $what == *gemv-balance* ]]; then
   for b in ${GEMV_TEST_BALANCES:-off sm wave}; do echo "test_gemm KB_GEMV_BALANCE=$b: $(tail -1 "$out/test_gemm_balance_$b.log")"; done
   grep -h "^FAIL" "$out"/test_gemm_balance_*.log | head -10
 fi
-if [[ $what == *long-k* ]]; then
+if [[ " $what " == *" long-k "* ]]; then
   # tools/gpu/long_k_variants.cu: kb's long-K formulations (cuBLASLt chunks, kb's wgmma kernel) side by side,
   # with an fp64 check; LKV_M: the M values, LKV_VARIANTS: name prefixes to run (the file head lists them)
   timeout ${LKV_TIMEOUT:-300} .devcarry/bin/long_k_variants ${LKV_M:-128 512 2048} > "$out/long_k_variants.txt" 2>&1
@@ -262,23 +264,34 @@ if [[ $what == *decode-gemm* ]]; then
     grep -E "^\| gemm" "$out/decode-gemm/$rule/benchmark.md" | grep kb_cuda_gemm | awk -F'|' '{print $2,$3,$6,$7,$9,$10}'
   done
 fi
-if [[ $what == *race-ab* ]]; then
-  # The same gemm shapes twice in one call: KB_GEMM_RACE=cublaslt (the rule plan against cuBLASLt) and kb's race
-  # over every gemv form (gemv_or_cublaslt.hpp); race_ab.md from tools/gpu/ab_runs.py, each race's line in
-  # race_notes_*.txt. RACE_AB_TIMEOUT bounds each run (it stops 15 s earlier and writes what it measured).
-  rt=${RACE_AB_TIMEOUT:-215}
-  for mode in cublaslt all; do
-    env_mode=(); [ $mode = cublaslt ] && env_mode=(KB_GEMM_RACE=cublaslt)
-    env "${env_mode[@]}" KB_CUBLASLT_LOG=1 timeout $rt python3 tools/gpu/compare_torch.py --kb "$kb" \
+# gemm_ab NAME SECONDS "A-NAME,B-NAME" A-ENV -- COMPARE_ARGS...: compare_torch.py twice in one call on the same
+# gemm shapes, first with A-ENV (VAR=value) set, then without; NAME.md from tools/gpu/ab_runs.py, B's race lines
+# (KB_CUBLASLT_LOG) in NAME_notes_b.txt. Each run stops 15 s before SECONDS and writes what it measured.
+gemm_ab() {
+  local name=$1 rt=$2 names=$3 a_env=$4; shift 5
+  for side in a b; do
+    local env_side=(); [ $side = a ] && env_side=("$a_env")
+    env "${env_side[@]}" KB_CUBLASLT_LOG=1 timeout "$rt" python3 tools/gpu/compare_torch.py --kb "$kb" \
         --definitions .devcarry/shared/flashinfer-trace/definitions --bundled kernels --families gemm \
-        --values "${RACE_AB_VALUES:-1,2,4,8,16}" --out "$out/race_ab_$mode" --time-limit $((rt - 15)) \
-        > "$out/race_ab_$mode.log" 2>&1
-    echo "race-ab $mode: exit $?"
-    grep "kb gemm race: " "$out/race_ab_$mode.log" | sed 's/.*kb gemm race: //' > "$out/race_notes_$mode.txt"
+        --out "$out/${name}_$side" --time-limit $((rt - 15)) "$@" > "$out/${name}_$side.log" 2>&1
+    echo "$name $side: exit $?"
+    grep "kb gemm race: " "$out/${name}_$side.log" | sed 's/.*kb gemm race: //' > "$out/${name}_notes_$side.txt"
   done
-  python3 tools/gpu/ab_runs.py "$out/race_ab_cublaslt/benchmark.json" "$out/race_ab_all/benchmark.json" \
-      --names "rule vs cuBLASLt,all plans" --notes "$out/race_notes_all.txt" > "$out/race_ab.md" || status=1
-  sed -n 5,8p "$out/race_ab.md"
+  python3 tools/gpu/ab_runs.py "$out/${name}_a/benchmark.json" "$out/${name}_b/benchmark.json" \
+      --names "$names" --notes "$out/${name}_notes_b.txt" > "$out/$name.md" || status=1
+  sed -n 5,8p "$out/$name.md"
+}
+if [[ $what == *race-ab* ]]; then
+  # KB_GEMM_RACE=cublaslt (the rule plan against cuBLASLt) against kb's race over every gemv form
+  # (gemv_or_cublaslt.hpp), at M = RACE_AB_VALUES; each run within RACE_AB_TIMEOUT.
+  gemm_ab race_ab "${RACE_AB_TIMEOUT:-215}" "rule vs cuBLASLt,all plans" KB_GEMM_RACE=cublaslt -- \
+      --values "${RACE_AB_VALUES:-1,2,4,8,16}"
+fi
+if [[ $what == *long-k-ab* ]]; then
+  # The two shipped long-K shapes: KB_GEMM_LONG_K=chunks (kb's default before the race) against kb's race over the
+  # long-K forms (long_k_race.hpp), at M = LKAB_VALUES; each run within LKAB_TIMEOUT.
+  gemm_ab long_k_ab "${LKAB_TIMEOUT:-200}" "batched chunks,race" KB_GEMM_LONG_K=chunks -- \
+      --only gemm_n5376_k21504,gemm_n8192_k28672 --values "${LKAB_VALUES:-128,512,1024,2048,4096,8192}"
 fi
 if [[ $what == *aten-bb* ]]; then
   # kb's CUDA ATen kernels on the BackendBench trace and PyTorch eager on the same lines in this session; writes

@@ -148,11 +148,21 @@ Error cuda_failure(const char* what, cudaError_t e) {
 // up to 64 floats, so that every part starts 256-byte aligned.
 std::int64_t long_k_part_stride(std::int64_t M, std::int64_t N) { return (M * N + 63) / 64 * 64; }
 
-// KB_GEMM_LONG_K=sequential: the long-K chunks one after the other (beta = 1)
-// even where they could run as one batch, to measure the two in one run.
+// KB_GEMM_LONG_K=sequential: kb_cublaslt_gemm's long-K chunks one after the
+// other (beta = 1) even where they could run as one batch, to measure the two
+// in one run.
 bool long_k_sequential_forced() {
   static const bool forced = env_is("KB_GEMM_LONG_K", "sequential");
   return forced;
+}
+
+// The checks every cuBLASLt entry point makes first.
+Status lt_usable(const GemmProblem& p) {
+  const LtApi& lt = api();
+  if (!lt.error.empty()) return make_error(Code::unsupported, lt.error);
+  if (p.dtype != DType::float16 && p.dtype != DType::bfloat16)
+    return make_error(Code::unsupported, fmt::format("cuBLASLt gemm handles float16/bfloat16, not {}", dtype_name(p.dtype)));
+  return ok_status();
 }
 
 // ---- per-device handles, per-stream scratch, per-problem plans ----------------
@@ -570,11 +580,11 @@ Status long_k_batched_gemm(const GemmProblem& p, int device, std::int64_t chunks
 // (long_k.hpp says why), then one rounding to the output dtype; as one batch
 // where the chunks can be equal (long_k_batched_gemm), else one after the
 // other, accumulated with beta = 1.
-Status long_k_gemm(const GemmProblem& p, int device) {
+// `sequential`: one after the other even where they could be one batch.
+Status long_k_gemm(const GemmProblem& p, int device, bool sequential) {
   const LtApi& lt = api();
   const std::int64_t chunks = (p.K + kChunkK - 1) / kChunkK;
-  if (lt.layout_set && chunks > 1 && p.K % (chunks * 8) == 0 && !long_k_sequential_forced())
-    return long_k_batched_gemm(p, device, chunks);
+  if (long_k_batches(p) && !sequential) return long_k_batched_gemm(p, device, chunks);
   const std::int64_t chunk = ((p.K + chunks - 1) / chunks + 7) / 8 * 8;  // 16-byte steps along K
   struct Step {
     const unsigned char* a;
@@ -638,11 +648,22 @@ Result<const StreamScratch*> stream_scratch(void* stream) {
   return scratch_locked(st, device, stream);
 }
 
+bool long_k_batches(const GemmProblem& p) {
+  const std::int64_t chunks = (p.K + kChunkK - 1) / kChunkK;
+  return api().layout_set && chunks > 1 && p.K % (chunks * 8) == 0;
+}
+
+Status cublaslt_long_k_gemm(const GemmProblem& p, bool sequential) {
+  if (p.K <= kLongK || p.M == 0 || p.N == 0) return cublaslt_gemm(p);
+  KB_TRY(lt_usable(p));
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("cudaGetDevice", e);
+  return long_k_gemm(p, device, sequential);
+}
+
 Status cublaslt_gemm(const GemmProblem& p) {
   const LtApi& lt = api();
-  if (!lt.error.empty()) return make_error(Code::unsupported, lt.error);
-  if (p.dtype != DType::float16 && p.dtype != DType::bfloat16)
-    return make_error(Code::unsupported, fmt::format("cuBLASLt gemm handles float16/bfloat16, not {}", dtype_name(p.dtype)));
+  KB_TRY(lt_usable(p));
   if (p.M == 0 || p.N == 0) return ok_status();
   if (p.K == 0) {
     // C = 0 (+0.0 is all-zero bits in float16 and bfloat16).
@@ -653,7 +674,7 @@ Status cublaslt_gemm(const GemmProblem& p) {
   }
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("cudaGetDevice", e);
-  if (p.K > kLongK) return long_k_gemm(p, device);
+  if (p.K > kLongK) return long_k_gemm(p, device, long_k_sequential_forced());
   const PlanKey key{device,          p.M, p.N, p.K, static_cast<int>(p.dtype), alignment_of(p.A), alignment_of(p.B),
                     alignment_of(p.C)};
 

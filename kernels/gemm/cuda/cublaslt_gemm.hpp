@@ -56,6 +56,15 @@ Result<const StreamScratch*> stream_scratch(void* stream);
 // algorithm for the problem.
 Status cublaslt_gemm(const GemmProblem& p);
 
+// The long-K path alone (p.K > kLongK; else as cublaslt_gemm): the K chunks
+// as one batch where long_k_batches(p), else, or with `sequential`, one
+// after the other. kb_cuda_gemm's long-K race (long_k_race.hpp) times both.
+Status cublaslt_long_k_gemm(const GemmProblem& p, bool sequential);
+
+// Whether the long-K chunks of p can run as one strided batch (equal chunks
+// of a multiple of 8; every shipped long-K definition).
+bool long_k_batches(const GemmProblem& p);
+
 // The workspace of kb's long-K wgmma kernel (wgmma_gemm.hpp) for (current
 // device, stream), at least `bytes`, zeroed: allocated (cudaMalloc +
 // cudaMemset) on the first call of a larger size, which must not be inside

@@ -12,7 +12,7 @@
 #include "gemv.hpp"
 #include "gemv_or_cublaslt.hpp"
 #include "long_k.hpp"
-#include "wgmma_gemm.hpp"
+#include "long_k_race.hpp"
 #include "oracle/oracle.hpp"
 
 namespace kb::kernels {
@@ -127,64 +127,15 @@ Status run_gemv(const GemmProblem& p, bool cublaslt_where_faster) {
   return ok_status();
 }
 
-// Whether kb_cuda_gemm runs p on kb's wgmma kernel: K > kLongK with
-// KB_GEMM_LONG_K=wgmma (single CTAs) or wgmma-c2 (clusters of 2 sharing the
-// weight block by TMA multicast; slower but at M = 8192 in session 19's kb
-// bench run); gemm_cuda.hpp says why not by default. Read on every call: a long-K product takes 70 us or more.
-// Returns the cluster size, 0 for no.
-int wants_wgmma(const GemmProblem& p) {
-  if (p.K <= gemm_cuda::kLongK) return 0;
-  if (env_is("KB_GEMM_LONG_K", "wgmma")) return 1;
-  if (env_is("KB_GEMM_LONG_K", "wgmma-c2")) return 2;
-  return 0;
-}
-
-// kb's long-K wgmma kernel on p; `fallback` set where it does not apply
-// (not compute capability 9.0, N % 8 != 0, unaligned tensors), for cuBLASLt.
-Status run_wgmma(const GemmProblem& p, int cluster, bool* fallback) {
-  *fallback = false;
-  gemm_cuda::WgmmaGemmArgs args;
-  args.A = p.A, args.B = p.B, args.C = p.C;
-  args.M = p.M, args.N = p.N, args.K = p.K;
-  args.bf16 = p.dtype == DType::bfloat16;
-  args.stream = p.stream;
-  int device = 0, sms = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
-    return make_error(Code::cuda_error, fmt::format("cudaGetDevice: {}", cudaGetErrorString(e)));
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
-    return make_error(Code::cuda_error, fmt::format("cudaDeviceGetAttribute: {}", cudaGetErrorString(e)));
-  args.ctas = sms;
-  args.workspace_bytes = gemm_cuda::wgmma_gemm_workspace_bytes(sms);
-  auto ws = gemm_cuda::wgmma_workspace(p.stream, args.workspace_bytes);
-  if (!ws) return ws.error();
-  args.workspace = *ws;
-  args.cluster = cluster;
-  int e = gemm_cuda::wgmma_gemm(args);
-  if (e == cudaErrorNotSupported && cluster > 1) {  // e.g. an odd SM count: single CTAs
-    args.cluster = 1;
-    e = gemm_cuda::wgmma_gemm(args);
-  }
-  if (e == cudaErrorNotSupported) {
-    *fallback = true;
-    return ok_status();
-  }
-  if (e != 0) {
-    const auto err = static_cast<cudaError_t>(e);
-    return make_error(Code::cuda_error, fmt::format("kb long-K wgmma gemm launch (M={} N={} K={}): {} ({})", p.M, p.N,
-                                                    p.K, cudaGetErrorString(err), cudaGetErrorName(err)));
-  }
-  return ok_status();
-}
-
 Status run_cuda_gemm(const CudaCall& c) {
   auto p = parse(c);
   if (!p) return p.error();
   if (p->M == 0 || p->N == 0) return ok_status();
   if (p->M <= kCudaGemmGemvMaxM && gemv_unsupported(*p).empty()) return run_gemv(*p, true);
-  if (const int cluster = wants_wgmma(*p); cluster > 0) {
-    bool fallback = false;
-    Status s = run_wgmma(*p, cluster, &fallback);
-    if (!s.ok() || !fallback) return s;
+  if (p->K > gemm_cuda::kLongK && p->M > 0) {
+    auto form = gemm_cuda::gemm_long_k_choice(*p);
+    if (!form) return form.error();
+    return gemm_cuda::run_long_k(*p, *form);
   }
   return gemm_cuda::cublaslt_gemm(*p);
 }
@@ -216,9 +167,10 @@ void add_gemm_cuda(Registry& r) {
       "fastest in cold samples on the shape's first call (KB_GEMM_RACE=0, "
       "or a first call under stream capture: cuBLASLt at M > 8 where the weight is 8 MiB or more or the gemv's last "
       "wave of blocks would be short), else cuBLASLt (TN, the heuristic's "
-      "best 16 algorithms timed on first use per shape, the fastest cached; K > 20480 summed in K chunks through an "
-      "fp32 buffer, for accuracy, or with KB_GEMM_LONG_K=wgmma by kb's Hopper kernel, which promotes the tensor-core "
-      "sum to a second fp32 sum every 8192 of K)",
+      "best 16 algorithms timed on first use per shape, the fastest cached); K > 20480: cuBLASLt's K chunks through "
+      "an fp32 buffer (as one batch or one by one) or kb's Hopper kernel, which promotes the tensor-core sum to a "
+      "second fp32 sum every 8192 of K (both for accuracy), whichever ran fastest on the shape's first call "
+      "(KB_GEMM_LONG_K=chunks, sequential, wgmma or wgmma-c2 forces one)",
       kCudaGemmGemvMaxM);
   gemm.supports = lt_supports;
   gemm.run_cuda = run_cuda_gemm;

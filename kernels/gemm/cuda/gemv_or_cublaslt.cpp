@@ -31,17 +31,11 @@ struct RaceKey {
   }
 };
 
-struct RaceState {
-  std::mutex mu;
-  std::map<RaceKey, SmallMChoice> choice;
-  std::vector<std::string> notes;
-};
-
-// Leaked on purpose, like cublaslt_gemm.cpp's state: no static destructor
-// after the CUDA runtime has shut down.
-RaceState& race_state() {
-  static RaceState* s = new RaceState;
-  return *s;
+// The raced problems' choices, guarded by gemm_race_mutex(). Leaked on
+// purpose, like cublaslt_gemm.cpp's state.
+std::map<RaceKey, SmallMChoice>& choices() {
+  static auto* m = new std::map<RaceKey, SmallMChoice>;
+  return *m;
 }
 
 Status launch_failure(const char* what, int e) {
@@ -72,9 +66,8 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   key.c_aligned = reinterpret_cast<std::uintptr_t>(p.C) % 16 == 0;
   key.scratch_bytes = gemv_scratch_bytes(&scratch);
 
-  RaceState& st = race_state();
-  std::lock_guard<std::mutex> lock(st.mu);  // one race at a time; later calls wait for its answer
-  if (auto it = st.choice.find(key); it != st.choice.end()) return it->second;
+  std::lock_guard<std::mutex> lock(gemm_race_mutex());  // one race at a time; later calls wait for its answer
+  if (auto it = choices().find(key); it != choices().end()) return it->second;
   // KB_GEMM_RACE is read only here, for a problem not yet raced (as
   // KB_CUBLASLT_AUTOTUNE is read when a new cuBLASLt plan is made): the
   // cached path stays a map lookup.
@@ -111,32 +104,17 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   const int static_index = static_choice.cublaslt && lt_first.ok() ? gemvs : 0;
   const int won = race_pick(ms->data(), count, static_index);
   const SmallMChoice choice{won == gemvs, won == gemvs ? rule : plans[won]};
-  st.choice.emplace(key, choice);
+  choices().emplace(key, choice);
 
-  const auto us = [](double v) { return v < 0 ? std::string("failed") : fmt::format("{:.4f} us", v * 1e3); };
   const auto label = [&](int c) { return c == gemvs ? std::string("cuBLASLt") : plan_label(plans[c]); };
-  std::string medians;
-  for (int c = 0; c < count; ++c) medians += fmt::format("{}{} {}{}", c ? ", " : "", label(c), us((*ms)[c]), c == 0 ? " (rule)" : "");
   const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();
-  st.notes.push_back(fmt::format("{} M={} N={} K={}: {}; median of {} cold samples: {}{} (static rule: {}); the "
-                                 "race took {:.1f} ms, cuBLASLt's planning included",
-                                 dtype_name(p.dtype), p.M, p.N, p.K, label(won), kRaceRounds * kRaceSamples, medians,
-                                 lt_first.ok() ? "" : fmt::format(", cuBLASLt did not run ({})", lt_first.error().message),
-                                 static_choice.cublaslt ? rule.cublaslt_instead : "the gemv", race_ms));
-  if (cublaslt_log_enabled()) fmt::print(stderr, "kb gemm race: {}\n", st.notes.back());
+  add_gemm_race_note_locked(fmt::format(
+      "{} M={} N={} K={}: {}; median of {} cold samples: {}{} (static rule: {}); the race took {:.1f} ms, cuBLASLt's "
+      "planning included",
+      dtype_name(p.dtype), p.M, p.N, p.K, label(won), kRaceRounds * kRaceSamples, race_medians(*ms, label),
+      lt_first.ok() ? "" : fmt::format(", cuBLASLt did not run ({})", lt_first.error().message),
+      static_choice.cublaslt ? rule.cublaslt_instead : "the gemv", race_ms));
   return choice;
-}
-
-std::size_t gemm_race_count() {
-  RaceState& st = race_state();
-  std::lock_guard<std::mutex> lock(st.mu);
-  return st.notes.size();
-}
-
-std::vector<std::string> gemm_race_notes() {
-  RaceState& st = race_state();
-  std::lock_guard<std::mutex> lock(st.mu);
-  return st.notes;
 }
 
 }  // namespace kb::kernels::gemm_cuda

@@ -31,40 +31,12 @@
 // own planning; it synchronizes the stream.
 #pragma once
 
-#include <cstddef>
-#include <string>
-#include <vector>
-
 #include "common/result.hpp"
 #include "gemm_problem.hpp"
 #include "gemv.hpp"
+#include "race.hpp"  // race_pick, kRaceRounds, gemm_race_count, gemm_race_notes
 
 namespace kb::kernels::gemm_cuda {
-
-// Samples of each candidate: kRaceRounds interleaved rounds of kRaceSamples
-// cold samples (more than cuBLASLt's 3 x 3: the margins at stake are a few
-// percent).
-inline constexpr int kRaceRounds = 5;
-inline constexpr int kRaceSamples = 5;
-
-// Within this fraction of each other two candidates count as tied and the
-// static rule's side keeps the problem: a near tie does not flip from run to
-// run with the noise.
-inline constexpr double kRaceTieMargin = 0.01;
-
-// The winner of a race among `count` candidates from their medians (ms;
-// negative: that candidate failed to run): the fastest, unless the static
-// rule's candidate `static_choice` ran within kRaceTieMargin of it. When
-// none ran, `static_choice`.
-inline int race_pick(const double* ms, int count, int static_choice) {
-  int best = -1;
-  for (int c = 0; c < count; ++c)
-    if (ms[c] >= 0 && (best < 0 || ms[c] < ms[best])) best = c;
-  if (best < 0) return static_choice;
-  const double s = ms[static_choice];
-  if (s >= 0 && ms[best] * (1 + kRaceTieMargin) >= s) return static_choice;
-  return best;
-}
 
 // What kb_cuda_gemm runs p on: cuBLASLt, or the gemv with `plan`.
 struct SmallMChoice {
@@ -77,12 +49,5 @@ struct SmallMChoice {
 // else the static rule (see above). An error only when the CUDA context
 // broke.
 Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScratch& scratch, const GemvPlan& rule);
-
-// Number of problems raced so far (all devices), for tests.
-std::size_t gemm_race_count();
-
-// One line per raced problem: the problem, the candidate taken, every
-// candidate's median, the race's wall time.
-std::vector<std::string> gemm_race_notes();
 
 }  // namespace kb::kernels::gemm_cuda

@@ -1,0 +1,188 @@
+// kb_cuda_gemm's measured choice of long-K form (long_k_race.hpp says why and how).
+#include "long_k_race.hpp"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../../common/cublaslt_autotune.hpp"
+#include "cublaslt_gemm.hpp"
+#include "race.hpp"
+#include "wgmma_gemm.hpp"
+
+namespace kb::kernels::gemm_cuda {
+
+namespace {
+
+struct LongKKey {
+  int device = 0;
+  int dtype = 0;
+  std::int64_t M = 0, N = 0, K = 0;
+  unsigned misaligned = 0;  // bit 0, 1, 2: A, B, C not 16-byte aligned
+  bool operator<(const LongKKey& o) const {
+    return std::tie(device, dtype, M, N, K, misaligned) < std::tie(o.device, o.dtype, o.M, o.N, o.K, o.misaligned);
+  }
+};
+
+// The raced problems' forms, guarded by gemm_race_mutex(). Leaked on
+// purpose, like cublaslt_gemm.cpp's state.
+std::map<LongKKey, LongKForm>& choices() {
+  static auto* m = new std::map<LongKKey, LongKForm>;
+  return *m;
+}
+
+// KB_GEMM_LONG_K's form, if it names one.
+std::optional<LongKForm> forced_form() {
+  if (env_is("KB_GEMM_LONG_K", "chunks")) return LongKForm::chunks;
+  if (env_is("KB_GEMM_LONG_K", "sequential")) return LongKForm::sequential_chunks;
+  if (env_is("KB_GEMM_LONG_K", "wgmma")) return LongKForm::wgmma;
+  if (env_is("KB_GEMM_LONG_K", "wgmma-c2")) return LongKForm::wgmma_c2;
+  return std::nullopt;
+}
+
+// kb's wgmma kernel on p with clusters of `cluster` CTAs; `not_applicable`
+// set (nothing run) where the kernel does not apply (not compute capability
+// 9.0, N or K not a multiple of 8, unaligned tensors).
+Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
+  *not_applicable = false;
+  WgmmaGemmArgs args;
+  args.A = p.A, args.B = p.B, args.C = p.C;
+  args.M = p.M, args.N = p.N, args.K = p.K;
+  args.bf16 = p.dtype == DType::bfloat16;
+  args.stream = p.stream;
+  int device = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
+    return make_error(Code::cuda_error, fmt::format("cudaGetDevice: {}", cudaGetErrorString(e)));
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
+    return make_error(Code::cuda_error, fmt::format("cudaDeviceGetAttribute: {}", cudaGetErrorString(e)));
+  args.ctas = sms;
+  args.workspace_bytes = wgmma_gemm_workspace_bytes(sms);
+  auto ws = wgmma_workspace(p.stream, args.workspace_bytes);
+  if (!ws) return ws.error();
+  args.workspace = *ws;
+  args.cluster = cluster;
+  int e = wgmma_gemm(args);
+  if (e == cudaErrorNotSupported && cluster > 1) {  // e.g. an odd SM count: single CTAs
+    args.cluster = 1;
+    e = wgmma_gemm(args);
+  }
+  if (e == cudaErrorNotSupported) {
+    *not_applicable = true;
+    return ok_status();
+  }
+  if (e != 0) {
+    const auto err = static_cast<cudaError_t>(e);
+    return make_error(Code::cuda_error, fmt::format("kb long-K wgmma gemm launch (M={} N={} K={}): {} ({})", p.M, p.N,
+                                                    p.K, cudaGetErrorString(err), cudaGetErrorName(err)));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+const char* long_k_form_label(LongKForm form) {
+  switch (form) {
+    case LongKForm::chunks: return "cuBLASLt chunks";
+    case LongKForm::sequential_chunks: return "cuBLASLt chunks one by one";
+    case LongKForm::wgmma: return "kb wgmma";
+    case LongKForm::wgmma_c2: return "kb wgmma (clusters of 2)";
+  }
+  return "?";
+}
+
+Status run_long_k(const GemmProblem& p, LongKForm form, bool* not_applicable) {
+  if (not_applicable) *not_applicable = false;
+  if (form == LongKForm::wgmma || form == LongKForm::wgmma_c2) {
+    bool na = false;
+    Status s = run_wgmma(p, form == LongKForm::wgmma_c2 ? 2 : 1, &na);
+    if (!s.ok() || !na) return s;
+    if (not_applicable) {
+      *not_applicable = true;
+      return ok_status();
+    }
+    form = LongKForm::chunks;
+  }
+  return cublaslt_long_k_gemm(p, form == LongKForm::sequential_chunks);
+}
+
+Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
+  if (auto forced = forced_form()) return *forced;
+  const auto misaligned = [](const void* v) { return reinterpret_cast<std::uintptr_t>(v) % 16 != 0; };
+  LongKKey key;
+  if (cudaError_t e = cudaGetDevice(&key.device); e != cudaSuccess)
+    return make_error(Code::cuda_error, fmt::format("cudaGetDevice: {}", cudaGetErrorString(e)));
+  key.dtype = static_cast<int>(p.dtype);
+  key.M = p.M, key.N = p.N, key.K = p.K;
+  key.misaligned = (misaligned(p.A) ? 1u : 0u) | (misaligned(p.B) ? 2u : 0u) | (misaligned(p.C) ? 4u : 0u);
+
+  std::lock_guard<std::mutex> lock(gemm_race_mutex());
+  if (auto it = choices().find(key); it != choices().end()) return it->second;
+  if (env_is("KB_GEMM_RACE", "0")) return LongKForm::chunks;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &capture); e != cudaSuccess)
+    return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));
+  if (capture != cudaStreamCaptureStatusNone) return LongKForm::chunks;  // race on a later, uncaptured call
+
+  const auto race_start = std::chrono::steady_clock::now();  // the first call's cost, in the note
+  // Each form's first call, outside the samples: cuBLASLt plans and
+  // autotunes its chunks, kb's buffers are allocated, and a form that cannot
+  // run the problem drops out (with its reason, for the note).
+  std::vector<LongKForm> forms = {LongKForm::chunks};
+  if (long_k_batches(p)) forms.push_back(LongKForm::sequential_chunks);
+  forms.push_back(LongKForm::wgmma);
+  std::vector<LongKForm> ran;
+  std::string dropped;
+  for (LongKForm f : forms) {
+    bool na = false;
+    const Status s = run_long_k(p, f, &na);
+    if (s.ok() && !na) {
+      ran.push_back(f);
+      continue;
+    }
+    if (!s.ok()) {
+      if (cuda::context_is_broken()) return s.error();
+      (void)cudaGetLastError();
+    }
+    dropped += fmt::format("; {} did not run ({})", long_k_form_label(f),
+                           na ? "not applicable here" : s.error().message);
+  }
+  if (ran.size() < 2 || ran.front() != LongKForm::chunks) {
+    // Nothing to race, or the static rule's form itself failed: cache what ran (else the
+    // batched chunks, whose real call reports the error), no note.
+    const LongKForm only = ran.empty() ? LongKForm::chunks : ran.front();
+    if (!ran.empty()) choices().emplace(key, only);
+    return only;
+  }
+  // The forms run on the stream time_gpu hands them, `p.stream` itself (graph capture of the same stream).
+  auto run = [&](int c, void* s) -> Status {
+    GemmProblem q = p;
+    q.stream = s;
+    return run_long_k(q, ran[static_cast<std::size_t>(c)]);
+  };
+  const int count = static_cast<int>(ran.size());
+  // Throttled batches set aside, as kb bench does: at M = 8192 the samples meet the power cap.
+  auto ms = median_ms_of_candidates(count, run, p.stream, /*cold_l2=*/true, kRaceRounds, kRaceSamples,
+                                    /*set_aside_throttled=*/true);
+  if (!ms) return ms.error();
+  const int won = race_pick(ms->data(), count, 0);
+  choices().emplace(key, ran[static_cast<std::size_t>(won)]);
+
+  const auto label = [&](int c) { return std::string(long_k_form_label(ran[static_cast<std::size_t>(c)])); };
+  const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();
+  add_gemm_race_note_locked(fmt::format(
+      "{} M={} N={} K={}: {}; median of {} cold samples: {} (static rule: {}){}; the race took {:.1f} ms, each "
+      "form's first call (cuBLASLt's planning) included",
+      dtype_name(p.dtype), p.M, p.N, p.K, label(won), kRaceRounds * kRaceSamples, race_medians(*ms, label),
+      long_k_form_label(LongKForm::chunks), dropped, race_ms));
+  return ran[static_cast<std::size_t>(won)];
+}
+
+}  // namespace kb::kernels::gemm_cuda

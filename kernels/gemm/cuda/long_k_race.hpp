@@ -1,0 +1,68 @@
+// kb_cuda_gemm's choice for long K (K > kLongK, M above the gemv's range)
+// among cuBLASLt's K chunks as one batch, the same chunks one after the
+// other, and kb's Hopper wgmma kernel, measured per problem.
+//
+// Why measure: every form is exact enough (long_k.hpp, wgmma_gemm.hpp), and
+// none is fastest on every shape. H200, session 28 (benchmarks/h200-2026-
+// 12-02-s28/long_k_notes_*.txt, 25 interleaved cold samples per form): on
+// 5376 x 21504 and 8192 x 28672 the batched chunks fastest at M = 128 (kb's
+// kernel 1.26-1.40x slower there), kb's kernel at M = 512 on 8192 x 28672
+// and at M = 2048 on 5376 x 21504 (1.4-3.2%), the one-by-one chunks at
+// M = 8192 (1.0-5.4%); on N = 97 (tests/gpu/test_gemm.cpp) the one-by-one
+// chunks 1.7-6x faster than the batch. Side by side in kb bench (two A/B runs
+// against KB_GEMM_LONG_K=chunks in one call, long_k_ab_call2_*.md),
+// kb_cuda_gemm ran 0.996 and 0.998 of the batched chunks' time (median of 12
+// rows; 0.948 at best); its kb / torch.matmul rows over 1.03 fell from 7 of
+// 12 to 4 of 12 in both runs. So, like the small-M race
+// (gemv_or_cublaslt.hpp), the first call of a problem on a stream that is
+// not being captured runs each form once (cuBLASLt plans and autotunes its
+// chunks, buffers are allocated), times them (race.hpp: kRaceRounds x
+// kRaceSamples cold samples each, interleaved) and caches the fastest; the
+// batched chunks (the static rule, kb's default before the race) keep the
+// problem within kRaceTieMargin.
+//
+// - Forms that cannot run the problem stay out: kb's kernel off compute
+//   capability 9.0, with N or K not a multiple of 8, or unaligned operands;
+//   the one-after-the-other form where the chunks cannot be one batch anyway
+//   (it is then the only cuBLASLt form). One form left: no race, no note.
+// - KB_GEMM_LONG_K=chunks, sequential, wgmma or wgmma-c2 (clusters of 2
+//   sharing the weight block by TMA multicast: never faster than single CTAs
+//   by more than 2%, so not raced) runs that form, no race (read on every
+//   long-K call; a long-K product takes 70 us or more).
+// - KB_GEMM_RACE=0 (read for problems not yet raced) and a call under stream
+//   capture take the batched chunks, uncached.
+// - The key: (device, dtype, M, N, K, whether A, B and C are 16-byte aligned).
+// - Throttled batches are set aside and run again after a rest, as kb bench
+//   does (median_ms_of_candidates' set_aside_throttled): without it the race
+//   ran at M = 8192 under the power cap, timed the batched chunks 22% slower
+//   than kb bench then did, and picked kb's kernel, 6-7% slower in kb bench.
+// The race costs each form's first call (cuBLASLt's autotuning of its chunk
+// plans included) plus forms x 26 cold runs and the rests: 0.17-0.6 s up to
+// M = 2048, 0.6-2.2 s at M = 4096, 2-4.3 s at M = 8192 (H200, the two
+// shipped long-K shapes); it synchronizes the stream.
+#pragma once
+
+#include "common/result.hpp"
+#include "gemm_problem.hpp"
+
+namespace kb::kernels::gemm_cuda {
+
+enum class LongKForm {
+  chunks,             // cuBLASLt's K chunks as one strided batch (one after the other where they cannot be)
+  sequential_chunks,  // cuBLASLt's K chunks one after the other
+  wgmma,              // kb's wgmma kernel, single CTAs
+  wgmma_c2,           // kb's wgmma kernel, clusters of 2
+};
+
+// "cuBLASLt chunks", "cuBLASLt chunks one by one", "kb wgmma", "kb wgmma (clusters of 2)".
+const char* long_k_form_label(LongKForm form);
+
+// kb_cuda_gemm's form for p (p.K > kLongK): forced, cached, raced now, or
+// the static rule (see above). An error only when the CUDA context broke.
+Result<LongKForm> gemm_long_k_choice(const GemmProblem& p);
+
+// Runs p in `form`. Where kb's kernel cannot run p: with `not_applicable`
+// set to true and nothing run; without (nullptr), the batched chunks instead.
+Status run_long_k(const GemmProblem& p, LongKForm form, bool* not_applicable = nullptr);
+
+}  // namespace kb::kernels::gemm_cuda

@@ -1,0 +1,53 @@
+// The state kb_cuda_gemm's races share (race.hpp).
+#include "race.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "../../common/cublaslt_autotune.hpp"
+
+namespace kb::kernels::gemm_cuda {
+
+namespace {
+
+struct RaceLog {
+  std::mutex mu;
+  std::vector<std::string> notes;
+};
+
+// Leaked on purpose, like cublaslt_gemm.cpp's state: no static destructor
+// after the CUDA runtime has shut down.
+RaceLog& race_log() {
+  static RaceLog* s = new RaceLog;
+  return *s;
+}
+
+}  // namespace
+
+std::mutex& gemm_race_mutex() { return race_log().mu; }
+
+void add_gemm_race_note_locked(std::string note) {
+  if (cublaslt_log_enabled()) fmt::print(stderr, "kb gemm race: {}\n", note);
+  race_log().notes.push_back(std::move(note));
+}
+
+std::string race_medians(const std::vector<double>& ms, const std::function<std::string(int)>& label) {
+  std::string out;
+  for (std::size_t c = 0; c < ms.size(); ++c)
+    out += fmt::format("{}{} {}{}", c ? ", " : "", label(static_cast<int>(c)),
+                       ms[c] < 0 ? std::string("failed") : fmt::format("{:.4f} us", ms[c] * 1e3), c == 0 ? " (rule)" : "");
+  return out;
+}
+
+std::size_t gemm_race_count() {
+  std::lock_guard<std::mutex> lock(gemm_race_mutex());
+  return race_log().notes.size();
+}
+
+std::vector<std::string> gemm_race_notes() {
+  std::lock_guard<std::mutex> lock(gemm_race_mutex());
+  return race_log().notes;
+}
+
+}  // namespace kb::kernels::gemm_cuda

@@ -1,0 +1,64 @@
+// What kb_cuda_gemm's two races share: the small-M race among the gemv's
+// plans and cuBLASLt (gemv_or_cublaslt.hpp) and the long-K race among the
+// cuBLASLt K chunks and kb's wgmma kernel (long_k_race.hpp). Each times its
+// candidates on a problem's first uncaptured call with kb's timer (cold
+// samples, interleaved rounds; kernels/common/cublaslt_autotune.hpp), keeps
+// the fastest for the process and writes one note.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kb::kernels::gemm_cuda {
+
+// Samples of each candidate: kRaceRounds interleaved rounds of kRaceSamples
+// cold samples (more than cuBLASLt's 3 x 3: the margins at stake are a few
+// percent).
+inline constexpr int kRaceRounds = 5;
+inline constexpr int kRaceSamples = 5;
+
+// Within this fraction of each other two candidates count as tied and the
+// static rule's side keeps the problem: a near tie does not flip from run to
+// run with the noise.
+inline constexpr double kRaceTieMargin = 0.01;
+
+// The winner of a race among `count` candidates from their medians (ms;
+// negative: that candidate failed to run): the fastest, unless the static
+// rule's candidate `static_choice` ran within kRaceTieMargin of it. When
+// none ran, `static_choice`.
+inline int race_pick(const double* ms, int count, int static_choice) {
+  int best = -1;
+  for (int c = 0; c < count; ++c)
+    if (ms[c] >= 0 && (best < 0 || ms[c] < ms[best])) best = c;
+  if (best < 0) return static_choice;
+  const double s = ms[static_choice];
+  if (s >= 0 && ms[best] * (1 + kRaceTieMargin) >= s) return static_choice;
+  return best;
+}
+
+// Held through a race and while either race's cache is read or written: one
+// race at a time in the process (two at once would disturb each other's
+// samples); later calls wait for its answer.
+std::mutex& gemm_race_mutex();
+
+// Records one race's note (caller holds gemm_race_mutex()); printed to
+// stderr with KB_CUBLASLT_LOG=1.
+void add_gemm_race_note_locked(std::string note);
+
+// "<label 0> X us (rule), <label 1> Y us, ...": each candidate's median (ms
+// in, microseconds out; "failed" where it did not run); candidate 0 is the
+// static rule's.
+std::string race_medians(const std::vector<double>& ms, const std::function<std::string(int)>& label);
+
+// Number of problems raced so far (both races, all devices), for tests.
+std::size_t gemm_race_count();
+
+// One line per raced problem, in order: "<dtype> M= N= K=: <winner>; median
+// of <n> cold samples: <race_medians> (static rule: <its candidate or
+// reason>); the race took <t> ms, ...".
+std::vector<std::string> gemm_race_notes();
+
+}  // namespace kb::kernels::gemm_cuda
