@@ -7,9 +7,12 @@
 // 12-02-s28/long_k_notes_*.txt, 25 interleaved cold samples per form): on
 // 5376 x 21504 and 8192 x 28672 the batched chunks fastest at M = 128 (kb's
 // kernel 1.26-1.40x slower there), kb's kernel at M = 512 on 8192 x 28672
-// and at M = 2048 on 5376 x 21504 (1.4-3.2%), the one-by-one chunks at
-// M = 8192 (1.0-5.4%); on N = 97 (tests/gpu/test_gemm.cpp) the one-by-one
-// chunks 1.7-6x faster than the batch. Side by side in kb bench (two A/B runs
+// and at M = 2048 on 5376 x 21504 (1.4-3.2%), the chunks one by one on
+// 8192 x 28672 from M = 1024 and on 5376 x 21504 at M = 8192 (1.1-5.4%
+// where they won); on N = 97 (tests/gpu/test_gemm.cpp) the chunks one by one
+// 1.7-6x faster than the batch. Two races of each problem picked the same
+// form on 9 of 12; on the other 3 the second kept the batch within the 1%
+// margin. Side by side in kb bench (two A/B runs
 // against KB_GEMM_LONG_K=chunks in one call, long_k_ab_call2_*.md),
 // kb_cuda_gemm ran 0.996 and 0.998 of the batched chunks' time (median of 12
 // rows; 0.948 at best); its kb / torch.matmul rows over 1.03 fell from 7 of
@@ -37,9 +40,9 @@
 //   ran at M = 8192 under the power cap, timed the batched chunks 22% slower
 //   than kb bench then did, and picked kb's kernel, 6-7% slower in kb bench.
 // The race costs each form's first call (cuBLASLt's autotuning of its chunk
-// plans included) plus forms x 26 cold runs and the rests: 0.17-0.6 s up to
-// M = 2048, 0.6-2.2 s at M = 4096, 2-4.3 s at M = 8192 (H200, the two
-// shipped long-K shapes); it synchronizes the stream.
+// plans included) plus forms x 26 cold runs and the rests: 0.17-1.7 s up to
+// M = 2048, 0.6-2.2 s at M = 4096, 2-5.6 s at M = 8192 (H200, the two
+// shipped long-K shapes, session 28); it synchronizes the stream.
 #pragma once
 
 #include "common/result.hpp"
