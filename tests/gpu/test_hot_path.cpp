@@ -11,7 +11,9 @@
 // sequences of 64 keys, page size 1), kb_cuda_rope, and the prefill and MLA
 // solutions (kb_cuda_gqa_ragged_prefill, kb_cuda_gqa_paged_prefill,
 // kb_cuda_mla_paged_decode, kb_cuda_mla_paged_prefill,
-// kb_cuda_mla_ragged_prefill) by name. Exit 77 (skip) without a CUDA device.
+// kb_cuda_mla_ragged_prefill) by name, and kb_cuda_gemm's long-K forms on
+// 5376 x 21504 (raced, and each forced by KB_GEMM_LONG_K). Exit 77 (skip)
+// without a CUDA device.
 //
 // usage: test_hot_path [KERNELS_DIR]  (default: kernels, kb's bundled definitions from the repository root)
 #include <cuda_runtime.h>
@@ -121,11 +123,17 @@ struct Call {
   const kb_dispatch* dispatch;  // nullptr: by name
   const char* solution;
   std::vector<const DLTensor*> in, out;
+  const char* long_k_form = nullptr;  // KB_GEMM_LONG_K while this call runs (nullptr: unset, the race's form)
 };
 
 kb_status run(kb_context* ctx, const Call& c, cudaStream_t stream) {
   if (c.dispatch) return kb_dispatch_run(c.dispatch, c.in.data(), c.in.size(), c.out.data(), c.out.size(), stream);
-  return kb_solution_run(ctx, c.def, c.solution, c.in.data(), c.in.size(), c.out.data(), c.out.size(), stream);
+  // setenv / unsetenv allocate with malloc, not operator new: the count below is kb's own allocations.
+  if (c.long_k_form) setenv("KB_GEMM_LONG_K", c.long_k_form, 1);
+  const kb_status s =
+      kb_solution_run(ctx, c.def, c.solution, c.in.data(), c.in.size(), c.out.data(), c.out.size(), stream);
+  if (c.long_k_form) unsetenv("KB_GEMM_LONG_K");
+  return s;
 }
 
 }  // namespace
@@ -297,6 +305,20 @@ int main(int argc, char** argv) {
                      {tensor({64, 16, 128}, kDLBfloat), tensor({64, 16}, kDLFloat, 32)}});
   } else {
     std::printf("skipped: rope, the prefills and MLA (no shipped definitions under KB_SHARED_DIR)\n");
+  }
+  // kb_cuda_gemm's long-K forms (kernels/gemm/cuda/long_k_race.hpp) on a shipped long-K weight at M = 64: the
+  // form its race cached, and each form forced (the race may cache any of them).
+  if (shared && std::filesystem::exists(defs + "gemm/gemm_n5376_k21504.json")) {
+    const kb_definition* long_k = load(defs + "gemm/gemm_n5376_k21504.json");
+    const DLTensor* a = tensor({64, 21504}, kDLFloat);
+    const DLTensor* w = tensor({5376, 21504}, kDLFloat);
+    const DLTensor* c = tensor({64, 5376}, kDLFloat);
+    for (const char* form : {static_cast<const char*>(nullptr), "chunks", "sequential", "wgmma"})
+      calls.push_back({std::string("kb_cuda_gemm by name, 5376 x 21504 at M = 64 (long K, ") +
+                           (form ? std::string("KB_GEMM_LONG_K=") + form : std::string("raced")) + ")",
+                       long_k, nullptr, "kb_cuda_gemm", {a, w}, {c}, form});
+  } else {
+    std::printf("skipped: kb_cuda_gemm's long-K forms (no shipped gemm_n5376_k21504 under KB_SHARED_DIR)\n");
   }
 
   // The dispatch picks what the traces say.

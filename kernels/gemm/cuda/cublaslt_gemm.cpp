@@ -592,7 +592,16 @@ Status long_k_gemm(const GemmProblem& p, int device, bool sequential) {
     Plan* plan;
     cublasLtMatmulAlgo_t algo;
   };
-  std::vector<Step> steps;
+  // The steps in place up to kInlineSteps chunks (K up to 8 x kChunkK): the
+  // race may make this form a shape's hot path, which allocates nothing on
+  // the host (tests/gpu/test_hot_path.cpp).
+  constexpr std::int64_t kInlineSteps = 8;
+  Step inline_steps[kInlineSteps];
+  std::vector<Step> more_steps;
+  const std::int64_t step_count = (p.K + chunk - 1) / chunk;
+  if (step_count > kInlineSteps) more_steps.resize(static_cast<std::size_t>(step_count));
+  Step* const steps = step_count > kInlineSteps ? more_steps.data() : inline_steps;
+  std::int64_t filled = 0;
   cublasLtHandle_t handle = nullptr;
   const StreamScratch* scratch = nullptr;
   float* acc = nullptr;
@@ -611,12 +620,12 @@ Status long_k_gemm(const GemmProblem& p, int device, bool sequential) {
       // Tuned on kb's fp32 buffer with beta = 0; the real run below starts over with beta = 0.
       auto plan = plan_locked(st, handle, key, *scratch, a, b, acc, p.stream);
       if (!plan) return plan.error();
-      steps.push_back(Step{a, b, *plan, (*plan)->algo});
+      steps[filled++] = Step{a, b, *plan, (*plan)->algo};
     }
   }
   const float alpha = 1.f, zero = 0.f, one = 1.f;
   auto stream = static_cast<cudaStream_t>(p.stream);
-  for (std::size_t i = 0; i < steps.size(); ++i) {
+  for (std::int64_t i = 0; i < filled; ++i) {
     const Step& st = steps[i];
     cublasStatus_t s = lt.matmul(handle, st.plan->op, &alpha, st.b, st.plan->a, st.a, st.plan->b, i ? &one : &zero,
                                  acc, st.plan->c, acc, st.plan->c, &st.algo, scratch->lt_workspace, scratch->lt_bytes,
