@@ -47,7 +47,9 @@
 // enough in one launch and, since session 19, 0.5-7% faster than these
 // chunks in tools/gpu/long_k_variants.cu from M = 2048, but mixed in kb bench
 // (H200, benchmarks/h200-2026-11-28-s19/: 1.7% faster to 9% slower at M >=
-// 512): kb_cuda_gemm runs it only with KB_GEMM_LONG_K=wgmma.
+// 512): kb_cuda_gemm times it against these chunks (as one batch and one
+// by one) on each problem's first call and keeps the fastest
+// (long_k_race.hpp).
 #pragma once
 
 #include <cstdint>
