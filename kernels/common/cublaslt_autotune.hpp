@@ -51,7 +51,6 @@ inline constexpr int kLtTuneRounds = 3;
 inline constexpr int kLtTuneSamples = 3;     // per candidate and round
 inline constexpr double kLtRampMs = 20.0;    // untimed work before the first timing
 
-inline bool cublaslt_log_enabled() { return env_is("KB_CUBLASLT_LOG", "1"); }
 
 inline bool cublaslt_autotune_enabled() { return !env_is("KB_CUBLASLT_AUTOTUNE", "0"); }
 

@@ -21,4 +21,8 @@ inline int env_positive_int(const char* name) {
   return n > 0 ? n : 0;
 }
 
+// KB_CUBLASLT_LOG=1: kb's cuBLASLt plans (cublaslt_autotune.hpp) and
+// kb_cuda_gemm's races (kernels/gemm/cuda/race.hpp) print their notes to stderr.
+inline bool cublaslt_log_enabled() { return env_is("KB_CUBLASLT_LOG", "1"); }
+
 }  // namespace kb::kernels

@@ -7,12 +7,18 @@
 // rule change that flips them must be measured again.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <future>
+#include <map>
+#include <mutex>
+
 #include <cstdlib>
 
 #include "common/l2_stream_policy.cuh"
 #include "common/stream_ctas.hpp"
 #include "gemm/cuda/gemv.hpp"
 #include "gemm/cuda/gemv_or_cublaslt.hpp"
+#include "gemm/cuda/race.hpp"
 
 using kb::kernels::gemm_cuda::GemvBalance;
 using kb::kernels::gemm_cuda::GemvPlan;
@@ -228,4 +234,25 @@ TEST_CASE("kb_cuda_gemm's race among several candidates: the fastest, unless the
   const double none[] = {-1, -1, -1};
   CHECK(race_pick(none, 3, 2) == 2);
   CHECK(race_pick(none, 3, 0) == 0);
+}
+
+TEST_CASE("kb_cuda_gemm's race caches: a problem already raced never waits for a race in progress") {
+  using namespace kb::kernels::gemm_cuda;
+  std::map<int, int> cache;  // a race's cache: key -> choice
+  CHECK_FALSE(race_cached(cache, 1).has_value());
+  race_remember(cache, 1, 7);
+  race_remember(cache, 1, 8);  // the first answer stays
+  REQUIRE(race_cached(cache, 1).has_value());
+  CHECK(*race_cached(cache, 1) == 7);
+  // Another thread holds the race lock, as a race of seconds does (long K at large M): looking up a cached
+  // problem, and reading the notes, must not wait for it.
+  std::unique_lock<std::mutex> racing(gemm_race_mutex());
+  auto lookup = std::async(std::launch::async, [&] {
+    (void)gemm_race_count();  // takes the cache lock, as the notes' readers do
+    return race_cached(cache, 1).value_or(-1);
+  });
+  const bool answered = lookup.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  racing.unlock();  // let the lookup finish either way
+  CHECK(answered);
+  CHECK(lookup.get() == 7);
 }

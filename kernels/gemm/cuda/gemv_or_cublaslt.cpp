@@ -31,8 +31,9 @@ struct RaceKey {
   }
 };
 
-// The raced problems' choices, guarded by gemm_race_mutex(). Leaked on
-// purpose, like cublaslt_gemm.cpp's state.
+// The raced problems' choices, guarded by gemm_race_cache_mutex() (race.hpp:
+// race_cached, race_remember). Leaked on purpose, like cublaslt_gemm.cpp's
+// state.
 std::map<RaceKey, SmallMChoice>& choices() {
   static auto* m = new std::map<RaceKey, SmallMChoice>;
   return *m;
@@ -66,8 +67,7 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   key.c_aligned = reinterpret_cast<std::uintptr_t>(p.C) % 16 == 0;
   key.scratch_bytes = gemv_scratch_bytes(&scratch);
 
-  std::lock_guard<std::mutex> lock(gemm_race_mutex());  // one race at a time; later calls wait for its answer
-  if (auto it = choices().find(key); it != choices().end()) return it->second;
+  if (auto cached = race_cached(choices(), key)) return *cached;
   // KB_GEMM_RACE is read only here, for a problem not yet raced (as
   // KB_CUBLASLT_AUTOTUNE is read when a new cuBLASLt plan is made): the
   // cached path stays a map lookup.
@@ -76,6 +76,8 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
     return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));
   if (capture != cudaStreamCaptureStatusNone) return static_choice;  // race on a later, uncaptured call
+  std::lock_guard<std::mutex> race_lock(gemm_race_mutex());  // one race at a time
+  if (auto cached = race_cached(choices(), key)) return *cached;  // raced by another thread meanwhile
 
   // The gemv's candidates (KB_GEMM_RACE=cublaslt: the rule plan alone), then cuBLASLt last.
   GemvPlan plans[kGemvRaceMaxPlans] = {rule};
@@ -104,11 +106,11 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   const int static_index = static_choice.cublaslt && lt_first.ok() ? gemvs : 0;
   const int won = race_pick(ms->data(), count, static_index);
   const SmallMChoice choice{won == gemvs, won == gemvs ? rule : plans[won]};
-  choices().emplace(key, choice);
+  race_remember(choices(), key, choice);
 
   const auto label = [&](int c) { return c == gemvs ? std::string("cuBLASLt") : plan_label(plans[c]); };
   const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();
-  add_gemm_race_note_locked(fmt::format(
+  add_gemm_race_note(fmt::format(
       "{} M={} N={} K={}: {}; median of {} cold samples: {}{} (static rule: {}); the race took {:.1f} ms, cuBLASLt's "
       "planning included",
       dtype_name(p.dtype), p.M, p.N, p.K, label(won), kRaceRounds * kRaceSamples, race_medians(*ms, label),

@@ -32,8 +32,9 @@ struct LongKKey {
   }
 };
 
-// The raced problems' forms, guarded by gemm_race_mutex(). Leaked on
-// purpose, like cublaslt_gemm.cpp's state.
+// The raced problems' forms, guarded by gemm_race_cache_mutex() (race.hpp:
+// race_cached, race_remember). Leaked on purpose, like cublaslt_gemm.cpp's
+// state.
 std::map<LongKKey, LongKForm>& choices() {
   static auto* m = new std::map<LongKKey, LongKForm>;
   return *m;
@@ -123,13 +124,14 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   key.M = p.M, key.N = p.N, key.K = p.K;
   key.misaligned = (misaligned(p.A) ? 1u : 0u) | (misaligned(p.B) ? 2u : 0u) | (misaligned(p.C) ? 4u : 0u);
 
-  std::lock_guard<std::mutex> lock(gemm_race_mutex());
-  if (auto it = choices().find(key); it != choices().end()) return it->second;
+  if (auto cached = race_cached(choices(), key)) return *cached;
   if (env_is("KB_GEMM_RACE", "0")) return LongKForm::chunks;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &capture); e != cudaSuccess)
     return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));
   if (capture != cudaStreamCaptureStatusNone) return LongKForm::chunks;  // race on a later, uncaptured call
+  std::lock_guard<std::mutex> race_lock(gemm_race_mutex());  // one race at a time
+  if (auto cached = race_cached(choices(), key)) return *cached;  // raced by another thread meanwhile
 
   const auto race_start = std::chrono::steady_clock::now();  // the first call's cost, in the note
   // Each form's first call, outside the samples: cuBLASLt plans and
@@ -158,7 +160,7 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
     // Nothing to race, or the static rule's form itself failed: cache what ran (else the
     // batched chunks, whose real call reports the error), no note.
     const LongKForm only = ran.empty() ? LongKForm::chunks : ran.front();
-    if (!ran.empty()) choices().emplace(key, only);
+    if (!ran.empty()) race_remember(choices(), key, only);
     return only;
   }
   // The forms run on the stream time_gpu hands them, `p.stream` itself (graph capture of the same stream).
@@ -173,11 +175,11 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
                                     /*set_aside_throttled=*/true);
   if (!ms) return ms.error();
   const int won = race_pick(ms->data(), count, 0);
-  choices().emplace(key, ran[static_cast<std::size_t>(won)]);
+  race_remember(choices(), key, ran[static_cast<std::size_t>(won)]);
 
   const auto label = [&](int c) { return std::string(long_k_form_label(ran[static_cast<std::size_t>(c)])); };
   const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();
-  add_gemm_race_note_locked(fmt::format(
+  add_gemm_race_note(fmt::format(
       "{} M={} N={} K={}: {}; median of {} cold samples: {} (static rule: {}){}; the race took {:.1f} ms, each "
       "form's first call (cuBLASLt's planning) included",
       dtype_name(p.dtype), p.M, p.N, p.K, label(won), kRaceRounds * kRaceSamples, race_medians(*ms, label),

@@ -1,18 +1,20 @@
-// The state kb_cuda_gemm's races share (race.hpp).
+// The state kb_cuda_gemm's races share (race.hpp). No CUDA here: built in
+// every build, so that tests/kernels/test_launch_rules.cpp checks the locks.
 #include "race.hpp"
 
 #include <fmt/format.h>
 
 #include <cstdio>
 
-#include "../../common/cublaslt_autotune.hpp"
+#include "../../common/tuning_env.hpp"
 
 namespace kb::kernels::gemm_cuda {
 
 namespace {
 
 struct RaceLog {
-  std::mutex mu;
+  std::mutex race;   // gemm_race_mutex()
+  std::mutex cache;  // gemm_race_cache_mutex(): the caches and `notes`
   std::vector<std::string> notes;
 };
 
@@ -25,10 +27,13 @@ RaceLog& race_log() {
 
 }  // namespace
 
-std::mutex& gemm_race_mutex() { return race_log().mu; }
+std::mutex& gemm_race_mutex() { return race_log().race; }
 
-void add_gemm_race_note_locked(std::string note) {
+std::mutex& gemm_race_cache_mutex() { return race_log().cache; }
+
+void add_gemm_race_note(std::string note) {
   if (cublaslt_log_enabled()) fmt::print(stderr, "kb gemm race: {}\n", note);
+  std::lock_guard<std::mutex> lock(gemm_race_cache_mutex());
   race_log().notes.push_back(std::move(note));
 }
 
@@ -41,12 +46,12 @@ std::string race_medians(const std::vector<double>& ms, const std::function<std:
 }
 
 std::size_t gemm_race_count() {
-  std::lock_guard<std::mutex> lock(gemm_race_mutex());
+  std::lock_guard<std::mutex> lock(gemm_race_cache_mutex());
   return race_log().notes.size();
 }
 
 std::vector<std::string> gemm_race_notes() {
-  std::lock_guard<std::mutex> lock(gemm_race_mutex());
+  std::lock_guard<std::mutex> lock(gemm_race_cache_mutex());
   return race_log().notes;
 }
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,14 +40,34 @@ inline int race_pick(const double* ms, int count, int static_choice) {
   return best;
 }
 
-// Held through a race and while either race's cache is read or written: one
-// race at a time in the process (two at once would disturb each other's
-// samples); later calls wait for its answer.
+// Held through a race: one race at a time in the process (two at once would
+// disturb each other's samples). A call of a problem being raced waits for
+// its answer; a call of a problem already raced does not wait (the caches
+// have their own lock, below). A race (up to seconds for long K at large M)
+// takes it after looking in its cache and looks again once it holds it.
 std::mutex& gemm_race_mutex();
 
-// Records one race's note (caller holds gemm_race_mutex()); printed to
-// stderr with KB_CUBLASLT_LOG=1.
-void add_gemm_race_note_locked(std::string note);
+// Guards both races' caches and the notes; held only to look up or record.
+// Taken after gemm_race_mutex() where both are held, never before it.
+std::mutex& gemm_race_cache_mutex();
+
+// A race's cache (a std::map from its key to its choice): the choice cached
+// for `key`, if any, and recording one; both under gemm_race_cache_mutex().
+template <class Cache>
+std::optional<typename Cache::mapped_type> race_cached(const Cache& cache, const typename Cache::key_type& key) {
+  std::lock_guard<std::mutex> lock(gemm_race_cache_mutex());
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  return std::nullopt;
+}
+template <class Cache>
+void race_remember(Cache& cache, const typename Cache::key_type& key, const typename Cache::mapped_type& choice) {
+  std::lock_guard<std::mutex> lock(gemm_race_cache_mutex());
+  cache.emplace(key, choice);
+}
+
+// Records one race's note (takes gemm_race_cache_mutex()); printed to stderr
+// with KB_CUBLASLT_LOG=1.
+void add_gemm_race_note(std::string note);
 
 // "<label 0> X us (rule), <label 1> Y us, ...": each candidate's median (ms
 // in, microseconds out; "failed" where it did not run); candidate 0 is the
