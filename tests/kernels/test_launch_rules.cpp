@@ -246,7 +246,7 @@ TEST_CASE("kb_cuda_gemm's race caches: a problem already raced never waits for a
   CHECK(*race_cached(cache, 1) == 7);
   // Another thread holds the race lock, as a race of seconds does (long K at large M): looking up a cached
   // problem, and reading the notes, must not wait for it.
-  std::unique_lock<std::mutex> racing(gemm_race_mutex());
+  std::unique_lock<std::mutex> racing(gemm_race_mutex(0));
   auto lookup = std::async(std::launch::async, [&] {
     (void)gemm_race_count();  // takes the cache lock, as the notes' readers do
     return race_cached(cache, 1).value_or(-1);
@@ -255,4 +255,19 @@ TEST_CASE("kb_cuda_gemm's race caches: a problem already raced never waits for a
   racing.unlock();  // let the lookup finish either way
   CHECK(answered);
   CHECK(lookup.get() == 7);
+}
+
+TEST_CASE("kb_cuda_gemm's races: one at a time on a device, side by side on two") {
+  using namespace kb::kernels::gemm_cuda;
+  CHECK(&gemm_race_mutex(3) == &gemm_race_mutex(3));
+  std::unique_lock<std::mutex> racing(gemm_race_mutex(0));  // a race on device 0
+  auto other = std::async(std::launch::async, [] {
+    // Another thread: device 1's race may start, device 0's must wait.
+    std::unique_lock<std::mutex> one(gemm_race_mutex(1), std::try_to_lock);
+    std::unique_lock<std::mutex> zero(gemm_race_mutex(0), std::try_to_lock);
+    return std::pair<bool, bool>{one.owns_lock(), zero.owns_lock()};
+  });
+  const auto [device1_free, device0_free] = other.get();
+  CHECK(device1_free);
+  CHECK_FALSE(device0_free);
 }

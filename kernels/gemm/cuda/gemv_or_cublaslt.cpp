@@ -76,7 +76,7 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
     return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));
   if (capture != cudaStreamCaptureStatusNone) return static_choice;  // race on a later, uncaptured call
-  std::lock_guard<std::mutex> race_lock(gemm_race_mutex());  // one race at a time
+  std::lock_guard<std::mutex> race_lock(gemm_race_mutex(key.device));  // one race at a time on a device
   if (auto cached = race_cached(choices(), key)) return *cached;  // raced by another thread meanwhile
 
   // The gemv's candidates (KB_GEMM_RACE=cublaslt: the rule plan alone), then cuBLASLt last.

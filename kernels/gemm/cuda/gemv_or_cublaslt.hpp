@@ -28,8 +28,8 @@
 // and B must be 16-byte aligned for it).
 // The race costs about 20 ms of clock ramp (skipped when the clock is up)
 // plus (candidates x kRaceRounds x kRaceSamples) cold runs, after cuBLASLt's
-// own planning; it synchronizes the stream. Races run one at a time in the
-// process (race.hpp); a call of a problem already raced never waits for one.
+// own planning; it synchronizes the stream. Races run one at a time on a
+// device (race.hpp); a call of a problem already raced never waits for one.
 #pragma once
 
 #include "common/result.hpp"

@@ -130,7 +130,7 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &capture); e != cudaSuccess)
     return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));
   if (capture != cudaStreamCaptureStatusNone) return LongKForm::chunks;  // race on a later, uncaptured call
-  std::lock_guard<std::mutex> race_lock(gemm_race_mutex());  // one race at a time
+  std::lock_guard<std::mutex> race_lock(gemm_race_mutex(key.device));  // one race at a time on a device
   if (auto cached = race_cached(choices(), key)) return *cached;  // raced by another thread meanwhile
 
   const auto race_start = std::chrono::steady_clock::now();  // the first call's cost, in the note

@@ -43,7 +43,7 @@
 // plans included) plus forms x 26 cold runs and the rests: 0.17-1.7 s up to
 // M = 2048, 0.6-2.2 s at M = 4096, 2-5.6 s at M = 8192 (H200, the two
 // shipped long-K shapes, session 28); it synchronizes the stream. Races run
-// one at a time in the process (race.hpp); a call of a problem already raced
+// one at a time on a device (race.hpp); a call of a problem already raced
 // never waits for one.
 #pragma once
 

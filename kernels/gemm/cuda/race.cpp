@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdio>
 
 #include "../../common/tuning_env.hpp"
@@ -13,8 +14,8 @@ namespace kb::kernels::gemm_cuda {
 namespace {
 
 struct RaceLog {
-  std::mutex race;   // gemm_race_mutex()
-  std::mutex cache;  // gemm_race_cache_mutex(): the caches and `notes`
+  std::array<std::mutex, 64> race;  // gemm_race_mutex(device): device % 64
+  std::mutex cache;                 // gemm_race_cache_mutex(): the caches and `notes`
   std::vector<std::string> notes;
 };
 
@@ -27,7 +28,10 @@ RaceLog& race_log() {
 
 }  // namespace
 
-std::mutex& gemm_race_mutex() { return race_log().race; }
+std::mutex& gemm_race_mutex(int device) {
+  auto& race = race_log().race;
+  return race[static_cast<unsigned>(device) % race.size()];
+}
 
 std::mutex& gemm_race_cache_mutex() { return race_log().cache; }
 

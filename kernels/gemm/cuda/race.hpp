@@ -40,12 +40,14 @@ inline int race_pick(const double* ms, int count, int static_choice) {
   return best;
 }
 
-// Held through a race: one race at a time in the process (two at once would
-// disturb each other's samples). A call of a problem being raced waits for
-// its answer; a call of a problem already raced does not wait (the caches
-// have their own lock, below). A race (up to seconds for long K at large M)
-// takes it after looking in its cache and looks again once it holds it.
-std::mutex& gemm_race_mutex();
+// Held through a race on `device`: one race at a time on a device (two at
+// once would disturb each other's samples); races on different devices run
+// side by side (an engine's first calls on 8 GPUs from 8 threads). A call of
+// a problem being raced waits for its answer; a call of a problem already
+// raced does not wait (the caches have their own lock, below). A race (up
+// to seconds for long K at large M) takes it after looking in its cache and
+// looks again once it holds it. Devices 64 apart share one.
+std::mutex& gemm_race_mutex(int device);
 
 // Guards both races' caches and the notes; held only to look up or record.
 // Taken after gemm_race_mutex() where both are held, never before it.
