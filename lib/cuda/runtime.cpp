@@ -69,6 +69,12 @@ DeviceBuffer::~DeviceBuffer() {
   if (base_) cudaFree(base_);
 }
 
+Result<bool> stream_is_capturing(void* stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  KB_TRY(check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture), "cudaStreamIsCapturing"));
+  return capture != cudaStreamCaptureStatusNone;
+}
+
 Result<DeviceBuffer> DeviceBuffer::allocate(std::size_t bytes) {
   DeviceBuffer b;
   // Round the data up to 256 bytes so the tail guard starts aligned.

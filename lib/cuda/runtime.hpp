@@ -20,6 +20,10 @@ namespace kb::cuda {
 Status check(int cuda_error, std::string_view what);
 bool context_is_broken() noexcept;
 
+// Whether `stream` (a cudaStream_t) is being captured into a CUDA graph:
+// work that allocates, synchronizes or times must wait for an uncaptured call.
+Result<bool> stream_is_capturing(void* stream);
+
 // Device memory with guard regions before and after the data, filled with a
 // pattern, so kernels writing out of bounds are caught.
 class DeviceBuffer {

@@ -271,3 +271,27 @@ TEST_CASE("kb_cuda_gemm's races: one at a time on a device, side by side on two"
   CHECK(device1_free);
   CHECK_FALSE(device0_free);
 }
+
+TEST_CASE("kb_cuda_gemm's race key: the problem, the device, which operands are 16-byte aligned, the scratch") {
+  using namespace kb::kernels::gemm_cuda;
+  alignas(16) static unsigned char buf[64];
+  const GemmProblem p{kb::DType::bfloat16, 8, 4096, 4096, buf, buf + 16, buf + 32, nullptr};
+  const RaceKey k = race_key(0, p, 1024);
+  CHECK(k.misaligned == 0u);
+  GemmProblem c_off = p;
+  c_off.C = buf + 34;
+  CHECK(race_key(0, c_off, 1024).misaligned == 4u);
+  GemmProblem a_off = p;
+  a_off.A = buf + 8;
+  CHECK(race_key(0, a_off, 1024).misaligned == 1u);
+  // Keys that differ in any part are different cache entries.
+  CHECK(k < race_key(0, c_off, 1024));
+  CHECK((race_key(1, p, 1024) < k) == false);
+  CHECK(k < race_key(1, p, 1024));
+  CHECK(race_key(0, p, 0) < k);
+  GemmProblem f16 = p;
+  f16.dtype = kb::DType::float16;
+  CHECK((race_key(0, f16, 1024) < k) != (k < race_key(0, f16, 1024)));
+  CHECK_FALSE(k < race_key(0, p, 1024));
+  CHECK_FALSE(race_key(0, p, 1024) < k);
+}

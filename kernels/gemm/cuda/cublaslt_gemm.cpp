@@ -381,11 +381,9 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
 Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const void* A, const void* B, void* C, void* stream_ptr,
                         const StreamScratch& scratch) {
   const LtApi& lt = api();
-  auto stream = static_cast<cudaStream_t>(stream_ptr);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
-    return cuda_failure("cudaStreamIsCapturing", e);
-  if (capture != cudaStreamCaptureStatusNone) return ok_status();  // tune on a later, uncaptured call
+  auto capturing = cuda::stream_is_capturing(stream_ptr);
+  if (!capturing) return capturing.error();
+  if (*capturing) return ok_status();  // tune on a later, uncaptured call
   const float alpha = 1.f, beta = 0.f;
   auto run = [&](int c, void* s) -> Status {
     const cublasLtMatmulAlgo_t& algo = plan.candidates[static_cast<std::size_t>(c)].algo;
@@ -424,10 +422,9 @@ Result<const StreamScratch*> scratch_locked(State& st, int device, void* stream)
   // device), outside any timed region once the stream is warmed up. Under
   // stream capture cudaMalloc is not allowed (and would invalidate the
   // capture): refuse with the reason, the capture intact.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture); e != cudaSuccess)
-    return cuda_failure("cudaStreamIsCapturing", e);
-  if (capture != cudaStreamCaptureStatusNone)
+  auto capturing = cuda::stream_is_capturing(stream);
+  if (!capturing) return capturing.error();
+  if (*capturing)
     return make_error(Code::unsupported,
                       "gemm: this stream's workspace is allocated by its first gemm, which must run outside stream "
                       "capture; run one gemm on the stream before capturing it");
@@ -487,10 +484,9 @@ Result<Plan*> plan_locked(State& st, cublasLtHandle_t handle, const PlanKey& key
 Result<void*> grow_buffer_locked(std::pair<void*, std::size_t>& slot, void* stream, std::size_t bytes,
                                  const char* what, bool zeroed) {
   if (slot.second >= bytes) return slot.first;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture); e != cudaSuccess)
-    return cuda_failure("cudaStreamIsCapturing", e);
-  if (capture != cudaStreamCaptureStatusNone)
+  auto capturing = cuda::stream_is_capturing(stream);
+  if (!capturing) return capturing.error();
+  if (*capturing)
     return make_error(Code::unsupported,
                       fmt::format("long-K gemm: its {} ({} bytes) is allocated on the first call of this size outside "
                                   "stream capture; run the product once before capturing it",

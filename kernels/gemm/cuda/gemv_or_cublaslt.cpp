@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <tuple>
 
 #include "../../common/cublaslt_autotune.hpp"
 #include "cublaslt_gemm.hpp"
@@ -18,18 +17,6 @@
 namespace kb::kernels::gemm_cuda {
 
 namespace {
-
-struct RaceKey {
-  int device = 0;
-  int dtype = 0;
-  std::int64_t M = 0, N = 0, K = 0;
-  bool c_aligned = false;
-  std::size_t scratch_bytes = 0;  // a cached split plan needs this much split-K scratch at most
-  bool operator<(const RaceKey& o) const {
-    return std::tie(device, dtype, M, N, K, c_aligned, scratch_bytes) <
-           std::tie(o.device, o.dtype, o.M, o.N, o.K, o.c_aligned, o.scratch_bytes);
-  }
-};
 
 // The raced problems' choices, guarded by gemm_race_cache_mutex() (race.hpp:
 // race_cached, race_remember). Leaked on purpose, like cublaslt_gemm.cpp's
@@ -58,24 +45,18 @@ std::string plan_label(const GemvPlan& g) {
 
 Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScratch& scratch, const GemvPlan& rule) {
   const SmallMChoice static_choice{rule.cublaslt_instead != nullptr, rule};
-  auto stream = static_cast<cudaStream_t>(p.stream);
-  RaceKey key;
-  if (cudaError_t e = cudaGetDevice(&key.device); e != cudaSuccess)
-    return make_error(Code::cuda_error, fmt::format("cudaGetDevice: {}", cudaGetErrorString(e)));
-  key.dtype = static_cast<int>(p.dtype);
-  key.M = p.M, key.N = p.N, key.K = p.K;
-  key.c_aligned = reinterpret_cast<std::uintptr_t>(p.C) % 16 == 0;
-  key.scratch_bytes = gemv_scratch_bytes(&scratch);
+  int device = 0;
+  KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
+  const RaceKey key = race_key(device, p, gemv_scratch_bytes(&scratch));
 
   if (auto cached = race_cached(choices(), key)) return *cached;
   // KB_GEMM_RACE is read only here, for a problem not yet raced (as
   // KB_CUBLASLT_AUTOTUNE is read when a new cuBLASLt plan is made): the
   // cached path stays a map lookup.
   if (env_is("KB_GEMM_RACE", "0")) return static_choice;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
-    return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));
-  if (capture != cudaStreamCaptureStatusNone) return static_choice;  // race on a later, uncaptured call
+  auto capturing = cuda::stream_is_capturing(p.stream);
+  if (!capturing) return capturing.error();
+  if (*capturing) return static_choice;  // race on a later, uncaptured call
   std::lock_guard<std::mutex> race_lock(gemm_race_mutex(key.device));  // one race at a time on a device
   if (auto cached = race_cached(choices(), key)) return *cached;  // raced by another thread meanwhile
 

@@ -23,9 +23,9 @@
 // static rule (the rule plan, or cuBLASLt where GemvPlan::cublaslt_instead
 // says so) instead, uncached.
 //
-// The key: (device, dtype, M, N, K, whether C is 16-byte aligned, the
-// stream's split-K scratch size); the gemv plans depend on nothing else (A
-// and B must be 16-byte aligned for it).
+// The key (race.hpp's RaceKey): device, dtype, M, N, K, which of A, B, C
+// are 16-byte aligned (the gemv needs A and B aligned) and the stream's
+// split-K scratch size; the gemv plans depend on nothing else.
 // The race costs about 20 ms of clock ramp (skipped when the clock is up)
 // plus (candidates x kRaceRounds x kRaceSamples) cold runs, after cuBLASLt's
 // own planning; it synchronizes the stream. Races run one at a time on a

@@ -10,7 +10,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "../../common/cublaslt_autotune.hpp"
@@ -22,21 +21,11 @@ namespace kb::kernels::gemm_cuda {
 
 namespace {
 
-struct LongKKey {
-  int device = 0;
-  int dtype = 0;
-  std::int64_t M = 0, N = 0, K = 0;
-  unsigned misaligned = 0;  // bit 0, 1, 2: A, B, C not 16-byte aligned
-  bool operator<(const LongKKey& o) const {
-    return std::tie(device, dtype, M, N, K, misaligned) < std::tie(o.device, o.dtype, o.M, o.N, o.K, o.misaligned);
-  }
-};
-
 // The raced problems' forms, guarded by gemm_race_cache_mutex() (race.hpp:
 // race_cached, race_remember). Leaked on purpose, like cublaslt_gemm.cpp's
 // state.
-std::map<LongKKey, LongKForm>& choices() {
-  static auto* m = new std::map<LongKKey, LongKForm>;
+std::map<RaceKey, LongKForm>& choices() {
+  static auto* m = new std::map<RaceKey, LongKForm>;
   return *m;
 }
 
@@ -116,20 +105,15 @@ Status run_long_k(const GemmProblem& p, LongKForm form, bool* not_applicable) {
 
 Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   if (auto forced = forced_form()) return *forced;
-  const auto misaligned = [](const void* v) { return reinterpret_cast<std::uintptr_t>(v) % 16 != 0; };
-  LongKKey key;
-  if (cudaError_t e = cudaGetDevice(&key.device); e != cudaSuccess)
-    return make_error(Code::cuda_error, fmt::format("cudaGetDevice: {}", cudaGetErrorString(e)));
-  key.dtype = static_cast<int>(p.dtype);
-  key.M = p.M, key.N = p.N, key.K = p.K;
-  key.misaligned = (misaligned(p.A) ? 1u : 0u) | (misaligned(p.B) ? 2u : 0u) | (misaligned(p.C) ? 4u : 0u);
+  int device = 0;
+  KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
+  const RaceKey key = race_key(device, p, 0);
 
   if (auto cached = race_cached(choices(), key)) return *cached;
   if (env_is("KB_GEMM_RACE", "0")) return LongKForm::chunks;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &capture); e != cudaSuccess)
-    return make_error(Code::cuda_error, fmt::format("cudaStreamIsCapturing: {}", cudaGetErrorString(e)));
-  if (capture != cudaStreamCaptureStatusNone) return LongKForm::chunks;  // race on a later, uncaptured call
+  auto capturing = cuda::stream_is_capturing(p.stream);
+  if (!capturing) return capturing.error();
+  if (*capturing) return LongKForm::chunks;  // race on a later, uncaptured call
   std::lock_guard<std::mutex> race_lock(gemm_race_mutex(key.device));  // one race at a time on a device
   if (auto cached = race_cached(choices(), key)) return *cached;  // raced by another thread meanwhile
 

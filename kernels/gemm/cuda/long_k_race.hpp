@@ -34,7 +34,8 @@
 //   long-K call; a long-K product takes 70 us or more).
 // - KB_GEMM_RACE=0 (read for problems not yet raced) and a call under stream
 //   capture take the batched chunks, uncached.
-// - The key: (device, dtype, M, N, K, whether A, B and C are 16-byte aligned).
+// - The key (race.hpp's RaceKey): device, dtype, M, N, K, whether A, B and C
+//   are 16-byte aligned.
 // - Throttled batches are set aside and run again after a rest, as kb bench
 //   does (median_ms_of_candidates' set_aside_throttled): without it the race
 //   ran at M = 8192 under the power cap, timed the batched chunks 22% slower

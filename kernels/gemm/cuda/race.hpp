@@ -7,11 +7,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "gemm_problem.hpp"
 
 namespace kb::kernels::gemm_cuda {
 
@@ -38,6 +42,28 @@ inline int race_pick(const double* ms, int count, int static_choice) {
   const double s = ms[static_choice];
   if (s >= 0 && ms[best] * (1 + kRaceTieMargin) >= s) return static_choice;
   return best;
+}
+
+// What a race's answer is cached under: the problem on one device, which of
+// A, B, C are not 16-byte aligned (kb's kernels need them aligned), and the
+// stream's gemv split-K scratch (a cached split plan needs that much; 0 for
+// long K).
+struct RaceKey {
+  int device = 0;
+  int dtype = 0;
+  std::int64_t M = 0, N = 0, K = 0;
+  unsigned misaligned = 0;  // bit 0, 1, 2: A, B, C
+  std::size_t scratch_bytes = 0;
+  bool operator<(const RaceKey& o) const {
+    return std::tie(device, dtype, M, N, K, misaligned, scratch_bytes) <
+           std::tie(o.device, o.dtype, o.M, o.N, o.K, o.misaligned, o.scratch_bytes);
+  }
+};
+
+inline RaceKey race_key(int device, const GemmProblem& p, std::size_t scratch_bytes) {
+  const auto off = [](const void* v) { return reinterpret_cast<std::uintptr_t>(v) % 16 != 0 ? 1u : 0u; };
+  return RaceKey{device, static_cast<int>(p.dtype), p.M, p.N, p.K, off(p.A) | off(p.B) << 1 | off(p.C) << 2,
+                 scratch_bytes};
 }
 
 // Held through a race on `device`: one race at a time on a device (two at
