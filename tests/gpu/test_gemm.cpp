@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -442,7 +443,10 @@ void check_race(const Registry& registry, cudaStream_t stream) {
 //  - M = 384, first called inside a stream capture: no race (the batched
 //    chunks, replayed from the graph, must be right); the next, uncaptured
 //    call races once; the one after reuses the answer;
-//  - M = 320 with KB_GEMM_RACE=0, then with KB_GEMM_LONG_K=sequential: no race.
+//  - M = 320 with KB_GEMM_RACE=0, then with KB_GEMM_LONG_K=sequential: no race;
+//  - M = 100 (two 128 x 128 output tiles), first inside a capture: the static
+//    rule's chunks one by one (long_k_one_by_one), replayed right; the next
+//    call races with that form as its static rule.
 // Each race note must list the forms that can run here.
 void check_long_k_race(const Registry& registry, cudaStream_t stream) {
   using namespace kb::kernels::gemm_cuda;
@@ -524,6 +528,11 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
   unsetenv("KB_GEMM_LONG_K");
   if (ran0 && ran1 && gemm_race_count() != before + 2)
     fail("kb_cuda_gemm raced a long-K problem with KB_GEMM_RACE=0 or KB_GEMM_LONG_K=sequential");
+  const std::size_t small_before = gemm_race_count();
+  if (!call(100, true, 0x10c0009)) return;
+  if (gemm_race_count() != small_before) fail("kb_cuda_gemm raced a long-K problem (M=100) inside a stream capture");
+  if (!call(100, false, 0x10c000a)) return;
+  if (gemm_race_count() != small_before + 1) fail("kb_cuda_gemm long-K M=100: no race on its first uncaptured call");
   const std::vector<std::string> notes = gemm_race_notes();
   for (std::size_t i = before; i < notes.size(); ++i) {
     const std::string& note = notes[i];
@@ -531,10 +540,19 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
                      note.find("cuBLASLt chunks one by one ") != std::string::npos &&
                      (!hopper || note.find("kb wgmma ") != std::string::npos);
     if (!all) fail("a long-K race left out a form that runs here: " + note);
+    // The static rule's form is the first candidate and named at the end.
+    const bool small = note.rfind("bfloat16 M=100 ", 0) == 0;
+    const std::string rule = small ? "cuBLASLt chunks one by one" : "cuBLASLt chunks";
+    const std::string first = "cold samples: " + rule + " ";  // then its median
+    const std::size_t at = note.find(first);
+    const bool rule_first = at != std::string::npos && at + first.size() < note.size() &&
+                            std::isdigit(static_cast<unsigned char>(note[at + first.size()]));
+    if (!rule_first || note.find("(static rule: " + rule + ")") == std::string::npos)
+      fail(fmt::format("a long-K race's static rule is not {}: {}", rule, note));
   }
   if (g_failures == failures_before)
     std::printf("ok   kb_cuda_gemm's long-K race: one on each problem's first uncaptured call, none under capture, "
-              "none after, none with KB_GEMM_RACE=0 or a forced form\n");
+              "none after, none with KB_GEMM_RACE=0 or a forced form; the static rule's form first in each note\n");
 }
 
 // Every race note: "<problem>: <winner>; median of n cold samples: <label>
@@ -582,7 +600,7 @@ void check_race_notes() {
     }
     if (!understood || labels.empty()) continue;
     // "the gemv)" exactly: the static rule's reasons for cuBLASLt also start with "the gemv's". A long-K race's
-    // static rule is its first candidate, "cuBLASLt chunks", and it has no candidate named "cuBLASLt" alone.
+    // static rule is its first candidate (the chunks as one batch or one by one), and none is named "cuBLASLt" alone.
     const bool static_lt = note.compare(r + 15, 9, "the gemv)") != 0;
     const int static_index = static_lt && labels.back() == "cuBLASLt" ? static_cast<int>(labels.size()) - 1 : 0;
     const int won = race_pick(ms.data(), static_cast<int>(ms.size()), static_index);

@@ -18,6 +18,7 @@
 #include "common/stream_ctas.hpp"
 #include "gemm/cuda/gemv.hpp"
 #include "gemm/cuda/gemv_or_cublaslt.hpp"
+#include "gemm/cuda/long_k.hpp"
 #include "gemm/cuda/race.hpp"
 
 using kb::kernels::gemm_cuda::GemvBalance;
@@ -197,6 +198,22 @@ TEST_CASE("kb_cuda_gemm takes cuBLASLt over the gemv at M > 8 from 8 MiB of weig
   // M <= 8 keeps the gemv whatever the weight.
   CHECK_FALSE(gemv_cublaslt_weight(8, 8192ll * 28672 * 2));
   CHECK_FALSE(gemv_cublaslt_weight(1, 8192ll * 28672 * 2));
+}
+
+TEST_CASE("long-K static rule: the chunks one by one on outputs of at most two 128 x 128 tiles, else one batch") {
+  using kb::kernels::gemm_cuda::long_k_one_by_one;
+  // Where the one-by-one chunks won every race (M <= 128, N <= 256; session 29's sweep), and N = 97 at M = 130.
+  CHECK(long_k_one_by_one(17, 32));
+  CHECK(long_k_one_by_one(128, 256));
+  CHECK(long_k_one_by_one(130, 97));
+  CHECK(long_k_one_by_one(256, 128));  // two tiles the other way (not measured)
+  // Where the batch won or tied: N >= 1024, M = 2048, M = 128 on N = 1024; and four tiles (M = 512, N = 96:
+  // each form won twice).
+  CHECK_FALSE(long_k_one_by_one(17, 1024));
+  CHECK_FALSE(long_k_one_by_one(2048, 32));
+  CHECK_FALSE(long_k_one_by_one(512, 96));
+  CHECK_FALSE(long_k_one_by_one(129, 256));
+  CHECK_FALSE(long_k_one_by_one(128, 8192));
 }
 
 TEST_CASE("kb_cuda_gemm's race: the faster median wins; within 1% the static rule's side keeps the problem") {

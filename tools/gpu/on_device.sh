@@ -24,6 +24,8 @@
 #                                                   KB_GEMM_RACE=cublaslt, side by side at M = RACE_AB_VALUES; not in all)
 #        bash tools/gpu/on_device.sh long-k-ab              (kb_cuda_gemm's long-K race against the batched chunks alone,
 #                                                   KB_GEMM_LONG_K=chunks, side by side at M = LKAB_VALUES; not in all)
+#        bash tools/gpu/on_device.sh race-sweep             (kb_cuda_gemm's race on made-up gemm shapes: each candidate's median,
+#                                                   the static rule's cost; SWEEP_K, SWEEP_N, SWEEP_M; not in all)
 #        bash tools/gpu/on_device.sh long-k                 (long-K gemm: cuBLASLt chunks vs kb's wgmma kernel, fp64 check; LKV_M,
 #                                                   LKV_VARIANTS; not in all)
 set -u
@@ -292,6 +294,20 @@ if [[ $what == *long-k-ab* ]]; then
   # long-K forms (long_k_race.hpp), at M = LKAB_VALUES; each run within LKAB_TIMEOUT.
   gemm_ab long_k_ab "${LKAB_TIMEOUT:-200}" "batched chunks,race" KB_GEMM_LONG_K=chunks -- \
       --only gemm_n5376_k21504,gemm_n8192_k28672 --values "${LKAB_VALUES:-128,512,1024,2048,4096,8192}"
+fi
+if [[ $what == *race-sweep* ]]; then
+  # kb_cuda_gemm's race on made-up shapes (tools/gpu/race_sweep.py): every candidate's median per problem, and
+  # the static rule's form over the fastest; K in SWEEP_K (float16 and bfloat16 alternate), N in SWEEP_N, M in SWEEP_M.
+  # Then kb_cublaslt_gemm (the static rule, no race) timed with SWEEP_AB set and without (empty SWEEP_AB: not).
+  dt=float16 ab=${SWEEP_AB-KB_GEMM_LONG_K=chunks} ab_args=()
+  [ -n "$ab" ] && ab_args=(--ab "$ab")
+  for k in ${SWEEP_K:-28672 21504}; do
+    python3 tools/gpu/race_sweep.py --kb "$kb" --k "$k" --dtype $dt --n "${SWEEP_N:-32,96,256,1024,2048,4096,8192}" \
+        --m "${SWEEP_M:-17,64,128,512,2048}" --out "$out/race_sweep_k$k" "${ab_args[@]}" > "$out/race_sweep_k$k.txt"
+    [ $? = 0 ] || status=1
+    tail -2 "$out/race_sweep_k$k.txt"
+    [ $dt = float16 ] && dt=bfloat16 || dt=float16
+  done
 fi
 if [[ $what == *aten-bb* ]]; then
   # kb's CUDA ATen kernels on the BackendBench trace and PyTorch eager on the same lines in this session; writes

@@ -148,12 +148,13 @@ Error cuda_failure(const char* what, cudaError_t e) {
 // up to 64 floats, so that every part starts 256-byte aligned.
 std::int64_t long_k_part_stride(std::int64_t M, std::int64_t N) { return (M * N + 63) / 64 * 64; }
 
-// KB_GEMM_LONG_K=sequential: kb_cublaslt_gemm's long-K chunks one after the
-// other (beta = 1) even where they could run as one batch, to measure the two
-// in one run.
-bool long_k_sequential_forced() {
-  static const bool forced = env_is("KB_GEMM_LONG_K", "sequential");
-  return forced;
+// Whether kb_cublaslt_gemm runs p's long-K chunks one after the other (beta
+// = 1) where they could be one batch: KB_GEMM_LONG_K=sequential or chunks
+// forces one way (to measure the two in one run), else the static rule
+// (long_k_one_by_one).
+bool long_k_sequential(const GemmProblem& p) {
+  static const bool sequential = env_is("KB_GEMM_LONG_K", "sequential"), batch = env_is("KB_GEMM_LONG_K", "chunks");
+  return sequential || (!batch && long_k_one_by_one(p.M, p.N));
 }
 
 // The checks every cuBLASLt entry point makes first.
@@ -679,7 +680,7 @@ Status cublaslt_gemm(const GemmProblem& p) {
   }
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("cudaGetDevice", e);
-  if (p.K > kLongK) return long_k_gemm(p, device, long_k_sequential_forced());
+  if (p.K > kLongK) return long_k_gemm(p, device, long_k_sequential(p));
   const PlanKey key{device,          p.M, p.N, p.K, static_cast<int>(p.dtype), alignment_of(p.A), alignment_of(p.B),
                     alignment_of(p.C)};
 

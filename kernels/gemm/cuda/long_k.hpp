@@ -59,6 +59,24 @@ namespace kb::kernels::gemm_cuda {
 inline constexpr std::int64_t kLongK = 20480;   // longer K is summed in chunks
 inline constexpr std::int64_t kChunkK = 14336;  // at most this many per chunk
 
+// The static rule's form for chunks that can be one batch (kb_cublaslt_gemm,
+// and kb_cuda_gemm where it does not race: under capture, KB_GEMM_RACE=0):
+// one by one where the output is at most two 128 x 128 tiles, else one
+// batch. H200, session 29 (benchmarks/h200-2026-12-02-s29/race_sweep_*.md,
+// kb_cuda_gemm's race medians, K = 28672 float16 and 21504 bfloat16, N =
+// 32 .. 8192, M = 17 .. 2048): at M <= 128 and N <= 256 the batch took
+// 1.05-1.38x the one-by-one time (all 18 problems); at N >= 1024, or M =
+// 2048, the batch was fastest or within 1.2% of the one-by-one form. In
+// between (M = 512, N = 32 or 96: four tiles) each won twice, by 4-11%, so
+// the batch keeps those. Unaligned N is worse: N = 97 at M = 17 and 130
+// (tests/gpu/test_gemm.cpp, session 28) 1.7-3.2x. Why: cuBLASLt's heuristic
+// gives a single chunk of so few tiles a split-K plan (split-K 11 at M =
+// 100, N = 256) and the strided batch none. kb_cublaslt_gemm with this rule
+// against the batch everywhere, side by side (race_sweep_ab_call3_*.md):
+// 0.725-0.973 of its time where the rule differs, 0.955-1.044 (noise) where
+// it does not.
+inline bool long_k_one_by_one(std::int64_t M, std::int64_t N) { return ((M + 127) / 128) * ((N + 127) / 128) <= 2; }
+
 // dst[i] = (src[i] + src[S + i] + ... + src[(parts - 1) S + i]), S =
 // part_stride, added in that order in fp32, rounded once to float16 (bf16
 // false) or bfloat16, i < n, on `stream` (a cudaStream_t). parts > 1 needs

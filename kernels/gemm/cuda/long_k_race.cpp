@@ -14,6 +14,7 @@
 
 #include "../../common/cublaslt_autotune.hpp"
 #include "cublaslt_gemm.hpp"
+#include "long_k.hpp"
 #include "race.hpp"
 #include "wgmma_gemm.hpp"
 
@@ -76,6 +77,12 @@ Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
   return ok_status();
 }
 
+// The static rule's form (long_k.hpp): the chunks one by one on small
+// outputs where they could be one batch, else the batch.
+LongKForm static_form(const GemmProblem& p) {
+  return long_k_batches(p) && long_k_one_by_one(p.M, p.N) ? LongKForm::sequential_chunks : LongKForm::chunks;
+}
+
 }  // namespace
 
 const char* long_k_form_label(LongKForm form) {
@@ -98,7 +105,7 @@ Status run_long_k(const GemmProblem& p, LongKForm form, bool* not_applicable) {
       *not_applicable = true;
       return ok_status();
     }
-    form = LongKForm::chunks;
+    form = static_form(p);
   }
   return cublaslt_long_k_gemm(p, form == LongKForm::sequential_chunks);
 }
@@ -110,10 +117,11 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   const RaceKey key = race_key(device, p, 0);
 
   if (auto cached = race_cached(choices(), key)) return *cached;
-  if (env_is("KB_GEMM_RACE", "0")) return LongKForm::chunks;
+  const LongKForm rule = static_form(p);
+  if (env_is("KB_GEMM_RACE", "0")) return rule;
   auto capturing = cuda::stream_is_capturing(p.stream);
   if (!capturing) return capturing.error();
-  if (*capturing) return LongKForm::chunks;  // race on a later, uncaptured call
+  if (*capturing) return rule;  // race on a later, uncaptured call
   std::lock_guard<std::mutex> race_lock(gemm_race_mutex(key.device));  // one race at a time on a device
   if (auto cached = race_cached(choices(), key)) return *cached;  // raced by another thread meanwhile
 
@@ -121,8 +129,10 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   // Each form's first call, outside the samples: cuBLASLt plans and
   // autotunes its chunks, kb's buffers are allocated, and a form that cannot
   // run the problem drops out (with its reason, for the note).
-  std::vector<LongKForm> forms = {LongKForm::chunks};
-  if (long_k_batches(p)) forms.push_back(LongKForm::sequential_chunks);
+  // The static rule's form first (race_pick's static candidate, the note's "(rule)").
+  std::vector<LongKForm> forms = {rule};
+  if (long_k_batches(p))
+    forms.push_back(rule == LongKForm::chunks ? LongKForm::sequential_chunks : LongKForm::chunks);
   forms.push_back(LongKForm::wgmma);
   std::vector<LongKForm> ran;
   std::string dropped;
@@ -140,10 +150,10 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
     dropped += fmt::format("; {} did not run ({})", long_k_form_label(f),
                            na ? "not applicable here" : s.error().message);
   }
-  if (ran.size() < 2 || ran.front() != LongKForm::chunks) {
+  if (ran.size() < 2 || ran.front() != rule) {
     // Nothing to race, or the static rule's form itself failed: cache what ran (else the
-    // batched chunks, whose real call reports the error), no note.
-    const LongKForm only = ran.empty() ? LongKForm::chunks : ran.front();
+    // static rule's form, whose real call reports the error), no note.
+    const LongKForm only = ran.empty() ? rule : ran.front();
     if (!ran.empty()) race_remember(choices(), key, only);
     return only;
   }
@@ -167,7 +177,7 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
       "{} M={} N={} K={}: {}; median of {} cold samples: {} (static rule: {}){}; the race took {:.1f} ms, each "
       "form's first call (cuBLASLt's planning) included",
       dtype_name(p.dtype), p.M, p.N, p.K, label(won), kRaceRounds * kRaceSamples, race_medians(*ms, label),
-      long_k_form_label(LongKForm::chunks), dropped, race_ms));
+      long_k_form_label(rule), dropped, race_ms));
   return ran[static_cast<std::size_t>(won)];
 }
 

@@ -21,8 +21,10 @@
 // not being captured runs each form once (cuBLASLt plans and autotunes its
 // chunks, buffers are allocated), times them (race.hpp: kRaceRounds x
 // kRaceSamples cold samples each, interleaved) and caches the fastest; the
-// batched chunks (the static rule, kb's default before the race) keep the
-// problem within kRaceTieMargin.
+// static rule's form keeps the problem within kRaceTieMargin: the batched
+// chunks (kb's default before the race), or the chunks one by one on outputs
+// of at most two 128 x 128 tiles (long_k_one_by_one in long_k.hpp, since
+// session 29).
 //
 // - Forms that cannot run the problem stay out: kb's kernel off compute
 //   capability 9.0, with N or K not a multiple of 8, or unaligned operands;
@@ -33,7 +35,7 @@
 //   by more than 2%, so not raced) runs that form, no race (read on every
 //   long-K call; a long-K product takes 70 us or more).
 // - KB_GEMM_RACE=0 (read for problems not yet raced) and a call under stream
-//   capture take the batched chunks, uncached.
+//   capture take the static rule's form, uncached.
 // - The key (race.hpp's RaceKey): device, dtype, M, N, K, whether A, B and C
 //   are 16-byte aligned.
 // - Throttled batches are set aside and run again after a rest, as kb bench
