@@ -1,7 +1,7 @@
 """The GPU machine's Python tools, on the parts that need no GPU: how a profiler's kernel records are cut into
 calls (tools/gpu/kernel_spans.py), compare_torch.py --merge on committed H100 results (its tables, the
 kernels-only ratio), issue4_bars.py on committed H200 results, and nsight_check.py's kernel-name filters against
-kb's kernels. usage: test_gpu_tools.py SOURCE_ROOT"""
+kb's kernels, race_sweep.py's tables on a stand-in kb. usage: test_gpu_tools.py SOURCE_ROOT"""
 import ast
 import glob
 import json
@@ -145,6 +145,48 @@ for case_name, _, _, _, solution, regex in nsight_cases:
         continue  # cuBLASLt's kernels are not kb's
     hits = sorted(k for k in kb_kernels if re.search(regex, k))
     check(bool(hits), f"nsight_check.py's filter for {case_name} ({regex}) matches kb's kernels: {hits}")
+
+# race_sweep.py on a stand-in kb: the race notes session 28 recorded (each form's median), and for the timed A/B runs
+# trace lines whose latency depends on KB_GEMM_LONG_K, so the table's ratios are known.
+FAKE_KB = r"""#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+out = args[args.index("--out") + 1]
+if "--no-time" in args:
+    for line in open(os.environ["FAKE_NOTES"]):
+        print("kb gemm race: " + line.rstrip(), file=sys.stderr)
+    sys.exit(0)
+os.makedirs(os.path.join(out, "traces", "kb", "gemm"), exist_ok=True)
+with open(os.path.join(out, "traces", "kb", "gemm", "sweep.jsonl"), "w") as f:
+    for m in (128, 512):
+        ms = 0.2 if os.environ.get("KB_GEMM_LONG_K") == "chunks" else 0.15
+        f.write(json.dumps({"definition": "sweep_float16_n8192_k28672", "workload": {"axes": {"M": m}},
+                            "evaluation": {"status": "PASSED", "performance": {"latency_ms": ms * m / 128}}}) + "\n")
+"""
+with tempfile.TemporaryDirectory() as tmp:
+    fake = os.path.join(tmp, "kb")
+    with open(fake, "w") as f:
+        f.write(FAKE_KB)
+    os.chmod(fake, 0o755)
+    notes = os.path.join(root, "benchmarks", "h200-2026-12-02-s28", "long_k_notes_call2_run2.txt")
+    r = subprocess.run([sys.executable, os.path.join(root, "tools", "gpu", "race_sweep.py"), "--kb", fake, "--n", "8192",
+                        "--m", "128,512", "--k", "28672", "--out", os.path.join(tmp, "out"),
+                        "--ab", "KB_GEMM_LONG_K=chunks"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, FAKE_NOTES=notes))
+    check(r.returncode == 0, f"race_sweep.py on a stand-in kb: exit {r.returncode} {r.stderr[-300:]}")
+    table = r.stdout.splitlines()
+    row = [l for l in table if l.startswith("| 1024 | 8192 |")]
+    # 8192 x 28672 at M = 1024: batch 638.2080, one by one 630.2720, kb wgmma 647.9040 us; the static rule's batch
+    # over the fastest 1.013
+    check(len(row) == 1 and "| cuBLASLt chunks one by one | cuBLASLt chunks | 1.013 |" in row[0],
+          f"race_sweep.py's row for M = 1024: {row}")
+    ab = [l for l in table if l.startswith("| 512 | 8192 |")]
+    check(len(ab) == 1 and ab[0].endswith("| 800.0 | 600.0 | 0.750 |"), f"race_sweep.py's A/B columns: {ab}")
+    check("without / with KB_GEMM_LONG_K=chunks: median 0.750, 0.750-0.750 over 2 rows" in r.stdout,
+          "race_sweep.py's A/B summary")
+    definition = json.load(open(os.path.join(tmp, "out", "dataset", "definitions", "sweep_float16_n8192_k28672.json")))
+    check(definition["axes"]["K"]["value"] == 28672 and definition["inputs"]["B"]["shape"] == ["N", "K"],
+          "race_sweep.py's made-up definition")
 
 print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
 sys.exit(1 if failures else 0)

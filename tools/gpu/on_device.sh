@@ -93,9 +93,11 @@ if [[ $what == *goldens* ]]; then
   echo "goldens: exit $?"; tail -3 "$out/goldens.log"; (cd "$out" && tar czf goldens.tgz goldens && rm -rf goldens)
 fi
 if [[ $what == *nsight* ]]; then
-  # kb's latency vs Nsight Compute's kernel duration, kernels over 20 us (bar: within 5%)
+  # kb's latency vs Nsight Compute's kernel duration, kernels over 20 us (bar: within 5%): ncu on kb bench's
+  # correctness calls, and on ncu_flushed_launches.py (the GPU busy up to each launch, as in kb's samples)
   timeout ${NSIGHT_TIMEOUT:-300} python3 tools/gpu/nsight_check.py --kb "$kb" --definitions .devcarry/shared/flashinfer-trace/definitions \
-      --bundled kernels --out "$out/nsight" > "$out/nsight.log" 2>&1; echo "nsight: exit $?"; tail -8 "$out/nsight.log"
+      --bundled kernels --out "$out/nsight" --lib .devcarry/lib/libkb.so.1 > "$out/nsight.log" 2>&1
+  echo "nsight: exit $?"; tail -20 "$out/nsight.log"
 fi
 if [[ $what == *attn-check* ]]; then
   # kb_cuda_gqa_paged_decode / kb_cuda_mla_paged_decode against the CPU oracle (edge cases, every shipped decode workload)
