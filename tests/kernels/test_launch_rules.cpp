@@ -207,8 +207,8 @@ TEST_CASE("long-K static rule: the chunks one by one on outputs of at most two 1
   CHECK(long_k_one_by_one(128, 256));
   CHECK(long_k_one_by_one(130, 97));
   CHECK(long_k_one_by_one(256, 128));  // two tiles the other way (not measured)
-  // Where the batch won or tied: N >= 1024, M = 2048, M = 128 on N = 1024; and four tiles (M = 512, N = 96:
-  // each form won twice).
+  // Where the batch won or tied: N >= 1024, M = 2048, M = 128 on N = 1024; and four tiles (M = 512, N = 96: a split
+  // decision, the batch kept).
   CHECK_FALSE(long_k_one_by_one(17, 1024));
   CHECK_FALSE(long_k_one_by_one(2048, 32));
   CHECK_FALSE(long_k_one_by_one(512, 96));

@@ -67,8 +67,10 @@ inline constexpr std::int64_t kChunkK = 14336;  // at most this many per chunk
 // 32 .. 8192, M = 17 .. 2048): at M <= 128 and N <= 256 the batch took
 // 1.05-1.38x the one-by-one time (all 18 problems); at N >= 1024, or M =
 // 2048, the batch was fastest or within 1.2% of the one-by-one form. In
-// between (M = 512, N = 32 or 96: four tiles) each won twice, by 4-11%, so
-// the batch keeps those. Unaligned N is worse: N = 97 at M = 17 and 130
+// between (M = 512, N = 32 or 96: four tiles) the one-by-one form won 6 of
+// the 8 races of calls 2 and 3 (by 3-11%) and the batch 2 (by 6-9%); other
+// four-tile shapes (M = 256, N = 256; M = 128, N = 512) were not measured,
+// so the batch keeps four tiles and more. Unaligned N is worse: N = 97 at M = 17 and 130
 // (tests/gpu/test_gemm.cpp, session 28) 1.7-3.2x. Why: cuBLASLt's heuristic
 // gives a single chunk of so few tiles a split-K plan (split-K 11 at M =
 // 100, N = 256) and the strided batch none. kb_cublaslt_gemm with this rule
