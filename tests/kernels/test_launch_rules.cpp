@@ -289,6 +289,59 @@ TEST_CASE("kb_cuda_gemm's races: one at a time on a device, side by side on two"
   CHECK_FALSE(device0_free);
 }
 
+TEST_CASE("kb_cuda_gemm's race entry: the cached choice, else the static one when not racing now, else the race lock") {
+  using namespace kb::kernels::gemm_cuda;
+  std::map<RaceKey, int> cache;
+  RaceKey key;
+  key.device = 2;
+  key.M = 8;
+  int queries = 0;
+  auto not_capturing = [&] { return ++queries, kb::Result<bool>(false); };
+  auto capturing = [&] { return ++queries, kb::Result<bool>(true); };
+  std::unique_lock<std::mutex> lock;
+  // Not cached, not capturing: race now, with device 2's race lock held.
+  auto e = race_entry(cache, key, 5, not_capturing, lock);
+  REQUIRE(e);
+  CHECK_FALSE(e->has_value());
+  CHECK(lock.owns_lock());
+  CHECK(lock.mutex() == &gemm_race_mutex(2));
+  lock.unlock();
+  // Under capture: the static choice, no lock.
+  std::unique_lock<std::mutex> lock2;
+  e = race_entry(cache, key, 5, capturing, lock2);
+  REQUIRE(e);
+  CHECK(**e == 5);
+  CHECK_FALSE(lock2.owns_lock());
+  // The capture query's error is returned.
+  e = race_entry(cache, key, 5, [] { return kb::Result<bool>(kb::make_error(kb::Code::cuda_error, "broken")); }, lock2);
+  CHECK_FALSE(e);
+  // KB_GEMM_RACE=0: the static choice without asking about capture.
+  setenv("KB_GEMM_RACE", "0", 1);
+  queries = 0;
+  e = race_entry(cache, key, 6, not_capturing, lock2);
+  unsetenv("KB_GEMM_RACE");
+  REQUIRE(e);
+  CHECK(**e == 6);
+  CHECK(queries == 0);
+  CHECK_FALSE(lock2.owns_lock());
+  // Cached: that choice, before anything else (even under capture).
+  race_remember(cache, key, 9);
+  queries = 0;
+  e = race_entry(cache, key, 5, capturing, lock2);
+  REQUIRE(e);
+  CHECK(**e == 9);
+  CHECK(queries == 0);
+  CHECK_FALSE(lock2.owns_lock());
+  // Raced by another thread between the first look and the lock: that answer, looked up again under the lock.
+  std::map<RaceKey, int> cache2;
+  auto raced_meanwhile = [&] { race_remember(cache2, key, 4); return kb::Result<bool>(false); };
+  std::unique_lock<std::mutex> lock3;
+  e = race_entry(cache2, key, 5, raced_meanwhile, lock3);
+  REQUIRE(e);
+  CHECK(**e == 4);
+  CHECK(lock3.owns_lock());
+}
+
 TEST_CASE("kb_cuda_gemm's race key: the problem, the device, which operands are 16-byte aligned, the scratch") {
   using namespace kb::kernels::gemm_cuda;
   alignas(16) static unsigned char buf[64];

@@ -49,16 +49,14 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
   const RaceKey key = race_key(device, p, gemv_scratch_bytes(&scratch));
 
-  if (auto cached = race_cached(choices(), key)) return *cached;
-  // KB_GEMM_RACE is read only here, for a problem not yet raced (as
+  // race_entry reads KB_GEMM_RACE only for a problem not yet raced (as
   // KB_CUBLASLT_AUTOTUNE is read when a new cuBLASLt plan is made): the
   // cached path stays a map lookup.
-  if (env_is("KB_GEMM_RACE", "0")) return static_choice;
-  auto capturing = cuda::stream_is_capturing(p.stream);
-  if (!capturing) return capturing.error();
-  if (*capturing) return static_choice;  // race on a later, uncaptured call
-  std::lock_guard<std::mutex> race_lock(gemm_race_mutex(key.device));  // one race at a time on a device
-  if (auto cached = race_cached(choices(), key)) return *cached;  // raced by another thread meanwhile
+  std::unique_lock<std::mutex> race_lock;
+  auto entry =
+      race_entry(choices(), key, static_choice, [&] { return cuda::stream_is_capturing(p.stream); }, race_lock);
+  if (!entry) return entry.error();
+  if (*entry) return **entry;  // cached, or not raced now
 
   // The gemv's candidates (KB_GEMM_RACE=cublaslt: the rule plan alone), then cuBLASLt last.
   GemvPlan plans[kGemvRaceMaxPlans] = {rule};

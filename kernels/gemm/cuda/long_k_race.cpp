@@ -116,14 +116,11 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
   const RaceKey key = race_key(device, p, 0);
 
-  if (auto cached = race_cached(choices(), key)) return *cached;
   const LongKForm rule = static_form(p);
-  if (env_is("KB_GEMM_RACE", "0")) return rule;
-  auto capturing = cuda::stream_is_capturing(p.stream);
-  if (!capturing) return capturing.error();
-  if (*capturing) return rule;  // race on a later, uncaptured call
-  std::lock_guard<std::mutex> race_lock(gemm_race_mutex(key.device));  // one race at a time on a device
-  if (auto cached = race_cached(choices(), key)) return *cached;  // raced by another thread meanwhile
+  std::unique_lock<std::mutex> race_lock;
+  auto entry = race_entry(choices(), key, rule, [&] { return cuda::stream_is_capturing(p.stream); }, race_lock);
+  if (!entry) return entry.error();
+  if (*entry) return **entry;  // cached, or not raced now
 
   const auto race_start = std::chrono::steady_clock::now();  // the first call's cost, in the note
   // Each form's first call, outside the samples: cuBLASLt plans and

@@ -15,6 +15,8 @@
 #include <tuple>
 #include <vector>
 
+#include "common/result.hpp"
+#include "../../common/tuning_env.hpp"
 #include "gemm_problem.hpp"
 
 namespace kb::kernels::gemm_cuda {
@@ -91,6 +93,27 @@ template <class Cache>
 void race_remember(Cache& cache, const typename Cache::key_type& key, const typename Cache::mapped_type& choice) {
   std::lock_guard<std::mutex> lock(gemm_race_cache_mutex());
   cache.emplace(key, choice);
+}
+
+// A race's entry, shared by both races: the choice cached for `key` if there
+// is one; else `static_choice`, uncached, where the problem is not raced now
+// (KB_GEMM_RACE=0, read only here, for problems not yet raced; or a stream
+// being captured, as `capturing()` says: the race runs on a later, uncaptured
+// call); else nothing, with `race_lock` holding key.device's race lock and
+// the cache looked at again under it (another thread may have raced the
+// problem meanwhile). `capturing` returns Result<bool>; its error is returned.
+template <class Cache, class Capturing>
+auto race_entry(const Cache& cache, const RaceKey& key, const typename Cache::mapped_type& static_choice,
+                Capturing&& capturing, std::unique_lock<std::mutex>& race_lock)
+    -> Result<std::optional<typename Cache::mapped_type>> {
+  using Choice = std::optional<typename Cache::mapped_type>;
+  if (auto cached = race_cached(cache, key)) return Choice(std::move(cached));
+  if (env_is("KB_GEMM_RACE", "0")) return Choice(static_choice);
+  auto captured = capturing();
+  if (!captured) return captured.error();
+  if (*captured) return Choice(static_choice);
+  race_lock = std::unique_lock<std::mutex>(gemm_race_mutex(key.device));  // one race at a time on a device
+  return Choice(race_cached(cache, key));
 }
 
 // Records one race's note (takes gemm_race_cache_mutex()); printed to stderr
