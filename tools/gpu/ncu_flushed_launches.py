@@ -7,21 +7,20 @@ under kb's conditions (run it with --cache-control none).
 Why: ncu's own flush (--cache-control all) left kb's gemv 1-2 us slower than
 kb's CUPTI kernel time on the same cold-L2 samples (H200, session 29: 21.2 us
 against 19.6 on 7168 x 5120 at M = 1), at one SM clock whatever the GPU did
-before each launch (0, 2 or 10 ms of copies: 1785-1802 MHz; session 26 had
-blamed the clock). A flush by writing alone leaves dirty lines the kernel must
-write back (23.1 us here), which is why kb writes its buffer and reads it
-back ("clean", lib/cuda/timing.hpp); this does the same with torch: a buffer
-twice the L2 size filled, then summed.
+before each launch (0, 2 or 10 ms of copies, this program's first form, since
+dropped: 1785-1802 MHz; session 26 had blamed the clock). A flush by writing
+alone leaves dirty lines the kernel must write back (23.1 us here), which is
+why kb writes its buffer and reads it back ("clean", lib/cuda/timing.hpp);
+this does the same with torch: a buffer twice the L2 size filled, then summed.
 
 usage: ncu_flushed_launches.py LIBKB DEFINITION.json SOLUTION AXIS=VALUE [--launches N]
-                            [--flush clean|write|none] [--heater-ms MS]
+                            [--flush clean|write|none]
 Exit 0 when every call returned KB_OK, 1 otherwise, 2 on bad usage, 77 without torch or a GPU.
 """
 import argparse
 import ctypes
 import json
 import sys
-import time
 
 p = argparse.ArgumentParser()
 p.add_argument("lib")
@@ -32,7 +31,6 @@ p.add_argument("--launches", type=int, default=20)
 p.add_argument("--flush", default="clean", choices=["clean", "write", "none"],
                help="before each call: a buffer twice the L2 size written, then read (clean, kb's default), "
                     "written only (write), or nothing")
-p.add_argument("--heater-ms", type=float, default=0.0, help="copies of 256 MiB before each call (and its flush), ms")
 args = p.parse_args()
 try:
     import torch
@@ -83,26 +81,10 @@ ins = (ctypes.c_void_p * len(inputs))(*ptrs[:len(inputs)])
 outs = (ctypes.c_void_p * len(outputs))(*ptrs[len(inputs):])
 stream = torch.cuda.current_stream().cuda_stream
 
-# The heater: copies between two 256 MiB buffers, as many as take about heater_ms (timed once).
-src = torch.empty(128 << 20, dtype=torch.bfloat16, device="cuda")
-dst = torch.empty_like(src)
-copies = 0
-if args.heater_ms > 0:
-    for _ in range(20):
-        dst.copy_(src)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(20):
-        dst.copy_(src)
-    torch.cuda.synchronize()
-    copies = max(1, round(args.heater_ms / ((time.perf_counter() - t0) * 1e3 / 20)))
-
 flush_buf = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4, dtype=torch.float32,
                         device="cuda")
 bad = 0
 for i in range(args.launches + 1):  # the first call plans (cuBLASLt, kb's scratch): not one of the launches
-    for _ in range(copies):
-        dst.copy_(src)
     if args.flush != "none":
         flush_buf.fill_(float(i))
     if args.flush == "clean":
@@ -112,5 +94,5 @@ for i in range(args.launches + 1):  # the first call plans (cuBLASLt, kb's scrat
         bad += 1
         break
 torch.cuda.synchronize()
-print(f"{args.launches + 1} calls of {args.solution}, each behind {copies} copies of 256 MiB and the {args.flush} flush")
+print(f"{args.launches + 1} calls of {args.solution}, each behind the {args.flush} flush")
 sys.exit(1 if bad else 0)

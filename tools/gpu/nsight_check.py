@@ -85,9 +85,10 @@ def dataset_for(name, where, axis, value):
 definition_paths = {}
 
 
-def ncu_launches(target, cache_control="all"):
-    """ncu's duration (ns) and SM clock (MHz) of each profiled launch of `target` (a command)."""
-    cmd = [args.ncu, "--clock-control", "none", "--cache-control", cache_control, "-k", "regex:" + regex,
+def ncu_launches(target, kernels, cache_control="all"):
+    """ncu's duration (ns) and SM clock (MHz) of each profiled launch of `target` (a command) of the kernels whose
+    names match the regex `kernels`."""
+    cmd = [args.ncu, "--clock-control", "none", "--cache-control", cache_control, "-k", "regex:" + kernels,
            "--launch-count", "300", "--metrics", "gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second", "--csv",
            "--page", "details"]
     rn = subprocess.run(cmd + target, capture_output=True, text=True, timeout=240, env=env)
@@ -127,7 +128,7 @@ for name, where, axis, value, solution, regex in CASES:
     # stall on ncu's serialized launches), ten trials = ten cold launches of
     # the solution's kernel, each timed by the hardware.
     durations_ns, clocks_mhz, rn = ncu_launches(bench[:-4] + ["--trials", "10", "--solutions", solution,
-                                                              "--out", out_kb + "-ncu", "--no-time"])
+                                                              "--out", out_kb + "-ncu", "--no-time"], regex)
     # The ten trials are the last ten launches: cuBLASLt's first-use tuning times several candidate algorithms
     # before them (slower ones too), which must not count.
     all_launches = len(durations_ns)
@@ -141,7 +142,8 @@ for name, where, axis, value, solution, regex in CASES:
         # The same kernel, each launch behind kb's clean L2 flush instead of ncu's (ncu_flushed_launches.py): the last ten.
         driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ncu_flushed_launches.py")
         w_ns, w_mhz, rw = ncu_launches([sys.executable, driver, args.lib, definition_paths[name], solution,
-                                        f"{axis}={value}", "--launches", "12", "--flush", "clean"], cache_control="none")
+                                        f"{axis}={value}", "--launches", "12", "--flush", "clean"], regex,
+                                       cache_control="none")
         w_ns, w_mhz = w_ns[-10:], w_mhz[-10:]
         w_ms = statistics.median(w_ns) / 1e6 if w_ns else None
         kbflush = {"ncu_kbflush_ms": w_ms, "ncu_kbflush_sm_clock_mhz": [round(c) for c in w_mhz],
