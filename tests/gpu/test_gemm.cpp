@@ -685,6 +685,7 @@ void check_wgmma_direct(cudaStream_t stream) {
     int ctas = 0;  // 0: one per SM
     bool stream_k_only = false;
     int last_wave = 101;  // WgmmaGemmArgs::min_last_wave_percent
+    bool descending = false;  // WgmmaGemmArgs::descending_stream_k
   };
   const Case cases[] = {
       {300, 520, 1000, 3, 4, false, 0, 1},   // 3 x 3 tiles of 16 blocks (the last 40 wide) over 44 groups of 3
@@ -704,6 +705,15 @@ void check_wgmma_direct(cudaStream_t stream) {
       // the last partial wave as whole tiles (3 of the 4 groups busy), single CTAs and clusters of 2
       {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 50},
       {520, 1032, 1480, 7, 2, false, 0, 2, 8, false, 50},
+      // stream-K pieces run backwards: ranges of a block or two with a partial last K block (loaded first),
+      // the small grids (single CTAs, clusters of 2, and stream-K only: ranges over four or five tiles), the
+      // long K of kb_cuda_gemm's configuration
+      {300, 520, 1000, 3, 4, false, 0, 1, 0, false, 101, true},
+      {128, 256, 512, 0, 4, false, 0, 1, 0, false, 101, true},
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 101, true},
+      {520, 1032, 1480, 7, 2, false, 0, 2, 8, false, 101, true},
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8, true, 101, true},
+      {1030, 136, 20544, 128, 4, false, 0, 1, 0, false, 101, true},
   };
   int device = 0, sms = 0;
   if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") ||
@@ -717,12 +727,13 @@ void check_wgmma_direct(cudaStream_t stream) {
   std::uint64_t seed = 0x77a1;
   for (DType t : {DType::bfloat16, DType::float16}) {
     for (const Case& c : cases) {
-      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}",
+      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}{}",
                                            dtype_name(t), c.M, c.N, c.K, c.promote, c.group, c.cluster,
                                            c.n_fastest ? " n-first" : "", c.prefetch ? " prefetch" : "",
                                            c.ctas ? fmt::format(" {} CTAs", c.ctas) : "",
                                            c.stream_k_only ? " stream-K only" : "",
-                                           c.last_wave <= 100 ? fmt::format(" last wave whole from {}%", c.last_wave) : "");
+                                           c.last_wave <= 100 ? fmt::format(" last wave whole from {}%", c.last_wave) : "",
+                                           c.descending ? " stream-K backwards" : "");
       std::vector<std::uint16_t> a(static_cast<std::size_t>(c.M * c.K)), b(static_cast<std::size_t>(c.N * c.K)),
           out(static_cast<std::size_t>(c.M * c.N));
       random_fill(a, t, seed++);
@@ -741,7 +752,7 @@ void check_wgmma_direct(cudaStream_t stream) {
         w.A = da, w.B = db, w.C = dc, w.M = c.M, w.N = c.N, w.K = c.K, w.bf16 = t == DType::bfloat16;
         w.promote_every = c.promote, w.group = c.group, w.n_fastest = c.n_fastest, w.prefetch_ahead = c.prefetch;
         w.cluster = c.cluster, w.ctas = c.ctas ? c.ctas : sms, w.experiment_stream_k_only = c.stream_k_only;
-        w.min_last_wave_percent = c.last_wave;
+        w.min_last_wave_percent = c.last_wave, w.descending_stream_k = c.descending;
         w.workspace = ws, w.workspace_bytes = ws_bytes, w.stream = stream;
         const int e = kb::kernels::gemm_cuda::wgmma_gemm(w);
         if (e == cudaErrorNotSupported) {

@@ -34,6 +34,9 @@
 //    super-tile K blocks, so every SM does the same work (no short last
 //    wave); a last wave that fills >= min_last_wave_percent of the groups
 //    runs whole instead, its few idle groups cheaper than the hand-over.
+//    Each stream-K piece runs its K blocks last to first, which puts all
+//    groups at two K positions at a time, so they share loads in L2 as the
+//    whole waves do (descending_stream_k in the header has the figures).
 //    (Stream-K over all the work instead had each group at its own K
 //    offset, so nothing was shared in L2: 10x the ideal memory traffic,
 //    about 5.7 GB at 8192 x 28672, M = 2048, which bound the kernel by
@@ -132,6 +135,7 @@ struct Schedule {
   int groups = 0;      // gridDim.x / group
   int tiles_n = 0;     // 256-column tiles
   bool n_fastest = false;  // super-tile order: column tiles first (else row groups first)
+  bool descending_k = false;  // stream-K pieces run their K blocks last to first (WgmmaGemmArgs)
   int dp_waves = 0;    // whole waves of super-tiles (one a group, all of K) before the stream-K part
   int supertiles = 0;  // mgroups x tiles_n (the last wave may have fewer than `groups`)
   long long total = 0; // super-tiles x iters
@@ -144,9 +148,13 @@ struct Schedule {
   }
 };
 
-// One piece of a group's range: super-tile st, K blocks [k0, k1).
+// One piece of a group's range: super-tile st, K blocks [k0, k1), run from
+// k1 - 1 down to k0 where `descending`.
 struct Segment {
   int st, k0, k1;
+  bool descending;
+  // The K block loaded at step k (k0 <= k < k1) of the piece.
+  __device__ int block(int k) const { return descending ? k1 - 1 - (k - k0) : k; }
 };
 
 // Whole waves before the stream-K part: every full wave, and the last partial
@@ -178,13 +186,14 @@ __device__ __forceinline__ void for_each_contributor(const Schedule& s, int g, i
 // Calls f(segment) for each piece of group g's range in order.
 template <class F>
 __device__ __forceinline__ void for_each_segment(const Schedule& s, int g, F&& f) {
-  for (int w = 0; w < s.dp_waves && w * s.groups + g < s.supertiles; ++w) f(Segment{w * s.groups + g, 0, s.iters});
+  for (int w = 0; w < s.dp_waves && w * s.groups + g < s.supertiles; ++w)
+    f(Segment{w * s.groups + g, 0, s.iters, false});
   long long pos = s.begin(g);
   const long long end = s.begin(g + 1);
   while (pos < end) {
     const int st = static_cast<int>(pos / s.iters), k0 = static_cast<int>(pos % s.iters);
     const int k1 = static_cast<int>(k0 + (end - pos) < s.iters ? k0 + (end - pos) : s.iters);
-    f(Segment{st, k0, k1});
+    f(Segment{st, k0, k1, s.descending_k});
     pos += k1 - k0;
   }
 }
@@ -228,7 +237,7 @@ template <bool BF16, int CL>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       void* __restrict__ c_out, int M, int N, Schedule s, int promote_every, bool stagger,
-                      bool skip_fixup, int prefetch_ahead, int mc_mode, float* __restrict__ partials,
+                      bool release_early, bool skip_fixup, int prefetch_ahead, int mc_mode, float* __restrict__ partials,
                       unsigned* __restrict__ flags) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
@@ -284,16 +293,17 @@ __global__ void __launch_bounds__(kThreads, 1)
             });
           mbar_wait(empty(stage), phase ^ 1u);
           mbar_arrive_expect_tx(full(stage), kStageBytes);
-          tma_load_2d(stage_a(stage), &map_a, k * kBK, tm * kBM, full(stage));
+          const int kblock = seg.block(k);
+          tma_load_2d(stage_a(stage), &map_a, kblock * kBK, tm * kBM, full(stage));
           if (CL == 1 || mc_mode == 0) {
-            tma_load_2d(stage_b(stage), &map_b, k * kBK, tn * kBN, full(stage));
+            tma_load_2d(stage_b(stage), &map_b, kblock * kBK, tn * kBN, full(stage));
           } else if (mc_mode == 2) {
             for (int h = 0; h < CL; ++h)
-              tma_load_2d_multicast(stage_b(stage) + h * (kBBytes / CL), &map_b, k * kBK, tn * kBN + h * (kBN / CL),
-                                    full(stage), static_cast<std::uint16_t>(1u << rank));
+              tma_load_2d_multicast(stage_b(stage) + h * (kBBytes / CL), &map_b, kblock * kBK,
+                                    tn * kBN + h * (kBN / CL), full(stage), static_cast<std::uint16_t>(1u << rank));
           } else {
             constexpr int kHalf = kBN / CL;
-            tma_load_2d_multicast(stage_b(stage) + rank * (kBBytes / CL), &map_b, k * kBK,
+            tma_load_2d_multicast(stage_b(stage) + rank * (kBBytes / CL), &map_b, kblock * kBK,
                                   tn * kBN + static_cast<int>(rank) * kHalf, full(stage), (1u << CL) - 1u);
           }
           if (++stage == kStages) stage = 0, phase ^= 1u;
@@ -339,15 +349,20 @@ __global__ void __launch_bounds__(kThreads, 1)
           else wgmma_m64n256k16_f16(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
         }
         wgmma_commit();
-        wgmma_wait<1>();
-        if (pending >= 0) release(pending);
-        pending = stage;
+        if (release_early) {
+          wgmma_wait<0>();
+          release(stage);
+        } else {
+          wgmma_wait<1>();
+          if (pending >= 0) release(pending);
+          pending = stage;
+        }
         if (++stage == kStages) stage = 0, phase ^= 1u;
         if (promote_every > 0 && ++since == promote_every) {
           since = 0;
           wgmma_wait<0>();
           reg_fence(d);
-          release(pending);
+          if (pending >= 0) release(pending);
           pending = -1;
           promote(d, hi);
         }
@@ -497,7 +512,8 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
   auto* flags = static_cast<unsigned*>(a.workspace);
   auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + flag_bytes(a.ctas));
   return cudaLaunchKernelEx(&config, wgmma_gemm_kernel<BF16, CL>, map_a, map_b, a.C, static_cast<int>(a.M),
-                            static_cast<int>(a.N), s, a.promote_every, a.stagger, a.experiment_skip_fixup,
+                            static_cast<int>(a.N), s, a.promote_every, a.stagger, a.release_early,
+                            a.experiment_skip_fixup,
                             a.prefetch_ahead,
                             a.experiment_cluster_without_multicast ? 0 : a.experiment_multicast_to_self ? 2 : 1,
                             partials, flags);
@@ -555,6 +571,7 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   s.iters = static_cast<int>((a.K + kBK - 1) / kBK);
   s.tiles_n = static_cast<int>((a.N + kBN - 1) / kBN);
   s.n_fastest = args.n_fastest;
+  s.descending_k = args.descending_stream_k;
   s.total = static_cast<long long>(s.mgroups) * s.tiles_n * s.iters;
   if (static_cast<long long>(s.mgroups) * s.tiles_n > INT32_MAX) return cudaErrorNotSupported;
   s.supertiles = s.mgroups * s.tiles_n;

@@ -33,10 +33,32 @@ struct WgmmaGemmArgs {
   // first, so that one warpgroup's MMAs keep the tensor cores busy while the
   // other waits for its own to finish and promotes. false: both at once.
   bool stagger = true;
+  // Timing experiments only: each consumer warpgroup waits for its own K
+  // block's MMAs to finish and frees the stage at once (the other
+  // warpgroup's MMAs keep the tensor cores busy meanwhile), instead of
+  // keeping one block's MMAs in flight and freeing a stage only after the
+  // next block's data has arrived and been issued. H200, session 30: half
+  // the waits for data, no faster (0.99-1.01x; benchmarks/h200-2026-12-02-
+  // s30/long_k_variants_early_call6.txt).
+  bool release_early = false;
   // An owner CTA has the partial sums it will add fetched into L2 this many
   // K blocks before the end of its segment; 0: not.
   // (Measured: no gain at 16 or 32 on the H200, so off by default.)
   int prefetch_ahead = 0;
+  // Stream-K pieces (the last partial wave) run their K blocks last to first.
+  // Each group's range is the end of one tile then the start of the next, of
+  // nearly equal length L for all groups, so backwards every group reads K
+  // block (iters - 1 - t) at step t of its first piece and (L - 1 - t) of
+  // its second: two K positions at a time across the GPU, so groups on the
+  // same rows or columns share their loads in L2, as in the whole waves.
+  // Forwards each group sat at its own K offset. H200, session 30
+  // (benchmarks/h200-2026-12-02-s30/): on 8192 x 28672 at M = 2048 the
+  // kernel read 2.00 GB from memory forwards and 1.18 GB backwards (Nsight
+  // Compute; cuBLASLt's single product 1.27 GB), and in one run of
+  // long_k_variants (times over one cuBLASLt product) 1.026 -> 1.016 there,
+  // 1.049 -> 1.025 at M = 512, 0.998 -> 0.986 at M = 8192; 5376 x 21504
+  // 0.988 -> 0.967 at M = 512, 1.004 -> 1.003 at 2048, 1.001 -> 0.998 at 8192.
+  bool descending_stream_k = true;
   // Order of the super-tiles in the work list: column tiles first (true) or
   // the row groups of one column first (false).
   bool n_fastest = false;
