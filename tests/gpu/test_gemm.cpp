@@ -447,7 +447,8 @@ void check_race(const Registry& registry, cudaStream_t stream) {
 //  - M = 100 (two 128 x 128 output tiles), first inside a capture: the static
 //    rule's chunks one by one (long_k_one_by_one), replayed right; the next
 //    call races with that form as its static rule.
-// Each race note must list the forms that can run here.
+// Each race note must list the forms that can run here (kb's kernel in
+// clusters of 2 at M = 384 and 512, not at M = 100).
 void check_long_k_race(const Registry& registry, cudaStream_t stream) {
   using namespace kb::kernels::gemm_cuda;
   const Implementation* impl = registry.find("kb_cuda_gemm");
@@ -536,10 +537,15 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
   const std::vector<std::string> notes = gemm_race_notes();
   for (std::size_t i = before; i < notes.size(); ++i) {
     const std::string& note = notes[i];
+    long long m = 0;
+    std::sscanf(note.c_str(), "%*s M=%lld", &m);
+    // Clusters of 2 where there are two row tiles and the SMs pair up (long_k_race.cpp).
+    const bool c2 = hopper && m > 128 && prop.multiProcessorCount % 2 == 0;
     const bool all = note.find("cuBLASLt chunks ") != std::string::npos &&
                      note.find("cuBLASLt chunks one by one ") != std::string::npos &&
-                     (!hopper || note.find("kb wgmma ") != std::string::npos);
-    if (!all) fail("a long-K race left out a form that runs here: " + note);
+                     (!hopper || note.find("kb wgmma ") != std::string::npos) &&
+                     (note.find("kb wgmma (clusters of 2) ") != std::string::npos) == c2;
+    if (!all) fail(fmt::format("a long-K race's forms are not those that run here (clusters of 2: {}): {}", c2, note));
     // The static rule's form is the first candidate and named at the end.
     const bool small = note.rfind("bfloat16 M=100 ", 0) == 0;
     const std::string rule = small ? "cuBLASLt chunks one by one" : "cuBLASLt chunks";

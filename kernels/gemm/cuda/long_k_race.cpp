@@ -60,6 +60,7 @@ Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
   if (!ws) return ws.error();
   args.workspace = *ws;
   args.cluster = cluster;
+  args.release_early = env_is("KB_WGMMA_EXPERIMENT", "release-early");  // timing experiments (long_k_race.hpp)
   int e = wgmma_gemm(args);
   if (e == cudaErrorNotSupported && cluster > 1) {  // e.g. an odd SM count: single CTAs
     args.cluster = 1;
@@ -131,6 +132,12 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   if (long_k_batches(p))
     forms.push_back(rule == LongKForm::chunks ? LongKForm::sequential_chunks : LongKForm::chunks);
   forms.push_back(LongKForm::wgmma);
+  // Clusters of 2 take neighbouring row tiles, so they need two (M > 128) and
+  // an even grid (one CTA per SM); elsewhere run_wgmma would quietly run
+  // single CTAs and the race would time that form twice.
+  int sms = 0;
+  KB_TRY(cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+  if (p.M > 128 && sms % 2 == 0) forms.push_back(LongKForm::wgmma_c2);
   std::vector<LongKForm> ran;
   std::string dropped;
   for (LongKForm f : forms) {

@@ -1,6 +1,7 @@
 // kb_cuda_gemm's choice for long K (K > kLongK, M above the gemv's range)
 // among cuBLASLt's K chunks as one batch, the same chunks one after the
-// other, and kb's Hopper wgmma kernel, measured per problem.
+// other, and kb's Hopper wgmma kernel in single CTAs and (M > 128, an even
+// SM count) in clusters of 2, measured per problem.
 //
 // Why measure: every form is exact enough (long_k.hpp, wgmma_gemm.hpp), and
 // none is fastest on every shape. H200, session 28 (benchmarks/h200-2026-
@@ -30,10 +31,20 @@
 //   capability 9.0, with N or K not a multiple of 8, or unaligned operands;
 //   the one-after-the-other form where the chunks cannot be one batch anyway
 //   (it is then the only cuBLASLt form). One form left: no race, no note.
-// - KB_GEMM_LONG_K=chunks, sequential, wgmma or wgmma-c2 (clusters of 2
-//   sharing the weight block by TMA multicast: never faster than single CTAs
-//   by more than 2%, so not raced) runs that form, no race (read on every
-//   long-K call; a long-K product takes 70 us or more).
+// - Clusters of 2 share each weight block by TMA multicast: a third less
+//   traffic from L2. In long_k_variants (back-to-back launches, SM clock
+//   about 1.55 GHz) they were never more than 2% faster than single CTAs,
+//   and were not raced until session 30. In kb bench (clock up to 1.98 GHz),
+//   forced by KB_GEMM_LONG_K (benchmarks/h200-2026-12-02-s30/
+//   long_k_forced_call9.md, kb / torch.matmul in one call): at M = 2048
+//   1.019 and 1.013 against 1.028-1.031 and 1.025-1.026 for single CTAs, at
+//   M = 8192 1.053-1.058 against 1.095-1.101, at M = 512 slower (1.085 and
+//   1.010 against 1.061-1.064 and 0.967-0.990). So both race.
+// - KB_GEMM_LONG_K=chunks, sequential, wgmma or wgmma-c2 runs that form, no
+//   race (read on every long-K call; a long-K product takes 70 us or more).
+// - KB_WGMMA_EXPERIMENT=release-early runs kb's kernel with
+//   WgmmaGemmArgs::release_early, for timing it in kb bench (not a setting:
+//   it measured no faster).
 // - KB_GEMM_RACE=0 (read for problems not yet raced) and a call under stream
 //   capture take the static rule's form, uncached.
 // - The key (race.hpp's RaceKey): device, dtype, M, N, K, whether A, B and C
