@@ -56,7 +56,9 @@
 // The race costs each form's first call (cuBLASLt's autotuning of its chunk
 // plans included) plus forms x 26 cold runs and the rests: 0.17-1.7 s up to
 // M = 2048, 0.6-2.2 s at M = 4096, 2-5.6 s at M = 8192 (H200, the two
-// shipped long-K shapes, session 28); it synchronizes the stream. Races run
+// shipped long-K shapes, session 28; with clusters of 2 in the race, session
+// 30: 0.19-0.86 s up to M = 2048, 3.5 and 7.2 s at M = 8192, M = 4096 not
+// measured); it synchronizes the stream. Races run
 // one at a time on a device (race.hpp); a call of a problem already raced
 // never waits for one.
 #pragma once
