@@ -32,6 +32,7 @@
 // exits 77 (meson's skip code).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -39,6 +40,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +54,7 @@
 #include "../../kernels/gemm/cuda/gemm_cuda.hpp"
 #include "../../kernels/gemm/cuda/long_k.hpp"
 #include "../../kernels/gemm/cuda/long_k_race.hpp"
+#include "../../kernels/gemm/cuda/race_file.hpp"
 #include "../../kernels/gemm/cuda/wgmma_gemm.hpp"
 #include "cuda/device.hpp"
 #include "harness/implementation.hpp"
@@ -559,6 +564,54 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
   if (g_failures == failures_before)
     std::printf("ok   kb_cuda_gemm's long-K race: one on each problem's first uncaptured call, none under capture, "
               "none after, none with KB_GEMM_RACE=0 or a forced form; the static rule's form first in each note\n");
+
+  // KB_GEMM_RACE_FILE (race_file.hpp): a race's winner is appended; a problem the file holds for this machine is
+  // not raced (also under capture), and runs right in the file's form; a line naming no form is an error that
+  // names the file and line.
+  const int file_failures_before = g_failures;
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("kb_test_gemm_races_{}", getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "races.jsonl").string();
+  setenv("KB_GEMM_RACE_FILE", path.c_str(), 1);
+  const auto file_entries = [&]() -> std::vector<RaceFileEntry> {
+    std::ifstream f(path);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto entries = parse_race_file(text, path);
+    if (!entries) fail("the race file does not read back: " + entries.error().message);
+    return entries ? *entries : std::vector<RaceFileEntry>{};
+  };
+  const std::size_t file_before = gemm_race_count();
+  if (call(448, false, 0x10c000b)) {
+    const auto entries = file_entries();
+    if (gemm_race_count() != file_before + 1) fail("kb_cuda_gemm long-K M=448 with KB_GEMM_RACE_FILE: no race");
+    if (entries.size() != 1 || entries[0].key.M != 448 || entries[0].key.N != N || entries[0].key.K != K)
+      fail(fmt::format("the race file holds {} lines after one race, expected one for M=448", entries.size()));
+    if (entries.size() == 1) {
+      // Lines for this machine (the race's own line's), as an earlier process would have left them.
+      auto entry = [&](std::int64_t M, const char* choice) {
+        RaceFileEntry e = entries[0];
+        e.key.M = M, e.choice = choice;
+        return e;
+      };
+      const bool wrote = race_file_record(path, entry(456, "cuBLASLt chunks one by one")).ok() &&
+                         race_file_record(path, entry(464, "cuBLASLt chunks")).ok() &&
+                         race_file_record(path, entry(472, "no such form")).ok();
+      if (!wrote) fail("could not append to the race file");
+      if (call(456, false, 0x10c000c) && call(464, true, 0x10c000d) && call(464, false, 0x10c000e) &&
+          gemm_race_count() != file_before + 1)
+        fail("kb_cuda_gemm raced a long-K problem that KB_GEMM_RACE_FILE holds");
+      auto chosen = gemm_long_k_choice(GemmProblem{t, 456, N, K, buf.a, buf.b, buf.c, stream});
+      if (!chosen || *chosen != LongKForm::sequential_chunks) fail("M=456: not the race file's form");
+      auto bad = gemm_long_k_choice(GemmProblem{t, 472, N, K, buf.a, buf.b, buf.c, stream});
+      if (bad || bad.error().message.find(path + ":4: ") == std::string::npos)
+        fail("a race file line naming no form: " + (bad ? std::string("accepted") : bad.error().message));
+    }
+  }
+  unsetenv("KB_GEMM_RACE_FILE");
+  std::filesystem::remove_all(dir);
+  if (g_failures == file_failures_before)
+    std::printf("ok   KB_GEMM_RACE_FILE: the race's winner appended; problems in the file not raced (one first "
+                "called under capture) and right in the file's form; a line naming no form refused with its place\n");
 }
 
 // Every race note: "<problem>: <winner>; median of n cold samples: <label>

@@ -13,6 +13,9 @@
 #include <mutex>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "common/l2_stream_policy.cuh"
 #include "common/stream_ctas.hpp"
@@ -20,6 +23,7 @@
 #include "gemm/cuda/gemv_or_cublaslt.hpp"
 #include "gemm/cuda/long_k.hpp"
 #include "gemm/cuda/race.hpp"
+#include "gemm/cuda/race_file.hpp"
 
 using kb::kernels::gemm_cuda::GemvBalance;
 using kb::kernels::gemm_cuda::GemvPlan;
@@ -364,4 +368,162 @@ TEST_CASE("kb_cuda_gemm's race key: the problem, the device, which operands are 
   CHECK((race_key(0, f16, 1024) < k) != (k < race_key(0, f16, 1024)));
   CHECK_FALSE(k < race_key(0, p, 1024));
   CHECK_FALSE(race_key(0, p, 1024) < k);
+}
+
+namespace {
+
+kb::kernels::gemm_cuda::RaceFileEntry race_file_entry(const char* device, std::int64_t M, const char* choice) {
+  kb::kernels::gemm_cuda::RaceFileEntry e;
+  e.machine = {device, 132, 90, "cuda_runtime 13.0, cuda_driver 13.0, cublasLt 13.1.0", "0.1.0"};
+  e.key.dtype = static_cast<int>(kb::DType::float16);
+  e.key.M = M, e.key.N = 8192, e.key.K = 28672, e.key.misaligned = 2;
+  e.choice = choice;
+  return e;
+}
+
+// A fresh path under the temporary directory (removed with its folder at the end of the test).
+struct TempDir {
+  std::filesystem::path dir;
+  TempDir() {
+    dir = std::filesystem::temp_directory_path() / ("kb_race_file_" + std::to_string(::getpid()) + "_" +
+                                                     std::to_string(std::rand()));
+    std::filesystem::create_directories(dir);
+  }
+  ~TempDir() { std::filesystem::remove_all(dir); }
+};
+
+}  // namespace
+
+TEST_CASE("KB_GEMM_RACE_FILE lines: written and read back; every bad line refused with the file and line") {
+  using namespace kb::kernels::gemm_cuda;
+  const RaceFileEntry e = race_file_entry("NVIDIA H200", 2048, "kb wgmma (clusters of 2)");
+  const std::string line = race_file_line(e);
+  CHECK(line.find('\n') == std::string::npos);
+  auto back = parse_race_file_line(line, "f.jsonl", 7);
+  REQUIRE(back);
+  CHECK(back->machine == e.machine);
+  CHECK(back->key.dtype == e.key.dtype);
+  CHECK(back->key.M == 2048);
+  CHECK(back->key.N == 8192);
+  CHECK(back->key.K == 28672);
+  CHECK(back->key.misaligned == 2u);
+  CHECK(back->choice == "kb wgmma (clusters of 2)");
+  CHECK(back->line == 7u);
+
+  // Each broken form of the line: refused, naming "f.jsonl:7".
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = line;
+    const auto at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    return t.replace(at, from.size(), to);
+  };
+  const std::string bad[] = {
+      "not json",
+      "[1, 2]",
+      with("\"M\":2048", "\"M\":0"),
+      with("\"M\":2048", "\"M\":\"2048\""),
+      with("\"M\":2048,", ""),
+      with("\"misaligned\":2", "\"misaligned\":8"),
+      with("\"float16\"", "\"float17\""),
+      with("\"long_k\"", "\"small_m\""),
+      with("\"choice\":\"kb wgmma (clusters of 2)\"", "\"choice\":\"\""),
+      with("\"sms\":132", "\"sms\":-1"),
+      line.substr(0, line.size() / 2),
+  };
+  for (const std::string& b : bad) {
+    auto r = parse_race_file_line(b, "f.jsonl", 7);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == kb::Code::parse_error);
+    CHECK_MESSAGE(r.error().message.rfind("f.jsonl:7: ", 0) == 0, r.error().message);
+  }
+  // Members kb does not know are passed over (a later kb may add some).
+  CHECK(parse_race_file_line(with("{", "{\"note\":\"x\","), "f.jsonl", 1));
+
+  // A file: blank lines skipped, line numbers counted; a torn last line passed over, a torn middle line refused.
+  const std::string text = line + "\n\n  \n" + race_file_line(race_file_entry("NVIDIA H100", 512, "kb wgmma")) + "\n";
+  auto all = parse_race_file(text, "f.jsonl");
+  REQUIRE(all);
+  REQUIRE(all->size() == 2);
+  CHECK((*all)[0].line == 1u);
+  CHECK((*all)[1].line == 4u);
+  CHECK((*all)[1].machine.device == "NVIDIA H100");
+  auto torn_end = parse_race_file(text + line.substr(0, 20), "f.jsonl");
+  REQUIRE(torn_end);
+  CHECK(torn_end->size() == 2);
+  auto torn_middle = parse_race_file(line.substr(0, 20) + "\n" + text, "f.jsonl");
+  REQUIRE_FALSE(torn_middle);
+  CHECK(torn_middle.error().message.rfind("f.jsonl:1: ", 0) == 0);
+}
+
+TEST_CASE("KB_GEMM_RACE_FILE store: lines for this machine only, the last one wins, appends seen at once") {
+  using namespace kb::kernels::gemm_cuda;
+  TempDir tmp;
+  const std::string path = (tmp.dir / "races.jsonl").string();
+  const RaceFileEntry h200 = race_file_entry("NVIDIA H200", 2048, "kb wgmma");
+  RaceKey key = h200.key;
+  key.device = 3, key.scratch_bytes = 4096;  // not kept: the file names the machine instead
+
+  // No file yet: nothing, and no error.
+  auto none = race_file_lookup(path, h200.machine, key);
+  REQUIRE(none);
+  CHECK_FALSE(*none);
+  // Recorded: seen by this process at once, and written as one line.
+  REQUIRE(race_file_record(path, h200));
+  auto found = race_file_lookup(path, h200.machine, key);
+  REQUIRE(found);
+  REQUIRE(*found);
+  CHECK((*found)->choice == "kb wgmma");
+  // Another machine's line for the same problem does not count here; a later line for this one replaces it.
+  REQUIRE(race_file_record(path, race_file_entry("NVIDIA H100", 2048, "cuBLASLt chunks")));
+  REQUIRE(race_file_record(path, race_file_entry("NVIDIA H200", 2048, "cuBLASLt chunks one by one")));
+  found = race_file_lookup(path, h200.machine, key);
+  REQUIRE(found);
+  REQUIRE(*found);
+  CHECK((*found)->choice == "cuBLASLt chunks one by one");
+  RaceMachine other_software = h200.machine;
+  other_software.software += " (another driver)";
+  auto other = race_file_lookup(path, other_software, key);
+  REQUIRE(other);
+  CHECK_FALSE(*other);
+  RaceKey other_problem = key;
+  other_problem.misaligned = 0;
+  other = race_file_lookup(path, h200.machine, other_problem);
+  REQUIRE(other);
+  CHECK_FALSE(*other);
+
+  // What another process reads: the three lines, in order.
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto lines = parse_race_file(text, path);
+  REQUIRE(lines);
+  REQUIRE(lines->size() == 3);
+  CHECK((*lines)[2].choice == "cuBLASLt chunks one by one");
+
+  // A torn last line (a writer killed mid-line) stays apart from the next record.
+  const std::string torn_path = (tmp.dir / "torn.jsonl").string();
+  {
+    std::ofstream t(torn_path);
+    t << race_file_line(h200).substr(0, 30);
+  }
+  REQUIRE(race_file_record(torn_path, h200));
+  std::ifstream t2(torn_path);
+  std::string torn_text((std::istreambuf_iterator<char>(t2)), std::istreambuf_iterator<char>());
+  auto torn_lines = parse_race_file(torn_text, torn_path);
+  CHECK_FALSE(torn_lines);  // the torn line is now a middle line: a reader is told where it is
+  if (!torn_lines) CHECK(torn_lines.error().message.rfind(torn_path + ":1: ", 0) == 0);
+
+  // A bad line in a file read for the first time: the lookup fails, naming the file and line.
+  const std::string bad_path = (tmp.dir / "bad.jsonl").string();
+  {
+    std::ofstream b(bad_path);
+    b << race_file_line(h200) << "\n{\"kb_gemm_race\": \"long_k\"}\n";
+  }
+  auto bad = race_file_lookup(bad_path, h200.machine, key);
+  REQUIRE_FALSE(bad);
+  CHECK_MESSAGE(bad.error().message.rfind(bad_path + ":2: ", 0) == 0, bad.error().message);
+  // A file that cannot be written: an error naming it.
+  auto unwritable = race_file_record((tmp.dir / "no_such_dir" / "races.jsonl").string(), h200);
+  REQUIRE_FALSE(unwritable);
+  CHECK(unwritable.error().code == kb::Code::io_error);
+  CHECK(unwritable.error().message.find("no_such_dir/races.jsonl") != std::string::npos);
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -14,9 +15,15 @@
 
 #include "../../common/cublaslt_autotune.hpp"
 #include "cublaslt_gemm.hpp"
+#include "cuda/device.hpp"
 #include "long_k.hpp"
 #include "race.hpp"
+#include "race_file.hpp"
 #include "wgmma_gemm.hpp"
+
+#ifndef KB_VERSION_STRING
+#define KB_VERSION_STRING "0.1.0"
+#endif
 
 namespace kb::kernels::gemm_cuda {
 
@@ -78,6 +85,39 @@ Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
   return ok_status();
 }
 
+// KB_GEMM_RACE_FILE's path, or nullptr (race_file.hpp).
+const char* race_file_path() {
+  const char* p = std::getenv("KB_GEMM_RACE_FILE");
+  return p && *p ? p : nullptr;
+}
+
+// What a race on `device` ran on, for KB_GEMM_RACE_FILE's lines: asked once
+// per device (library_versions opens cuBLASLt to read its version).
+Result<RaceMachine> this_machine(int device) {
+  static auto* mutex = new std::mutex;
+  static auto* known = new std::map<int, RaceMachine>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  if (auto it = known->find(device); it != known->end()) return it->second;
+  auto info = cuda::device_info(device);
+  if (!info) return info.error();
+  RaceMachine m;
+  m.device = info->name;
+  m.sms = info->sm_count;
+  m.compute_capability = info->compute_major * 10 + info->compute_minor;
+  for (const auto& [name, version] : cuda::library_versions())
+    m.software += fmt::format("{}{} {}", m.software.empty() ? "" : ", ", name, version);
+  m.kb = KB_VERSION_STRING;
+  return known->emplace(device, std::move(m)).first->second;
+}
+
+// The form a KB_GEMM_RACE_FILE line names; an error naming the line if none.
+Result<LongKForm> form_of(const RaceFileEntry& e, const char* path) {
+  for (LongKForm f : {LongKForm::chunks, LongKForm::sequential_chunks, LongKForm::wgmma, LongKForm::wgmma_c2})
+    if (e.choice == long_k_form_label(f)) return f;
+  return make_error(Code::invalid_data, fmt::format("KB_GEMM_RACE_FILE {}:{}: \"choice\" \"{}\" is not one of kb's "
+                                                    "long-K forms", path, e.line, e.choice));
+}
+
 // The static rule's form (long_k.hpp): the chunks one by one on small
 // outputs where they could be one batch, else the batch.
 LongKForm static_form(const GemmProblem& p) {
@@ -118,6 +158,24 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   const RaceKey key = race_key(device, p, 0);
 
   const LongKForm rule = static_form(p);
+  // A problem raced by an earlier process on this machine (KB_GEMM_RACE_FILE): its winner, even under
+  // capture or KB_GEMM_RACE=0, where this process could not race it.
+  const char* file = race_file_path();
+  if (file && !race_cached(choices(), key)) {
+    auto machine = this_machine(device);
+    if (!machine) return machine.error();
+    auto found = race_file_lookup(file, *machine, key);
+    if (!found) return found.error();
+    if (*found) {
+      auto form = form_of(**found, file);
+      if (!form) return form.error();
+      race_remember(choices(), key, *form);
+      if (cublaslt_log_enabled())
+        fmt::print(stderr, "kb gemm race: {} M={} N={} K={}: {}, from KB_GEMM_RACE_FILE {}:{} (not raced)\n",
+                   dtype_name(p.dtype), p.M, p.N, p.K, long_k_form_label(*form), file, (*found)->line);
+      return *form;
+    }
+  }
   std::unique_lock<std::mutex> race_lock;
   auto entry = race_entry(choices(), key, rule, [&] { return cuda::stream_is_capturing(p.stream); }, race_lock);
   if (!entry) return entry.error();
@@ -174,6 +232,11 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   if (!ms) return ms.error();
   const int won = race_pick(ms->data(), count, 0);
   race_remember(choices(), key, ran[static_cast<std::size_t>(won)]);
+  if (file) {
+    auto machine = this_machine(device);
+    if (!machine) return machine.error();
+    KB_TRY(race_file_record(file, RaceFileEntry{*machine, key, long_k_form_label(ran[static_cast<std::size_t>(won)])}));
+  }
 
   const auto label = [&](int c) { return std::string(long_k_form_label(ran[static_cast<std::size_t>(c)])); };
   const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();

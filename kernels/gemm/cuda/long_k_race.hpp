@@ -40,6 +40,10 @@
 //   1.019 and 1.013 against 1.028-1.031 and 1.025-1.026 for single CTAs, at
 //   M = 8192 1.053-1.058 against 1.095-1.101, at M = 512 slower (1.085 and
 //   1.010 against 1.061-1.064 and 0.967-0.990). So both race.
+// - KB_GEMM_RACE_FILE=path keeps the winners across processes
+//   (race_file.hpp): a problem the file holds for this machine is not raced
+//   (nor left to the static rule under capture or KB_GEMM_RACE=0), and each
+//   race appends its winner.
 // - KB_GEMM_LONG_K=chunks, sequential, wgmma or wgmma-c2 runs that form, no
 //   race (read on every long-K call; a long-K product takes 70 us or more).
 // - KB_WGMMA_EXPERIMENT=release-early runs kb's kernel with

@@ -1,0 +1,214 @@
+// KB_GEMM_RACE_FILE's lines (race_file.hpp): written with json::Writer, read
+// with json::parse, one file's entries kept per process.
+#include "race_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "json/json.hpp"
+#include "schema/dtype.hpp"
+
+namespace kb::kernels::gemm_cuda {
+
+namespace {
+
+constexpr std::string_view kKind = "long_k";  // the only race kept so far
+
+std::string where(std::string_view origin, std::size_t number) { return fmt::format("{}:{}", origin, number); }
+
+Error bad_line(std::string_view origin, std::size_t number, std::string_view why) {
+  return Error{Code::parse_error, fmt::format("{}: {}", where(origin, number), why)};
+}
+
+// dst = the value of expr (a Result), or return its error.
+#define KB_RACE_FILE_TAKE(dst, expr)                       \
+  do {                                                     \
+    auto kb_take_r_ = (expr);                              \
+    if (!kb_take_r_.ok()) return std::move(kb_take_r_).error(); \
+    dst = std::move(*kb_take_r_);                          \
+  } while (0)
+
+}  // namespace
+
+std::string race_file_line(const RaceFileEntry& e) {
+  json::Writer w;
+  w.begin_object();
+  w.key("kb_gemm_race").string(kKind);
+  w.key("device").string(e.machine.device);
+  w.key("sms").integer(e.machine.sms);
+  w.key("compute_capability").integer(e.machine.compute_capability);
+  w.key("software").string(e.machine.software);
+  w.key("kb").string(e.machine.kb);
+  w.key("dtype").string(dtype_name(static_cast<DType>(e.key.dtype)));
+  w.key("M").integer(e.key.M);
+  w.key("N").integer(e.key.N);
+  w.key("K").integer(e.key.K);
+  w.key("misaligned").integer(e.key.misaligned);
+  w.key("choice").string(e.choice);
+  w.end_object();
+  return w.str();
+}
+
+Result<RaceFileEntry> parse_race_file_line(std::string_view line, std::string_view origin, std::size_t number) {
+  auto doc = json::parse(line, where(origin, number));
+  if (!doc) return doc.error();
+  json::Object obj;
+  if (doc->root().get(obj) != simdjson::SUCCESS)
+    return bad_line(origin, number, fmt::format("expected an object, found {}", json::type_name(doc->root())));
+  // Required members: a string, or an integer within [lo, hi].
+  auto text = [&](const char* name) -> Result<std::string> {
+    json::Element v;
+    if (obj[name].get(v) != simdjson::SUCCESS) return bad_line(origin, number, fmt::format("no \"{}\"", name));
+    std::string_view s;
+    if (v.get(s) != simdjson::SUCCESS || s.empty())
+      return bad_line(origin, number, fmt::format("\"{}\" must be a non-empty string, found {}", name,
+                                                  json::describe(v)));
+    return std::string(s);
+  };
+  auto integer = [&](const char* name, std::int64_t lo, std::int64_t hi) -> Result<std::int64_t> {
+    json::Element v;
+    if (obj[name].get(v) != simdjson::SUCCESS) return bad_line(origin, number, fmt::format("no \"{}\"", name));
+    std::int64_t i = 0;
+    if (v.get(i) != simdjson::SUCCESS || i < lo || i > hi)
+      return bad_line(origin, number, fmt::format("\"{}\" must be an integer from {} to {}, found {}", name, lo, hi,
+                                                  json::describe(v)));
+    return i;
+  };
+  RaceFileEntry e;
+  e.line = number;
+  std::string kind, dtype;
+  std::int64_t sms = 0, cc = 0, misaligned = 0;
+  KB_RACE_FILE_TAKE(kind, text("kb_gemm_race"));
+  if (kind != kKind)
+    return bad_line(origin, number, fmt::format("\"kb_gemm_race\" is \"{}\"; kb keeps only \"{}\"", kind, kKind));
+  KB_RACE_FILE_TAKE(e.machine.device, text("device"));
+  KB_RACE_FILE_TAKE(sms, integer("sms", 1, 1 << 20));
+  KB_RACE_FILE_TAKE(cc, integer("compute_capability", 0, 1000));
+  KB_RACE_FILE_TAKE(e.machine.software, text("software"));
+  KB_RACE_FILE_TAKE(e.machine.kb, text("kb"));
+  KB_RACE_FILE_TAKE(dtype, text("dtype"));
+  const auto t = dtype_from_name(dtype);
+  if (!t) return bad_line(origin, number, fmt::format("\"dtype\" \"{}\" is not a dtype kb knows", dtype));
+  constexpr std::int64_t kMaxExtent = std::int64_t{1} << 40;
+  KB_RACE_FILE_TAKE(e.key.M, integer("M", 1, kMaxExtent));
+  KB_RACE_FILE_TAKE(e.key.N, integer("N", 1, kMaxExtent));
+  KB_RACE_FILE_TAKE(e.key.K, integer("K", 1, kMaxExtent));
+  KB_RACE_FILE_TAKE(misaligned, integer("misaligned", 0, 7));
+  KB_RACE_FILE_TAKE(e.choice, text("choice"));
+  e.machine.sms = static_cast<int>(sms);
+  e.machine.compute_capability = static_cast<int>(cc);
+  e.key.dtype = static_cast<int>(*t);
+  e.key.misaligned = static_cast<unsigned>(misaligned);
+  return e;
+}
+
+Result<std::vector<RaceFileEntry>> parse_race_file(std::string_view text, std::string_view origin) {
+  std::vector<RaceFileEntry> out;
+  std::size_t number = 0;
+  while (!text.empty()) {
+    ++number;
+    const std::size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    auto e = parse_race_file_line(line, origin, number);
+    if (!e) {
+      if (end == std::string_view::npos) break;  // a torn last line: a writer killed mid-line
+      return e.error();
+    }
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+namespace {
+
+struct LoadedFile {
+  bool loaded = false;
+  std::vector<RaceFileEntry> entries;
+};
+
+// Leaked on purpose, like race.cpp's state.
+std::mutex& files_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::map<std::string, LoadedFile>& files() {
+  static auto* m = new std::map<std::string, LoadedFile>;
+  return *m;
+}
+
+// Reads the file into `f` once (under files_mutex()).
+Status load(const std::string& path, LoadedFile& f) {
+  if (f.loaded) return ok_status();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) {
+    f.loaded = true;  // nothing raced yet: record() creates it
+    return ok_status();
+  }
+  std::string text;
+  KB_RACE_FILE_TAKE(text, json::read_text_file(path));
+  KB_RACE_FILE_TAKE(f.entries, parse_race_file(text, path));
+  f.loaded = true;
+  return ok_status();
+}
+
+bool same_problem(const RaceKey& a, const RaceKey& b) {
+  return a.dtype == b.dtype && a.M == b.M && a.N == b.N && a.K == b.K && a.misaligned == b.misaligned;
+}
+
+}  // namespace
+
+Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, const RaceMachine& machine,
+                                                      const RaceKey& key) {
+  std::lock_guard<std::mutex> lock(files_mutex());
+  LoadedFile& f = files()[path];
+  KB_TRY(load(path, f));
+  for (auto it = f.entries.rbegin(); it != f.entries.rend(); ++it)
+    if (it->machine == machine && same_problem(it->key, key)) return std::optional<RaceFileEntry>(*it);
+  return std::optional<RaceFileEntry>();
+}
+
+Status race_file_record(const std::string& path, const RaceFileEntry& e) {
+  std::lock_guard<std::mutex> lock(files_mutex());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return make_error(Code::io_error, fmt::format("KB_GEMM_RACE_FILE {}: cannot open: {}", path, std::strerror(errno)));
+  bool torn = false;  // a torn last line stays a line of its own
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    char last = '\n';
+    torn = ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n';
+  }
+  const std::string line = fmt::format("{}{}\n", torn ? "\n" : "", race_file_line(e));
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      return make_error(Code::io_error, fmt::format("KB_GEMM_RACE_FILE {}: write failed: {}", path,
+                                                    std::strerror(err)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!synced)
+    return make_error(Code::io_error, fmt::format("KB_GEMM_RACE_FILE {}: fsync failed: {}", path, std::strerror(err)));
+  LoadedFile& f = files()[path];
+  if (f.loaded) f.entries.push_back(e);  // else the first lookup reads it from the file
+  return ok_status();
+}
+
+}  // namespace kb::kernels::gemm_cuda
