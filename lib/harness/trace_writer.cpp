@@ -26,7 +26,7 @@ Status TraceWriter::append(const std::string& author, const Definition& d, const
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec) return make_error(Code::io_error, fmt::format("{}: cannot create directory: {}", path, ec.message()));
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);  // read too: the torn-line check below
   if (fd < 0) return make_error(Code::io_error, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   // A previous run killed mid-line leaves no newline at the end: start fresh.
   std::string line;

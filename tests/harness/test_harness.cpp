@@ -4,10 +4,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <unistd.h>
 #include <stdexcept>
 
 #include "harness/harness.hpp"
+#include "harness/trace_writer.hpp"
 #include "harness/timing_report.hpp"
 #include "json/json.hpp"
 #include "inputs/inputs.hpp"
@@ -318,4 +323,34 @@ TEST_CASE("the timing fields of performance.extra: one writer, valid JSON, the f
   double frac = -1;
   CHECK(doc2->root()["fraction_of_copy_bandwidth"].get(frac) == simdjson::SUCCESS);
   CHECK(frac == 0);
+}
+
+TEST_CASE("trace files: a line torn by a killed run stays apart from the next one appended") {
+  namespace fs = std::filesystem;
+  const fs::path out = fs::temp_directory_path() / ("kb_trace_writer_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  kb::TraceWriter writer(out.string());
+  const kb::Definition def = definition();
+  kb::Trace t;
+  t.definition = def.name;
+  t.workload = workload(3);
+  REQUIRE(writer.append("test", def, t).ok());
+  const std::string path = writer.path_for("test", def);
+  auto read_all = [&] {
+    std::ifstream f(path);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const std::string first = read_all();
+  REQUIRE(first.size() > 20);
+  fs::resize_file(path, first.size() - 10);  // the run killed mid-line: no newline at the end
+  t.workload = workload(4);
+  REQUIRE(writer.append("test", def, t).ok());
+  const std::string text = read_all();
+  const auto nl = text.find('\n');
+  REQUIRE(nl != std::string::npos);
+  CHECK(nl == first.size() - 10);  // the torn line ends where it was cut
+  auto second = kb::read_trace(std::string_view(text).substr(nl + 1, text.size() - nl - 2), "t");
+  REQUIRE_MESSAGE(second.ok(), (second.ok() ? "" : second.error().message));
+  CHECK(second->workload.uuid == "w4");
+  fs::remove_all(out);
 }

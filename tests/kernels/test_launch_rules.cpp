@@ -480,6 +480,7 @@ TEST_CASE("KB_GEMM_RACE_FILE store: lines for this machine only, the last one wi
   REQUIRE(found);
   REQUIRE(*found);
   CHECK((*found)->choice == "cuBLASLt chunks one by one");
+  CHECK((*found)->line == 3u);  // its place in the file, for messages about it
   RaceMachine other_software = h200.machine;
   other_software.software += " (another driver)";
   auto other = race_file_lookup(path, other_software, key);
@@ -506,11 +507,16 @@ TEST_CASE("KB_GEMM_RACE_FILE store: lines for this machine only, the last one wi
     t << race_file_line(h200).substr(0, 30);
   }
   REQUIRE(race_file_record(torn_path, h200));
+  auto after_torn = race_file_lookup(torn_path, h200.machine, key);  // read now: the torn line is a middle line
+  REQUIRE_FALSE(after_torn);
   std::ifstream t2(torn_path);
   std::string torn_text((std::istreambuf_iterator<char>(t2)), std::istreambuf_iterator<char>());
   auto torn_lines = parse_race_file(torn_text, torn_path);
   CHECK_FALSE(torn_lines);  // the torn line is now a middle line: a reader is told where it is
   if (!torn_lines) CHECK(torn_lines.error().message.rfind(torn_path + ":1: ", 0) == 0);
+  const auto second = torn_text.find('\n');
+  REQUIRE(second != std::string::npos);
+  CHECK(parse_race_file(torn_text.substr(second + 1), torn_path));  // the record itself intact on its own line
 
   // A bad line in a file read for the first time: the lookup fails, naming the file and line.
   const std::string bad_path = (tmp.dir / "bad.jsonl").string();

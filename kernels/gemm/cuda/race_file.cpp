@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -179,7 +180,7 @@ Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, c
 
 Status race_file_record(const std::string& path, const RaceFileEntry& e) {
   std::lock_guard<std::mutex> lock(files_mutex());
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
     return make_error(Code::io_error, fmt::format("KB_GEMM_RACE_FILE {}: cannot open: {}", path, std::strerror(errno)));
   bool torn = false;  // a torn last line stays a line of its own
@@ -201,13 +202,27 @@ Status race_file_record(const std::string& path, const RaceFileEntry& e) {
     }
     done += static_cast<std::size_t>(n);
   }
+  // The line's number, for messages about it: one more than the newlines before it (other processes may have
+  // appended since this one read the file).
+  RaceFileEntry written = e;
+  const off_t end = ::lseek(fd, 0, SEEK_CUR);
+  const off_t start = end - static_cast<off_t>(line.size()) + (torn ? 1 : 0);
+  std::size_t newlines = 0;
+  char buf[1 << 14];
+  for (off_t at = 0; end > 0 && at < start;) {
+    const ssize_t n = ::pread(fd, buf, static_cast<std::size_t>(std::min<off_t>(sizeof buf, start - at)), at);
+    if (n <= 0) break;
+    newlines += static_cast<std::size_t>(std::count(buf, buf + n, '\n'));
+    at += n;
+  }
+  written.line = newlines + 1;
   const bool synced = ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
   if (!synced)
     return make_error(Code::io_error, fmt::format("KB_GEMM_RACE_FILE {}: fsync failed: {}", path, std::strerror(err)));
   LoadedFile& f = files()[path];
-  if (f.loaded) f.entries.push_back(e);  // else the first lookup reads it from the file
+  if (f.loaded) f.entries.push_back(std::move(written));  // else the first lookup reads it from the file
   return ok_status();
 }
 
