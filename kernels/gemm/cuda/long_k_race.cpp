@@ -16,14 +16,11 @@
 #include "../../common/cublaslt_autotune.hpp"
 #include "cublaslt_gemm.hpp"
 #include "cuda/device.hpp"
+#include "kb/kb.h"  // KB_VERSION_STRING
 #include "long_k.hpp"
 #include "race.hpp"
 #include "race_file.hpp"
 #include "wgmma_gemm.hpp"
-
-#ifndef KB_VERSION_STRING
-#define KB_VERSION_STRING "0.1.0"
-#endif
 
 namespace kb::kernels::gemm_cuda {
 
@@ -48,7 +45,8 @@ std::optional<LongKForm> forced_form() {
 
 // kb's wgmma kernel on p with clusters of `cluster` CTAs; `not_applicable`
 // set (nothing run) where the kernel does not apply (not compute capability
-// 9.0, N or K not a multiple of 8, unaligned tensors).
+// 9.0, N or K not a multiple of 8, unaligned tensors; for clusters, a grid
+// they do not divide, e.g. an odd SM count).
 Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
   *not_applicable = false;
   WgmmaGemmArgs args;
@@ -68,11 +66,7 @@ Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
   args.workspace = *ws;
   args.cluster = cluster;
   args.release_early = env_is("KB_WGMMA_EXPERIMENT", "release-early");  // timing experiments (long_k_race.hpp)
-  int e = wgmma_gemm(args);
-  if (e == cudaErrorNotSupported && cluster > 1) {  // e.g. an odd SM count: single CTAs
-    args.cluster = 1;
-    e = wgmma_gemm(args);
-  }
+  const int e = wgmma_gemm(args);
   if (e == cudaErrorNotSupported) {
     *not_applicable = true;
     return ok_status();
@@ -142,9 +136,14 @@ Status run_long_k(const GemmProblem& p, LongKForm form, bool* not_applicable) {
     bool na = false;
     Status s = run_wgmma(p, form == LongKForm::wgmma_c2 ? 2 : 1, &na);
     if (!s.ok() || !na) return s;
-    if (not_applicable) {
+    if (not_applicable) {  // the race: this form does not run here
       *not_applicable = true;
       return ok_status();
+    }
+    // A call in this form (forced, or cached): clusters that cannot run here run as single CTAs, else the chunks.
+    if (form == LongKForm::wgmma_c2) {
+      s = run_wgmma(p, 1, &na);
+      if (!s.ok() || !na) return s;
     }
     form = static_form(p);
   }
@@ -190,12 +189,9 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   if (long_k_batches(p))
     forms.push_back(rule == LongKForm::chunks ? LongKForm::sequential_chunks : LongKForm::chunks);
   forms.push_back(LongKForm::wgmma);
-  // Clusters of 2 take neighbouring row tiles, so they need two (M > 128) and
-  // an even grid (one CTA per SM); elsewhere run_wgmma would quietly run
-  // single CTAs and the race would time that form twice.
-  int sms = 0;
-  KB_TRY(cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
-  if (p.M > 128 && sms % 2 == 0) forms.push_back(LongKForm::wgmma_c2);
+  // Clusters of 2 take neighbouring row tiles: with one (M <= 128) half the CTAs would compute on zeros. Where
+  // the grid cannot pair up, the form drops out below (not applicable).
+  if (p.M > 128) forms.push_back(LongKForm::wgmma_c2);
   std::vector<LongKForm> ran;
   std::string dropped;
   for (LongKForm f : forms) {

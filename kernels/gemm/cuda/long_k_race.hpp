@@ -1,7 +1,7 @@
 // kb_cuda_gemm's choice for long K (K > kLongK, M above the gemv's range)
 // among cuBLASLt's K chunks as one batch, the same chunks one after the
-// other, and kb's Hopper wgmma kernel in single CTAs and (M > 128, an even
-// SM count) in clusters of 2, measured per problem.
+// other, and kb's Hopper wgmma kernel in single CTAs and (M > 128, where
+// the grid pairs up) in clusters of 2, measured per problem.
 //
 // Why measure: every form is exact enough (long_k.hpp, wgmma_gemm.hpp), and
 // none is fastest on every shape. H200, session 28 (benchmarks/h200-2026-

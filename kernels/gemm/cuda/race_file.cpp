@@ -2,18 +2,17 @@
 // with json::parse, one file's entries kept per process.
 #include "race_file.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 
+#include "common/append_line.hpp"
 #include "json/json.hpp"
 #include "schema/dtype.hpp"
 
@@ -180,49 +179,22 @@ Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, c
 
 Status race_file_record(const std::string& path, const RaceFileEntry& e) {
   std::lock_guard<std::mutex> lock(files_mutex());
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return make_error(Code::io_error, fmt::format("KB_GEMM_RACE_FILE {}: cannot open: {}", path, std::strerror(errno)));
-  bool torn = false;  // a torn last line stays a line of its own
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
-    char last = '\n';
-    torn = ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n';
-  }
-  const std::string line = fmt::format("{}{}\n", torn ? "\n" : "", race_file_line(e));
-  std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      return make_error(Code::io_error, fmt::format("KB_GEMM_RACE_FILE {}: write failed: {}", path,
-                                                    std::strerror(err)));
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  auto start = append_line(path, race_file_line(e));
+  if (!start) return make_error(start.error().code, "KB_GEMM_RACE_FILE " + start.error().message);
   // The line's number, for messages about it: one more than the newlines before it (other processes may have
   // appended since this one read the file).
   RaceFileEntry written = e;
-  const off_t end = ::lseek(fd, 0, SEEK_CUR);
-  const off_t start = end - static_cast<off_t>(line.size()) + (torn ? 1 : 0);
-  std::size_t newlines = 0;
+  written.line = 1;
+  std::ifstream f(path, std::ios::binary);
   char buf[1 << 14];
-  for (off_t at = 0; end > 0 && at < start;) {
-    const ssize_t n = ::pread(fd, buf, static_cast<std::size_t>(std::min<off_t>(sizeof buf, start - at)), at);
-    if (n <= 0) break;
-    newlines += static_cast<std::size_t>(std::count(buf, buf + n, '\n'));
-    at += n;
+  for (std::uint64_t left = *start; left > 0 && f;) {
+    f.read(buf, static_cast<std::streamsize>(std::min<std::uint64_t>(sizeof buf, left)));
+    written.line += static_cast<std::size_t>(std::count(buf, buf + f.gcount(), '\n'));
+    left -= static_cast<std::uint64_t>(f.gcount());
+    if (f.gcount() == 0) break;
   }
-  written.line = newlines + 1;
-  const bool synced = ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!synced)
-    return make_error(Code::io_error, fmt::format("KB_GEMM_RACE_FILE {}: fsync failed: {}", path, std::strerror(err)));
-  LoadedFile& f = files()[path];
-  if (f.loaded) f.entries.push_back(std::move(written));  // else the first lookup reads it from the file
+  LoadedFile& loaded = files()[path];
+  if (loaded.loaded) loaded.entries.push_back(std::move(written));  // else the first lookup reads it from the file
   return ok_status();
 }
 

@@ -70,9 +70,8 @@ Result<std::vector<RaceFileEntry>> parse_race_file(std::string_view text, std::s
 Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, const RaceMachine& machine,
                                                       const RaceKey& key);
 
-// Appends e as one line to the file at `path` (created if missing), in one
-// write with O_APPEND so that processes sharing the file do not interleave
-// lines, then fsync. Errors name the file.
+// Appends e as one line to the file at `path` (created if missing; one
+// O_APPEND write, then fsync: common/append_line.hpp). Errors name the file.
 Status race_file_record(const std::string& path, const RaceFileEntry& e);
 
 }  // namespace kb::kernels::gemm_cuda
