@@ -5,6 +5,8 @@
 # fmt), and a copy of ../shared/flashinfer-trace.
 # usage: tools/gpu/prepare.sh      then run tools/gpu/on_device.sh there with carry ['.devcarry']
 #        BUILD=build tools/gpu/prepare.sh   reuse an existing CUDA build (debugoptimized) instead of build-gpu
+#        PARTS=tests tools/gpu/prepare.sh   only what `on_device.sh tests` runs (the full bundle is near the device
+#                                           tool's 64 MiB limit, working tree included); PARTS=bench: no test binaries
 set -eu
 cd "$(dirname "$0")/../.."
 tools/setup.sh
@@ -19,11 +21,18 @@ cp "$b/tools/kb/kb" "$b/lib/kb-worker" .devcarry/bin/
 cp -P "$b"/capi/libkb.so.1 "$b"/capi/libkb.so.0.1.0 .devcarry/lib/  # C ABI tests (test_multi_gpu, the examples)
 [ -x "$b/examples/cpp/kb_example_engine_step" ] && cp "$b/examples/cpp/kb_example_engine_step" .devcarry/bin/
 cp "$b/tests/capi/test_capi" .devcarry/bin/capi_test  # the C ABI tests with a device (on_device.sh tests)
-for t in "$b"/tests/gpu/test_* "$b/tests/plugin/test_plugin_gpu"; do if [ -f "$t" ] && [ -x "$t" ]; then cp "$t" .devcarry/bin/; fi; done
+parts=${PARTS:-all}
+for t in "$b"/tests/gpu/test_* "$b/tests/plugin/test_plugin_gpu"; do
+  [ -f "$t" ] && [ -x "$t" ] || continue
+  [ "$parts" = bench ] && continue
+  # the tests that run in attn-check, prefill-check, plugin-gpu and gemv-balance, not in `tests`
+  [ "$parts" = tests ] && case $(basename "$t") in test_plugin_gpu|test_attention_bench|test_gemv_ab|test_cuda_attention|test_cuda_prefill) continue;; esac
+  cp "$t" .devcarry/bin/
+done
 # outside-solution GPU cases (on_device.sh plugin-gpu): the hostile and example CUDA plugins
 cp "$b/tests/plugin/libkb_hostile_cuda_plugin.so" "$b/examples/plugin/libkb_example_cuda_plugin.so" .devcarry/lib/
 # the one-file ceiling microbenchmarks (on_device.sh ceilings), rebuilt only when their source changed
-if command -v nvcc >/dev/null; then
+if command -v nvcc >/dev/null && [ "$parts" != tests ]; then
   mkdir -p "$b/gpu-tools"
   for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants l2_flush_check; do
     srcs="tools/gpu/$t.cu"; libs=""
