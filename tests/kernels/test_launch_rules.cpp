@@ -425,7 +425,8 @@ TEST_CASE("KB_GEMM_RACE_FILE lines: written and read back; every bad line refuse
       with("\"M\":2048,", ""),
       with("\"misaligned\":2", "\"misaligned\":8"),
       with("\"float16\"", "\"float17\""),
-      with("\"long_k\"", "\"small_m\""),
+      with("\"long_k\"", "\"medium_k\""),
+      with("\"long_k\"", "\"small_m\""),  // a small-M line without its "scratch_bytes"
       with("\"choice\":\"kb wgmma (clusters of 2)\"", "\"choice\":\"\""),
       with("\"sms\":132", "\"sms\":-1"),
       line.substr(0, line.size() / 2),
@@ -436,6 +437,25 @@ TEST_CASE("KB_GEMM_RACE_FILE lines: written and read back; every bad line refuse
     CHECK(r.error().code == kb::Code::parse_error);
     CHECK_MESSAGE(r.error().message.rfind("f.jsonl:7: ", 0) == 0, r.error().message);
   }
+  // A small-M line (the gemv or cuBLASLt): the stream's scratch size is part of the problem.
+  RaceFileEntry small = race_file_entry("NVIDIA H200", 8, "gemv 32r bulk x2");
+  small.race = std::string(kRaceSmallM);
+  small.key.scratch_bytes = 8u << 20;
+  const std::string small_line = race_file_line(small);
+  CHECK(small_line.find("\"scratch_bytes\":8388608") != std::string::npos);
+  auto small_back = parse_race_file_line(small_line, "f.jsonl", 2);
+  REQUIRE(small_back);
+  CHECK(small_back->race == "small_m");
+  CHECK(small_back->key.scratch_bytes == (8u << 20));
+  CHECK(small_back->key.M == 8);
+  CHECK(small_back->choice == "gemv 32r bulk x2");
+  CHECK(back->key.scratch_bytes == 0u);  // not in long-K lines
+  std::string negative = small_line;
+  negative.replace(negative.find("8388608"), 7, "-1");
+  auto bad_scratch = parse_race_file_line(negative, "f.jsonl", 2);
+  REQUIRE_FALSE(bad_scratch);
+  CHECK(bad_scratch.error().message.rfind("f.jsonl:2: \"scratch_bytes\" must be", 0) == 0);
+
   // Members kb does not know are passed over (a later kb may add some).
   CHECK(parse_race_file_line(with("{", "{\"note\":\"x\","), "f.jsonl", 1));
 
@@ -464,41 +484,67 @@ TEST_CASE("KB_GEMM_RACE_FILE store: lines for this machine only, the last one wi
   key.device = 3, key.scratch_bytes = 4096;  // not kept: the file names the machine instead
 
   // No file yet: nothing, and no error.
-  auto none = race_file_lookup(path, h200.machine, key);
+  auto none = race_file_lookup(path, h200.machine, kRaceLongK, key);
   REQUIRE(none);
   CHECK_FALSE(*none);
   // Recorded: seen by this process at once, and written as one line.
   REQUIRE(race_file_record(path, h200));
-  auto found = race_file_lookup(path, h200.machine, key);
+  auto found = race_file_lookup(path, h200.machine, kRaceLongK, key);
   REQUIRE(found);
   REQUIRE(*found);
   CHECK((*found)->choice == "kb wgmma");
   // Another machine's line for the same problem does not count here; a later line for this one replaces it.
   REQUIRE(race_file_record(path, race_file_entry("NVIDIA H100", 2048, "cuBLASLt chunks")));
   REQUIRE(race_file_record(path, race_file_entry("NVIDIA H200", 2048, "cuBLASLt chunks one by one")));
-  found = race_file_lookup(path, h200.machine, key);
+  found = race_file_lookup(path, h200.machine, kRaceLongK, key);
   REQUIRE(found);
   REQUIRE(*found);
   CHECK((*found)->choice == "cuBLASLt chunks one by one");
   CHECK((*found)->line == 3u);  // its place in the file, for messages about it
   RaceMachine other_software = h200.machine;
   other_software.software += " (another driver)";
-  auto other = race_file_lookup(path, other_software, key);
+  auto other = race_file_lookup(path, other_software, kRaceLongK, key);
   REQUIRE(other);
   CHECK_FALSE(*other);
   RaceKey other_problem = key;
   other_problem.misaligned = 0;
-  other = race_file_lookup(path, h200.machine, other_problem);
+  other = race_file_lookup(path, h200.machine, kRaceLongK, other_problem);
   REQUIRE(other);
   CHECK_FALSE(*other);
 
-  // What another process reads: the three lines, in order.
+  // The small-M race's lines: apart from the long-K race's, and its scratch size part of the problem.
+  RaceFileEntry small = h200;
+  small.race = std::string(kRaceSmallM);
+  small.key.scratch_bytes = 4096;
+  small.choice = "cuBLASLt";
+  auto no_small = race_file_lookup(path, h200.machine, kRaceSmallM, key);
+  REQUIRE(no_small);
+  CHECK_FALSE(*no_small);  // the long-K lines of the same problem do not count
+  REQUIRE(race_file_record(path, small));
+  auto small_found = race_file_lookup(path, h200.machine, kRaceSmallM, key);
+  REQUIRE(small_found);
+  REQUIRE(*small_found);
+  CHECK((*small_found)->choice == "cuBLASLt");
+  CHECK((*small_found)->line == 4u);
+  RaceKey other_scratch = key;
+  other_scratch.scratch_bytes = 0;
+  auto small_other = race_file_lookup(path, h200.machine, kRaceSmallM, other_scratch);
+  REQUIRE(small_other);
+  CHECK_FALSE(*small_other);
+  found = race_file_lookup(path, h200.machine, kRaceLongK, other_scratch);  // long K: the scratch is not part of it
+  REQUIRE(found);
+  REQUIRE(*found);
+  CHECK((*found)->choice == "cuBLASLt chunks one by one");
+
+  // What another process reads: the four lines, in order.
   std::ifstream f(path);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   auto lines = parse_race_file(text, path);
   REQUIRE(lines);
-  REQUIRE(lines->size() == 3);
+  REQUIRE(lines->size() == 4);
   CHECK((*lines)[2].choice == "cuBLASLt chunks one by one");
+  CHECK((*lines)[3].race == "small_m");
+  CHECK((*lines)[3].key.scratch_bytes == 4096u);
 
   // A torn last line (a writer killed mid-line) stays apart from the next record.
   const std::string torn_path = (tmp.dir / "torn.jsonl").string();
@@ -507,7 +553,7 @@ TEST_CASE("KB_GEMM_RACE_FILE store: lines for this machine only, the last one wi
     t << race_file_line(h200).substr(0, 30);
   }
   REQUIRE(race_file_record(torn_path, h200));
-  auto after_torn = race_file_lookup(torn_path, h200.machine, key);  // read now: the torn line is a middle line
+  auto after_torn = race_file_lookup(torn_path, h200.machine, kRaceLongK, key);  // read now: the torn line is a middle line
   REQUIRE_FALSE(after_torn);
   std::ifstream t2(torn_path);
   std::string torn_text((std::istreambuf_iterator<char>(t2)), std::istreambuf_iterator<char>());
@@ -524,7 +570,7 @@ TEST_CASE("KB_GEMM_RACE_FILE store: lines for this machine only, the last one wi
     std::ofstream b(bad_path);
     b << race_file_line(h200) << "\n{\"kb_gemm_race\": \"long_k\"}\n";
   }
-  auto bad = race_file_lookup(bad_path, h200.machine, key);
+  auto bad = race_file_lookup(bad_path, h200.machine, kRaceLongK, key);
   REQUIRE_FALSE(bad);
   CHECK_MESSAGE(bad.error().message.rfind(bad_path + ":2: ", 0) == 0, bad.error().message);
   // A file that cannot be written: an error naming it.

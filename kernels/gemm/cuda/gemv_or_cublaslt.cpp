@@ -13,6 +13,7 @@
 #include "../../common/cublaslt_autotune.hpp"
 #include "cublaslt_gemm.hpp"
 #include "gemv.hpp"
+#include "race_file.hpp"
 
 namespace kb::kernels::gemm_cuda {
 
@@ -31,14 +32,38 @@ Status launch_failure(const char* what, int e) {
   return make_error(Code::cuda_error, fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 
-// "gemv 32r bulk", "gemv 16r x4 (3w)": rows per block, kernel, blocks along K
-// and warps where they are not the plain defaults.
-std::string plan_label(const GemvPlan& g) {
+}  // namespace
+
+std::string gemv_plan_label(const GemvPlan& g) {
   std::string s = fmt::format("gemv {}r{}", g.rows_per_block, g.bulk ? " bulk" : "");
   if (g.splits > 1) s += fmt::format(" x{}", g.splits);
   if (g.warps != kGemvMaxWarps) s += fmt::format(" ({}w)", g.warps);
   if (g.balanced) s += " balanced";
   return s;
+}
+
+namespace {
+
+constexpr const char* kCublasLtLabel = "cuBLASLt";
+
+// What a KB_GEMM_RACE_FILE line's choice names for p: cuBLASLt, or the gemv
+// plan of that label among the race's candidates; an error naming the line
+// where it is neither (a line written by hand, or by a kb whose plans
+// differ under the same version).
+Result<SmallMChoice> choice_of(const RaceFileEntry& e, const GemmProblem& p, std::size_t scratch_bytes,
+                               const GemvPlan& rule) {
+  if (e.choice == kCublasLtLabel) return SmallMChoice{true, rule};
+  GemvPlan plans[kGemvRaceMaxPlans] = {rule};
+  const int n = gemv_race_plans(p, scratch_bytes, rule, plans);
+  std::string known = kCublasLtLabel;
+  for (int i = 0; i < n; ++i) {
+    if (gemv_plan_label(plans[i]) == e.choice) return SmallMChoice{false, plans[i]};
+    known += ", " + gemv_plan_label(plans[i]);
+  }
+  return make_error(Code::invalid_data,
+                    fmt::format("KB_GEMM_RACE_FILE {}:{}: \"choice\" \"{}\" is not one of kb_cuda_gemm's small-M "
+                                "candidates for M={} N={} K={} ({})",
+                                race_file_path(), e.line, e.choice, p.M, p.N, p.K, known));
 }
 
 }  // namespace
@@ -48,6 +73,24 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   int device = 0;
   KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
   const RaceKey key = race_key(device, p, gemv_scratch_bytes(&scratch));
+  // Races with a form forced for experiments are not kb_cuda_gemm's real ones: not kept in KB_GEMM_RACE_FILE.
+  const bool experiment = env_is("KB_GEMM_RACE", "cublaslt") || gemv_form_forced();
+
+  // A problem raced by an earlier process on this machine (KB_GEMM_RACE_FILE): its winner, even under
+  // capture or KB_GEMM_RACE=0, where this process could not race it.
+  if (!experiment && race_file_path() && !race_cached(choices(), key)) {
+    auto found = race_file_find(kRaceSmallM, key);
+    if (!found) return found.error();
+    if (*found) {
+      auto choice = choice_of(**found, p, key.scratch_bytes, rule);
+      if (!choice) return choice.error();
+      race_remember(choices(), key, *choice);
+      if (cublaslt_log_enabled())
+        fmt::print(stderr, "kb gemm race: {} M={} N={} K={}: {}, from KB_GEMM_RACE_FILE {}:{} (not raced)\n",
+                   dtype_name(p.dtype), p.M, p.N, p.K, (*found)->choice, race_file_path(), (*found)->line);
+      return *choice;
+    }
+  }
 
   // race_entry reads KB_GEMM_RACE only for a problem not yet raced (as
   // KB_CUBLASLT_AUTOTUNE is read when a new cuBLASLt plan is made): the
@@ -60,7 +103,7 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
 
   // The gemv's candidates (KB_GEMM_RACE=cublaslt: the rule plan alone), then cuBLASLt last.
   GemvPlan plans[kGemvRaceMaxPlans] = {rule};
-  const int gemvs = env_is("KB_GEMM_RACE", "cublaslt") ? 1 : gemv_race_plans(p, key.scratch_bytes, rule, plans);
+  const int gemvs = experiment ? 1 : gemv_race_plans(p, key.scratch_bytes, rule, plans);
   const auto race_start = std::chrono::steady_clock::now();  // the first call's cost, in the note
   // cuBLASLt's first call of the problem plans and autotunes its algorithms,
   // outside the race's samples. If cuBLASLt cannot run it the gemv's
@@ -86,8 +129,9 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   const int won = race_pick(ms->data(), count, static_index);
   const SmallMChoice choice{won == gemvs, won == gemvs ? rule : plans[won]};
   race_remember(choices(), key, choice);
+  const auto label = [&](int c) { return c == gemvs ? std::string(kCublasLtLabel) : gemv_plan_label(plans[c]); };
+  if (!experiment) KB_TRY(race_file_keep(kRaceSmallM, key, label(won)));
 
-  const auto label = [&](int c) { return c == gemvs ? std::string("cuBLASLt") : plan_label(plans[c]); };
   const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();
   add_gemm_race_note(fmt::format(
       "{} M={} N={} K={}: {}; median of {} cold samples: {}{} (static rule: {}); the race took {:.1f} ms, cuBLASLt's "

@@ -21,7 +21,11 @@
 // the two side by side). A call under stream capture and a problem not yet
 // raced while KB_GEMM_RACE=0 (read for problems not yet raced only) take the
 // static rule (the rule plan, or cuBLASLt where GemvPlan::cublaslt_instead
-// says so) instead, uncached.
+// says so) instead, uncached. KB_GEMM_RACE_FILE=path keeps the winners
+// across processes, as for long K (race_file.hpp): a problem the file holds
+// for this machine and scratch size is not raced, and each race appends its
+// winner ("cuBLASLt" or the plan's label); not with KB_GEMM_RACE=cublaslt or
+// a gemv form forced.
 //
 // The key (race.hpp's RaceKey): device, dtype, M, N, K, which of A, B, C
 // are 16-byte aligned (the gemv needs A and B aligned) and the stream's
@@ -31,6 +35,8 @@
 // own planning; it synchronizes the stream. Races run one at a time on a
 // device (race.hpp); a call of a problem already raced never waits for one.
 #pragma once
+
+#include <string>
 
 #include "common/result.hpp"
 #include "gemm_problem.hpp"
@@ -44,6 +50,11 @@ struct SmallMChoice {
   bool cublaslt = false;
   GemvPlan plan;
 };
+
+// A gemv plan's name in race notes and KB_GEMM_RACE_FILE: "gemv 32r bulk",
+// "gemv 16r x4 (3w)": rows per block, kernel, blocks along K and warps where
+// they are not the plain defaults, "balanced" where the rows are spread.
+std::string gemv_plan_label(const GemvPlan& g);
 
 // kb_cuda_gemm's choice for p, which the gemv can run with `rule`
 // (gemv_plan's plan for `scratch`): the cached choice, else the race now,

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -16,7 +15,6 @@
 #include "../../common/cublaslt_autotune.hpp"
 #include "cublaslt_gemm.hpp"
 #include "cuda/device.hpp"
-#include "kb/kb.h"  // KB_VERSION_STRING
 #include "long_k.hpp"
 #include "race.hpp"
 #include "race_file.hpp"
@@ -79,31 +77,6 @@ Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
   return ok_status();
 }
 
-// KB_GEMM_RACE_FILE's path, or nullptr (race_file.hpp).
-const char* race_file_path() {
-  const char* p = std::getenv("KB_GEMM_RACE_FILE");
-  return p && *p ? p : nullptr;
-}
-
-// What a race on `device` ran on, for KB_GEMM_RACE_FILE's lines: asked once
-// per device (library_versions opens cuBLASLt to read its version).
-Result<RaceMachine> this_machine(int device) {
-  static auto* mutex = new std::mutex;
-  static auto* known = new std::map<int, RaceMachine>;
-  std::lock_guard<std::mutex> lock(*mutex);
-  if (auto it = known->find(device); it != known->end()) return it->second;
-  auto info = cuda::device_info(device);
-  if (!info) return info.error();
-  RaceMachine m;
-  m.device = info->name;
-  m.sms = info->sm_count;
-  m.compute_capability = info->compute_major * 10 + info->compute_minor;
-  for (const auto& [name, version] : cuda::library_versions())
-    m.software += fmt::format("{}{} {}", m.software.empty() ? "" : ", ", name, version);
-  m.kb = KB_VERSION_STRING;
-  return known->emplace(device, std::move(m)).first->second;
-}
-
 // The form a KB_GEMM_RACE_FILE line names; an error naming the line if none.
 Result<LongKForm> form_of(const RaceFileEntry& e, const char* path) {
   for (LongKForm f : {LongKForm::chunks, LongKForm::sequential_chunks, LongKForm::wgmma, LongKForm::wgmma_c2})
@@ -161,9 +134,7 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   // capture or KB_GEMM_RACE=0, where this process could not race it.
   const char* file = race_file_path();
   if (file && !race_cached(choices(), key)) {
-    auto machine = this_machine(device);
-    if (!machine) return machine.error();
-    auto found = race_file_lookup(file, *machine, key);
+    auto found = race_file_find(kRaceLongK, key);
     if (!found) return found.error();
     if (*found) {
       auto form = form_of(**found, file);
@@ -228,11 +199,7 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   if (!ms) return ms.error();
   const int won = race_pick(ms->data(), count, 0);
   race_remember(choices(), key, ran[static_cast<std::size_t>(won)]);
-  if (file) {
-    auto machine = this_machine(device);
-    if (!machine) return machine.error();
-    KB_TRY(race_file_record(file, RaceFileEntry{*machine, key, long_k_form_label(ran[static_cast<std::size_t>(won)])}));
-  }
+  KB_TRY(race_file_keep(kRaceLongK, key, long_k_form_label(ran[static_cast<std::size_t>(won)])));
 
   const auto label = [&](int c) { return std::string(long_k_form_label(ran[static_cast<std::size_t>(c)])); };
   const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();

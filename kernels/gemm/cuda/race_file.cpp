@@ -20,8 +20,6 @@ namespace kb::kernels::gemm_cuda {
 
 namespace {
 
-constexpr std::string_view kKind = "long_k";  // the only race kept so far
-
 std::string where(std::string_view origin, std::size_t number) { return fmt::format("{}:{}", origin, number); }
 
 Error bad_line(std::string_view origin, std::size_t number, std::string_view why) {
@@ -41,7 +39,7 @@ Error bad_line(std::string_view origin, std::size_t number, std::string_view why
 std::string race_file_line(const RaceFileEntry& e) {
   json::Writer w;
   w.begin_object();
-  w.key("kb_gemm_race").string(kKind);
+  w.key("kb_gemm_race").string(e.race);
   w.key("device").string(e.machine.device);
   w.key("sms").integer(e.machine.sms);
   w.key("compute_capability").integer(e.machine.compute_capability);
@@ -52,6 +50,7 @@ std::string race_file_line(const RaceFileEntry& e) {
   w.key("N").integer(e.key.N);
   w.key("K").integer(e.key.K);
   w.key("misaligned").integer(e.key.misaligned);
+  if (e.race == kRaceSmallM) w.key("scratch_bytes").integer(static_cast<std::int64_t>(e.key.scratch_bytes));
   w.key("choice").string(e.choice);
   w.end_object();
   return w.str();
@@ -84,11 +83,12 @@ Result<RaceFileEntry> parse_race_file_line(std::string_view line, std::string_vi
   };
   RaceFileEntry e;
   e.line = number;
-  std::string kind, dtype;
-  std::int64_t sms = 0, cc = 0, misaligned = 0;
-  KB_RACE_FILE_TAKE(kind, text("kb_gemm_race"));
-  if (kind != kKind)
-    return bad_line(origin, number, fmt::format("\"kb_gemm_race\" is \"{}\"; kb keeps only \"{}\"", kind, kKind));
+  std::string dtype;
+  std::int64_t sms = 0, cc = 0, misaligned = 0, scratch = 0;
+  KB_RACE_FILE_TAKE(e.race, text("kb_gemm_race"));
+  if (e.race != kRaceLongK && e.race != kRaceSmallM)
+    return bad_line(origin, number, fmt::format("\"kb_gemm_race\" is \"{}\"; kb keeps \"{}\" and \"{}\"", e.race,
+                                                kRaceLongK, kRaceSmallM));
   KB_RACE_FILE_TAKE(e.machine.device, text("device"));
   KB_RACE_FILE_TAKE(sms, integer("sms", 1, 1 << 20));
   KB_RACE_FILE_TAKE(cc, integer("compute_capability", 0, 1000));
@@ -102,11 +102,13 @@ Result<RaceFileEntry> parse_race_file_line(std::string_view line, std::string_vi
   KB_RACE_FILE_TAKE(e.key.N, integer("N", 1, kMaxExtent));
   KB_RACE_FILE_TAKE(e.key.K, integer("K", 1, kMaxExtent));
   KB_RACE_FILE_TAKE(misaligned, integer("misaligned", 0, 7));
+  if (e.race == kRaceSmallM) KB_RACE_FILE_TAKE(scratch, integer("scratch_bytes", 0, kMaxExtent));
   KB_RACE_FILE_TAKE(e.choice, text("choice"));
   e.machine.sms = static_cast<int>(sms);
   e.machine.compute_capability = static_cast<int>(cc);
   e.key.dtype = static_cast<int>(*t);
   e.key.misaligned = static_cast<unsigned>(misaligned);
+  e.key.scratch_bytes = static_cast<std::size_t>(scratch);
   return e;
 }
 
@@ -161,19 +163,22 @@ Status load(const std::string& path, LoadedFile& f) {
   return ok_status();
 }
 
-bool same_problem(const RaceKey& a, const RaceKey& b) {
-  return a.dtype == b.dtype && a.M == b.M && a.N == b.N && a.K == b.K && a.misaligned == b.misaligned;
+// The same problem of one race: the key without its device (and, for long K, the scratch, which it does not use).
+bool same_problem(std::string_view race, const RaceKey& a, const RaceKey& b) {
+  return a.dtype == b.dtype && a.M == b.M && a.N == b.N && a.K == b.K && a.misaligned == b.misaligned &&
+         (race != kRaceSmallM || a.scratch_bytes == b.scratch_bytes);
 }
 
 }  // namespace
 
 Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, const RaceMachine& machine,
-                                                      const RaceKey& key) {
+                                                      std::string_view race, const RaceKey& key) {
   std::lock_guard<std::mutex> lock(files_mutex());
   LoadedFile& f = files()[path];
   KB_TRY(load(path, f));
   for (auto it = f.entries.rbegin(); it != f.entries.rend(); ++it)
-    if (it->machine == machine && same_problem(it->key, key)) return std::optional<RaceFileEntry>(*it);
+    if (it->race == race && it->machine == machine && same_problem(race, it->key, key))
+      return std::optional<RaceFileEntry>(*it);
   return std::optional<RaceFileEntry>();
 }
 

@@ -1,0 +1,67 @@
+// KB_GEMM_RACE_FILE for this process (race_file.hpp): the file's path and
+// the machine its lines name, asked of the CUDA device. Both races (small M,
+// long K) read and append through these.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "cuda/device.hpp"
+#include "kb/kb.h"  // KB_VERSION_STRING
+#include "race_file.hpp"
+
+namespace kb::kernels::gemm_cuda {
+
+namespace {
+
+// What a race on `device` ran on: asked once per device (library_versions
+// opens cuBLASLt to read its version).
+Result<RaceMachine> this_machine(int device) {
+  static auto* mutex = new std::mutex;  // leaked on purpose, like race.cpp's state
+  static auto* known = new std::map<int, RaceMachine>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  if (auto it = known->find(device); it != known->end()) return it->second;
+  auto info = cuda::device_info(device);
+  if (!info) return info.error();
+  RaceMachine m;
+  m.device = info->name;
+  m.sms = info->sm_count;
+  m.compute_capability = info->compute_major * 10 + info->compute_minor;
+  for (const auto& [name, version] : cuda::library_versions())
+    m.software += fmt::format("{}{} {}", m.software.empty() ? "" : ", ", name, version);
+  m.kb = KB_VERSION_STRING;
+  return known->emplace(device, std::move(m)).first->second;
+}
+
+}  // namespace
+
+const char* race_file_path() {
+  const char* p = std::getenv("KB_GEMM_RACE_FILE");
+  return p && *p ? p : nullptr;
+}
+
+Result<std::optional<RaceFileEntry>> race_file_find(std::string_view race, const RaceKey& key) {
+  const char* path = race_file_path();
+  if (!path) return std::optional<RaceFileEntry>();
+  auto machine = this_machine(key.device);
+  if (!machine) return machine.error();
+  return race_file_lookup(path, *machine, race, key);
+}
+
+Status race_file_keep(std::string_view race, const RaceKey& key, std::string choice) {
+  const char* path = race_file_path();
+  if (!path) return ok_status();
+  auto machine = this_machine(key.device);
+  if (!machine) return machine.error();
+  RaceFileEntry e;
+  e.race = std::string(race);
+  e.machine = *machine;
+  e.key = key;
+  if (race != kRaceSmallM) e.key.scratch_bytes = 0;
+  e.choice = std::move(choice);
+  return race_file_record(path, e);
+}
+
+}  // namespace kb::kernels::gemm_cuda
