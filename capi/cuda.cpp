@@ -1,5 +1,5 @@
 // CUDA device discovery through lib/cuda (safe on machines without a GPU and
-// in builds without CUDA).
+// in builds without CUDA), and kb_cuda_gemm's race file.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 
 #include "capi.hpp"
 #include "cuda/device.hpp"
+#include "gemm/cuda/race_file.hpp"
 
 using kb::capi::fail;
 
@@ -46,6 +47,13 @@ KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out) {
       std::memcpy(out->pci_bus_id, info->pci_bus_id.data(), b);
       out->pci_bus_id[b] = '\0';
     }
+    return KB_OK;
+  });
+}
+
+KB_API kb_status kb_gemm_race_file_set(const char* path) {
+  return kb::capi::guarded(__func__, [&] {
+    kb::kernels::gemm_cuda::set_race_file_path(path ? path : "");
     return KB_OK;
   });
 }

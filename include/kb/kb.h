@@ -967,6 +967,20 @@ typedef struct kb_cuda_device_info {
  * Thread-safe. Since 0.1. */
 KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out);
 
+/* Where kb_cuda_gemm keeps the winners of its races across processes (the gemv plans or cuBLASLt at
+ * M <= 16, the long-K forms; README, "Engine warm-up"), as the environment variable KB_GEMM_RACE_FILE
+ * does, which this replaces for the rest of the process.
+ *   path (in, nullable) a JSON-lines file, created when the first race is kept; copied. NULL or "" keeps
+ *        no file (races are still cached in the process).
+ * A problem's first call in the process looks for its line there (a line counts only for the GPU model,
+ * SM count, CUDA and cuBLASLt versions and kb version it names) and takes the winner without racing,
+ * also under stream capture; else it races and appends the winner. A bad line in the file is the error
+ * of that call (kb_solution_run, kb_dispatch_run, ...: KB_ERROR_INVALID_DATA or KB_ERROR_PARSE),
+ * naming the file and line. Problems already cached in the process are not looked up again.
+ * Returns KB_OK (also in builds without CUDA, where nothing races). Thread-safe; a race already
+ * running keeps the file it started with. Since 0.1. */
+KB_API kb_status kb_gemm_race_file_set(const char* path);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

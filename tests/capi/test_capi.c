@@ -988,6 +988,89 @@ static void test_cuda_benchmark(kb_context* ctx) {
   kb_definition_destroy(def);
 }
 
+/* kb_gemm_race_file_set: accepted in every build; with a device, kb_cuda_gemm's small-M race appends its winner
+ * to the file set (created), and a file whose line is bad makes the next new problem's run fail, naming the file
+ * and line. */
+static const char GEMM_DEF[] =
+    "{\"name\": \"gemm_n1024_k1024\", \"op_type\": \"gemm\", \"axes\": {\"M\": {\"type\": \"var\"},"
+    " \"N\": {\"type\": \"const\", \"value\": 1024}, \"K\": {\"type\": \"const\", \"value\": 1024}},"
+    " \"inputs\": {\"A\": {\"shape\": [\"M\", \"K\"], \"dtype\": \"float16\"},"
+    " \"B\": {\"shape\": [\"N\", \"K\"], \"dtype\": \"float16\"}},"
+    " \"outputs\": {\"C\": {\"shape\": [\"M\", \"N\"], \"dtype\": \"float16\"}},"
+    " \"reference\": \"def run(A, B):\\n    return A @ B.T\\n\"}";
+
+static void test_gemm_race_file(kb_context* ctx) {
+  int n = 0;
+  char dir[] = "/tmp/kb-capi-races-XXXXXX";
+  char path[256], bad_path[256];
+  kb_definition* def = NULL;
+  kb_workload* wl = NULL;
+  kb_result* res = NULL;
+  kb_benchmark_options opts = KB_BENCHMARK_OPTIONS_INIT;
+  const char* wl8 = "{\"uuid\": \"w-race-8\", \"axes\": {\"M\": 8}, \"inputs\": {\"A\": {\"type\": \"random\"},"
+                    " \"B\": {\"type\": \"random\"}}}";
+  const char* wl9 = "{\"uuid\": \"w-race-9\", \"axes\": {\"M\": 9}, \"inputs\": {\"A\": {\"type\": \"random\"},"
+                    " \"B\": {\"type\": \"random\"}}}";
+  char* text;
+  size_t len = 0;
+  FILE* f;
+  kb_status s;
+
+  EXPECT_OK(kb_gemm_race_file_set(NULL));
+  EXPECT_OK(kb_gemm_race_file_set(""));
+  if (kb_cuda_device_count(&n) != KB_OK || n < 1) {
+    printf("gemm race file: skipped (no CUDA device)\n");
+    return;
+  }
+  if (!mkdtemp(dir)) {
+    CHECK(!"mkdtemp");
+    return;
+  }
+  snprintf(path, sizeof path, "%s/races.jsonl", dir);
+  snprintf(bad_path, sizeof bad_path, "%s/bad.jsonl", dir);
+  EXPECT_OK(kb_definition_load(ctx, GEMM_DEF, strlen(GEMM_DEF), &def));
+  opts.trials = 1;
+  EXPECT_OK(kb_gemm_race_file_set(path));
+  EXPECT_OK(kb_workload_load(ctx, wl8, strlen(wl8), &wl));
+  if (def && wl) {
+    EXPECT_OK(kb_benchmark_run(ctx, def, wl, "kb_cuda_gemm", &opts, &res));
+    check_passed(&res, NULL, 0);
+    text = read_file(path, &len);
+    CHECK(text && strstr(text, "\"kb_gemm_race\":\"small_m\"") && strstr(text, "\"M\":8,") &&
+          strstr(text, "\"N\":1024,"));
+    free(text);
+  }
+  kb_workload_destroy(wl);
+  wl = NULL;
+  /* A file with a bad line: the next new problem (M = 9) fails, naming it. */
+  f = fopen(bad_path, "wb");
+  if (f) {
+    fputs("{\"kb_gemm_race\": \"small_m\"}\n", f);
+    fclose(f);
+  }
+  EXPECT_OK(kb_gemm_race_file_set(bad_path));
+  EXPECT_OK(kb_workload_load(ctx, wl9, strlen(wl9), &wl));
+  if (def && wl) {
+    s = kb_benchmark_run(ctx, def, wl, "kb_cuda_gemm", &opts, &res);
+    if (s == KB_OK) {
+      CHECK(res && strstr(kb_result_json(res), "\"status\":\"PASSED\"") == NULL &&
+            strstr(kb_result_json(res), "bad.jsonl:1: ") != NULL);
+      if (res) printf("gemm race file, bad line: %.200s\n", strstr(kb_result_json(res), "\"log\""));
+    } else {
+      CHECK(strstr(kb_last_error(), "bad.jsonl:1: ") != NULL);
+    }
+    kb_result_destroy(res);
+    res = NULL;
+  }
+  EXPECT_OK(kb_gemm_race_file_set(NULL));
+  kb_workload_destroy(wl);
+  kb_definition_destroy(def);
+  remove(path);
+  remove(bad_path);
+  rmdir(dir);
+  printf("gemm race file: the small-M race's line appended; a bad line refused with its place\n");
+}
+
 /* ---- threads: the last error is per thread; handles are shared read-only ----------------------- */
 
 typedef struct {
@@ -1380,6 +1463,7 @@ int main(int argc, char** argv) {
   test_dispatch(ctx);
   test_cuda();
   test_cuda_benchmark(ctx);
+  test_gemm_race_file(ctx);
 
   /* a handle outlives its context */
   kb_context_destroy(ctx);

@@ -50,8 +50,8 @@ constexpr const char* kCublasLtLabel = "cuBLASLt";
 // plan of that label among the race's candidates; an error naming the line
 // where it is neither (a line written by hand, or by a kb whose plans
 // differ under the same version).
-Result<SmallMChoice> choice_of(const RaceFileEntry& e, const GemmProblem& p, std::size_t scratch_bytes,
-                               const GemvPlan& rule) {
+Result<SmallMChoice> choice_of(const RaceFileEntry& e, const std::string& path, const GemmProblem& p,
+                               std::size_t scratch_bytes, const GemvPlan& rule) {
   if (e.choice == kCublasLtLabel) return SmallMChoice{true, rule};
   GemvPlan plans[kGemvRaceMaxPlans] = {rule};
   const int n = gemv_race_plans(p, scratch_bytes, rule, plans);
@@ -63,7 +63,7 @@ Result<SmallMChoice> choice_of(const RaceFileEntry& e, const GemmProblem& p, std
   return make_error(Code::invalid_data,
                     fmt::format("KB_GEMM_RACE_FILE {}:{}: \"choice\" \"{}\" is not one of kb_cuda_gemm's small-M "
                                 "candidates for M={} N={} K={} ({})",
-                                race_file_path(), e.line, e.choice, p.M, p.N, p.K, known));
+                                path, e.line, e.choice, p.M, p.N, p.K, known));
 }
 
 }  // namespace
@@ -73,21 +73,23 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   int device = 0;
   KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
   const RaceKey key = race_key(device, p, gemv_scratch_bytes(&scratch));
-  // Races with a form forced for experiments are not kb_cuda_gemm's real ones: not kept in KB_GEMM_RACE_FILE.
-  const bool experiment = env_is("KB_GEMM_RACE", "cublaslt") || gemv_form_forced();
+  if (auto cached = race_cached(choices(), key)) return *cached;  // the common path: a map lookup, no allocation
 
   // A problem raced by an earlier process on this machine (KB_GEMM_RACE_FILE): its winner, even under
-  // capture or KB_GEMM_RACE=0, where this process could not race it.
-  if (!experiment && race_file_path() && !race_cached(choices(), key)) {
-    auto found = race_file_find(kRaceSmallM, key);
+  // capture or KB_GEMM_RACE=0, where this process could not race it. Races with a form forced for experiments
+  // are not kb_cuda_gemm's real ones: no file for them.
+  const std::string file =
+      env_is("KB_GEMM_RACE", "cublaslt") || gemv_form_forced() ? std::string() : race_file_path();
+  if (!file.empty()) {
+    auto found = race_file_find(file, kRaceSmallM, key);
     if (!found) return found.error();
     if (*found) {
-      auto choice = choice_of(**found, p, key.scratch_bytes, rule);
+      auto choice = choice_of(**found, file, p, key.scratch_bytes, rule);
       if (!choice) return choice.error();
       race_remember(choices(), key, *choice);
       if (cublaslt_log_enabled())
         fmt::print(stderr, "kb gemm race: {} M={} N={} K={}: {}, from KB_GEMM_RACE_FILE {}:{} (not raced)\n",
-                   dtype_name(p.dtype), p.M, p.N, p.K, (*found)->choice, race_file_path(), (*found)->line);
+                   dtype_name(p.dtype), p.M, p.N, p.K, (*found)->choice, file, (*found)->line);
       return *choice;
     }
   }
@@ -103,7 +105,7 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
 
   // The gemv's candidates (KB_GEMM_RACE=cublaslt: the rule plan alone), then cuBLASLt last.
   GemvPlan plans[kGemvRaceMaxPlans] = {rule};
-  const int gemvs = experiment ? 1 : gemv_race_plans(p, key.scratch_bytes, rule, plans);
+  const int gemvs = env_is("KB_GEMM_RACE", "cublaslt") ? 1 : gemv_race_plans(p, key.scratch_bytes, rule, plans);
   const auto race_start = std::chrono::steady_clock::now();  // the first call's cost, in the note
   // cuBLASLt's first call of the problem plans and autotunes its algorithms,
   // outside the race's samples. If cuBLASLt cannot run it the gemv's
@@ -130,7 +132,7 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   const SmallMChoice choice{won == gemvs, won == gemvs ? rule : plans[won]};
   race_remember(choices(), key, choice);
   const auto label = [&](int c) { return c == gemvs ? std::string(kCublasLtLabel) : gemv_plan_label(plans[c]); };
-  if (!experiment) KB_TRY(race_file_keep(kRaceSmallM, key, label(won)));
+  KB_TRY(race_file_keep(file, kRaceSmallM, key, label(won)));
 
   const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();
   add_gemm_race_note(fmt::format(

@@ -78,7 +78,7 @@ Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
 }
 
 // The form a KB_GEMM_RACE_FILE line names; an error naming the line if none.
-Result<LongKForm> form_of(const RaceFileEntry& e, const char* path) {
+Result<LongKForm> form_of(const RaceFileEntry& e, const std::string& path) {
   for (LongKForm f : {LongKForm::chunks, LongKForm::sequential_chunks, LongKForm::wgmma, LongKForm::wgmma_c2})
     if (e.choice == long_k_form_label(f)) return f;
   return make_error(Code::invalid_data, fmt::format("KB_GEMM_RACE_FILE {}:{}: \"choice\" \"{}\" is not one of kb's "
@@ -129,12 +129,14 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
   const RaceKey key = race_key(device, p, 0);
 
+  if (auto cached = race_cached(choices(), key)) return *cached;  // the common path: a map lookup, no allocation
+
   const LongKForm rule = static_form(p);
   // A problem raced by an earlier process on this machine (KB_GEMM_RACE_FILE): its winner, even under
   // capture or KB_GEMM_RACE=0, where this process could not race it.
-  const char* file = race_file_path();
-  if (file && !race_cached(choices(), key)) {
-    auto found = race_file_find(kRaceLongK, key);
+  const std::string file = race_file_path();
+  if (!file.empty()) {
+    auto found = race_file_find(file, kRaceLongK, key);
     if (!found) return found.error();
     if (*found) {
       auto form = form_of(**found, file);
@@ -199,7 +201,7 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   if (!ms) return ms.error();
   const int won = race_pick(ms->data(), count, 0);
   race_remember(choices(), key, ran[static_cast<std::size_t>(won)]);
-  KB_TRY(race_file_keep(kRaceLongK, key, long_k_form_label(ran[static_cast<std::size_t>(won)])));
+  KB_TRY(race_file_keep(file, kRaceLongK, key, long_k_form_label(ran[static_cast<std::size_t>(won)])));
 
   const auto label = [&](int c) { return std::string(long_k_form_label(ran[static_cast<std::size_t>(c)])); };
   const double race_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - race_start).count();

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "common/append_line.hpp"
 #include "json/json.hpp"
@@ -170,6 +172,30 @@ bool same_problem(std::string_view race, const RaceKey& a, const RaceKey& b) {
 }
 
 }  // namespace
+
+namespace {
+
+// set_race_file_path's path, under files_mutex(); none: KB_GEMM_RACE_FILE.
+std::optional<std::string>& path_set() {
+  static auto* p = new std::optional<std::string>;  // leaked on purpose, like the files
+  return *p;
+}
+
+}  // namespace
+
+std::string race_file_path() {
+  {
+    std::lock_guard<std::mutex> lock(files_mutex());
+    if (path_set()) return *path_set();
+  }
+  const char* env = std::getenv("KB_GEMM_RACE_FILE");
+  return env ? env : "";
+}
+
+void set_race_file_path(std::string path) {
+  std::lock_guard<std::mutex> lock(files_mutex());
+  path_set() = std::move(path);
+}
 
 Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, const RaceMachine& machine,
                                                       std::string_view race, const RaceKey& key) {

@@ -86,18 +86,22 @@ Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, c
 // O_APPEND write, then fsync: common/append_line.hpp). Errors name the file.
 Status race_file_record(const std::string& path, const RaceFileEntry& e);
 
+// The file this process keeps its races in: the last path given to
+// set_race_file_path (kb_gemm_race_file_set in the C ABI), else
+// KB_GEMM_RACE_FILE; empty where there is none.
+std::string race_file_path();
+// Replaces KB_GEMM_RACE_FILE for the rest of the process; "" keeps no file.
+void set_race_file_path(std::string path);
+
 // ---- CUDA builds only (race_file_cuda.cpp): the file of this process ----
 
-// KB_GEMM_RACE_FILE's path, or nullptr where it is unset or empty.
-const char* race_file_path();
-
-// The line the file holds for `key` in race `race` on the machine of
-// key.device (nothing where KB_GEMM_RACE_FILE is unset); errors as
-// race_file_lookup's.
-Result<std::optional<RaceFileEntry>> race_file_find(std::string_view race, const RaceKey& key);
+// The line the file at `path` (race_file_path()) holds for `key` in race
+// `race` on the machine of key.device (nothing where `path` is empty);
+// errors as race_file_lookup's.
+Result<std::optional<RaceFileEntry>> race_file_find(const std::string& path, std::string_view race, const RaceKey& key);
 
 // Appends the winner `choice` of race `race` on `key` (on the machine of
-// key.device); nothing where KB_GEMM_RACE_FILE is unset.
-Status race_file_keep(std::string_view race, const RaceKey& key, std::string choice);
+// key.device) to the file at `path`; nothing where `path` is empty.
+Status race_file_keep(const std::string& path, std::string_view race, const RaceKey& key, std::string choice);
 
 }  // namespace kb::kernels::gemm_cuda

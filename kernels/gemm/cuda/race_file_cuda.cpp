@@ -3,7 +3,6 @@
 // long K) read and append through these.
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -37,22 +36,16 @@ Result<RaceMachine> this_machine(int device) {
 
 }  // namespace
 
-const char* race_file_path() {
-  const char* p = std::getenv("KB_GEMM_RACE_FILE");
-  return p && *p ? p : nullptr;
-}
-
-Result<std::optional<RaceFileEntry>> race_file_find(std::string_view race, const RaceKey& key) {
-  const char* path = race_file_path();
-  if (!path) return std::optional<RaceFileEntry>();
+Result<std::optional<RaceFileEntry>> race_file_find(const std::string& path, std::string_view race,
+                                                    const RaceKey& key) {
+  if (path.empty()) return std::optional<RaceFileEntry>();
   auto machine = this_machine(key.device);
   if (!machine) return machine.error();
   return race_file_lookup(path, *machine, race, key);
 }
 
-Status race_file_keep(std::string_view race, const RaceKey& key, std::string choice) {
-  const char* path = race_file_path();
-  if (!path) return ok_status();
+Status race_file_keep(const std::string& path, std::string_view race, const RaceKey& key, std::string choice) {
+  if (path.empty()) return ok_status();
   auto machine = this_machine(key.device);
   if (!machine) return machine.error();
   RaceFileEntry e;
