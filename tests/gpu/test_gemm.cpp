@@ -381,7 +381,8 @@ bool call_checked(const Implementation& impl, const Definition& def, DType t, st
 //  - M = 6, first called inside a stream capture: no race there (the static
 //    rule's choice, replayed from the graph, must be right); the next,
 //    uncaptured call races once; the one after reuses the answer;
-//  - M = 7 with KB_GEMM_RACE=0: no race.
+//  - M = 7 with KB_GEMM_RACE=0: no race;
+//  - M = 9 to 12: KB_GEMM_RACE_FILE (below).
 // Every race note must name the candidate whose median won (race_pick).
 void check_race(const Registry& registry, cudaStream_t stream) {
   using namespace kb::kernels::gemm_cuda;
@@ -439,10 +440,10 @@ void check_race(const Registry& registry, cudaStream_t stream) {
     }
   }
 
-  // KB_GEMM_RACE_FILE (race_file.hpp) for this race: M = 3's winner is appended as a small-M line with the
-  // stream's scratch size; lines for M = 2 (cuBLASLt) and M = 4 (a gemv plan other than the rule's), as an
-  // earlier process would have left them, are taken without racing, M = 2 first under capture; a line naming
-  // no candidate (M = 1) is an error naming the file and line.
+  // KB_GEMM_RACE_FILE (race_file.hpp) for this race: M = 9's winner is appended as a small-M line with the
+  // stream's scratch size; lines for M = 10 (cuBLASLt) and M = 11 (a gemv plan other than the rule's), as an
+  // earlier process would have left them, are taken without racing, M = 10 first under capture; a line naming
+  // no candidate (M = 12) is an error naming the file and line.
   const int file_failures_before = g_failures;
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("kb_test_gemm_small_races_{}", getpid());
   std::filesystem::create_directories(dir);
@@ -451,24 +452,24 @@ void check_race(const Registry& registry, cudaStream_t stream) {
   const std::size_t file_before = gemm_race_count();
   auto scratch = stream_scratch(stream);
   if (!scratch) fail("stream_scratch: " + scratch.error().message);
-  if (scratch && call(3, false, 0x7ace0007)) {
+  if (scratch && call(9, false, 0x7ace0007)) {
     std::ifstream f(path);
     const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     auto entries = parse_race_file(text, path);
     const std::size_t scratch_bytes = gemv_scratch_bytes(*scratch);
-    if (gemm_race_count() != file_before + 1) fail("kb_cuda_gemm M=3 with KB_GEMM_RACE_FILE: no race");
-    if (!entries || entries->size() != 1 || (*entries)[0].race != "small_m" || (*entries)[0].key.M != 3 ||
+    if (gemm_race_count() != file_before + 1) fail("kb_cuda_gemm M=9 with KB_GEMM_RACE_FILE: no race");
+    if (!entries || entries->size() != 1 || (*entries)[0].race != "small_m" || (*entries)[0].key.M != 9 ||
         (*entries)[0].key.N != N || (*entries)[0].key.scratch_bytes != scratch_bytes) {
-      fail("the race file after M=3's race: " + (entries ? fmt::format("{} lines", entries->size()) + ": " + text
+      fail("the race file after M=9's race: " + (entries ? fmt::format("{} lines", entries->size()) + ": " + text
                                                          : entries.error().message));
     } else {
       const auto problem = [&](std::int64_t M) { return GemmProblem{t, M, N, K, buf.a, buf.b, buf.c, stream}; };
-      GemvPlan rule4;
+      GemvPlan rule11;
       GemvPlan plans[kGemvRaceMaxPlans];
       int n = 0;
-      if (gemv_plan(problem(4), scratch_bytes, &rule4) == 0) {
-        plans[0] = rule4;
-        n = gemv_race_plans(problem(4), scratch_bytes, rule4, plans);
+      if (gemv_plan(problem(11), scratch_bytes, &rule11) == 0) {
+        plans[0] = rule11;
+        n = gemv_race_plans(problem(11), scratch_bytes, rule11, plans);
       }
       const GemvPlan other = plans[n > 1 ? n - 1 : 0];
       auto entry = [&](std::int64_t M, const std::string& choice) {
@@ -476,26 +477,26 @@ void check_race(const Registry& registry, cudaStream_t stream) {
         e.key.M = M, e.choice = choice;
         return e;
       };
-      const bool wrote = n > 0 && race_file_record(path, entry(2, "cuBLASLt")).ok() &&
-                         race_file_record(path, entry(4, gemv_plan_label(other))).ok() &&
-                         race_file_record(path, entry(1, "gemv 99r")).ok();
-      if (!wrote) fail("could not plan M=4 or append to the race file");
-      if (wrote && call(2, true, 0x7ace0008) && call(2, false, 0x7ace0009) && call(4, false, 0x7ace000a) &&
+      const bool wrote = n > 0 && race_file_record(path, entry(10, "cuBLASLt")).ok() &&
+                         race_file_record(path, entry(11, gemv_plan_label(other))).ok() &&
+                         race_file_record(path, entry(12, "gemv 99r")).ok();
+      if (!wrote) fail("could not plan M=11 or append to the race file");
+      if (wrote && call(10, true, 0x7ace0008) && call(10, false, 0x7ace0009) && call(11, false, 0x7ace000a) &&
           gemm_race_count() != file_before + 1)
         fail("kb_cuda_gemm raced a small-M problem that KB_GEMM_RACE_FILE holds");
-      GemvPlan rule2;
-      auto two = gemv_plan(problem(2), scratch_bytes, &rule2) == 0
-                     ? gemm_small_m_choice(problem(2), **scratch, rule2)
-                     : Result<SmallMChoice>(Error{Code::internal, "no gemv plan for M=2"});
-      if (!two || !two->cublaslt) fail("M=2: not the race file's cuBLASLt");
-      auto four = gemm_small_m_choice(problem(4), **scratch, rule4);
-      if (!four || four->cublaslt || gemv_plan_label(four->plan) != gemv_plan_label(other) ||
-          four->plan.row_blocks != other.row_blocks || four->plan.splits != other.splits)
-        fail("M=4: not the race file's gemv plan " + gemv_plan_label(other));
-      GemvPlan rule1;
-      auto bad = gemv_plan(problem(1), scratch_bytes, &rule1) == 0
-                     ? gemm_small_m_choice(problem(1), **scratch, rule1)
-                     : Result<SmallMChoice>(Error{Code::internal, "no gemv plan for M=1"});
+      GemvPlan rule10;
+      auto ten = gemv_plan(problem(10), scratch_bytes, &rule10) == 0
+                     ? gemm_small_m_choice(problem(10), **scratch, rule10)
+                     : Result<SmallMChoice>(Error{Code::internal, "no gemv plan for M=10"});
+      if (!ten || !ten->cublaslt) fail("M=10: not the race file's cuBLASLt");
+      auto eleven = gemm_small_m_choice(problem(11), **scratch, rule11);
+      if (!eleven || eleven->cublaslt || gemv_plan_label(eleven->plan) != gemv_plan_label(other) ||
+          eleven->plan.row_blocks != other.row_blocks || eleven->plan.splits != other.splits)
+        fail("M=11: not the race file's gemv plan " + gemv_plan_label(other));
+      GemvPlan rule12;
+      auto bad = gemv_plan(problem(12), scratch_bytes, &rule12) == 0
+                     ? gemm_small_m_choice(problem(12), **scratch, rule12)
+                     : Result<SmallMChoice>(Error{Code::internal, "no gemv plan for M=12"});
       if (bad || bad.error().message.find(path + ":4: ") == std::string::npos)
         fail("a race file line naming no candidate: " + (bad ? std::string("accepted") : bad.error().message));
     }
