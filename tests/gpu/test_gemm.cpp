@@ -392,13 +392,13 @@ void check_race(const Registry& registry, cudaStream_t stream) {
     std::printf("skip the gemv-or-cuBLASLt race: %s\n", impl->supports(make_definition(4096, 4096, DType::float16)).c_str());
     return;
   }
-  const std::int64_t N = 4096, K = 4096;
+  const std::int64_t N = 4096, K = 4096, kMaxM = 16;  // up to M = 12 below
   const DType t = DType::float16;
   const Definition def = make_definition(N, K, t);
   Buffers buf;
-  if (!cuda_ok(cudaMalloc(&buf.a, static_cast<std::size_t>(8 * K) * 2), "cudaMalloc A") ||
+  if (!cuda_ok(cudaMalloc(&buf.a, static_cast<std::size_t>(kMaxM * K) * 2), "cudaMalloc A") ||
       !cuda_ok(cudaMalloc(&buf.b, static_cast<std::size_t>(N * K) * 2), "cudaMalloc B") ||
-      !cuda_ok(cudaMalloc(&buf.c, static_cast<std::size_t>(8 * N) * 2), "cudaMalloc C"))
+      !cuda_ok(cudaMalloc(&buf.c, static_cast<std::size_t>(kMaxM * N) * 2), "cudaMalloc C"))
     return;
   std::vector<std::uint16_t> b_host(static_cast<std::size_t>(N * K));
   random_fill(b_host, t, 0x7ace0001);
