@@ -46,6 +46,8 @@
 //                    (desc: stream-K pieces run their K blocks last to
 //                    first, descending_stream_k, kb's default since session
 //                    30; the names without it run them forwards, as before)
+//                    (sk+N: the stream-K part takes in N whole waves besides
+//                    the last partial one, stream_k_extra_waves)
 // LKV_VARIANTS=name,name,... (prefixes of the names above; name$: exactly
 // that name) runs only those.
 // Each other cuBLASLt call takes the fastest of the heuristic's first 16
@@ -650,6 +652,7 @@ int main(int argc, char** argv) {
         int last_wave = 101;
         bool early = false;  // release_early
         bool desc = false;   // descending_stream_k
+        int extra = 0;       // stream_k_extra_waves
       };
       for (const WgVariant& wv : {WgVariant{0, 4, false, false, 0, false}, WgVariant{128, 4, true, false, 0, false},
                                   WgVariant{128, 4, false, false, 0, false}, WgVariant{0, 4, false, true, 0, false},
@@ -671,7 +674,13 @@ int main(int argc, char** argv) {
                                   WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 95, false, true},
                                   WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 101, false, true},
                                   WgVariant{0, 4, false, false, 0, false, 1, false, false, false, 101, false, true},
-                                  WgVariant{128, 4, true, false, 0, false, 2, false, false, false, 101, false, true}}) {
+                                  WgVariant{128, 4, true, false, 0, false, 2, false, false, false, 101, false, true},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 1},
+                                  WgVariant{128, 4, true, false, 0, false, 2, false, false, false, 95, false, true},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, true, 101, false, true},
+                                  WgVariant{128, 4, true, false, 0, false, 2, false, false, false, 95, false, true, 1},
+                                  WgVariant{0, 4, false, false, 0, false, 1, false, false, false, 95, false, true, 1},
+                                  WgVariant{0, 4, false, false, 0, false, 1, false, false, false, 95, false, true}}) {
         kb::kernels::gemm_cuda::WgmmaGemmArgs w;
         w.A = A, w.B = B, w.C = C, w.M = M, w.N = N, w.K = K, w.bf16 = true;
         w.promote_every = wv.promote, w.group = wv.group, w.ctas = prop.multiProcessorCount;
@@ -683,6 +692,7 @@ int main(int argc, char** argv) {
         w.min_last_wave_percent = wv.last_wave;
         w.release_early = wv.early;
         w.descending_stream_k = wv.desc;
+        w.stream_k_extra_waves = wv.extra;
         w.workspace = g_wg_ws, w.workspace_bytes = g_wg_ws_bytes, w.stream = g_stream;
         add("wgmma p" + std::to_string(wv.promote) + " g" + std::to_string(wv.group) + (wv.stagger ? " stagger" : "") +
                 (wv.prefetch ? " pf" + std::to_string(wv.prefetch) : "") + (wv.n_fastest ? " n-first" : "") +
@@ -690,7 +700,7 @@ int main(int argc, char** argv) {
                 (wv.no_multicast ? " no-multicast" : "") + (wv.to_self ? " to-self" : "") +
                 (wv.sk_only ? " sk-only" : "") +
                 (wv.last_wave <= 100 ? " lw" + std::to_string(wv.last_wave) : "") + (wv.early ? " early" : "") +
-                (wv.desc ? " desc" : "") +
+                (wv.desc ? " desc" : "") + (wv.extra ? " sk+" + std::to_string(wv.extra) : "") +
                 (wv.skip_fixup ? " NO-FIXUP (timing only)" : ""),
             std::to_string(w.ctas) + " CTAs asked; " +
                 std::to_string(kb::kernels::gemm_cuda::wgmma_gemm_resident_ctas(w.cluster, true)) +

@@ -171,6 +171,9 @@ inline int whole_waves(int supertiles, int groups, int min_last_wave_percent) {
 inline void set_groups(Schedule& s, int groups, const WgmmaGemmArgs& a) {
   s.groups = groups;
   s.dp_waves = a.experiment_stream_k_only ? 0 : whole_waves(s.supertiles, groups, a.min_last_wave_percent);
+  // Where a stream-K part follows, it may take in the last whole waves too (fewer hand-overs per tile).
+  if (s.dp_waves * groups < s.supertiles && a.stream_k_extra_waves > 0)
+    s.dp_waves = s.dp_waves > a.stream_k_extra_waves ? s.dp_waves - a.stream_k_extra_waves : 0;
 }
 
 // Calls f(cta) for each CTA whose partial sum of super-tile st the owner

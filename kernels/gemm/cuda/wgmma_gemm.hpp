@@ -77,6 +77,19 @@ struct WgmmaGemmArgs {
   int min_last_wave_percent = 95;
   // Timing experiments only: stream-K over all the work (no whole waves first; slower, the L2 shares nothing).
   bool experiment_stream_k_only = false;
+  // Whole waves of super-tiles the stream-K part takes in besides the last
+  // partial wave, where there is one (0: only that partial wave). With the
+  // partial wave alone, a small one (a quarter of the groups, say) splits
+  // each of its tiles between about 4 groups that all finish together, and
+  // the owner then waits for and adds 3 partial sums; with one whole wave
+  // more each tile is split between about 2 groups, and the other group's
+  // piece is its first (its sum long written when the owner needs it).
+  // Timing experiments only: H200, session 31 (benchmarks/h200-2026-12-02-
+  // s31/long_k_variants_sk_extra_call6.txt, times over kb's default) 1 is
+  // 1.1% faster on 5376 x 21504 at M = 1024, 0.7% at 4096, 0.3% at 2048,
+  // and 0.3-0.6% slower on 8192 x 28672 at M = 1024 and 2048: not enough
+  // to close the 6-8% kb bench shows against torch.matmul at M = 1024.
+  int stream_k_extra_waves = 0;
   // Timing experiments only: clusters launched, each CTA loads both halves of its B block with the multicast
   // instruction addressed to itself alone (no cross-CTA traffic or coupling; the multicast form's own cost).
   bool experiment_multicast_to_self = false;
