@@ -376,6 +376,31 @@ bool call_checked(const Implementation& impl, const Definition& def, DType t, st
   return true;
 }
 
+// A KB_GEMM_RACE_FILE for one test case: a fresh file in its own temporary
+// folder, set in the environment until the end of the scope, then removed.
+struct ScopedRaceFile {
+  std::filesystem::path dir;
+  std::string path;
+  explicit ScopedRaceFile(const char* name) {
+    dir = std::filesystem::temp_directory_path() / fmt::format("kb_test_gemm_{}_{}", name, getpid());
+    std::filesystem::create_directories(dir);
+    path = (dir / "races.jsonl").string();
+    setenv("KB_GEMM_RACE_FILE", path.c_str(), 1);
+  }
+  ~ScopedRaceFile() {
+    unsetenv("KB_GEMM_RACE_FILE");
+    std::filesystem::remove_all(dir);
+  }
+  // The file's lines as kb reads them; a failure (and none) where it does not read back.
+  std::vector<kb::kernels::gemm_cuda::RaceFileEntry> entries() const {
+    std::ifstream f(path);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto read = kb::kernels::gemm_cuda::parse_race_file(text, path);
+    if (!read) fail("the race file does not read back: " + read.error().message);
+    return read ? *read : std::vector<kb::kernels::gemm_cuda::RaceFileEntry>{};
+  }
+};
+
 // kb_cuda_gemm's race between the gemv and cuBLASLt (gemv_or_cublaslt.hpp)
 // on 4096 x 4096 float16 at M values no other case uses:
 //  - M = 6, first called inside a stream capture: no race there (the static
@@ -445,64 +470,60 @@ void check_race(const Registry& registry, cudaStream_t stream) {
   // earlier process would have left them, are taken without racing, M = 10 first under capture; a line naming
   // no candidate (M = 12) is an error naming the file and line.
   const int file_failures_before = g_failures;
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("kb_test_gemm_small_races_{}", getpid());
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "races.jsonl").string();
-  setenv("KB_GEMM_RACE_FILE", path.c_str(), 1);
-  const std::size_t file_before = gemm_race_count();
-  auto scratch = stream_scratch(stream);
-  if (!scratch) fail("stream_scratch: " + scratch.error().message);
-  if (scratch && call(9, false, 0x7ace0007)) {
-    std::ifstream f(path);
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    auto entries = parse_race_file(text, path);
-    const std::size_t scratch_bytes = gemv_scratch_bytes(*scratch);
-    if (gemm_race_count() != file_before + 1) fail("kb_cuda_gemm M=9 with KB_GEMM_RACE_FILE: no race");
-    if (!entries || entries->size() != 1 || (*entries)[0].race != "small_m" || (*entries)[0].key.M != 9 ||
-        (*entries)[0].key.N != N || (*entries)[0].key.scratch_bytes != scratch_bytes) {
-      fail("the race file after M=9's race: " + (entries ? fmt::format("{} lines", entries->size()) + ": " + text
-                                                         : entries.error().message));
-    } else {
-      const auto problem = [&](std::int64_t M) { return GemmProblem{t, M, N, K, buf.a, buf.b, buf.c, stream}; };
-      GemvPlan rule11;
-      GemvPlan plans[kGemvRaceMaxPlans];
-      int n = 0;
-      if (gemv_plan(problem(11), scratch_bytes, &rule11) == 0) {
-        plans[0] = rule11;
-        n = gemv_race_plans(problem(11), scratch_bytes, rule11, plans);
+  {
+    const ScopedRaceFile race_file("small_races");
+    const std::string& path = race_file.path;
+    const std::size_t file_before = gemm_race_count();
+    auto scratch = stream_scratch(stream);
+    if (!scratch) fail("stream_scratch: " + scratch.error().message);
+    if (scratch && call(9, false, 0x7ace0007)) {
+      const auto entries = race_file.entries();
+      const std::size_t scratch_bytes = gemv_scratch_bytes(*scratch);
+      if (gemm_race_count() != file_before + 1) fail("kb_cuda_gemm M=9 with KB_GEMM_RACE_FILE: no race");
+      if (entries.size() != 1 || entries[0].race != "small_m" || entries[0].key.M != 9 || entries[0].key.N != N ||
+          entries[0].key.scratch_bytes != scratch_bytes) {
+        fail(fmt::format("the race file after M=9's race holds {} lines, expected one small-M line for M=9 with "
+                         "scratch_bytes {}", entries.size(), scratch_bytes));
+      } else {
+        const auto problem = [&](std::int64_t M) { return GemmProblem{t, M, N, K, buf.a, buf.b, buf.c, stream}; };
+        GemvPlan rule11;
+        GemvPlan plans[kGemvRaceMaxPlans];
+        int n = 0;
+        if (gemv_plan(problem(11), scratch_bytes, &rule11) == 0) {
+          plans[0] = rule11;
+          n = gemv_race_plans(problem(11), scratch_bytes, rule11, plans);
+        }
+        const GemvPlan other = plans[n > 1 ? n - 1 : 0];
+        auto entry = [&](std::int64_t M, const std::string& choice) {
+          RaceFileEntry e = entries[0];
+          e.key.M = M, e.choice = choice;
+          return e;
+        };
+        const bool wrote = n > 0 && race_file_record(path, entry(10, "cuBLASLt")).ok() &&
+                           race_file_record(path, entry(11, gemv_plan_label(other))).ok() &&
+                           race_file_record(path, entry(12, "gemv 99r")).ok();
+        if (!wrote) fail("could not plan M=11 or append to the race file");
+        if (wrote && call(10, true, 0x7ace0008) && call(10, false, 0x7ace0009) && call(11, false, 0x7ace000a) &&
+            gemm_race_count() != file_before + 1)
+          fail("kb_cuda_gemm raced a small-M problem that KB_GEMM_RACE_FILE holds");
+        GemvPlan rule10;
+        auto ten = gemv_plan(problem(10), scratch_bytes, &rule10) == 0
+                       ? gemm_small_m_choice(problem(10), **scratch, rule10)
+                       : Result<SmallMChoice>(Error{Code::internal, "no gemv plan for M=10"});
+        if (!ten || !ten->cublaslt) fail("M=10: not the race file's cuBLASLt");
+        auto eleven = gemm_small_m_choice(problem(11), **scratch, rule11);
+        if (!eleven || eleven->cublaslt || gemv_plan_label(eleven->plan) != gemv_plan_label(other) ||
+            eleven->plan.row_blocks != other.row_blocks || eleven->plan.splits != other.splits)
+          fail("M=11: not the race file's gemv plan " + gemv_plan_label(other));
+        GemvPlan rule12;
+        auto bad = gemv_plan(problem(12), scratch_bytes, &rule12) == 0
+                       ? gemm_small_m_choice(problem(12), **scratch, rule12)
+                       : Result<SmallMChoice>(Error{Code::internal, "no gemv plan for M=12"});
+        if (bad || bad.error().message.find(path + ":4: ") == std::string::npos)
+          fail("a race file line naming no candidate: " + (bad ? std::string("accepted") : bad.error().message));
       }
-      const GemvPlan other = plans[n > 1 ? n - 1 : 0];
-      auto entry = [&](std::int64_t M, const std::string& choice) {
-        RaceFileEntry e = (*entries)[0];
-        e.key.M = M, e.choice = choice;
-        return e;
-      };
-      const bool wrote = n > 0 && race_file_record(path, entry(10, "cuBLASLt")).ok() &&
-                         race_file_record(path, entry(11, gemv_plan_label(other))).ok() &&
-                         race_file_record(path, entry(12, "gemv 99r")).ok();
-      if (!wrote) fail("could not plan M=11 or append to the race file");
-      if (wrote && call(10, true, 0x7ace0008) && call(10, false, 0x7ace0009) && call(11, false, 0x7ace000a) &&
-          gemm_race_count() != file_before + 1)
-        fail("kb_cuda_gemm raced a small-M problem that KB_GEMM_RACE_FILE holds");
-      GemvPlan rule10;
-      auto ten = gemv_plan(problem(10), scratch_bytes, &rule10) == 0
-                     ? gemm_small_m_choice(problem(10), **scratch, rule10)
-                     : Result<SmallMChoice>(Error{Code::internal, "no gemv plan for M=10"});
-      if (!ten || !ten->cublaslt) fail("M=10: not the race file's cuBLASLt");
-      auto eleven = gemm_small_m_choice(problem(11), **scratch, rule11);
-      if (!eleven || eleven->cublaslt || gemv_plan_label(eleven->plan) != gemv_plan_label(other) ||
-          eleven->plan.row_blocks != other.row_blocks || eleven->plan.splits != other.splits)
-        fail("M=11: not the race file's gemv plan " + gemv_plan_label(other));
-      GemvPlan rule12;
-      auto bad = gemv_plan(problem(12), scratch_bytes, &rule12) == 0
-                     ? gemm_small_m_choice(problem(12), **scratch, rule12)
-                     : Result<SmallMChoice>(Error{Code::internal, "no gemv plan for M=12"});
-      if (bad || bad.error().message.find(path + ":4: ") == std::string::npos)
-        fail("a race file line naming no candidate: " + (bad ? std::string("accepted") : bad.error().message));
     }
   }
-  unsetenv("KB_GEMM_RACE_FILE");
-  std::filesystem::remove_all(dir);
   if (g_failures == file_failures_before)
     std::printf("ok   KB_GEMM_RACE_FILE, small M: the race's winner appended with the scratch size; problems in "
                 "the file not raced (one first called under capture), cuBLASLt and a gemv plan taken from it; a "
@@ -647,46 +668,37 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
   // not raced (also under capture), and runs right in the file's form; a line naming no form is an error that
   // names the file and line.
   const int file_failures_before = g_failures;
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("kb_test_gemm_races_{}", getpid());
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "races.jsonl").string();
-  setenv("KB_GEMM_RACE_FILE", path.c_str(), 1);
-  const auto file_entries = [&]() -> std::vector<RaceFileEntry> {
-    std::ifstream f(path);
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    auto entries = parse_race_file(text, path);
-    if (!entries) fail("the race file does not read back: " + entries.error().message);
-    return entries ? *entries : std::vector<RaceFileEntry>{};
-  };
-  const std::size_t file_before = gemm_race_count();
-  if (call(448, false, 0x10c000b)) {
-    const auto entries = file_entries();
-    if (gemm_race_count() != file_before + 1) fail("kb_cuda_gemm long-K M=448 with KB_GEMM_RACE_FILE: no race");
-    if (entries.size() != 1 || entries[0].key.M != 448 || entries[0].key.N != N || entries[0].key.K != K)
-      fail(fmt::format("the race file holds {} lines after one race, expected one for M=448", entries.size()));
-    if (entries.size() == 1) {
-      // Lines for this machine (the race's own line's), as an earlier process would have left them.
-      auto entry = [&](std::int64_t M, const char* choice) {
-        RaceFileEntry e = entries[0];
-        e.key.M = M, e.choice = choice;
-        return e;
-      };
-      const bool wrote = race_file_record(path, entry(456, "cuBLASLt chunks one by one")).ok() &&
-                         race_file_record(path, entry(464, "cuBLASLt chunks")).ok() &&
-                         race_file_record(path, entry(472, "no such form")).ok();
-      if (!wrote) fail("could not append to the race file");
-      if (call(456, false, 0x10c000c) && call(464, true, 0x10c000d) && call(464, false, 0x10c000e) &&
-          gemm_race_count() != file_before + 1)
-        fail("kb_cuda_gemm raced a long-K problem that KB_GEMM_RACE_FILE holds");
-      auto chosen = gemm_long_k_choice(GemmProblem{t, 456, N, K, buf.a, buf.b, buf.c, stream});
-      if (!chosen || *chosen != LongKForm::sequential_chunks) fail("M=456: not the race file's form");
-      auto bad = gemm_long_k_choice(GemmProblem{t, 472, N, K, buf.a, buf.b, buf.c, stream});
-      if (bad || bad.error().message.find(path + ":4: ") == std::string::npos)
-        fail("a race file line naming no form: " + (bad ? std::string("accepted") : bad.error().message));
+  {
+    const ScopedRaceFile race_file("long_k_races");
+    const std::string& path = race_file.path;
+    const std::size_t file_before = gemm_race_count();
+    if (call(448, false, 0x10c000b)) {
+      const auto entries = race_file.entries();
+      if (gemm_race_count() != file_before + 1) fail("kb_cuda_gemm long-K M=448 with KB_GEMM_RACE_FILE: no race");
+      if (entries.size() != 1 || entries[0].key.M != 448 || entries[0].key.N != N || entries[0].key.K != K)
+        fail(fmt::format("the race file holds {} lines after one race, expected one for M=448", entries.size()));
+      if (entries.size() == 1) {
+        // Lines for this machine (the race's own line's), as an earlier process would have left them.
+        auto entry = [&](std::int64_t M, const char* choice) {
+          RaceFileEntry e = entries[0];
+          e.key.M = M, e.choice = choice;
+          return e;
+        };
+        const bool wrote = race_file_record(path, entry(456, "cuBLASLt chunks one by one")).ok() &&
+                           race_file_record(path, entry(464, "cuBLASLt chunks")).ok() &&
+                           race_file_record(path, entry(472, "no such form")).ok();
+        if (!wrote) fail("could not append to the race file");
+        if (call(456, false, 0x10c000c) && call(464, true, 0x10c000d) && call(464, false, 0x10c000e) &&
+            gemm_race_count() != file_before + 1)
+          fail("kb_cuda_gemm raced a long-K problem that KB_GEMM_RACE_FILE holds");
+        auto chosen = gemm_long_k_choice(GemmProblem{t, 456, N, K, buf.a, buf.b, buf.c, stream});
+        if (!chosen || *chosen != LongKForm::sequential_chunks) fail("M=456: not the race file's form");
+        auto bad = gemm_long_k_choice(GemmProblem{t, 472, N, K, buf.a, buf.b, buf.c, stream});
+        if (bad || bad.error().message.find(path + ":4: ") == std::string::npos)
+          fail("a race file line naming no form: " + (bad ? std::string("accepted") : bad.error().message));
+      }
     }
   }
-  unsetenv("KB_GEMM_RACE_FILE");
-  std::filesystem::remove_all(dir);
   if (g_failures == file_failures_before)
     std::printf("ok   KB_GEMM_RACE_FILE: the race's winner appended; problems in the file not raced (one first "
                 "called under capture) and right in the file's form; a line naming no form refused with its place\n");
