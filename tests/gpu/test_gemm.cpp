@@ -14,7 +14,7 @@
 // two uneven chunks one after the other, and three equal chunks as one
 // batch, through kb's fp32 buffer), float16 and bfloat16, plus a call with A misaligned by 2
 // bytes (gemv refuses, cuBLASLt must cope), N = 136 with K = 20544 at M =
-// 1030 (kb_cuda_gemm with KB_GEMM_LONG_K=wgmma and wgmma-c2: kb's wgmma kernel on Hopper), and the wgmma kernel called
+// 1030 (kb_cuda_gemm with KB_GEMM_LONG_K=wgmma, wgmma-c2 and wgmma-n168: kb's wgmma kernel on Hopper), and the wgmma kernel called
 // directly on awkward schedules (check_wgmma_direct). Every case runs twice with fresh
 // random A (B fresh per shape), on a non-blocking stream, with C poisoned
 // (NaN) before each run: the second run also checks that the gemv's split-K
@@ -206,7 +206,7 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
       if (note.rfind(problem, 0) == 0) return "race: " + note.substr(problem.size() + 1);
   }
   if (impl.name == "kb_cuda_gemm" && K > kLongK && N % 8 == 0)
-    for (const char* mode : {"wgmma", "wgmma-c2"})
+    for (const char* mode : {"wgmma", "wgmma-c2", "wgmma-n168"})
       if (kb::kernels::env_is("KB_GEMM_LONG_K", mode))
         return fmt::format("kb wgmma (KB_GEMM_LONG_K={}; cuBLASLt chunks off Hopper)", mode);
   if (!gemv || M < 1 || M > kGemvMaxM || K % 8 != 0)
@@ -543,7 +543,7 @@ void check_race(const Registry& registry, cudaStream_t stream) {
 //    rule's chunks one by one (long_k_one_by_one), replayed right; the next
 //    call races with that form as its static rule.
 // Each race note must list the forms that can run here (kb's kernel in
-// clusters of 2 at M = 384 and 512, not at M = 100).
+// clusters of 2 and on 168-column tiles at M = 384 and 512, not at M = 100).
 // Whether a race note times `label` ("<label> <median> us"), not only names it among the forms that did not run.
 bool timed_in(const std::string& note, const std::string& label) {
   for (std::size_t at = note.find(label + " "); at != std::string::npos; at = note.find(label + " ", at + 1))
@@ -587,7 +587,7 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
     std::vector<std::uint16_t> a_host(static_cast<std::size_t>(M * K));
     random_fill(a_host, t, 0x10c0002);
     if (!cuda_ok(cudaMemcpy(buf.a, a_host.data(), a_host.size() * 2, cudaMemcpyHostToDevice), "upload A")) return;
-    for (LongKForm f : {LongKForm::chunks, LongKForm::sequential_chunks, LongKForm::wgmma, LongKForm::wgmma_c2}) {
+    for (LongKForm f : kLongKForms) {
       const std::string name = fmt::format("long-K form {}, bfloat16 M={} N={} K={}", long_k_form_label(f), M, N, K);
       if (!cuda_ok(cudaMemsetAsync(buf.c, 0xff, static_cast<std::size_t>(M * N) * 2, stream), "poison C")) return;
       bool na = false;
@@ -648,7 +648,8 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
     const bool all = note.find("cuBLASLt chunks ") != std::string::npos &&
                      note.find("cuBLASLt chunks one by one ") != std::string::npos &&
                      (!hopper || note.find("kb wgmma ") != std::string::npos) &&
-                     timed_in(note, "kb wgmma (clusters of 2)") == c2;
+                     timed_in(note, "kb wgmma (clusters of 2)") == c2 &&
+                     timed_in(note, "kb wgmma (168-column tiles)") == (hopper && m > 128);
     if (!all) fail(fmt::format("a long-K race's forms are not those that run here (clusters of 2: {}): {}", c2, note));
     // The static rule's form is the first candidate and named at the end.
     const bool small = note.rfind("bfloat16 M=100 ", 0) == 0;
@@ -835,6 +836,7 @@ void check_wgmma_direct(cudaStream_t stream) {
     bool stream_k_only = false;
     int last_wave = 101;  // WgmmaGemmArgs::min_last_wave_percent
     bool descending = false;  // WgmmaGemmArgs::descending_stream_k
+    int tile_n = 256;         // WgmmaGemmArgs::tile_n
   };
   const Case cases[] = {
       {300, 520, 1000, 3, 4, false, 0, 1},   // 3 x 3 tiles of 16 blocks (the last 40 wide) over 44 groups of 3
@@ -863,6 +865,14 @@ void check_wgmma_direct(cudaStream_t stream) {
       {520, 1032, 1480, 7, 2, false, 0, 2, 8, false, 101, true},
       {520, 1032, 1480, 7, 2, false, 0, 1, 8, true, 101, true},
       {1030, 136, 20544, 128, 4, false, 0, 1, 0, false, 101, true},
+      // tiles of 168 columns: a partial last column tile (520 = 3 x 168 + 16) split over many CTAs, partial
+      // tiles both ways with column tiles first, the small grid backwards and with its last wave whole, and a
+      // long K over one column tile
+      {300, 520, 1000, 3, 4, false, 0, 1, 0, false, 101, true, 168},
+      {700, 1032, 4104, 16, 4, true, 4, 1, 0, false, 95, true, 168},
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 101, true, 168},
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 50, false, 168},
+      {1030, 168, 20544, 128, 4, false, 0, 1, 0, false, 95, true, 168},
   };
   int device = 0, sms = 0;
   if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") ||
@@ -876,13 +886,14 @@ void check_wgmma_direct(cudaStream_t stream) {
   std::uint64_t seed = 0x77a1;
   for (DType t : {DType::bfloat16, DType::float16}) {
     for (const Case& c : cases) {
-      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}{}",
+      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}{}{}",
                                            dtype_name(t), c.M, c.N, c.K, c.promote, c.group, c.cluster,
                                            c.n_fastest ? " n-first" : "", c.prefetch ? " prefetch" : "",
                                            c.ctas ? fmt::format(" {} CTAs", c.ctas) : "",
                                            c.stream_k_only ? " stream-K only" : "",
                                            c.last_wave <= 100 ? fmt::format(" last wave whole from {}%", c.last_wave) : "",
-                                           c.descending ? " stream-K backwards" : "");
+                                           c.descending ? " stream-K backwards" : "",
+                                           c.tile_n != 256 ? fmt::format(" tile n {}", c.tile_n) : "");
       std::vector<std::uint16_t> a(static_cast<std::size_t>(c.M * c.K)), b(static_cast<std::size_t>(c.N * c.K)),
           out(static_cast<std::size_t>(c.M * c.N));
       random_fill(a, t, seed++);
@@ -901,7 +912,7 @@ void check_wgmma_direct(cudaStream_t stream) {
         w.A = da, w.B = db, w.C = dc, w.M = c.M, w.N = c.N, w.K = c.K, w.bf16 = t == DType::bfloat16;
         w.promote_every = c.promote, w.group = c.group, w.n_fastest = c.n_fastest, w.prefetch_ahead = c.prefetch;
         w.cluster = c.cluster, w.ctas = c.ctas ? c.ctas : sms, w.experiment_stream_k_only = c.stream_k_only;
-        w.min_last_wave_percent = c.last_wave, w.descending_stream_k = c.descending;
+        w.min_last_wave_percent = c.last_wave, w.descending_stream_k = c.descending, w.tile_n = c.tile_n;
         w.workspace = ws, w.workspace_bytes = ws_bytes, w.stream = stream;
         const int e = kb::kernels::gemm_cuda::wgmma_gemm(w);
         if (e == cudaErrorNotSupported) {
@@ -970,7 +981,7 @@ int main() {
       {7168, 5120, {1, 8, 16}}, {2200, 264, {1, 9, 16}},
       // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240 (one after the other); three of 9560 (one batch)
       {97, 20488, {3, 17, 257}}, {97, 28680, {1, 17, 130}},
-      // kb_cuda_gemm's long-K wgmma kernel (KB_GEMM_LONG_K=wgmma and wgmma-c2, Hopper); kb_cublaslt_gemm's chunks
+      // kb_cuda_gemm's long-K wgmma kernel (KB_GEMM_LONG_K=wgmma, wgmma-c2 and wgmma-n168, Hopper); kb_cublaslt_gemm's chunks
       // beside it
       {136, 20544, {1030}},
   };
@@ -1010,8 +1021,8 @@ int main() {
         }
         // kb_cuda_gemm on the last long-K shape: kb's wgmma kernel, opted into (gemm_cuda.hpp)
         const bool wgmma = impl.name == "kb_cuda_gemm" && s.N == 136 && s.K == 20544;
-        // (single CTAs, clusters of 2; nullptr: not opted in)
-        const std::vector<const char*> modes = wgmma ? std::vector<const char*>{"wgmma", "wgmma-c2"}
+        // (single CTAs, clusters of 2, 168-column tiles; nullptr: not opted in)
+        const std::vector<const char*> modes = wgmma ? std::vector<const char*>{"wgmma", "wgmma-c2", "wgmma-n168"}
                                                      : std::vector<const char*>{nullptr};
         for (const char* mode : modes) {
           if (mode) setenv("KB_GEMM_LONG_K", mode, 1);

@@ -653,6 +653,7 @@ int main(int argc, char** argv) {
         bool early = false;  // release_early
         bool desc = false;   // descending_stream_k
         int extra = 0;       // stream_k_extra_waves
+        int tile_n = 256;
       };
       for (const WgVariant& wv : {WgVariant{0, 4, false, false, 0, false}, WgVariant{128, 4, true, false, 0, false},
                                   WgVariant{128, 4, false, false, 0, false}, WgVariant{0, 4, false, true, 0, false},
@@ -680,7 +681,11 @@ int main(int argc, char** argv) {
                                   WgVariant{128, 4, true, false, 0, false, 1, false, false, true, 101, false, true},
                                   WgVariant{128, 4, true, false, 0, false, 2, false, false, false, 95, false, true, 1},
                                   WgVariant{0, 4, false, false, 0, false, 1, false, false, false, 95, false, true, 1},
-                                  WgVariant{0, 4, false, false, 0, false, 1, false, false, false, 95, false, true}}) {
+                                  WgVariant{0, 4, false, false, 0, false, 1, false, false, false, 95, false, true},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 90, false, true, 0, 168},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 101, false, true, 0, 168},
+                                  WgVariant{0, 4, false, false, 0, false, 1, false, false, false, 90, false, true, 0, 168}}) {
         kb::kernels::gemm_cuda::WgmmaGemmArgs w;
         w.A = A, w.B = B, w.C = C, w.M = M, w.N = N, w.K = K, w.bf16 = true;
         w.promote_every = wv.promote, w.group = wv.group, w.ctas = prop.multiProcessorCount;
@@ -693,6 +698,7 @@ int main(int argc, char** argv) {
         w.release_early = wv.early;
         w.descending_stream_k = wv.desc;
         w.stream_k_extra_waves = wv.extra;
+        w.tile_n = wv.tile_n;
         w.workspace = g_wg_ws, w.workspace_bytes = g_wg_ws_bytes, w.stream = g_stream;
         add("wgmma p" + std::to_string(wv.promote) + " g" + std::to_string(wv.group) + (wv.stagger ? " stagger" : "") +
                 (wv.prefetch ? " pf" + std::to_string(wv.prefetch) : "") + (wv.n_fastest ? " n-first" : "") +
@@ -701,6 +707,7 @@ int main(int argc, char** argv) {
                 (wv.sk_only ? " sk-only" : "") +
                 (wv.last_wave <= 100 ? " lw" + std::to_string(wv.last_wave) : "") + (wv.early ? " early" : "") +
                 (wv.desc ? " desc" : "") + (wv.extra ? " sk+" + std::to_string(wv.extra) : "") +
+                (wv.tile_n != 256 ? " n" + std::to_string(wv.tile_n) : "") +
                 (wv.skip_fixup ? " NO-FIXUP (timing only)" : ""),
             std::to_string(w.ctas) + " CTAs asked; " +
                 std::to_string(kb::kernels::gemm_cuda::wgmma_gemm_resident_ctas(w.cluster, true)) +

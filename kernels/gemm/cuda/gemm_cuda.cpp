@@ -168,10 +168,10 @@ void add_gemm_cuda(Registry& r) {
       "or a first call under stream capture: cuBLASLt at M > 8 where the weight is 8 MiB or more or the gemv's last "
       "wave of blocks would be short), else cuBLASLt (TN, the heuristic's "
       "best 16 algorithms timed on first use per shape, the fastest cached); K > 20480: cuBLASLt's K chunks through "
-      "an fp32 buffer (as one batch or one by one) or kb's Hopper kernel (single CTAs or clusters of 2), which "
+      "an fp32 buffer (as one batch or one by one) or kb's Hopper kernel (single CTAs, clusters of 2, or 128 x 168 tiles), which "
       "promotes the tensor-core sum to a "
       "second fp32 sum every 8192 of K (both for accuracy), whichever ran fastest on the shape's first call "
-      "(KB_GEMM_LONG_K=chunks, sequential, wgmma or wgmma-c2 forces one)",
+      "(KB_GEMM_LONG_K=chunks, sequential, wgmma, wgmma-c2 or wgmma-n168 forces one)",
       kCudaGemmGemvMaxM);
   gemm.supports = lt_supports;
   gemm.run_cuda = run_cuda_gemm;

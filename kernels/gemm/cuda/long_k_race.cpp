@@ -38,14 +38,15 @@ std::optional<LongKForm> forced_form() {
   if (env_is("KB_GEMM_LONG_K", "sequential")) return LongKForm::sequential_chunks;
   if (env_is("KB_GEMM_LONG_K", "wgmma")) return LongKForm::wgmma;
   if (env_is("KB_GEMM_LONG_K", "wgmma-c2")) return LongKForm::wgmma_c2;
+  if (env_is("KB_GEMM_LONG_K", "wgmma-n168")) return LongKForm::wgmma_n168;
   return std::nullopt;
 }
 
-// kb's wgmma kernel on p with clusters of `cluster` CTAs; `not_applicable`
-// set (nothing run) where the kernel does not apply (not compute capability
-// 9.0, N or K not a multiple of 8, unaligned tensors; for clusters, a grid
-// they do not divide, e.g. an odd SM count).
-Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
+// kb's wgmma kernel on p with clusters of `cluster` CTAs and tiles `tile_n`
+// columns wide; `not_applicable` set (nothing run) where the kernel does not
+// apply (not compute capability 9.0, N or K not a multiple of 8, unaligned
+// tensors; for clusters, a grid they do not divide, e.g. an odd SM count).
+Status run_wgmma(const GemmProblem& p, int cluster, int tile_n, bool* not_applicable) {
   *not_applicable = false;
   WgmmaGemmArgs args;
   args.A = p.A, args.B = p.B, args.C = p.C;
@@ -63,6 +64,7 @@ Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
   if (!ws) return ws.error();
   args.workspace = *ws;
   args.cluster = cluster;
+  args.tile_n = tile_n;
   args.release_early = env_is("KB_WGMMA_EXPERIMENT", "release-early");  // timing experiments (long_k_race.hpp)
   const int e = wgmma_gemm(args);
   if (e == cudaErrorNotSupported) {
@@ -79,7 +81,7 @@ Status run_wgmma(const GemmProblem& p, int cluster, bool* not_applicable) {
 
 // The form a KB_GEMM_RACE_FILE line names; an error naming the line if none.
 Result<LongKForm> form_of(const RaceFileEntry& e, const std::string& path) {
-  for (LongKForm f : {LongKForm::chunks, LongKForm::sequential_chunks, LongKForm::wgmma, LongKForm::wgmma_c2})
+  for (LongKForm f : kLongKForms)
     if (e.choice == long_k_form_label(f)) return f;
   return make_error(Code::invalid_data, fmt::format("KB_GEMM_RACE_FILE {}:{}: \"choice\" \"{}\" is not one of kb's "
                                                     "long-K forms", path, e.line, e.choice));
@@ -99,15 +101,16 @@ const char* long_k_form_label(LongKForm form) {
     case LongKForm::sequential_chunks: return "cuBLASLt chunks one by one";
     case LongKForm::wgmma: return "kb wgmma";
     case LongKForm::wgmma_c2: return "kb wgmma (clusters of 2)";
+    case LongKForm::wgmma_n168: return "kb wgmma (168-column tiles)";
   }
   return "?";
 }
 
 Status run_long_k(const GemmProblem& p, LongKForm form, bool* not_applicable) {
   if (not_applicable) *not_applicable = false;
-  if (form == LongKForm::wgmma || form == LongKForm::wgmma_c2) {
+  if (form == LongKForm::wgmma || form == LongKForm::wgmma_c2 || form == LongKForm::wgmma_n168) {
     bool na = false;
-    Status s = run_wgmma(p, form == LongKForm::wgmma_c2 ? 2 : 1, &na);
+    Status s = run_wgmma(p, form == LongKForm::wgmma_c2 ? 2 : 1, form == LongKForm::wgmma_n168 ? 168 : 256, &na);
     if (!s.ok() || !na) return s;
     if (not_applicable) {  // the race: this form does not run here
       *not_applicable = true;
@@ -115,7 +118,7 @@ Status run_long_k(const GemmProblem& p, LongKForm form, bool* not_applicable) {
     }
     // A call in this form (forced, or cached): clusters that cannot run here run as single CTAs, else the chunks.
     if (form == LongKForm::wgmma_c2) {
-      s = run_wgmma(p, 1, &na);
+      s = run_wgmma(p, 1, 256, &na);
       if (!s.ok() || !na) return s;
     }
     form = static_form(p);
@@ -165,6 +168,8 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   // Clusters of 2 take neighbouring row tiles: with one (M <= 128) half the CTAs would compute on zeros. Where
   // the grid cannot pair up, the form drops out below (not applicable).
   if (p.M > 128) forms.push_back(LongKForm::wgmma_c2);
+  // 168-column tiles: at M = 128 the chunks win by far whatever the tile (long_k_race.hpp).
+  if (p.M > 128) forms.push_back(LongKForm::wgmma_n168);
   std::vector<LongKForm> ran;
   std::string dropped;
   for (LongKForm f : forms) {

@@ -1,7 +1,8 @@
 // kb_cuda_gemm's choice for long K (K > kLongK, M above the gemv's range)
 // among cuBLASLt's K chunks as one batch, the same chunks one after the
-// other, and kb's Hopper wgmma kernel in single CTAs and (M > 128, where
-// the grid pairs up) in clusters of 2, measured per problem.
+// other, and kb's Hopper wgmma kernel in single CTAs, (M > 128, where the
+// grid pairs up) in clusters of 2, and (M > 128) in single CTAs on tiles of
+// 168 columns instead of 256, measured per problem.
 //
 // Why measure: every form is exact enough (long_k.hpp, wgmma_gemm.hpp), and
 // none is fastest on every shape. H200, session 28 (benchmarks/h200-2026-
@@ -40,11 +41,20 @@
 //   1.019 and 1.013 against 1.028-1.031 and 1.025-1.026 for single CTAs, at
 //   M = 8192 1.053-1.058 against 1.095-1.101, at M = 512 slower (1.085 and
 //   1.010 against 1.061-1.064 and 0.967-0.990). So both race.
+// - Tiles of 168 columns (wgmma_gemm.hpp, WgmmaGemmArgs::tile_n says why)
+//   against kb's 256, in long_k_variants (H200, session 32, benchmarks/
+//   h200-2026-12-02-s32/long_k_variants_n168_call1.txt, times over one
+//   cuBLASLt product): 5376 x 21504 at M = 512 0.908 against 0.946, 1024
+//   1.036 against 1.056, 2048 1.017 against 1.021, 4096 1.018 against
+//   1.027, and slower at 8192 (1.023 against 1.011); on 8192 x 28672 (no
+//   whole number of 168-column tiles) slower at M = 512-4096 (1.073 against
+//   1.025 at 512), faster at 8192 (1.018-1.039 against 1.033). So it races
+//   from M = 129, where kb's kernel does.
 // - KB_GEMM_RACE_FILE=path keeps the winners across processes
 //   (race_file.hpp): a problem the file holds for this machine is not raced
 //   (nor left to the static rule under capture or KB_GEMM_RACE=0), and each
 //   race appends its winner.
-// - KB_GEMM_LONG_K=chunks, sequential, wgmma or wgmma-c2 runs that form, no
+// - KB_GEMM_LONG_K=chunks, sequential, wgmma, wgmma-c2 or wgmma-n168 runs that form, no
 //   race (read on every long-K call; a long-K product takes 70 us or more).
 // - KB_WGMMA_EXPERIMENT=release-early runs kb's kernel with
 //   WgmmaGemmArgs::release_early, for timing it in kb bench (not a setting:
@@ -77,9 +87,13 @@ enum class LongKForm {
   sequential_chunks,  // cuBLASLt's K chunks one after the other
   wgmma,              // kb's wgmma kernel, single CTAs
   wgmma_c2,           // kb's wgmma kernel, clusters of 2
+  wgmma_n168,         // kb's wgmma kernel, single CTAs on 128 x 168 tiles (WgmmaGemmArgs::tile_n)
 };
+inline constexpr LongKForm kLongKForms[] = {LongKForm::chunks, LongKForm::sequential_chunks, LongKForm::wgmma,
+                                            LongKForm::wgmma_c2, LongKForm::wgmma_n168};
 
-// "cuBLASLt chunks", "cuBLASLt chunks one by one", "kb wgmma", "kb wgmma (clusters of 2)".
+// "cuBLASLt chunks", "cuBLASLt chunks one by one", "kb wgmma", "kb wgmma (clusters of 2)",
+// "kb wgmma (168-column tiles)".
 const char* long_k_form_label(LongKForm form);
 
 // kb_cuda_gemm's form for p (p.K > kLongK): forced, cached, raced now, or

@@ -75,38 +75,49 @@ namespace {
 
 using namespace ::kb::kernels::hopper;
 
-constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4;
+constexpr int kBM = 128, kBK = 64;
 constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 constexpr int kConsumerThreads = 256;
-constexpr std::uint32_t kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2, kStageBytes = kABytes + kBBytes;
-constexpr std::size_t kSmemBytes = 1024 /* alignment slack */ + kStages * std::size_t{kStageBytes} + 2 * kStages * 8;
-constexpr int kTileFloats = kBM * kBN;
+constexpr std::uint32_t kABytes = kBM * kBK * 2;
+constexpr int kMaxTileFloats = kBM * 256;  // one workspace slot: the widest tile's fp32 sums
+
+// What depends on the tile's width BN (256 or 168 columns; wgmma_gemm.hpp
+// says why 168): the shared-memory ring holds as many stages as fit in the
+// 227 KB an SM offers (4 of 48 KB at 256 columns, 6 of 37 KB at 168), and
+// each consumer thread holds BN / 2 fp32 accumulators and BN / 4 bf16 pairs.
+template <int BN>
+struct Tile {
+  static constexpr int kBN = BN;
+  static constexpr std::uint32_t kBBytes = BN * kBK * 2, kStageBytes = kABytes + kBBytes;
+  static constexpr int kStages = BN == 256 ? 4 : 6;
+  static constexpr std::size_t kSmemBytes =
+      1024 /* alignment slack */ + kStages * std::size_t{kStageBytes} + 2 * kStages * 8;
+  static constexpr int kAcc = BN / 2;            // fp32 accumulators per consumer thread (m64nBN)
+  static constexpr int kTileFloats = kBM * BN;   // one tile's fp32 sums
+  static constexpr int kQuads = kAcc / 4;        // float4s per consumer thread in a partial tile
+  static_assert(BN % 8 == 0 && BN <= 256 && (BN * 128) % 1024 == 0, "wgmma n, and 1024-byte aligned B stages");
+  static_assert(kSmemBytes <= 227 * 1024, "the ring must fit in an SM's shared memory");
+};
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr int kConsumerBarrier = 1;  // named barrier of the 256 consumer threads (0 is __syncthreads)
 
-// D[64 x 256] += A[64 x 16] * B[16 x 256] (TYPE in, fp32 accumulate): A and B
-// from shared memory by K-major descriptors (128-byte swizzle), no
-// transposes, scale 1 (D accumulates). The 128 accumulators, as asm operands:
+// D[64 x N] += A[64 x 16] * B[16 x N] (TYPE in, fp32 accumulate), N = 256 or
+// 168: A and B from shared memory by K-major descriptors (128-byte swizzle),
+// no transposes, scale 1 (D accumulates). The N / 2 accumulators as asm
+// operands, four at a time:
+#define KB_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define KB_WGMMA_D128 \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
-    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-#define KB_WGMMA_M64N256K16(TYPE)                                             \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                             \
-  "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {"          \
+  KB_F4(0), KB_F4(4), KB_F4(8), KB_F4(12), KB_F4(16), KB_F4(20), KB_F4(24), KB_F4(28), \
+  KB_F4(32), KB_F4(36), KB_F4(40), KB_F4(44), KB_F4(48), KB_F4(52), KB_F4(56), KB_F4(60), \
+  KB_F4(64), KB_F4(68), KB_F4(72), KB_F4(76), KB_F4(80), KB_F4(84), KB_F4(88), KB_F4(92), \
+  KB_F4(96), KB_F4(100), KB_F4(104), KB_F4(108), KB_F4(112), KB_F4(116), KB_F4(120), KB_F4(124)
+#define KB_WGMMA_D84 \
+  KB_F4(0), KB_F4(4), KB_F4(8), KB_F4(12), KB_F4(16), KB_F4(20), KB_F4(24), KB_F4(28), \
+  KB_F4(32), KB_F4(36), KB_F4(40), KB_F4(44), KB_F4(48), KB_F4(52), KB_F4(56), KB_F4(60), \
+  KB_F4(64), KB_F4(68), KB_F4(72), KB_F4(76), KB_F4(80)
+#define KB_WGMMA_M64N256K16(TYPE) \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {" \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
@@ -117,14 +128,34 @@ constexpr int kConsumerBarrier = 1;  // named barrier of the 256 consumer thread
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
   "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
 
-__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
-  asm volatile(KB_WGMMA_M64N256K16("bf16") : KB_WGMMA_D128 : "l"(desc_a), "l"(desc_b), "r"(1) : "memory");
-}
-__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
-  asm volatile(KB_WGMMA_M64N256K16("f16") : KB_WGMMA_D128 : "l"(desc_a), "l"(desc_b), "r"(1) : "memory");
+#define KB_WGMMA_M64N168K16(TYPE) \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %86, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n168k16.f32." TYPE "." TYPE " {" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83" \
+  "}, %84, %85, p, 1, 1, 0, 0;\n}\n"
+
+template <int BN, bool BF16>
+__device__ __forceinline__ void wgmma_m64k16(float (&d)[BN / 2], std::uint64_t desc_a, std::uint64_t desc_b) {
+  static_assert(BN == 256 || BN == 168, "wgmma shapes kb instantiates");
+  if constexpr (BN == 256 && BF16)
+    asm volatile(KB_WGMMA_M64N256K16("bf16") : KB_WGMMA_D128 : "l"(desc_a), "l"(desc_b), "r"(1) : "memory");
+  else if constexpr (BN == 256)
+    asm volatile(KB_WGMMA_M64N256K16("f16") : KB_WGMMA_D128 : "l"(desc_a), "l"(desc_b), "r"(1) : "memory");
+  else if constexpr (BF16)
+    asm volatile(KB_WGMMA_M64N168K16("bf16") : KB_WGMMA_D84 : "l"(desc_a), "l"(desc_b), "r"(1) : "memory");
+  else
+    asm volatile(KB_WGMMA_M64N168K16("f16") : KB_WGMMA_D84 : "l"(desc_a), "l"(desc_b), "r"(1) : "memory");
 }
 #undef KB_WGMMA_M64N256K16
+#undef KB_WGMMA_M64N168K16
 #undef KB_WGMMA_D128
+#undef KB_WGMMA_D84
+#undef KB_F4
 
 // The work split, computed alike by the producer and the consumers.
 struct Schedule {
@@ -133,7 +164,7 @@ struct Schedule {
   int iters = 0;       // K blocks per tile
   int group = 1;       // CTAs per group (one row tile each)
   int groups = 0;      // gridDim.x / group
-  int tiles_n = 0;     // 256-column tiles
+  int tiles_n = 0;     // BN-column tiles
   bool n_fastest = false;  // super-tile order: column tiles first (else row groups first)
   bool descending_k = false;  // stream-K pieces run their K blocks last to first (WgmmaGemmArgs)
   int dp_waves = 0;    // whole waves of super-tiles (one a group, all of K) before the stream-K part
@@ -220,9 +251,10 @@ __device__ __forceinline__ float2 bf16x2_to_float2(std::uint32_t v) {
 }
 
 // hi (bf16 pairs) + d -> hi, with d left the exact remainder (see the header).
-__device__ __forceinline__ void promote(float (&d)[128], std::uint32_t (&hi)[64]) {
+template <int ACC>
+__device__ __forceinline__ void promote(float (&d)[ACC], std::uint32_t (&hi)[ACC / 2]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) {
+  for (int i = 0; i < ACC / 2; ++i) {
     const float2 h = bf16x2_to_float2(hi[i]);
     const float t0 = h.x + d[2 * i], t1 = h.y + d[2 * i + 1];
     const __nv_bfloat162 n = __floats2bfloat162_rn(t0, t1);
@@ -236,13 +268,17 @@ __device__ __forceinline__ void promote(float (&d)[128], std::uint32_t (&hi)[64]
 // CL: CTAs per cluster (1 or 2). With 2, the two CTAs (neighbouring row tiles
 // of one group, so the same column tile and K range) each load half of the B
 // block and multicast it to both: half the weight traffic from L2 per CTA.
-template <bool BF16, int CL>
+// BN: the tile's width (Tile<BN>).
+template <bool BF16, int CL, int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       void* __restrict__ c_out, int M, int N, Schedule s, int promote_every, bool stagger,
                       bool release_early, bool skip_fixup, int prefetch_ahead, int mc_mode, float* __restrict__ partials,
                       unsigned* __restrict__ flags) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = Tile<BN>;
+  constexpr int kStages = T::kStages, kBN = BN, kAcc = T::kAcc, kQuads = T::kQuads;
+  constexpr std::uint32_t kBBytes = T::kBBytes, kStageBytes = T::kStageBytes;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t base = (saddr(smem_raw) + 1023u) & ~1023u;
   const std::uint32_t bars = base + kStages * kStageBytes;
@@ -291,8 +327,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (k == prefetch_at)
             for_each_contributor(s, g, seg.st, row_in_group, [&](int cta) {
               if (ld_acquire(flags + cta) == 0u) return;  // not written yet: the consumers will wait
-              const float* theirs = partials + static_cast<std::size_t>(cta) * kTileFloats;
-              for (int part = 0; part < 4; ++part) prefetch_l2(theirs + part * (kTileFloats / 4), kTileFloats);
+              const float* theirs = partials + static_cast<std::size_t>(cta) * kMaxTileFloats;
+              for (int part = 0; part < 4; ++part)
+                prefetch_l2(theirs + part * (T::kTileFloats / 4), T::kTileFloats);  // a quarter's bytes
             });
           mbar_wait(empty(stage), phase ^ 1u);
           mbar_arrive_expect_tx(full(stage), kStageBytes);
@@ -334,12 +371,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     for_each_segment(s, g, [&](const Segment& seg) {
       const int tm = tile_m(seg.st), tn = tile_n(seg.st);
       if (tm >= s.tiles_m && CL == 1) return;
-      float d[128];
-      std::uint32_t hi[64];
+      float d[kAcc];
+      std::uint32_t hi[kAcc / 2];
 #pragma unroll
-      for (int i = 0; i < 128; ++i) d[i] = 0.f;
+      for (int i = 0; i < kAcc; ++i) d[i] = 0.f;
 #pragma unroll
-      for (int i = 0; i < 64; ++i) hi[i] = 0u;
+      for (int i = 0; i < kAcc / 2; ++i) hi[i] = 0u;
       int pending = -1, since = cw == 1 && stagger ? promote_every / 2 : 0;
       for (int k = seg.k0; k < seg.k1; ++k) {
         mbar_wait(full(stage), phase);
@@ -348,8 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const std::uint64_t db = make_desc(stage_b(stage), 16, 1024);
 #pragma unroll
         for (int ks = 0; ks < kBK / 16; ++ks) {
-          if constexpr (BF16) wgmma_m64n256k16_bf16(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
-          else wgmma_m64n256k16_f16(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
+          wgmma_m64k16<BN, BF16>(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
         }
         wgmma_commit();
         if (release_early) {
@@ -376,7 +412,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (tm >= s.tiles_m) return;  // (clusters only) rows past M: computed on zeros, nothing to keep
       // The segment's sum in fp32.
 #pragma unroll
-      for (int i = 0; i < 64; ++i) {
+      for (int i = 0; i < kAcc / 2; ++i) {
         const float2 h = bf16x2_to_float2(hi[i]);
         d[2 * i] += h.x;
         d[2 * i + 1] += h.y;
@@ -385,9 +421,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (seg.k0 > 0) {
         // Not the owner: this is the CTA's first stream-K segment; hand the sum to the owner.
         if (skip_fixup) return;
-        float4* mine = slot + static_cast<std::size_t>(blockIdx.x) * (kTileFloats / 4);
+        float4* mine = slot + static_cast<std::size_t>(blockIdx.x) * (kMaxTileFloats / 4);
 #pragma unroll
-        for (int q = 0; q < 32; ++q)
+        for (int q = 0; q < kQuads; ++q)
           __stcg(mine + q * kConsumerThreads + ct, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
         __threadfence();
         named_bar_sync(kConsumerBarrier, kConsumerThreads);
@@ -403,9 +439,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             flags[cta] = 0u;  // consumed; zero again for the next launch
           }
           named_bar_sync(kConsumerBarrier, kConsumerThreads);
-          const float4* theirs = slot + static_cast<std::size_t>(cta) * (kTileFloats / 4);
+          const float4* theirs = slot + static_cast<std::size_t>(cta) * (kMaxTileFloats / 4);
 #pragma unroll
-          for (int q = 0; q < 32; ++q) {
+          for (int q = 0; q < kQuads; ++q) {
             const float4 v = __ldcg(theirs + q * kConsumerThreads + ct);
             d[4 * q] += v.x, d[4 * q + 1] += v.y, d[4 * q + 2] += v.z, d[4 * q + 3] += v.w;
           }
@@ -415,7 +451,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int r0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
       const int n0 = tn * kBN + 2 * (lane % 4);
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
+      for (int j = 0; j < kAcc / 4; ++j) {
         const int col = n0 + 8 * j;
         if (col >= N) continue;
 #pragma unroll
@@ -460,21 +496,21 @@ bool encode_k_major(CUtensorMap* map, const void* base, std::uint64_t rows, std:
 }
 
 // Raises the kernel's shared-memory limit, once per process.
-template <bool BF16, int CL>
+template <bool BF16, int CL, int BN>
 cudaError_t prepare_kernel() {
-  static const cudaError_t attr = cudaFuncSetAttribute(wgmma_gemm_kernel<BF16, CL>,
+  static const cudaError_t attr = cudaFuncSetAttribute(wgmma_gemm_kernel<BF16, CL, BN>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(kSmemBytes));
+                                                       static_cast<int>(Tile<BN>::kSmemBytes));
   return attr;
 }
 
 // The launch of `ctas` CTAs in clusters of CL on `stream`; *cluster_attr is pointed at.
 template <int CL>
-cudaLaunchConfig_t launch_config(int ctas, void* stream, cudaLaunchAttribute* cluster_attr) {
+cudaLaunchConfig_t launch_config(int ctas, std::size_t smem_bytes, void* stream, cudaLaunchAttribute* cluster_attr) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(ctas));
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
+  config.dynamicSmemBytes = smem_bytes;
   config.stream = static_cast<cudaStream_t>(stream);
   *cluster_attr = cudaLaunchAttribute{};
   cluster_attr->id = cudaLaunchAttributeClusterDimension;
@@ -485,36 +521,36 @@ cudaLaunchConfig_t launch_config(int ctas, void* stream, cudaLaunchAttribute* cl
 }
 
 // CTAs of the kernel in clusters of CL that fit on the current device at once; -1 where it cannot say.
-template <bool BF16, int CL>
+template <bool BF16, int CL, int BN>
 int resident_ctas() {
-  if (prepare_kernel<BF16, CL>() != cudaSuccess) return -1;
+  if (prepare_kernel<BF16, CL, BN>() != cudaSuccess) return -1;
   cudaLaunchAttribute attr;
-  cudaLaunchConfig_t config = launch_config<CL>(CL * 64, nullptr, &attr);
+  cudaLaunchConfig_t config = launch_config<CL>(CL * 64, Tile<BN>::kSmemBytes, nullptr, &attr);
   config.numAttrs = 1;  // the query wants the cluster size even for 1
   int clusters = 0;
-  const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<BF16, CL>, &config);
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<BF16, CL, BN>, &config);
   (void)cudaGetLastError();
   return e == cudaSuccess ? clusters * CL : -1;
 }
 
-template <bool BF16, int CL>
+template <bool BF16, int CL, int BN>
 cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUtensorMap& map_b, Schedule s) {
-  if (cudaError_t e = prepare_kernel<BF16, CL>(); e != cudaSuccess) return e;
+  if (cudaError_t e = prepare_kernel<BF16, CL, BN>(); e != cudaSuccess) return e;
   int ctas = a.ctas;
   if constexpr (CL > 1) {
     // Clusters need their SMs in one GPC: run no more CTAs than fit at once (stream-K assumes one wave).
-    if (const int fit = resident_ctas<BF16, CL>(); fit > 0 && fit < ctas) {
+    if (const int fit = resident_ctas<BF16, CL, BN>(); fit > 0 && fit < ctas) {
       ctas = fit - fit % s.group;
       if (ctas <= 0) return cudaErrorNotSupported;
       set_groups(s, ctas / s.group, a);
     }
   }
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t config = launch_config<CL>(ctas, a.stream, &attr);
+  const cudaLaunchConfig_t config = launch_config<CL>(ctas, Tile<BN>::kSmemBytes, a.stream, &attr);
   // Flags first, sized for the caller's grid (a.ctas), so they stay where they were whatever grid runs.
   auto* flags = static_cast<unsigned*>(a.workspace);
   auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + flag_bytes(a.ctas));
-  return cudaLaunchKernelEx(&config, wgmma_gemm_kernel<BF16, CL>, map_a, map_b, a.C, static_cast<int>(a.M),
+  return cudaLaunchKernelEx(&config, wgmma_gemm_kernel<BF16, CL, BN>, map_a, map_b, a.C, static_cast<int>(a.M),
                             static_cast<int>(a.N), s, a.promote_every, a.stagger, a.release_early,
                             a.experiment_skip_fixup,
                             a.prefetch_ahead,
@@ -525,13 +561,13 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
 }  // namespace
 
 int wgmma_gemm_resident_ctas(int cluster, bool bf16) {
-  if (cluster == 2) return bf16 ? resident_ctas<true, 2>() : resident_ctas<false, 2>();
-  if (cluster == 1) return bf16 ? resident_ctas<true, 1>() : resident_ctas<false, 1>();
+  if (cluster == 2) return bf16 ? resident_ctas<true, 2, 256>() : resident_ctas<false, 2, 256>();
+  if (cluster == 1) return bf16 ? resident_ctas<true, 1, 256>() : resident_ctas<false, 1, 256>();
   return -1;
 }
 
 std::size_t wgmma_gemm_workspace_bytes(int ctas) {
-  return flag_bytes(ctas) + static_cast<std::size_t>(ctas) * kTileFloats * sizeof(float);
+  return flag_bytes(ctas) + static_cast<std::size_t>(ctas) * kMaxTileFloats * sizeof(float);
 }
 
 int wgmma_gemm(const WgmmaGemmArgs& a) {
@@ -555,6 +591,9 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   }
   if (args.group <= 0 || args.promote_every < 0) return cudaErrorNotSupported;
   if (args.cluster != 1 && args.cluster != 2) return cudaErrorNotSupported;
+  // 168 columns: single CTAs only (half a 168-row B block is not a whole number of 1 KB swizzle atoms).
+  if (args.tile_n != 256 && (args.tile_n != 168 || args.cluster != 1)) return cudaErrorNotSupported;
+  const int kBN = args.tile_n;
   if (!args.workspace || args.workspace_bytes < wgmma_gemm_workspace_bytes(args.ctas)) return cudaErrorNotSupported;
   CUtensorMap map_a, map_b;
   if (!encode_k_major(&map_a, a.A, static_cast<std::uint64_t>(a.M), static_cast<std::uint64_t>(a.K), kBM, a.bf16) ||
@@ -580,8 +619,10 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   s.supertiles = s.mgroups * s.tiles_n;
   set_groups(s, args.ctas / s.group, args);
   if (args.cluster == 2)
-    return a.bf16 ? launch<true, 2>(args, map_a, map_b, s) : launch<false, 2>(args, map_a, map_b, s);
-  return a.bf16 ? launch<true, 1>(args, map_a, map_b, s) : launch<false, 1>(args, map_a, map_b, s);
+    return a.bf16 ? launch<true, 2, 256>(args, map_a, map_b, s) : launch<false, 2, 256>(args, map_a, map_b, s);
+  if (kBN == 168)
+    return a.bf16 ? launch<true, 1, 168>(args, map_a, map_b, s) : launch<false, 1, 168>(args, map_a, map_b, s);
+  return a.bf16 ? launch<true, 1, 256>(args, map_a, map_b, s) : launch<false, 1, 256>(args, map_a, map_b, s);
 }
 
 }  // namespace kb::kernels::gemm_cuda

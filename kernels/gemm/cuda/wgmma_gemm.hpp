@@ -108,6 +108,15 @@ struct WgmmaGemmArgs {
   // shapes at M >= 2048, slower below (1.02-1.12x). Kept for experiments and
   // KB_GEMM_LONG_K=wgmma-c2.
   int cluster = 1;
+  // Output columns per CTA tile: 256, or 168 (single CTAs only). Why 168:
+  // a grid of 132 SMs takes 128 x 256 tiles of 5376 x 21504 at M = 1024 as
+  // one whole wave and a stream-K part over 36 of its 168 tiles, each split
+  // between about 4 CTAs whose partial sums the owner then adds (4-5% of the
+  // time, session 31); in 128 x 168 tiles (5376 = 32 x 168) the same work is
+  // 256 tiles, two whole waves of 33 groups of 4 save 2 idle groups in the
+  // second (97% of the SMs busy, no hand-over). cuBLASLt's heuristic picks
+  // the same tile there (its 168 x 128, in its column-major terms).
+  int tile_n = 256;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
   std::size_t workspace_bytes = 0;
