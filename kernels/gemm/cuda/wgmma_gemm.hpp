@@ -113,9 +113,17 @@ struct WgmmaGemmArgs {
   // one whole wave and a stream-K part over 36 of its 168 tiles, each split
   // between about 4 CTAs whose partial sums the owner then adds (4-5% of the
   // time, session 31); in 128 x 168 tiles (5376 = 32 x 168) the same work is
-  // 256 tiles, two whole waves of 33 groups of 4 save 2 idle groups in the
-  // second (97% of the SMs busy, no hand-over). cuBLASLt's heuristic picks
-  // the same tile there (its 168 x 128, in its column-major terms).
+  // 256 tiles, 64 super-tiles on 33 groups of 4: a whole wave, then 31
+  // super-tiles that run as stream-K (each split between about 2 groups) or,
+  // from min_last_wave_percent <= 93, as a second whole wave; the two were
+  // within 0.5% of each other. cuBLASLt's heuristic picks the same tile
+  // there (its 168 x 128, in its column-major terms). H200, session 32
+  // (benchmarks/h200-2026-12-02-s32/): 1-5% faster than 256 columns on
+  // 5376 x 21504 up to M = 4096 in long_k_variants, but in kb bench (higher
+  // clocks, the power cap nearer) only at M = 512 and 1024, and 3-27% slower
+  // from M = 2048; slower on 8192 x 28672 (not a whole number of tiles)
+  // except at M = 8192 in long_k_variants. So kb_cuda_gemm races it
+  // (long_k_race.hpp).
   int tile_n = 256;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
