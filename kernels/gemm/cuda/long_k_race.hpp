@@ -72,7 +72,9 @@
 // M = 2048, 0.6-2.2 s at M = 4096, 2-5.6 s at M = 8192 (H200, the two
 // shipped long-K shapes, session 28; with clusters of 2 in the race, session
 // 30: 0.19-0.86 s up to M = 2048, 3.5 and 7.2 s at M = 8192, M = 4096 not
-// measured); it synchronizes the stream. Races run
+// measured; with 168-column tiles too, session 32, long_k_race_notes_call3
+// .txt: 0.2-1.8 s up to M = 2048, 2.3 and 5.6 s at 4096, 4.8 and 8.0 s at
+// 8192, 7.7 and 12.7 s at 16384); it synchronizes the stream. Races run
 // one at a time on a device (race.hpp); a call of a problem already raced
 // never waits for one.
 #pragma once
