@@ -123,7 +123,12 @@ struct WgmmaGemmArgs {
   // clocks, the power cap nearer) only at M = 512 and 1024, and 3-27% slower
   // from M = 2048; slower on 8192 x 28672 (not a whole number of tiles)
   // except at M = 8192 in long_k_variants. So kb_cuda_gemm races it
-  // (long_k_race.hpp).
+  // (long_k_race.hpp). Tried and not kept: 168 columns in clusters of 2
+  // (rank 0 multicasting the B block's first 88 rows, rank 1 the other 80,
+  // two tensor maps): slower than single CTAs on 168 columns at every M in
+  // both tools (benchmarks/h200-2026-12-02-s32/*c2_n168_call5*; in kb's
+  // race 163.9 against 161.5 us at M = 512, 324.8 against 319.6 at 1024),
+  // and slower than clusters of 2 on 256 columns from M = 2048.
   int tile_n = 256;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
