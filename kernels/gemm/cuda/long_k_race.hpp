@@ -95,7 +95,8 @@ inline constexpr LongKForm kLongKForms[] = {LongKForm::chunks, LongKForm::sequen
                                             LongKForm::wgmma_c2, LongKForm::wgmma_n168};
 
 // "cuBLASLt chunks", "cuBLASLt chunks one by one", "kb wgmma", "kb wgmma (clusters of 2)",
-// "kb wgmma (168-column tiles)".
+// "kb wgmma (168-column tiles)". No label holds ", ": race notes list the
+// candidates separated by it (tests/gpu/test_gemm.cpp reads them back).
 const char* long_k_form_label(LongKForm form);
 
 // kb_cuda_gemm's form for p (p.K > kLongK): forced, cached, raced now, or
