@@ -87,7 +87,6 @@ constexpr int kMaxTileFloats = kBM * 256;  // one workspace slot: the widest til
 // each consumer thread holds BN / 2 fp32 accumulators and BN / 4 bf16 pairs.
 template <int BN>
 struct Tile {
-  static constexpr int kBN = BN;
   static constexpr std::uint32_t kBBytes = BN * kBK * 2, kStageBytes = kABytes + kBBytes;
   static constexpr int kStages = BN == 256 ? 4 : 6;
   static constexpr std::size_t kSmemBytes =
