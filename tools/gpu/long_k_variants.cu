@@ -61,7 +61,8 @@
 // alternating rounds so clock drift touches all alike.
 // build: nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -o long_k_variants tools/gpu/long_k_variants.cu
 //        kernels/gemm/cuda/wgmma_gemm.cu -lcublasLt
-// usage: long_k_variants [M ...]   (default M = 128 512 2048; shapes (N, K) = (8192, 28672), (5376, 21504))
+// usage: long_k_variants [M ...]   (default M = 128 512 2048; shapes (N, K) = (8192, 28672), (5376, 21504),
+//        or LKV_SHAPES=NxK[,NxK...])
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -439,7 +440,19 @@ int main(int argc, char** argv) {
   std::vector<int> Ms;
   for (int i = 1; i < argc; ++i) Ms.push_back(std::atoi(argv[i]));
   if (Ms.empty()) Ms = {128, 512, 2048};
-  const std::pair<int, int> shapes[] = {{8192, 28672}, {5376, 21504}};  // (N, K)
+  // LKV_SHAPES=NxK[,NxK...]: other shapes (Nsight Compute runs of one shape); unset: the two shipped long-K shapes.
+  std::vector<std::pair<int, int>> shapes = {{8192, 28672}, {5376, 21504}};  // (N, K)
+  if (const char* env = std::getenv("LKV_SHAPES"); env && *env) {
+    shapes.clear();
+    for (const char* at = env; *at;) {
+      int n = 0, k = 0, used = 0;
+      if (std::sscanf(at, "%dx%d%n", &n, &k, &used) != 2 || n <= 0 || k <= 0 || n % 8 || k % 8)
+        return std::fprintf(stderr, "LKV_SHAPES: expected NxK[,NxK...] with N and K multiples of 8: %s\n", env), 1;
+      shapes.emplace_back(n, k);
+      at += used;
+      if (*at == ',') ++at;
+    }
+  }
   const int maxM = *std::max_element(Ms.begin(), Ms.end());
   for (int M : Ms)
     if (M <= 0 || M % 64) return std::fprintf(stderr, "M must be a positive multiple of 64, not %d\n", M), 1;

@@ -2,7 +2,7 @@
 # Runs on the GPU machine (device tool, carry ['.devcarry'], after prepare.sh):
 # Nsight Compute profiles of kb's long-K wgmma gemm (kernels/gemm/cuda/
 # wgmma_gemm.cu) as tools/gpu/long_k_variants.cu launches it, one per variant
-# named below (LKV_VARIANTS names, exact), at M = ${NCU_M:-2048} on 8192 x 28672.
+# named below (LKV_VARIANTS names, exact), at M = ${NCU_M:-2048} on 8192 x 28672 (LKV_SHAPES=NxK: another shape).
 # Per variant: the sections that say what bounds it ($OUT/ncu_lk_<n>.txt) and
 # the per-SASS-instruction warp stall samples ($OUT/ncu_lk_<n>_sass.csv.gz),
 # which say which wait (the consumers' on a full stage, the producer's on an
