@@ -128,7 +128,11 @@ struct WgmmaGemmArgs {
   // two tensor maps): slower than single CTAs on 168 columns at every M in
   // both tools (benchmarks/h200-2026-12-02-s32/*c2_n168_call5*; in kb's
   // race 163.9 against 161.5 us at M = 512, 324.8 against 319.6 at 1024),
-  // and slower than clusters of 2 on 256 columns from M = 2048.
+  // and slower than clusters of 2 on 256 columns from M = 2048. Yet
+  // cuBLASLt's kernel there is that very shape (Nsight Compute, call 7:
+  // nvjet 168x128, 5 stages, clusters of 1 x 2) and runs at 94.1% of the
+  // SM's throughput where kb's reaches 91.8% without promotion and 91.2%
+  // with it: kb's cluster path, not the idea, is what lost.
   int tile_n = 256;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
