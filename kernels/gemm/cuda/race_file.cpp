@@ -171,10 +171,6 @@ bool same_problem(std::string_view race, const RaceKey& a, const RaceKey& b) {
          (race != kRaceSmallM || a.scratch_bytes == b.scratch_bytes);
 }
 
-}  // namespace
-
-namespace {
-
 // set_race_file_path's path, under files_mutex(); none: KB_GEMM_RACE_FILE.
 std::optional<std::string>& path_set() {
   static auto* p = new std::optional<std::string>;  // leaked on purpose, like the files

@@ -1,6 +1,6 @@
-// KB_GEMM_RACE_FILE for this process (race_file.hpp): the file's path and
-// the machine its lines name, asked of the CUDA device. Both races (small M,
-// long K) read and append through these.
+// KB_GEMM_RACE_FILE for this process (race_file.hpp): the machine its lines
+// name, asked of the CUDA device, and the find / keep calls both races (small
+// M, long K) read and append through. The path itself is race_file.cpp's.
 #include <fmt/format.h>
 
 #include <map>
@@ -52,7 +52,6 @@ Status race_file_keep(const std::string& path, std::string_view race, const Race
   e.race = std::string(race);
   e.machine = *machine;
   e.key = key;
-  if (race != kRaceSmallM) e.key.scratch_bytes = 0;
   e.choice = std::move(choice);
   return race_file_record(path, e);
 }
