@@ -837,6 +837,7 @@ void check_wgmma_direct(cudaStream_t stream) {
     int last_wave = 101;  // WgmmaGemmArgs::min_last_wave_percent
     bool descending = false;  // WgmmaGemmArgs::descending_stream_k
     int tile_n = 256;         // WgmmaGemmArgs::tile_n
+    int c_offset = 0;         // bytes C starts past a 256-byte boundary (4: the epilogue's 4-byte stores)
   };
   const Case cases[] = {
       {300, 520, 1000, 3, 4, false, 0, 1},   // 3 x 3 tiles of 16 blocks (the last 40 wide) over 44 groups of 3
@@ -873,6 +874,9 @@ void check_wgmma_direct(cudaStream_t stream) {
       {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 101, true, 168},
       {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 50, false, 168},
       {1030, 168, 20544, 128, 4, false, 0, 1, 0, false, 95, true, 168},
+      // C only 4-byte aligned: the epilogue's 4-byte stores (else 16-byte ones), on both tile widths
+      {300, 520, 1000, 3, 4, false, 0, 1, 0, false, 101, true, 168, 4},
+      {700, 1032, 4104, 16, 4, true, 4, 1, 0, false, 95, true, 256, 4},
   };
   int device = 0, sms = 0;
   if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") ||
@@ -886,30 +890,32 @@ void check_wgmma_direct(cudaStream_t stream) {
   std::uint64_t seed = 0x77a1;
   for (DType t : {DType::bfloat16, DType::float16}) {
     for (const Case& c : cases) {
-      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}{}{}",
+      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}{}{}{}",
                                            dtype_name(t), c.M, c.N, c.K, c.promote, c.group, c.cluster,
                                            c.n_fastest ? " n-first" : "", c.prefetch ? " prefetch" : "",
                                            c.ctas ? fmt::format(" {} CTAs", c.ctas) : "",
                                            c.stream_k_only ? " stream-K only" : "",
                                            c.last_wave <= 100 ? fmt::format(" last wave whole from {}%", c.last_wave) : "",
                                            c.descending ? " stream-K backwards" : "",
-                                           c.tile_n != 256 ? fmt::format(" tile n {}", c.tile_n) : "");
+                                           c.tile_n != 256 ? fmt::format(" tile n {}", c.tile_n) : "",
+                                           c.c_offset ? fmt::format(" C at +{} bytes", c.c_offset) : "");
       std::vector<std::uint16_t> a(static_cast<std::size_t>(c.M * c.K)), b(static_cast<std::size_t>(c.N * c.K)),
           out(static_cast<std::size_t>(c.M * c.N));
       random_fill(a, t, seed++);
       random_fill(b, t, seed++);
       void *da = nullptr, *db = nullptr, *dc = nullptr;
       if (!cuda_ok(cudaMalloc(&da, a.size() * 2), "cudaMalloc A") || !cuda_ok(cudaMalloc(&db, b.size() * 2), "B") ||
-          !cuda_ok(cudaMalloc(&dc, out.size() * 2), "C"))
+          !cuda_ok(cudaMalloc(&dc, out.size() * 2 + 16), "C"))
         return;
+      void* const c_at = static_cast<unsigned char*>(dc) + c.c_offset;
       cuda_ok(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice), "upload A");
       cuda_ok(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice), "upload B");
       const std::vector<double> ref = reference(a, b, t, c.M, c.N, c.K);
       for (int trial = 0; trial < 2; ++trial) {
-        cuda_ok(cudaMemset(dc, 0xff, out.size() * 2), "poison C");
+        cuda_ok(cudaMemset(dc, 0xff, out.size() * 2 + 16), "poison C");
         cuda_ok(cudaDeviceSynchronize(), "poison landing");
         WgmmaGemmArgs w;
-        w.A = da, w.B = db, w.C = dc, w.M = c.M, w.N = c.N, w.K = c.K, w.bf16 = t == DType::bfloat16;
+        w.A = da, w.B = db, w.C = c_at, w.M = c.M, w.N = c.N, w.K = c.K, w.bf16 = t == DType::bfloat16;
         w.promote_every = c.promote, w.group = c.group, w.n_fastest = c.n_fastest, w.prefetch_ahead = c.prefetch;
         w.cluster = c.cluster, w.ctas = c.ctas ? c.ctas : sms, w.experiment_stream_k_only = c.stream_k_only;
         w.min_last_wave_percent = c.last_wave, w.descending_stream_k = c.descending, w.tile_n = c.tile_n;
@@ -922,7 +928,17 @@ void check_wgmma_direct(cudaStream_t stream) {
         if (!cuda_ok(static_cast<cudaError_t>(e), "wgmma_gemm launch") ||
             !cuda_ok(cudaStreamSynchronize(stream), "wgmma_gemm run"))
           break;
-        cuda_ok(cudaMemcpy(out.data(), dc, out.size() * 2, cudaMemcpyDeviceToHost), "download C");
+        cuda_ok(cudaMemcpy(out.data(), c_at, out.size() * 2, cudaMemcpyDeviceToHost), "download C");
+        // The bytes before and after C keep their poison: no store lands outside it.
+        unsigned char head[16], tail[16];
+        const std::size_t tail_bytes = 16 - static_cast<std::size_t>(c.c_offset);
+        cuda_ok(cudaMemcpy(head, dc, 16, cudaMemcpyDeviceToHost), "download before C");
+        cuda_ok(cudaMemcpy(tail, static_cast<unsigned char*>(c_at) + out.size() * 2, tail_bytes,
+                           cudaMemcpyDeviceToHost),
+                "download after C");
+        if (std::any_of(head, head + c.c_offset, [](unsigned char x) { return x != 0xff; }) ||
+            std::any_of(tail, tail + tail_bytes, [](unsigned char x) { return x != 0xff; }))
+          fail(fmt::format("{} (trial {}): a store landed outside C", name, trial));
         std::vector<unsigned> flags(static_cast<std::size_t>(sms));
         cuda_ok(cudaMemcpy(flags.data(), ws, flags.size() * sizeof(unsigned), cudaMemcpyDeviceToHost),  // flags first
                 "download flags");

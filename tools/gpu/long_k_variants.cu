@@ -48,6 +48,9 @@
 //                    30; the names without it run them forwards, as before)
 //                    (sk+N: the stream-K part takes in N whole waves besides
 //                    the last partial one, stream_k_extra_waves)
+//                    (st4: the epilogue's 4-byte stores, kb's before session
+//                    33; NO-STORE: no stores, C left wrong, to time them:
+//                    experiment_store)
 // LKV_VARIANTS=name,name,... (prefixes of the names above; name$: exactly
 // that name) runs only those.
 // Each other cuBLASLt call takes the fastest of the heuristic's first 16
@@ -667,6 +670,7 @@ int main(int argc, char** argv) {
         bool desc = false;   // descending_stream_k
         int extra = 0;       // stream_k_extra_waves
         int tile_n = 256;
+        int store = 0;       // experiment_store (1: 4-byte stores; 2: none, wrong results)
       };
       for (const WgVariant& wv : {WgVariant{0, 4, false, false, 0, false}, WgVariant{128, 4, true, false, 0, false},
                                   WgVariant{128, 4, false, false, 0, false}, WgVariant{0, 4, false, true, 0, false},
@@ -698,7 +702,15 @@ int main(int argc, char** argv) {
                                   WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168},
                                   WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 90, false, true, 0, 168},
                                   WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 101, false, true, 0, 168},
-                                  WgVariant{0, 4, false, false, 0, false, 1, false, false, false, 90, false, true, 0, 168}}) {
+                                  WgVariant{0, 4, false, false, 0, false, 1, false, false, false, 90, false, true, 0, 168},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168, 1},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168, 2},
+                                  WgVariant{128, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 256, 1},
+                                  WgVariant{168, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168},
+                                  WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168},
+                                  WgVariant{168, 4, true, false, 0, false, 1, false, false, false, 95, false, true},
+                                  WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true},
+                                  WgVariant{224, 4, true, false, 0, false, 2, false, false, false, 95, false, true}}) {
         kb::kernels::gemm_cuda::WgmmaGemmArgs w;
         w.A = A, w.B = B, w.C = C, w.M = M, w.N = N, w.K = K, w.bf16 = true;
         w.promote_every = wv.promote, w.group = wv.group, w.ctas = prop.multiProcessorCount;
@@ -712,6 +724,7 @@ int main(int argc, char** argv) {
         w.descending_stream_k = wv.desc;
         w.stream_k_extra_waves = wv.extra;
         w.tile_n = wv.tile_n;
+        w.experiment_store = wv.store;
         w.workspace = g_wg_ws, w.workspace_bytes = g_wg_ws_bytes, w.stream = g_stream;
         add("wgmma p" + std::to_string(wv.promote) + " g" + std::to_string(wv.group) + (wv.stagger ? " stagger" : "") +
                 (wv.prefetch ? " pf" + std::to_string(wv.prefetch) : "") + (wv.n_fastest ? " n-first" : "") +
@@ -721,6 +734,7 @@ int main(int argc, char** argv) {
                 (wv.last_wave <= 100 ? " lw" + std::to_string(wv.last_wave) : "") + (wv.early ? " early" : "") +
                 (wv.desc ? " desc" : "") + (wv.extra ? " sk+" + std::to_string(wv.extra) : "") +
                 (wv.tile_n != 256 ? " n" + std::to_string(wv.tile_n) : "") +
+                (wv.store == 1 ? " st4" : wv.store == 2 ? " NO-STORE (timing only)" : "") +
                 (wv.skip_fixup ? " NO-FIXUP (timing only)" : ""),
             std::to_string(w.ctas) + " CTAs asked; " +
                 std::to_string(kb::kernels::gemm_cuda::wgmma_gemm_resident_ctas(w.cluster, true)) +

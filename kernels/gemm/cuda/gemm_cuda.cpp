@@ -170,7 +170,7 @@ void add_gemm_cuda(Registry& r) {
       "best 16 algorithms timed on first use per shape, the fastest cached); K > 20480: cuBLASLt's K chunks through "
       "an fp32 buffer (as one batch or one by one) or kb's Hopper kernel (single CTAs, clusters of 2, or 128 x 168 tiles), which "
       "promotes the tensor-core sum to a "
-      "second fp32 sum every 8192 of K (both for accuracy), whichever ran fastest on the shape's first call "
+      "second fp32 sum every 14336 of K (both for accuracy), whichever ran fastest on the shape's first call "
       "(KB_GEMM_LONG_K=chunks, sequential, wgmma, wgmma-c2 or wgmma-n168 forces one)",
       kCudaGemmGemvMaxM);
   gemm.supports = lt_supports;

@@ -43,7 +43,7 @@
 // stream while the next slice's batch runs (H200, benchmarks/h200-2026-11-28-
 // s16/long_k_slices.md): 5376 x 21504 M = 512 1.098 with 2 slices against
 // 1.061 for one batch. kb's own Hopper kernel (wgmma_gemm.hpp), which
-// promotes its tensor-core sum every 8192 of K instead of chunking, is exact
+// promotes its tensor-core sum every 14336 of K instead of chunking, is exact
 // enough in one launch and, since session 19, 0.5-7% faster than these
 // chunks in tools/gpu/long_k_variants.cu from M = 2048, but mixed in kb bench
 // (H200, benchmarks/h200-2026-11-28-s19/: 1.7% faster to 9% slower at M >=

@@ -11,7 +11,7 @@
 // registers, and restarts the accumulators from the remainder:
 //     t = hi + acc (fp32),  hi = bf16(t),  acc = t - hi (exact in fp32).
 // acc then starts each stretch at most 2^-9 of the total, so the tensor
-// cores' drift is that of one stretch (8192 of K by default), and the total
+// cores' drift is that of one stretch (14336 of K by default), and the total
 // hi + acc keeps fp32's precision. hi costs 64 registers a thread, half of an
 // fp32 copy, which is what lets a warpgroup hold a 64 x 256 tile.
 //
@@ -264,6 +264,37 @@ __device__ __forceinline__ void promote(float (&d)[ACC], std::uint32_t (&hi)[ACC
   }
 }
 
+// How the epilogue stores C (the kernel's store_mode).
+constexpr int kStoreVector = 0;  // 16-byte stores after a transpose within each quad of lanes (C 16-byte aligned)
+constexpr int kStoreScalar = 1;  // one 4-byte store per pair of columns, as the accumulators lie
+constexpr int kStoreNone = 2;    // timing experiment: no stores (wrong results)
+
+// Two fp32 values as one 4-byte pair of f16 / bf16 (round to nearest even).
+template <bool BF16>
+__device__ __forceinline__ std::uint32_t pack2(float a, float b) {
+  if constexpr (BF16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
+}
+
+// Within each quad of lanes (p = this lane's place in it): lane p holds v[0..3]; returns, in order, element p of
+// lanes 0..3 of the quad. Round r sends lane p ^ r the element it needs (v[p ^ r]) and receives element p of lane
+// p ^ r. Indices are picked by selects: dynamic register indexing would put v in local memory.
+__device__ __forceinline__ std::uint32_t pick4(const std::uint32_t (&v)[4], int i) {
+  return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
+}
+__device__ __forceinline__ uint4 quad_transpose(const std::uint32_t (&v)[4], int p) {
+  std::uint32_t t[4];  // t[r]: element p of lane p ^ r
+  t[0] = pick4(v, p);
+#pragma unroll
+  for (int r = 1; r < 4; ++r) t[r] = __shfl_xor_sync(0xffffffffu, pick4(v, p ^ r), r);
+  return make_uint4(pick4(t, p), pick4(t, p ^ 1), pick4(t, p ^ 2), pick4(t, p ^ 3));
+}
+
 // CL: CTAs per cluster (1 or 2). With 2, the two CTAs (neighbouring row tiles
 // of one group, so the same column tile and K range) each load half of the B
 // block and multicast it to both: half the weight traffic from L2 per CTA.
@@ -272,7 +303,8 @@ template <bool BF16, int CL, int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       void* __restrict__ c_out, int M, int N, Schedule s, int promote_every, bool stagger,
-                      bool release_early, bool skip_fixup, int prefetch_ahead, int mc_mode, float* __restrict__ partials,
+                      bool release_early, bool skip_fixup, int prefetch_ahead, int mc_mode, int store_mode,
+                      float* __restrict__ partials,
                       unsigned* __restrict__ flags) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tile<BN>;
@@ -446,11 +478,35 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         });
       }
-      // Store: rows r0 and r0 + 8, columns n0 + 8j + 2 (lane % 4) + {0, 1}.
+      // Store: rows r0 and r0 + 8; lane l holds columns 8j + 2 (l % 4) + {0, 1} of both (the wgmma layout).
       const int r0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
+      if (store_mode == kStoreNone) return;  // timing experiment: the epilogue's stores left out
+      constexpr int kVecJ = kAcc / 16 * 4;  // leading 8-column blocks stored 16 bytes at a time (whole groups of 4)
+      if (store_mode == kStoreVector) {
+        // Each quad of lanes holds 4 consecutive 8-column blocks of a row as 4-byte pairs; a transpose within
+        // the quad leaves lane q with all 8 columns of block 4 i + q: one 16-byte store instead of four
+        // 4-byte ones, and a warp's store covers 64 contiguous bytes of each of its 8 rows.
+        const int q = lane % 4;
+#pragma unroll
+        for (int i = 0; i < kVecJ / 4; ++i) {
+          const int col = tn * kBN + 8 * (4 * i + q);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            std::uint32_t v[4];
+#pragma unroll
+            for (int b = 0; b < 4; ++b) v[b] = pack2<BF16>(d[4 * (4 * i + b) + 2 * h], d[4 * (4 * i + b) + 2 * h + 1]);
+            const uint4 out = quad_transpose(v, q);
+            const int row = r0 + 8 * h;
+            if (row < M && col < N)
+              *reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(c_out) + static_cast<std::size_t>(row) * N + col) =
+                  out;
+          }
+        }
+      }
       const int n0 = tn * kBN + 2 * (lane % 4);
 #pragma unroll
       for (int j = 0; j < kAcc / 4; ++j) {
+        if (store_mode == kStoreVector && j < kVecJ) continue;  // stored above
         const int col = n0 + 8 * j;
         if (col >= N) continue;
 #pragma unroll
@@ -458,12 +514,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int row = r0 + 8 * h;
           if (row >= M) continue;
           const std::size_t at = static_cast<std::size_t>(row) * N + col;
-          if constexpr (BF16)
-            *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c_out) + at) =
-                __floats2bfloat162_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-          else
-            *reinterpret_cast<__half2*>(static_cast<__half*>(c_out) + at) =
-                __floats2half2_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+          *reinterpret_cast<std::uint32_t*>(static_cast<std::uint16_t*>(c_out) + at) =
+              pack2<BF16>(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
         }
       }
     });
@@ -546,6 +598,9 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
   }
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t config = launch_config<CL>(ctas, Tile<BN>::kSmemBytes, a.stream, &attr);
+  const int store_mode = a.experiment_store == 2                                                   ? kStoreNone
+                         : a.experiment_store == 1 || reinterpret_cast<std::uintptr_t>(a.C) % 16 != 0 ? kStoreScalar
+                                                                                                     : kStoreVector;
   // Flags first, sized for the caller's grid (a.ctas), so they stay where they were whatever grid runs.
   auto* flags = static_cast<unsigned*>(a.workspace);
   auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + flag_bytes(a.ctas));
@@ -554,7 +609,7 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
                             a.experiment_skip_fixup,
                             a.prefetch_ahead,
                             a.experiment_cluster_without_multicast ? 0 : a.experiment_multicast_to_self ? 2 : 1,
-                            partials, flags);
+                            store_mode, partials, flags);
 }
 
 }  // namespace

@@ -11,14 +11,22 @@
 
 namespace kb::kernels::gemm_cuda {
 
-// K blocks of 64 between two promotions (8192 of K): the tensor cores' sum of
-// one stretch then errs about as much as cuBLASLt's at K = 8192 (its chunks
-// of up to 14336 pass FlashInfer-Bench's check; long_k.hpp). H200, 8192 x
-// 28672 and 5376 x 21504 at M = 512 and 2048 (benchmarks/h200-2026-11-28-
-// s18/long_k_variants_*.txt): every 128 blocks 0-1% slower than no
-// promotion, every 64 1-3%, every 32 2.5-4.5%, every 16 6-10%, all with 0
-// failing elements against fp64 where no promotion failed 7-18.
-inline constexpr int kWgmmaPromoteEvery = 128;
+// K blocks of 64 between two promotions (14336 of K): the tensor cores' sum
+// of one stretch then errs as much as cuBLASLt's over K = 14336, the longest
+// K kb leaves to one tensor-core sum elsewhere (the shipped K = 14336 shapes,
+// and the chunks of kb's cuBLASLt long-K path, long_k.hpp), which passes
+// FlashInfer-Bench's check at every M. Fewer promotions are faster: each one
+// waits for the warpgroup's MMAs in flight. H200, 8192 x 28672 and 5376 x
+// 21504 at M = 512 and 2048 (benchmarks/h200-2026-11-28-s18/
+// long_k_variants_*.txt): every 128 blocks 0-1% slower than no promotion,
+// every 64 1-3%, every 32 2.5-4.5%, every 16 6-10%, all with 0 failing
+// elements against fp64 where no promotion failed 7-18. Session 33
+// (benchmarks/h200-2026-12-03-s33/lkv_call1.txt, M = 512-4096): every 224
+// against every 128 0.3-1.1% faster on both shapes and tile widths, 0
+// failing elements, the largest error among elements below 4 in magnitude
+// 0.0113-0.0127 against 0.0096-0.0103 (cuBLASLt's chunks of 14336:
+// 0.0108-0.0137; its single product over 28672 fails on 20 elements).
+inline constexpr int kWgmmaPromoteEvery = 224;
 
 struct WgmmaGemmArgs {
   const void* A = nullptr;  // [M, K] row-major
@@ -133,6 +141,17 @@ struct WgmmaGemmArgs {
   // nvjet 168x128, 5 stages, clusters of 1 x 2) and runs at 94.1% of the
   // SM's throughput where kb's reaches 91.8% without promotion and 91.2%
   // with it: kb's cluster path, not the idea, is what lost.
+  // How the epilogue stores C: 0 (default) 16-byte stores, the accumulators
+  // first transposed within each quad of lanes, where C is 16-byte aligned
+  // (else 1); 1: a 4-byte store per pair of columns, as the accumulators lie
+  // (the kernel's form before session 33); 2: no stores at all, leaving C
+  // WRONG (timing experiments only: what the epilogue's stores cost). H200,
+  // session 33 (benchmarks/h200-2026-12-03-s33/lkv_call1.txt, one run, M =
+  // 512-4096 on both long-K shapes): 16-byte stores 0-1.8% faster than
+  // 4-byte ones (5376 x 21504 at M = 1024: 350.5 against 353.0 us on 168
+  // columns, 355.0 against 361.6 on 256), never slower; leaving the stores
+  // out saved another 0.2-2.6% (343.8 us there): the epilogue still costs.
+  int experiment_store = 0;
   int tile_n = 256;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
