@@ -99,6 +99,7 @@ struct Tile {
 };
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr int kConsumerBarrier = 1;  // named barrier of the 256 consumer threads (0 is __syncthreads)
+constexpr int kSkewBarrier = 2;      // named barrier that holds warpgroup 2 back at the start (consumer_skew)
 
 // D[64 x N] += A[64 x 16] * B[16 x N] (TYPE in, fp32 accumulate), N = 256 or
 // 168: A and B from shared memory by K-major descriptors (128-byte swizzle),
@@ -165,10 +166,26 @@ struct Schedule {
   int groups = 0;      // gridDim.x / group
   int tiles_n = 0;     // BN-column tiles
   bool n_fastest = false;  // super-tile order: column tiles first (else row groups first)
+  int band = 0;            // row groups first within bands of this many (WgmmaGemmArgs::raster_band); 0: one band
   bool descending_k = false;  // stream-K pieces run their K blocks last to first (WgmmaGemmArgs)
   int dp_waves = 0;    // whole waves of super-tiles (one a group, all of K) before the stream-K part
   int supertiles = 0;  // mgroups x tiles_n (the last wave may have fewer than `groups`)
   long long total = 0; // super-tiles x iters
+
+  // The row group and column tile of super-tile st: column tiles first, or row groups first within bands of
+  // `band` row groups (the last band may be narrower), the bands one after another.
+  __device__ int mgroup_of(int st) const {
+    if (n_fastest) return st / tiles_n;
+    if (band <= 0 || band >= mgroups) return st % mgroups;
+    const int b = st / (band * tiles_n), width = mgroups - b * band < band ? mgroups - b * band : band;
+    return b * band + st % (band * tiles_n) % width;
+  }
+  __device__ int column_of(int st) const {
+    if (n_fastest) return st % tiles_n;
+    if (band <= 0 || band >= mgroups) return st / mgroups;
+    const int b = st / (band * tiles_n), width = mgroups - b * band < band ? mgroups - b * band : band;
+    return st % (band * tiles_n) / width;
+  }
 
   // Start of group g's stream-K range (g = groups: the end), after the waves.
   __device__ long long begin(int g) const {
@@ -303,7 +320,7 @@ template <bool BF16, int CL, int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       void* __restrict__ c_out, int M, int N, Schedule s, int promote_every, bool stagger,
-                      bool release_early, bool skip_fixup, int prefetch_ahead, int mc_mode, int store_mode,
+                      bool release_early, bool skip_fixup, int prefetch_ahead, int mc_mode, int store_mode, int skew,
                       float* __restrict__ partials,
                       unsigned* __restrict__ flags) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -334,8 +351,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const std::uint32_t rank = CL > 1 ? cluster_ctarank() : 0u;
 
   const int g = blockIdx.x / s.group, row_in_group = blockIdx.x % s.group;
-  auto tile_m = [&](int st) { return (s.n_fastest ? st / s.tiles_n : st % s.mgroups) * s.group + row_in_group; };
-  auto tile_n = [&](int st) { return s.n_fastest ? st % s.tiles_n : st / s.mgroups; };
+  auto tile_m = [&](int st) { return s.mgroup_of(st) * s.group + row_in_group; };
+  auto tile_n = [&](int st) { return s.column_of(st); };
 
   if (threadIdx.x < 128) {
     // ---- producer ----
@@ -399,6 +416,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (std::uint32_t r = 0; r < CL; ++r) mbar_arrive_cluster(empty(st), r);
       }
     };
+    // consumer_skew: warpgroup 1 starts only once warpgroup 0 has issued `skew` K blocks (or finished its first
+    // segment's MMAs, before any barrier of the hand-over), and stays that far behind, so that each one's epilogue
+    // runs while the other's MMAs keep the tensor cores busy. Each warpgroup passes the barrier exactly once.
+    bool skew_pending = skew > 0;
+    auto skew_point = [&] {
+      if (!skew_pending) return;
+      skew_pending = false;
+      if (cw == 0) named_bar_arrive(kSkewBarrier, kConsumerThreads);
+      else named_bar_sync(kSkewBarrier, kConsumerThreads);
+    };
+    int issued = 0;
     for_each_segment(s, g, [&](const Segment& seg) {
       const int tm = tile_m(seg.st), tn = tile_n(seg.st);
       if (tm >= s.tiles_m && CL == 1) return;
@@ -410,6 +438,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < kAcc / 2; ++i) hi[i] = 0u;
       int pending = -1, since = cw == 1 && stagger ? promote_every / 2 : 0;
       for (int k = seg.k0; k < seg.k1; ++k) {
+        if (cw == 1) skew_point();
         mbar_wait(full(stage), phase);
         wgmma_fence();
         const std::uint64_t da = make_desc(stage_a(stage) + cw * 64 * 128, 16, 1024);
@@ -419,6 +448,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_m64k16<BN, BF16>(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
         }
         wgmma_commit();
+        if (cw == 0 && ++issued == skew) skew_point();
         if (release_early) {
           wgmma_wait<0>();
           release(stage);
@@ -440,6 +470,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       reg_fence(d);
       if (pending >= 0) release(pending);
+      skew_point();  // warpgroup 0: before the hand-over's barriers, where the segment was shorter than the skew
       if (tm >= s.tiles_m) return;  // (clusters only) rows past M: computed on zeros, nothing to keep
       // The segment's sum in fp32.
 #pragma unroll
@@ -519,6 +550,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     });
+    skew_point();  // a CTA with no work passes it too
   }
   // No CTA leaves while its peer may still copy into its shared memory or arrive on its barriers.
   if constexpr (CL > 1) cluster_sync();
@@ -609,7 +641,7 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
                             a.experiment_skip_fixup,
                             a.prefetch_ahead,
                             a.experiment_cluster_without_multicast ? 0 : a.experiment_multicast_to_self ? 2 : 1,
-                            store_mode, partials, flags);
+                            store_mode, a.experiment_consumer_skew, partials, flags);
 }
 
 }  // namespace
@@ -667,6 +699,7 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   s.iters = static_cast<int>((a.K + kBK - 1) / kBK);
   s.tiles_n = static_cast<int>((a.N + kBN - 1) / kBN);
   s.n_fastest = args.n_fastest;
+  s.band = args.raster_band;
   s.descending_k = args.descending_stream_k;
   s.total = static_cast<long long>(s.mgroups) * s.tiles_n * s.iters;
   if (static_cast<long long>(s.mgroups) * s.tiles_n > INT32_MAX) return cudaErrorNotSupported;

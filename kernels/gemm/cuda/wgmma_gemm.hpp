@@ -70,6 +70,14 @@ struct WgmmaGemmArgs {
   // Order of the super-tiles in the work list: column tiles first (true) or
   // the row groups of one column first (false).
   bool n_fastest = false;
+  // (Row groups first, n_fastest false.) The row groups taken in bands of
+  // this many, all the columns of one band before the next; 0: one band
+  // over all of M. Why: whole waves run in step over K, so what a wave
+  // reads from memory is its rows of A and its columns of B over all of K.
+  // One band over M, a wave of 33 super-tiles at M = 16384 (32 row groups of
+  // 512 rows) spans all of A (16384 x K) and one or two 256-column blocks
+  // of B: about 4x the traffic of 4 row groups x 8 column tiles.
+  int raster_band = 0;
   // Timing experiments only (tools/gpu/long_k_variants.cu): skip the partial
   // sums' hand-over between CTAs, leaving split tiles WRONG, to time it.
   bool experiment_skip_fixup = false;
@@ -152,6 +160,10 @@ struct WgmmaGemmArgs {
   // columns, 355.0 against 361.6 on 256), never slower; leaving the stores
   // out saved another 0.2-2.6% (343.8 us there): the epilogue still costs.
   int experiment_store = 0;
+  // Timing experiment: the second consumer warpgroup starts this many K
+  // blocks behind the first (0: together), so that their epilogues (and
+  // promotions) fall at different times and one's MMAs cover the other's.
+  int experiment_consumer_skew = 0;
   int tile_n = 256;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
