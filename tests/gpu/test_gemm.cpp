@@ -839,7 +839,6 @@ void check_wgmma_direct(cudaStream_t stream) {
     int tile_n = 256;         // WgmmaGemmArgs::tile_n
     int c_offset = 0;         // bytes C starts past a 256-byte boundary (4: the epilogue's 4-byte stores)
     int band = -1;            // WgmmaGemmArgs::raster_band (-1: its default)
-    int skew = 0;             // WgmmaGemmArgs::experiment_consumer_skew
   };
   const Case cases[] = {
       {300, 520, 1000, 3, 4, false, 0, 1},   // 3 x 3 tiles of 16 blocks (the last 40 wide) over 44 groups of 3
@@ -886,12 +885,6 @@ void check_wgmma_direct(cudaStream_t stream) {
       {2600, 1032, 1480, 5, 4, false, 0, 2, 16, false, 101, true, 256, 0, 4},
       {1300, 1032, 1480, 5, 2, false, 0, 1, 8, false, 101, true, 168, 0, 2},
       {2600, 1032, 1480, 5, 4, false, 0, 1, 16, false, 101, true, 256, 0, 0},
-      // the second consumer warpgroup some K blocks behind the first: stream-K ranges of a block or two (shorter
-      // than the skew) with their hand-over barriers, clusters of 2, 168 columns, a long K
-      {300, 520, 1000, 3, 4, false, 0, 1, 0, false, 101, true, 256, 0, -1, 3},
-      {520, 1032, 1480, 7, 2, false, 0, 2, 8, false, 101, true, 256, 0, -1, 2},
-      {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 101, true, 168, 0, -1, 4},
-      {1030, 168, 20544, 224, 4, false, 0, 1, 0, false, 95, true, 168, 0, -1, 1},
   };
   int device = 0, sms = 0;
   if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") ||
@@ -905,7 +898,7 @@ void check_wgmma_direct(cudaStream_t stream) {
   std::uint64_t seed = 0x77a1;
   for (DType t : {DType::bfloat16, DType::float16}) {
     for (const Case& c : cases) {
-      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}{}{}{}{}{}",
+      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}{}{}{}{}",
                                            dtype_name(t), c.M, c.N, c.K, c.promote, c.group, c.cluster,
                                            c.n_fastest ? " n-first" : "", c.prefetch ? " prefetch" : "",
                                            c.ctas ? fmt::format(" {} CTAs", c.ctas) : "",
@@ -914,8 +907,7 @@ void check_wgmma_direct(cudaStream_t stream) {
                                            c.descending ? " stream-K backwards" : "",
                                            c.tile_n != 256 ? fmt::format(" tile n {}", c.tile_n) : "",
                                            c.c_offset ? fmt::format(" C at +{} bytes", c.c_offset) : "",
-                                           c.band >= 0 ? fmt::format(" band {}", c.band) : "",
-                                           c.skew ? fmt::format(" skew {}", c.skew) : "");
+                                           c.band >= 0 ? fmt::format(" band {}", c.band) : "");
       std::vector<std::uint16_t> a(static_cast<std::size_t>(c.M * c.K)), b(static_cast<std::size_t>(c.N * c.K)),
           out(static_cast<std::size_t>(c.M * c.N));
       random_fill(a, t, seed++);
@@ -937,7 +929,6 @@ void check_wgmma_direct(cudaStream_t stream) {
         w.cluster = c.cluster, w.ctas = c.ctas ? c.ctas : sms, w.experiment_stream_k_only = c.stream_k_only;
         w.min_last_wave_percent = c.last_wave, w.descending_stream_k = c.descending, w.tile_n = c.tile_n;
         if (c.band >= 0) w.raster_band = c.band;
-        w.experiment_consumer_skew = c.skew;
         w.workspace = ws, w.workspace_bytes = ws_bytes, w.stream = stream;
         const int e = kb::kernels::gemm_cuda::wgmma_gemm(w);
         if (e == cudaErrorNotSupported) {

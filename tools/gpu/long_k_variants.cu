@@ -53,8 +53,6 @@
 //                    experiment_store)
 //                    (bandB: row groups first in bands of B, raster_band;
 //                    band0: one band over M)
-//                    (skewS: the second consumer warpgroup S K blocks behind
-//                    the first, experiment_consumer_skew)
 // LKV_VARIANTS=name,name,... (prefixes of the names above; name$: exactly
 // that name) runs only those.
 // Each other cuBLASLt call takes the fastest of the heuristic's first 16
@@ -676,7 +674,6 @@ int main(int argc, char** argv) {
         int tile_n = 256;
         int store = 0;       // experiment_store (1: 4-byte stores; 2: none, wrong results)
         int band = -1;       // raster_band (-1: the default)
-        int skew = 0;        // experiment_consumer_skew
       };
       for (const WgVariant& wv : {WgVariant{0, 4, false, false, 0, false}, WgVariant{128, 4, true, false, 0, false},
                                   WgVariant{128, 4, false, false, 0, false}, WgVariant{0, 4, false, true, 0, false},
@@ -724,13 +721,7 @@ int main(int argc, char** argv) {
                                   WgVariant{224, 4, true, false, 0, false, 2, false, false, false, 95, false, true, 0, 256, 0, 0},
                                   WgVariant{224, 4, true, false, 0, false, 2, false, false, false, 95, false, true, 0, 256, 0, 4},
                                   WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168, 0, 0},
-                                  WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168, 0, 4},
-                                  WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168, 0, -1, 1},
-                                  WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168, 0, -1, 2},
-                                  WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168, 0, -1, 4},
-                                  WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 256, 0, -1, 1},
-                                  WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 256, 0, -1, 2},
-                                  WgVariant{224, 4, true, false, 0, false, 2, false, false, false, 95, false, true, 0, 256, 0, -1, 1}}) {
+                                  WgVariant{224, 4, true, false, 0, false, 1, false, false, false, 95, false, true, 0, 168, 0, 4}}) {
         kb::kernels::gemm_cuda::WgmmaGemmArgs w;
         w.A = A, w.B = B, w.C = C, w.M = M, w.N = N, w.K = K, w.bf16 = true;
         w.promote_every = wv.promote, w.group = wv.group, w.ctas = prop.multiProcessorCount;
@@ -746,7 +737,6 @@ int main(int argc, char** argv) {
         w.tile_n = wv.tile_n;
         w.experiment_store = wv.store;
         if (wv.band >= 0) w.raster_band = wv.band;
-        w.experiment_consumer_skew = wv.skew;
         w.workspace = g_wg_ws, w.workspace_bytes = g_wg_ws_bytes, w.stream = g_stream;
         add("wgmma p" + std::to_string(wv.promote) + " g" + std::to_string(wv.group) + (wv.stagger ? " stagger" : "") +
                 (wv.prefetch ? " pf" + std::to_string(wv.prefetch) : "") + (wv.n_fastest ? " n-first" : "") +
@@ -758,7 +748,6 @@ int main(int argc, char** argv) {
                 (wv.tile_n != 256 ? " n" + std::to_string(wv.tile_n) : "") +
                 (wv.store == 1 ? " st4" : wv.store == 2 ? " NO-STORE (timing only)" : "") +
                 (wv.band >= 0 ? " band" + std::to_string(wv.band) : "") +
-                (wv.skew ? " skew" + std::to_string(wv.skew) : "") +
                 (wv.skip_fixup ? " NO-FIXUP (timing only)" : ""),
             std::to_string(w.ctas) + " CTAs asked; " +
                 std::to_string(kb::kernels::gemm_cuda::wgmma_gemm_resident_ctas(w.cluster, true)) +

@@ -99,7 +99,6 @@ struct Tile {
 };
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr int kConsumerBarrier = 1;  // named barrier of the 256 consumer threads (0 is __syncthreads)
-constexpr int kSkewBarrier = 2;      // named barrier that holds warpgroup 2 back at the start (consumer_skew)
 
 // D[64 x N] += A[64 x 16] * B[16 x N] (TYPE in, fp32 accumulate), N = 256 or
 // 168: A and B from shared memory by K-major descriptors (128-byte swizzle),
@@ -320,7 +319,7 @@ template <bool BF16, int CL, int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       void* __restrict__ c_out, int M, int N, Schedule s, int promote_every, bool stagger,
-                      bool release_early, bool skip_fixup, int prefetch_ahead, int mc_mode, int store_mode, int skew,
+                      bool release_early, bool skip_fixup, int prefetch_ahead, int mc_mode, int store_mode,
                       float* __restrict__ partials,
                       unsigned* __restrict__ flags) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -416,17 +415,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (std::uint32_t r = 0; r < CL; ++r) mbar_arrive_cluster(empty(st), r);
       }
     };
-    // consumer_skew: warpgroup 1 starts only once warpgroup 0 has issued `skew` K blocks (or finished its first
-    // segment's MMAs, before any barrier of the hand-over), and stays that far behind, so that each one's epilogue
-    // runs while the other's MMAs keep the tensor cores busy. Each warpgroup passes the barrier exactly once.
-    bool skew_pending = skew > 0;
-    auto skew_point = [&] {
-      if (!skew_pending) return;
-      skew_pending = false;
-      if (cw == 0) named_bar_arrive(kSkewBarrier, kConsumerThreads);
-      else named_bar_sync(kSkewBarrier, kConsumerThreads);
-    };
-    int issued = 0;
     for_each_segment(s, g, [&](const Segment& seg) {
       const int tm = tile_m(seg.st), tn = tile_n(seg.st);
       if (tm >= s.tiles_m && CL == 1) return;
@@ -438,7 +426,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < kAcc / 2; ++i) hi[i] = 0u;
       int pending = -1, since = cw == 1 && stagger ? promote_every / 2 : 0;
       for (int k = seg.k0; k < seg.k1; ++k) {
-        if (cw == 1) skew_point();
         mbar_wait(full(stage), phase);
         wgmma_fence();
         const std::uint64_t da = make_desc(stage_a(stage) + cw * 64 * 128, 16, 1024);
@@ -448,7 +435,6 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_m64k16<BN, BF16>(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
         }
         wgmma_commit();
-        if (cw == 0 && ++issued == skew) skew_point();
         if (release_early) {
           wgmma_wait<0>();
           release(stage);
@@ -470,7 +456,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       reg_fence(d);
       if (pending >= 0) release(pending);
-      skew_point();  // warpgroup 0: before the hand-over's barriers, where the segment was shorter than the skew
       if (tm >= s.tiles_m) return;  // (clusters only) rows past M: computed on zeros, nothing to keep
       // The segment's sum in fp32.
 #pragma unroll
@@ -550,7 +535,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     });
-    skew_point();  // a CTA with no work passes it too
   }
   // No CTA leaves while its peer may still copy into its shared memory or arrive on its barriers.
   if constexpr (CL > 1) cluster_sync();
@@ -641,7 +625,7 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
                             a.experiment_skip_fixup,
                             a.prefetch_ahead,
                             a.experiment_cluster_without_multicast ? 0 : a.experiment_multicast_to_self ? 2 : 1,
-                            store_mode, a.experiment_consumer_skew, partials, flags);
+                            store_mode, partials, flags);
 }
 
 }  // namespace

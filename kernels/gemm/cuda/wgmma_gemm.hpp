@@ -76,8 +76,13 @@ struct WgmmaGemmArgs {
   // reads from memory is its rows of A and its columns of B over all of K.
   // One band over M, a wave of 33 super-tiles at M = 16384 (32 row groups of
   // 512 rows) spans all of A (16384 x K) and one or two 256-column blocks
-  // of B: about 4x the traffic of 4 row groups x 8 column tiles.
-  int raster_band = 0;
+  // of B: about 4x the traffic of 4 row groups x 8 column tiles. H200,
+  // session 33 (benchmarks/h200-2026-12-03-s33/lkv_call3.txt, one run,
+  // times over one cuBLASLt product): 168-column tiles at M = 16384 1.159
+  // -> 1.002 on 8192 x 28672 and 1.134 -> 0.990 on 5376 x 21504 (bands of
+  // 4 against one); 256-column tiles and clusters of 2 within 1% either way
+  // at M = 1024-16384 (bands of 2, 4, 8), about the run's noise there.
+  int raster_band = 4;
   // Timing experiments only (tools/gpu/long_k_variants.cu): skip the partial
   // sums' hand-over between CTAs, leaving split tiles WRONG, to time it.
   bool experiment_skip_fixup = false;
@@ -160,10 +165,11 @@ struct WgmmaGemmArgs {
   // columns, 355.0 against 361.6 on 256), never slower; leaving the stores
   // out saved another 0.2-2.6% (343.8 us there): the epilogue still costs.
   int experiment_store = 0;
-  // Timing experiment: the second consumer warpgroup starts this many K
-  // blocks behind the first (0: together), so that their epilogues (and
-  // promotions) fall at different times and one's MMAs cover the other's.
-  int experiment_consumer_skew = 0;
+  // Tried and not kept (session 33, benchmarks/h200-2026-12-03-s33/
+  // lkv_call3.txt): the second consumer warpgroup 1, 2 or 4 K blocks behind
+  // the first (a named barrier at the start), so that their epilogues fall
+  // at different times and one's MMAs cover the other's: within 0.5% of
+  // starting together at M = 1024-16384 on both shapes and widths.
   int tile_n = 256;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
