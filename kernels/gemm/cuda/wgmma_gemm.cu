@@ -29,7 +29,9 @@
 //    and all run the same K range, so the B (weight) block they share is
 //    read from memory about once. First whole waves of super-tiles, one per
 //    group, all groups in step over K: the A rows and B columns a wave reads
-//    are read from memory once for the wave (L2). Then stream-K over the
+//    are read from memory once for the wave (L2). Super-tiles go row groups
+//    first within bands of 4 row groups (raster_band), so a wave spans a
+//    few row groups and several columns rather than all of M. Then stream-K over the
 //    last partial wave: each group takes an equal contiguous share of its
 //    super-tile K blocks, so every SM does the same work (no short last
 //    wave); a last wave that fills >= min_last_wave_percent of the groups
@@ -46,7 +48,8 @@
 //    stream-K work, write their fp32 sums to the workspace (one 128 x 256 slot per
 //    CTA) and raise the CTA's flag; the owner, for which it is its last
 //    piece, waits for the flags, adds those sums in K order, rounds once and
-//    stores C. The owner resets each flag, so the workspace stays zeroed.
+//    stores C (16-byte stores after a transpose within each quad of
+//    lanes). The owner resets each flag, so the workspace stays zeroed.
 //    Owners only wait on work that others did first, so nothing can wait in
 //    a circle even when not every CTA is resident.
 //
