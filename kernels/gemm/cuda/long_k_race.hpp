@@ -49,7 +49,12 @@
 //   1.027, and slower at 8192 (1.023 against 1.011); on 8192 x 28672 (no
 //   whole number of 168-column tiles) slower at M = 512-4096 (1.073 against
 //   1.025 at 512), faster at 8192 (1.018-1.039 against 1.033). So it races
-//   from M = 129, where kb's kernel does.
+//   from M = 129, where kb's kernel does. Session 33 (16-byte stores,
+//   promotion every 14336 of K; benchmarks/h200-2026-12-03-s33/
+//   long_k_race_notes_call2.txt): it won at M = 512 and 1024 on 5376 x
+//   21504, kb's kernel on 256 columns at 2048-4096 there and at 512-2048 on
+//   8192 x 28672, clusters of 2 at 8192 x 28672 M = 4096, cuBLASLt's chunks
+//   at M = 128 and one by one at 8192.
 // - KB_GEMM_RACE_FILE=path keeps the winners across processes
 //   (race_file.hpp): a problem the file holds for this machine is not raced
 //   (nor left to the static rule under capture or KB_GEMM_RACE=0), and each
