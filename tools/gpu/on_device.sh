@@ -80,9 +80,12 @@ if [[ $what == *compare* || $what == all ]]; then
   # kb vs PyTorch; one family per call fits, e.g. COMPARE_ARGS="--families gemm --shard 1/2" (see compare_torch.py).
   # It stops itself 30 s before COMPARE_TIMEOUT and writes what it measured (exit 3: not every family finished);
   # progress lines with timestamps in compare.log show where the time went.
+  # torch.matmul & co. are timed before and after each kb run and averaged (--torch-after): torch's own time moved 3-5%
+  # between passes on the H200 (session 32), kb's under 1%. COMPARE_TORCH_AFTER=0: once, before kb.
   ct=${COMPARE_TIMEOUT:-300}
+  after=--torch-after; [ "${COMPARE_TORCH_AFTER:-1}" = 0 ] && after=
   timeout $ct python3 tools/gpu/compare_torch.py --kb "$kb" --definitions .devcarry/shared/flashinfer-trace/definitions \
-      --bundled kernels --out "$out" --time-limit $((ct > 60 ? ct - 30 : ct / 2)) ${COMPARE_ARGS:-} > "$out/compare.log" 2>&1
+      --bundled kernels --out "$out" --time-limit $((ct > 60 ? ct - 30 : ct / 2)) $after ${COMPARE_ARGS:-} > "$out/compare.log" 2>&1
   echo "compare: exit $?"; grep -E "kb bench .*(exit|STOPPED|stopped)|families done" "$out/compare.log" | tail -8
   # issue 4's bars on what this call measured (merge with earlier calls' JSON by running issue4_bars.py on all of them)
   [ -f "$out/benchmark.json" ] && python3 tools/gpu/issue4_bars.py "$out/benchmark.json" --out "$out/issue4_bars.md" \
