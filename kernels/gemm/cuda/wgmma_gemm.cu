@@ -174,19 +174,14 @@ struct Schedule {
   int supertiles = 0;  // mgroups x tiles_n (the last wave may have fewer than `groups`)
   long long total = 0; // super-tiles x iters
 
-  // The row group and column tile of super-tile st: column tiles first, or row groups first within bands of
-  // `band` row groups (the last band may be narrower), the bands one after another.
-  __device__ int mgroup_of(int st) const {
-    if (n_fastest) return st / tiles_n;
-    if (band <= 0 || band >= mgroups) return st % mgroups;
-    const int b = st / (band * tiles_n), width = mgroups - b * band < band ? mgroups - b * band : band;
-    return b * band + st % (band * tiles_n) % width;
-  }
-  __device__ int column_of(int st) const {
-    if (n_fastest) return st % tiles_n;
-    if (band <= 0 || band >= mgroups) return st / mgroups;
-    const int b = st / (band * tiles_n), width = mgroups - b * band < band ? mgroups - b * band : band;
-    return st % (band * tiles_n) / width;
+  // The row group (x) and column tile (y) of super-tile st: column tiles first, or row groups first within
+  // bands of `band` row groups (the last band may be narrower), the bands one after another.
+  __device__ int2 place(int st) const {
+    if (n_fastest) return make_int2(st / tiles_n, st % tiles_n);
+    if (band <= 0 || band >= mgroups) return make_int2(st % mgroups, st / mgroups);
+    const int b = st / (band * tiles_n), in_band = st % (band * tiles_n);
+    const int width = mgroups - b * band < band ? mgroups - b * band : band;
+    return make_int2(b * band + in_band % width, in_band / width);
   }
 
   // Start of group g's stream-K range (g = groups: the end), after the waves.
@@ -353,8 +348,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const std::uint32_t rank = CL > 1 ? cluster_ctarank() : 0u;
 
   const int g = blockIdx.x / s.group, row_in_group = blockIdx.x % s.group;
-  auto tile_m = [&](int st) { return s.mgroup_of(st) * s.group + row_in_group; };
-  auto tile_n = [&](int st) { return s.column_of(st); };
+  auto tile_m = [&](int st) { return s.place(st).x * s.group + row_in_group; };
+  auto tile_n = [&](int st) { return s.place(st).y; };
 
   if (threadIdx.x < 128) {
     // ---- producer ----
@@ -617,9 +612,9 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
   }
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t config = launch_config<CL>(ctas, Tile<BN>::kSmemBytes, a.stream, &attr);
-  const int store_mode = a.experiment_store == 2                                                   ? kStoreNone
-                         : a.experiment_store == 1 || reinterpret_cast<std::uintptr_t>(a.C) % 16 != 0 ? kStoreScalar
-                                                                                                     : kStoreVector;
+  int store_mode = reinterpret_cast<std::uintptr_t>(a.C) % 16 == 0 ? kStoreVector : kStoreScalar;
+  if (a.experiment_store == 1) store_mode = kStoreScalar;
+  if (a.experiment_store == 2) store_mode = kStoreNone;
   // Flags first, sized for the caller's grid (a.ctas), so they stay where they were whatever grid runs.
   auto* flags = static_cast<unsigned*>(a.workspace);
   auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + flag_bytes(a.ctas));
