@@ -22,9 +22,9 @@ namespace kb::kernels::gemm_cuda {
 // every 64 1-3%, every 32 2.5-4.5%, every 16 6-10%, all with 0 failing
 // elements against fp64 where no promotion failed 7-18. Session 33
 // (benchmarks/h200-2026-12-03-s33/lkv_call1.txt, M = 512-4096): every 224
-// against every 128 0.3-1.1% faster on both shapes and tile widths, 0
+// against every 128 0-1.3% faster on both shapes and tile widths, 0
 // failing elements, the largest error among elements below 4 in magnitude
-// 0.0113-0.0127 against 0.0096-0.0103 (cuBLASLt's chunks of 14336:
+// 0.0111-0.0127 against 0.0096-0.0103 (cuBLASLt's chunks of 14336:
 // 0.0108-0.0137; its single product over 28672 fails on 20 elements).
 inline constexpr int kWgmmaPromoteEvery = 224;
 
@@ -80,7 +80,7 @@ struct WgmmaGemmArgs {
   // session 33 (benchmarks/h200-2026-12-03-s33/lkv_call3.txt, one run,
   // times over one cuBLASLt product): 168-column tiles at M = 16384 1.159
   // -> 1.002 on 8192 x 28672 and 1.134 -> 0.990 on 5376 x 21504 (bands of
-  // 4 against one); 256-column tiles and clusters of 2 within 1% either way
+  // 4 against one); 256-column tiles and clusters of 2 within 1.1% either way
   // at M = 1024-16384 (bands of 2, 4, 8), about the run's noise there.
   int raster_band = 4;
   // Timing experiments only (tools/gpu/long_k_variants.cu): skip the partial
@@ -163,13 +163,13 @@ struct WgmmaGemmArgs {
   // 512-4096 on both long-K shapes): 16-byte stores 0-1.8% faster than
   // 4-byte ones (5376 x 21504 at M = 1024: 350.5 against 353.0 us on 168
   // columns, 355.0 against 361.6 on 256), never slower; leaving the stores
-  // out saved another 0.2-2.6% (343.8 us there): the epilogue still costs.
+  // out saved another 0.5-2.7% (343.8 us there): the epilogue still costs.
   int experiment_store = 0;
   // Tried and not kept (session 33, benchmarks/h200-2026-12-03-s33/
   // lkv_call3.txt): the second consumer warpgroup 1, 2 or 4 K blocks behind
   // the first (a named barrier at the start), so that their epilogues fall
-  // at different times and one's MMAs cover the other's: within 0.5% of
-  // starting together at M = 1024-16384 on both shapes and widths.
+  // at different times and one's MMAs cover the other's: -1.0% to +2.8%
+  // against starting together at M = 1024-16384 (slower at M = 16384).
   int tile_n = 256;
   int ctas = 0;                  // persistent grid: one CTA per SM (the device's SM count); 0: asked of the device
   void* workspace = nullptr;     // wgmma_gemm_workspace_bytes(ctas), zeroed once before first use (cudaMemset)
