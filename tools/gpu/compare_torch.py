@@ -3,8 +3,10 @@
 
 Per op family (gemm, rmsnorm, silu_and_mul, rope; --families picks some):
 1. Times PyTorch on the family's shapes: CUDA events around each call, L2
-   flushed before each sample (a buffer twice the L2 size), samples queued
-   behind torch.cuda._sleep so host launch gaps are not timed, median.
+   flushed before each sample (a buffer twice the L2 size), each batch of
+   samples replayed from a CUDA graph as kb's are (the rope reference and the
+   copies: queued behind torch.cuda._sleep), so host launch gaps are not
+   timed, median (torch_timing.py).
 2. Writes a dataset of those shapes (the shipped gemm and rmsnorm definitions
    and kb's bundled silu_and_mul ones, batch sizes 1..32768) and runs
    `kb bench --device cuda --trials 1` on it: every kb CUDA solution is judged
@@ -126,7 +128,19 @@ def write_outputs(meta, rows, parts=None):
                      + f" ({m['elapsed_s']:.0f} s).")
     bracketed = any(r.get("torch_ms_after") for r in rows)
     cupti = any(r.get("kb_cupti_ms") for r in rows)
+    passes = [t for r in rows for t in r.get("torch_timing") or []]
+    spun = sorted({t.get("not_graph", "timed before session 34, which brought the graphs")
+                   for t in passes if not t.get("graph")})
+    graphed = sum(1 for t in passes if t.get("graph"))
+    torch_how = ""
+    if passes:
+        torch_how = (f"torch's samples were replayed from a CUDA graph, as kb's are, in {graphed} of {len(passes)} "
+                     "passes")
+        if spun:
+            torch_how += f"; the others queued behind a spin kernel ({'; '.join(spun)[:300]})"
+        torch_how += ". "
     lines += ["", "Latencies are medians of cold samples (L2 flushed). ratio = kb / torch (below 1: kb faster). "
+              + torch_how
               + ("torch ms is the mean of torch timed before and after kb (--torch-after; both in a column at the end). "
                  if bracketed else "")
               + ("kb CUPTI ms: kb's kernels alone, from CUPTI's records of the GPU's start and end of each kernel "
@@ -218,11 +232,14 @@ kernel_ms_of_case = None  # --cupti: time_torch_cases points this at the case be
 timing_of_case = {}  # time_like_kb.last of the case's op (samples kept and set aside, throttled)
 
 
-def time_torch(fn, kernels=False, **_):
+def time_torch(fn, kernels=False, graph=False, **_):
     """Median ms of fn() over cold samples, timed as kb times its kernels (torch_timing.py). kernels=True (the
-    op itself, not a side measurement): with --cupti, also its kernels alone, kept for the case."""
+    op itself, not a side measurement): with --cupti, also its kernels alone, kept for the case. graph=True:
+    samples replayed from a CUDA graph, as kb replays its own (work of kernels only: not the copies, whose
+    cudaMemcpyAsync a graph turns into a slower memcpy node; not the rope reference, whose code is the
+    definition's)."""
     global kernel_ms_of_case, timing_of_case
-    ms = time_like_kb(fn, flush_buf, max_time_s=1.5)
+    ms = time_like_kb(fn, flush_buf, max_time_s=1.5, graph=graph)
     if kernels:
         timing_of_case = dict(time_like_kb.last)
     if kernels and args.cupti and kernel_ms_of_case is not None:
@@ -318,7 +335,7 @@ def torch_case(d, axis, v):
         dt = torch_dtype[d["inputs"]["A"]["dtype"]]
         A = torch.randn(v, ax["K"], dtype=dt, device=dev)
         B = torch.randn(ax["N"], ax["K"], dtype=dt, device=dev)
-        ms = time_torch(lambda: torch.matmul(A, B.T), kernels=True)
+        ms = time_torch(lambda: torch.matmul(A, B.T), kernels=True, graph=True)
         if v <= 16:  # decode: what a plain copy moving as many bytes as the weight reaches, timed the same way
             half = B.flatten()[: B.numel() // 2]
             B2 = torch.empty_like(half)
@@ -333,9 +350,9 @@ def torch_case(d, axis, v):
         eps = 1e-6 if "EPS = 1e-6" in d["reference"] else 1e-5
         if "residual" in d["inputs"]:
             res = torch.randn_like(x)
-            ms = time_torch(lambda: F.rms_norm(x + res, (h,), w, eps), kernels=True)
+            ms = time_torch(lambda: F.rms_norm(x + res, (h,), w, eps), kernels=True, graph=True)
             return ms, 3 * x.numel() * 2 + h * 2, 0, "F.rms_norm(x + r)"  # read x and r, write out
-        ms = time_torch(lambda: F.rms_norm(x, (h,), w, eps), kernels=True)
+        ms = time_torch(lambda: F.rms_norm(x, (h,), w, eps), kernels=True, graph=True)
         return ms, 2 * x.numel() * 2 + h * 2, 0, "F.rms_norm"
     if d["op_type"] == "rope":  # the definition's own reference, run by torch on the GPU
         scope = {}
@@ -352,7 +369,7 @@ def torch_case(d, axis, v):
         return ms, nbytes, 0, "reference (torch)"
     i = ax["intermediate_size"]  # silu_and_mul
     x = torch.randn(v, 2 * i, dtype=torch.bfloat16, device=dev)
-    ms = time_torch(lambda: F.silu(x[:, :i]) * x[:, i:], kernels=True)
+    ms = time_torch(lambda: F.silu(x[:, :i]) * x[:, i:], kernels=True, graph=True)
     return ms, 3 * v * i * 2, 0, "F.silu(x1) * x2"
 
 
@@ -468,7 +485,7 @@ def run_kb(name, cases, solutions):
 
 log(f"families {','.join(families)}, shard {args.shard}" + (f", time limit {args.time_limit:.0f} s" if deadline else ""))
 bw = copy_bandwidth_gbs()
-empty_ms = time_torch(lambda: torch.cuda._sleep(0))
+empty_ms = time_torch(lambda: torch.cuda._sleep(0), graph=True)
 try:
     empty_cupti = kernel_span_ms(lambda: torch.cuda._sleep(0), flush_buf) if args.cupti else (None, None)
 except Exception as e:

@@ -8,9 +8,10 @@ same cuBLAS kernel timed by kb's adaptive loop (H100, 2026-11-24). Both sides
 now do the same:
   - warm-up: at least 3 calls and at least WARMUP_MS of device work;
   - batches of 16 cold samples (L2 flushed by writing a buffer twice its size
-    and reading it back before each start event), queued behind a spin kernel long enough for
-    Python to queue the batch (hold_cycles), so host launch gaps are not
-    timed (kb replays a CUDA graph instead);
+    and reading it back before each start event), captured once in a CUDA
+    graph and replayed, as kb does, so host launch gaps are not timed
+    (capture_batch); where the call cannot be captured, queued from Python
+    behind a spin kernel long enough to queue the batch (hold_cycles);
   - stop once there are at least 10 samples and the relative standard error
     of the mean (stdev / mean / sqrt(n)) is <= 0.5%, or after max_time_s of
     wall time; report the median. (Not stdev / mean <= 0.5%: a 4% spread
@@ -40,6 +41,9 @@ PER_BATCH = 16
 HOLD_CYCLES = 3_000_000  # ~1.5 ms at boost clock: enough to queue one batch of single-op calls from Python
 SPIN_HZ = 2.0e9  # cycles a second the spin is counted in (the SM clock, at most ~2 GHz on H100 / H200)
 BATCH_TARGET_MS = 20.0
+# KB_TORCH_GRAPH=0: no CUDA graphs even where a caller asks for them (time_like_kb's graph=True): every batch
+# queued from Python behind a spin kernel, the method before session 34
+GRAPH = os.environ.get("KB_TORCH_GRAPH", "1") != "0"
 L2_FLUSH = "write" if os.environ.get("KB_L2_FLUSH") == "write" else "clean"
 
 
@@ -161,10 +165,67 @@ def hold_cycles(fn, flush_buf, calls):
     return max(HOLD_CYCLES, int(3 * calls * per_call_s * SPIN_HZ))
 
 
+def enqueue_batch(fn, flush_buf, per_batch, batch_clock, flush, starts, ends):
+    """One batch of cold samples on the current stream: the clock sampler's start, then per sample the flush, the
+    start event, fn(), the end event, then the sampler's end (kb's enqueue_batch in lib/cuda/timing.cpp)."""
+    if batch_clock:
+        batch_clock.start()
+    for k in range(per_batch):
+        if flush:
+            flush_l2(flush_buf, k)
+        starts[k].record()
+        fn()
+        ends[k].record()
+    if batch_clock:
+        batch_clock.end()
+
+
+def capture_batch(fn, flush_buf, per_batch, batch_clock, flush):
+    """((graph, starts, ends), None): one batch captured in a CUDA graph, replayed for every batch as kb replays
+    its samples; (None, why) where fn cannot be captured (a host sync inside it, say): then the batches are queued
+    from Python behind a spin kernel instead.
+
+    Why a graph and not the spin: the spin (HOLD_CYCLES, 1.5 ms and more) idles the tensor cores before every
+    batch while kb's graph replays run back to back, and a batch of 16 short cold samples is only a few ms: on an
+    H200 near its power cap the GPU's clock recovered during torch's spins and not during kb's batches (session 34:
+    gemm 5120 x 17408 at M = 16384, every kb batch under the throttle threshold, torch's kept batches above it;
+    torch's time at M = 256 on 21504 x 5376 moved 5.5% between two passes). Events are recorded as graph nodes
+    (external=True), as kb records its own with cudaEventRecordExternal."""
+    starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(per_batch)]
+    ends = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(per_batch)]
+    try:
+        # warm-up on a side stream first, as torch's CUDA graph notes ask (cuBLAS and the allocator set up
+        # per-stream state on first use)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for k in range(2):
+                flush_l2(flush_buf, k)
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            enqueue_batch(fn, flush_buf, per_batch, batch_clock, flush, starts, ends)
+        g.replay()  # one untimed replay: a graph that captured but cannot run is found here
+        torch.cuda.synchronize()
+        return (g, starts, ends), None
+    except Exception as e:  # noqa: BLE001 (any capture failure leaves the spin path)
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001
+            pass
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+
+
 def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error=0.005, max_samples=2000, flush=True,
-                 throttle_threshold=THROTTLE_THRESHOLD):
+                 throttle_threshold=THROTTLE_THRESHOLD, graph=False):
     """Median ms of fn() (kb's method; see the module docstring). Afterwards time_like_kb.last holds the samples kept
-    and set aside, the clocks and whether the result is throttled (as kb's traces say it)."""
+    and set aside, the clocks and whether the result is throttled (as kb's traces say it).
+
+    graph=True: replay each batch from a CUDA graph (capture_batch), for work made of kernels only. Not for a
+    tensor copy: torch's copy_ of a contiguous tensor is a cudaMemcpyAsync, which a graph turns into a memcpy node,
+    and that ran at 2770 GB/s where the same copy on the stream ran at 4265 (H200, session 34)."""
     t0 = time.perf_counter()
     n = 3
     while True:
@@ -185,23 +246,22 @@ def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error
     threshold_mhz = throttle_threshold * max_mhz if throttle_threshold > 0 and max_mhz > 0 else 0
     lowest_kept = 0  # until a kept batch's clock is known
     batch_clock = BatchClock.load() if threshold_mhz else None
-    hold = hold_cycles(fn, flush_buf, per_batch)
+    if graph and GRAPH:
+        graph, why_not_graph = capture_batch(fn, flush_buf, per_batch, batch_clock, flush)
+    else:
+        graph, why_not_graph = None, "KB_TORCH_GRAPH=0" if graph else "not asked"
+    hold = 0 if graph else hold_cycles(fn, flush_buf, per_batch)
     samples, set_aside, rewarming = [], [], False
     start = time.perf_counter()
     while True:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(per_batch)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(per_batch)]
-        torch.cuda._sleep(hold)
-        if batch_clock:
-            batch_clock.start()
-        for k in range(per_batch):
-            if flush:
-                flush_l2(flush_buf, k)
-            starts[k].record()
-            fn()
-            ends[k].record()
-        if batch_clock:
-            batch_clock.end()
+        if graph:
+            exec_graph, starts, ends = graph
+            exec_graph.replay()
+        else:
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(per_batch)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(per_batch)]
+            torch.cuda._sleep(hold)
+            enqueue_batch(fn, flush_buf, per_batch, batch_clock, flush, starts, ends)
         torch.cuda.synchronize()
         mhz = 0
         if threshold_mhz:
@@ -234,6 +294,7 @@ def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error
         "samples": len(samples), "set_aside": len(set_aside), "sm_clock_mhz": [before_mhz, clock.current()],
         "sm_clock_max_mhz": max_mhz, "sm_clock_lowest_kept_mhz": lowest_kept if threshold_mhz and not used_set_aside else 0,
         "clock_from": "kb clock sampler" if batch_clock else "nvml",
+        "graph": graph is not None, **({} if graph else {"not_graph": why_not_graph}),
         # as kb's TimingResult::throttled
         "throttled": bool(used_set_aside) if threshold_mhz
         else bool(max_mhz and min(before_mhz, clock.current()) < 0.9 * max_mhz)}

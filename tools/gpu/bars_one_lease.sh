@@ -1,0 +1,51 @@
+#!/bin/bash
+# Issue 4's whole benchmark on one machine: the parts below, run in consecutive device calls while the
+# machine stays warm (one start, one driver, one build), each into $OUT/<part>. A full compare_torch.py run
+# takes longer than one 10-minute call, so it is cut by M / family here; each part stops itself before
+# its time is up and keeps what it measured. Join the parts with
+#   python3 tools/gpu/issue4_bars.py <files>/*/benchmark.json --nsight <files>/nsight/nsight_check.json
+# usage (carry ['.devcarry'] from tools/gpu/prepare.sh): bash tools/gpu/bars_one_lease.sh PART [PART...]
+#   part         what                                                        limit  took (H200, session 34)
+#   gemm-large   gemm at M = 128, 512, 2048, 8192; torch before and after kb  300 s  187 s
+#   gemm-mid     gemm at M = 256, 1024, 4096; torch before and after kb       200 s  114 s (141 s, torch in graphs)
+#   gemm-16384   gemm at M = 16384; torch before and after kb                 260 s  190 s
+#   gemm-small   gemm at M = 1, 2, 4, 8, 16 (cuBLASLt beside the gemv)        230 s  178 s
+#   norms        rmsnorm, fused add + rmsnorm, silu_and_mul, batch 1 .. 32768 200 s  140 s
+#   nsight       kb's timing against Nsight Compute (nsight_check.py)         200 s  181 s
+# Three calls hold them all: "gemm-large gemm-mid", "gemm-16384 gemm-small", "norms nsight" (about 1100 s of
+# device time with the machine's start). BARS_SCALE (default 1) multiplies every part's time limit.
+set -u
+cd "$(dirname "$0")/../.."
+. tools/gpu/devcarry_env.sh >/dev/null
+kb=.devcarry/bin/kb
+defs=.devcarry/shared/flashinfer-trace/definitions
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$out/device.txt"
+status=0
+
+compare() {  # part, seconds, compare_torch.py arguments...
+  local part=$1 secs; secs=$(python3 -c "print(int($2 * ${BARS_SCALE:-1}))"); shift 2
+  local t0=$SECONDS
+  timeout $((secs + 20)) python3 tools/gpu/compare_torch.py --kb "$kb" --definitions "$defs" --bundled kernels \
+      --out "$out/$part" --time-limit "$secs" "$@" > "$out/$part.log" 2>&1
+  local rc=$?
+  echo "$part: exit $rc in $((SECONDS - t0)) s; $(grep -c '"definition"' "$out/$part/benchmark.json" 2>/dev/null) rows"
+  grep -E "STOPPED|stopped|families done" "$out/$part.log" | tail -3
+  [ $rc -eq 0 ] || status=1
+}
+
+for part in "$@"; do
+  case $part in
+    gemm-large) KB_CUBLASLT_LOG=1 compare gemm-large 300 --families gemm --values 128,512,2048,8192 --torch-after ;;
+    gemm-mid) KB_CUBLASLT_LOG=1 compare gemm-mid 200 --families gemm --values 256,1024,4096 --torch-after ;;
+    gemm-16384) KB_CUBLASLT_LOG=1 compare gemm-16384 260 --families gemm --values 16384 --torch-after ;;
+    gemm-small) compare gemm-small 230 --families gemm --values 1,2,4,8,16 ;;
+    norms) compare norms 200 --families rmsnorm,silu_and_mul --torch-after ;;
+    nsight)
+      t0=$SECONDS
+      timeout 200 python3 tools/gpu/nsight_check.py --kb "$kb" --definitions "$defs" --bundled kernels \
+          --out "$out/nsight" --lib .devcarry/lib/libkb.so.1 > "$out/nsight.log" 2>&1
+      rc=$?; echo "nsight: exit $rc in $((SECONDS - t0)) s"; tail -12 "$out/nsight.log"; [ $rc -eq 0 ] || status=1 ;;
+    *) echo "bars_one_lease.sh: unknown part '$part' (gemm-large, gemm-mid, gemm-16384, gemm-small, norms, nsight)" >&2; exit 2 ;;
+  esac
+done
+exit $status
