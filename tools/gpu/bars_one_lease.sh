@@ -12,6 +12,9 @@
 #   gemm-small   gemm at M = 1, 2, 4, 8, 16 (cuBLASLt beside the gemv)        230 s  178 s
 #   norms        rmsnorm, fused add + rmsnorm, silu_and_mul, batch 1 .. 32768 200 s  140 s
 #   nsight       kb's timing against Nsight Compute (nsight_check.py)         200 s  181 s
+#   interleaved  kb_cuda_gemm and torch.matmul timed alternately in one      420 s  (not run yet)
+#                process (interleaved_ratio.py; INTERLEAVED_ARGS, e.g. "--values 256,1024"): not a bar, a
+#                check of how much of a gemm ratio is the clock
 # Three calls hold them all: "gemm-large gemm-mid", "gemm-16384 gemm-small", "norms nsight" (about 1100 s of
 # device time with the machine's start). BARS_SCALE (default 1) multiplies every part's time limit.
 set -u
@@ -45,7 +48,13 @@ for part in "$@"; do
       timeout 200 python3 tools/gpu/nsight_check.py --kb "$kb" --definitions "$defs" --bundled kernels \
           --out "$out/nsight" --lib .devcarry/lib/libkb.so.1 > "$out/nsight.log" 2>&1
       rc=$?; echo "nsight: exit $rc in $((SECONDS - t0)) s"; tail -12 "$out/nsight.log"; [ $rc -eq 0 ] || status=1 ;;
-    *) echo "bars_one_lease.sh: unknown part '$part' (gemm-large, gemm-mid, gemm-16384, gemm-small, norms, nsight)" >&2; exit 2 ;;
+    interleaved)
+      t0=$SECONDS
+      timeout 440 python3 tools/gpu/interleaved_ratio.py --lib .devcarry/lib/libkb.so.1 --definitions "$defs" \
+          --out "$out/interleaved" --time-limit 400 ${INTERLEAVED_ARGS:-} > "$out/interleaved.log" 2>&1
+      rc=$?; echo "interleaved: exit $rc in $((SECONDS - t0)) s"; tail -3 "$out/interleaved.log"
+      [ $rc -eq 0 ] || status=1 ;;
+    *) echo "bars_one_lease.sh: unknown part '$part' (gemm-large, gemm-mid, gemm-16384, gemm-small, norms, nsight, interleaved)" >&2; exit 2 ;;
   esac
 done
 exit $status

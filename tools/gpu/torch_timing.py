@@ -180,6 +180,17 @@ def enqueue_batch(fn, flush_buf, per_batch, batch_clock, flush, starts, ends):
         batch_clock.end()
 
 
+_capture_stream = None
+
+
+def capture_stream():
+    """The one side stream every capture uses (one workspace for kb's gemm there, not one per capture)."""
+    global _capture_stream
+    if _capture_stream is None:
+        _capture_stream = torch.cuda.Stream()
+    return _capture_stream
+
+
 def capture_batch(fn, flush_buf, per_batch, batch_clock, flush):
     """((graph, starts, ends), None): one batch captured in a CUDA graph, replayed for every batch as kb replays
     its samples; (None, why) where fn cannot be captured (a host sync inside it, say): then the batches are queued
@@ -194,9 +205,10 @@ def capture_batch(fn, flush_buf, per_batch, batch_clock, flush):
     starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(per_batch)]
     ends = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(per_batch)]
     try:
-        # warm-up on a side stream first, as torch's CUDA graph notes ask (cuBLAS and the allocator set up
-        # per-stream state on first use)
-        side = torch.cuda.Stream()
+        # warm-up on a side stream first, then capture on that same stream, as torch's CUDA graph notes ask:
+        # cuBLAS, the allocator and kb's gemm (tools/gpu/interleaved_ratio.py) set up per-stream state (a
+        # workspace) on a stream's first call, which must not fall inside the capture
+        side = capture_stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for k in range(2):
@@ -205,7 +217,7 @@ def capture_batch(fn, flush_buf, per_batch, batch_clock, flush):
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
+        with torch.cuda.graph(g, stream=side):
             enqueue_batch(fn, flush_buf, per_batch, batch_clock, flush, starts, ends)
         g.replay()  # one untimed replay: a graph that captured but cannot run is found here
         torch.cuda.synchronize()
