@@ -4,6 +4,7 @@ kernels-only ratio), issue4_bars.py on committed H200 results, and nsight_check.
 kb's kernels, race_sweep.py's tables on a stand-in kb. usage: test_gpu_tools.py SOURCE_ROOT"""
 import ast
 import glob
+import gzip
 import json
 import os
 import re
@@ -96,6 +97,19 @@ r, v = run_bars(*[os.path.join(s22, f) for f in ("bars_1_gemm_m128_2048_8192.jso
                 "--nsight", os.path.join(s22, "bars_5_nsight_check.json"))
 nsight_bar = v.get("kb's timing within 5% of Nsight Compute (kernels over 20 us)", ("", ""))
 check(nsight_bar[0] == "yes" and "3 rows, kb / ncu 0.999-1.029" in nsight_bar[1], f"session 22's Nsight bar: {nsight_bar}")
+# session 34's one-lease table (gzipped): a row over 1.03 carries each side's clock, kb's median throttled (T)
+s34 = os.path.join(root, "benchmarks", "h200-2026-12-03-s34")
+with tempfile.TemporaryDirectory() as tmp:
+    plain = []
+    for part in ("gemm_large", "gemm_mid", "gemm_16384"):
+        plain.append(os.path.join(tmp, part + ".json"))
+        with gzip.open(os.path.join(s34, f"lease1_{part}.json.gz"), "rb") as src, open(plain[-1], "wb") as dst:
+            dst.write(src.read())
+    r34, v34 = run_bars(*plain)
+    every = v34.get("GEMM M >= 128: kb / torch.matmul <= 1.03 on every shape", ("", ""))
+    check(r34.returncode == 0 and every[0] == "no" and "224 rows, 0.842-1.046" in every[1]
+          and "gemm_n5120_k17408 @ 16384 1.046 (clock kb T / torch 1513, 1512)" in every[1],
+          f"session 34's gemm rows, the throttled one marked: {every}")
 # a run with --cupti: kb's CUPTI kernel time is judged in a row of its own beside its event latency
 with tempfile.TemporaryDirectory() as tmp:
     ns = os.path.join(tmp, "nsight.json")

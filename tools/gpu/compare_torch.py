@@ -526,6 +526,7 @@ try:
                                  "flops": flops, "ratio": (lat / t_ms) if lat and t_ms else None,
                                  "kb_fraction_of_copy_bw": (nbytes / (lat * 1e-3) / 1e9 / bw) if lat and nbytes else None,
                                  "kb_copy_bw_gbs": extra.get("copy_bandwidth_gbs"), "graph": extra.get("graph"),
+                                 "kb_sm_clock_lowest_kept_mhz": extra.get("sm_clock_lowest_kept_mhz"),
                                  "kb_cupti_ms": extra.get("cupti_kernel_ms"),
                                  "torch_cupti_ms": torch_kernel_ms.get((d["name"], v), (None,))[0],
                                  "torch_cupti_note": None if torch_kernel_ms.get((d["name"], v), (None,))[0]

@@ -63,9 +63,20 @@ def row_name(r):
     return f"{r['definition']} @ {r['value']}"
 
 
-def judge(rows, label, figure_of, ok_of, describe, higher_is_better=False):
+def clock_note(r):
+    """Each side's clock over its kept samples: the lowest batch average (MHz), or T where the median holds samples
+    set aside as throttled (kb's trace, torch_timing.py's record per torch pass). A ratio between two different
+    clocks is partly the clock's (session 34: 1.046 with kb at T and torch at 1513 / 1512, 1.005 with both at T)."""
+    def side(mhz, throttled):
+        return "T" if throttled else (str(mhz) if mhz else "?")
+    kb = side(r.get("kb_sm_clock_lowest_kept_mhz"), r.get("kb_throttled"))
+    torch = ", ".join(side(t.get("sm_clock_lowest_kept_mhz"), t.get("throttled")) for t in r.get("torch_timing") or [])
+    return f"clock kb {kb} / torch {torch or '?'}"
+
+
+def judge(rows, label, figure_of, ok_of, describe, higher_is_better=False, note_of=None):
     """One bar: every row must pass and satisfy ok_of. Returns (label, verdict, figures); the misses are listed
-    worst first."""
+    worst first, each with note_of(row) in brackets where given."""
     if not rows:
         return label, "not measured", "no rows in the given results"
     failed = [r for r in rows if r["status"] != "PASSED"]
@@ -76,7 +87,8 @@ def judge(rows, label, figure_of, ok_of, describe, higher_is_better=False):
         figures += f"; {len(failed)} row(s) did not pass: " + ", ".join(f"{row_name(r)} {r['status']}" for r in failed[:4])
     if misses:
         figures += f"; {len(misses)} of {len(rows)} rows miss: " + ", ".join(
-            f"{row_name(r)} {figure_of(r):.3f}" for r in sorted(misses, key=figure_of, reverse=not higher_is_better)[:6])
+            f"{row_name(r)} {figure_of(r):.3f}" + (f" ({note_of(r)})" if note_of else "")
+            for r in sorted(misses, key=figure_of, reverse=not higher_is_better)[:6])
     verdict = "yes" if not failed and not misses else "no"
     return label, verdict, figures.lstrip("; ")
 
@@ -96,7 +108,7 @@ def bars(rows, nsight):
     # GEMM, M >= 128: <= 1.03 on every shape, median <= 1.0.
     label, verdict, figs = judge(large_m, "GEMM M >= 128: kb / torch.matmul <= 1.03 on every shape",
                                  lambda r: r["ratio"], lambda r: r["ratio"] <= 1.03,
-                                 lambda v: f"{len(v)} rows, {min(v):.3f}-{max(v):.3f}")
+                                 lambda v: f"{len(v)} rows, {min(v):.3f}-{max(v):.3f}", note_of=clock_note)
     out.append((label, verdict, figs))
     passed = [r["ratio"] for r in large_m if r["status"] == "PASSED"]
     if passed:
