@@ -11,8 +11,19 @@
 // against an fp64 product (cublasDgemm on the same fp16 values), counted with
 // FlashInfer-Bench's rule (an element fails when abs > 1e-2 and rel > 1e-2),
 // and their times.
+// With --sweep first, instead: every configuration cuBLASLt accepts for the
+// problem, not only the heuristic's list (session 34: at M = 256 on 4096 x 4096
+// torch.matmul ran 18.1 us, the best of the heuristic's 8 candidates 18.6):
+// each algorithm id, each tile and stages id its capabilities list, split-K 1
+// (kb's fp32-reductions rule allows split-K only with fp32 reductions: 2, 3, 4
+// with CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE where the algorithm supports it),
+// CTA swizzling off and on; every configuration cublasLtMatmulAlgoCheck accepts
+// within kb's 32 MiB workspace is timed with 5 cold samples, then the 12 fastest
+// again with 20, beside cublasGemmEx and the heuristic's first. Prints the
+// fastest configurations with their ids. Not run on a GPU yet (written in
+// session 34, when the session's device time was spent).
 // build: nvcc -std=c++20 -O2 -o gemm_candidates tools/gpu/gemm_candidates.cu -lcublasLt -lcublas
-// usage: gemm_candidates [--precision] M N K [M N K ...]
+// usage: gemm_candidates [--precision | --sweep] M N K [M N K ...]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -45,16 +56,16 @@ __global__ void fill(__half* p, size_t n, unsigned seed) {
 static void* g_flush;
 static size_t g_flush_bytes;
 
-// median ms of `run` over 20 cold samples, after 3 warm-ups; -1 if it failed
-static double time_cold(const std::function<int()>& run) {
+// median ms of `run` over `samples` cold samples, after 3 warm-ups; -1 if it failed
+static double time_cold(const std::function<int()>& run, int samples = 20) {
   for (int w = 0; w < 3; ++w)
     if (run() != 0) return -1;
-  CK(cudaDeviceSynchronize());
+  if (cudaDeviceSynchronize() != cudaSuccess) return -1;
   std::vector<double> ms;
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  for (int s = 0; s < 20; ++s) {
+  for (int s = 0; s < samples; ++s) {
     CK(cudaMemsetAsync(g_flush, s & 0xFF, g_flush_bytes));
     CK(cudaEventRecord(a));
     run();
@@ -190,10 +201,135 @@ static int precision(int argc, char** argv) {
   return 0;
 }
 
+// A capability that is a list (tile ids, stages ids); empty where the algorithm has none.
+static std::vector<uint32_t> cap_list(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0)
+    return {};
+  std::vector<uint32_t> v(bytes / sizeof(uint32_t));
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), v.size() * sizeof(uint32_t), &bytes) !=
+      CUBLAS_STATUS_SUCCESS)
+    return {};
+  return v;
+}
+
+template <typename T>
+static T cap_value(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  T v{};
+  size_t written = 0;
+  return cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &v, sizeof v, &written) == CUBLAS_STATUS_SUCCESS ? v : T{};
+}
+
+struct SweepConfig {
+  cublasLtMatmulAlgo_t algo;
+  int id;
+  uint32_t tile, stages, swizzle;
+  int32_t split_k;
+  double ms;
+  std::string text() const {
+    return "algo " + std::to_string(id) + " tile " + std::to_string(tile) + " stages " + std::to_string(stages) +
+           " split-K " + std::to_string(split_k) + " swizzle " + std::to_string(swizzle);
+  }
+};
+
+static int sweep(int argc, char** argv) {
+  const size_t ws_bytes = 32u << 20;
+  void* ws;
+  CK(cudaMalloc(&ws, ws_bytes));
+  cublasLtHandle_t lt;
+  CK(cublasLtCreate(&lt));
+  cublasHandle_t blas;
+  CK(cublasCreate(&blas));
+  CK(cublasSetWorkspace(blas, ws, ws_bytes));
+  for (int arg = 2; arg + 2 < argc; arg += 3) {
+    long M = std::atol(argv[arg]), N = std::atol(argv[arg + 1]), K = std::atol(argv[arg + 2]);
+    __half *A, *B, *C;
+    CK(cudaMalloc(&A, M * K * 2));
+    CK(cudaMalloc(&B, N * K * 2));
+    CK(cudaMalloc(&C, M * N * 2));
+    fill<<<1024, 256>>>(A, M * K, 1);
+    fill<<<1024, 256>>>(B, N * K, 2);
+    const float alpha = 1, beta = 0;
+    const double gemmex = time_cold([&] {
+      return (int)cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16F, K, A, CUDA_R_16F, K,
+                               &beta, C, CUDA_R_16F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+    });
+    const LtTn g(M, N, K, CUBLAS_COMPUTE_32F);
+    cublasLtMatmulHeuristicResult_t first[1];
+    int count = 0;
+    CK(g.heuristic(lt, ws_bytes, kFp32Reductions, 1, first, &count));
+    const double heuristic = count ? time_cold([&] { return g.run(lt, first[0].algo, A, B, C, ws, ws_bytes); }) : -1;
+
+    int ids[512];
+    int n_ids = 0;
+    CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F,
+                                512, ids, &n_ids));
+    std::vector<SweepConfig> valid;
+    for (int i = 0; i < n_ids; ++i) {
+      cublasLtMatmulAlgo_t base;
+      if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F,
+                                 ids[i], &base) != CUBLAS_STATUS_SUCCESS)
+        continue;
+      std::vector<uint32_t> tiles = cap_list(base, CUBLASLT_ALGO_CAP_TILE_IDS);
+      std::vector<uint32_t> stages = cap_list(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+      if (tiles.empty()) tiles = {CUBLASLT_MATMUL_TILE_UNDEFINED};
+      if (stages.empty()) stages = {CUBLASLT_MATMUL_STAGES_UNDEFINED};
+      const bool split_ok = cap_value<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0 &&
+                            (cap_value<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK) &
+                             CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) != 0;
+      const bool swizzle_ok = cap_value<uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT) != 0;
+      for (uint32_t tile : tiles)
+        for (uint32_t stage : stages)
+          for (int32_t split : {1, 2, 3, 4})
+            for (uint32_t swizzle : {0u, 1u}) {
+              if ((split > 1 && !split_ok) || (swizzle && !swizzle_ok)) continue;
+              SweepConfig c{base, ids[i], tile, stage, swizzle, split, -1};
+              const uint32_t reduction =
+                  split > 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
+              if (cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile) ||
+                  cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stage, sizeof stage) ||
+                  cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split) ||
+                  cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                                       sizeof reduction) ||
+                  cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
+                                                       sizeof swizzle))
+                continue;
+              cublasLtMatmulHeuristicResult_t check{};
+              if (cublasLtMatmulAlgoCheck(lt, g.op, g.la, g.lb, g.lc, g.lc, &c.algo, &check) != CUBLAS_STATUS_SUCCESS ||
+                  check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > ws_bytes)
+                continue;
+              valid.push_back(c);
+            }
+    }
+    // Phase 1: every valid configuration, 5 cold samples. Phase 2: the 12 fastest again, 20 samples.
+    for (SweepConfig& c : valid) c.ms = time_cold([&] { return g.run(lt, c.algo, A, B, C, ws, ws_bytes); }, 5);
+    auto by_time = [](const SweepConfig& x, const SweepConfig& y) {
+      return (x.ms < 0 ? 1e30 : x.ms) < (y.ms < 0 ? 1e30 : y.ms);
+    };
+    std::sort(valid.begin(), valid.end(), by_time);
+    const size_t top = std::min<size_t>(12, valid.size());
+    for (size_t i = 0; i < top; ++i)
+      valid[i].ms = time_cold([&] { return g.run(lt, valid[i].algo, A, B, C, ws, ws_bytes); });
+    std::sort(valid.begin(), valid.begin() + top, by_time);
+    std::printf("M=%ld N=%ld K=%ld sweep: %d algorithm ids, %zu valid configurations | GemmEx %.4f ms | heuristic #0 "
+                "%.4f | best %.4f (%s) | best/GemmEx %.3f\n",
+                M, N, K, n_ids, valid.size(), gemmex, heuristic, top ? valid[0].ms : -1.0,
+                top ? valid[0].text().c_str() : "none", top && gemmex > 0 ? valid[0].ms / gemmex : 0.0);
+    for (size_t i = 0; i < top; ++i) std::printf("   %.4f ms  %s\n", valid[i].ms, valid[i].text().c_str());
+    fflush(stdout);
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const bool precise = argc > 1 && std::string(argv[1]) == "--precision";
-  if (argc < 4 + precise || (argc - 1 - precise) % 3) {
-    std::fprintf(stderr, "usage: %s [--precision] M N K [M N K ...]\n", argv[0]);
+  const bool sweeping = argc > 1 && std::string(argv[1]) == "--sweep";
+  const int flag = precise || sweeping;
+  if (argc < 4 + flag || (argc - 1 - flag) % 3) {
+    std::fprintf(stderr, "usage: %s [--precision | --sweep] M N K [M N K ...]\n", argv[0]);
     return 2;
   }
   int l2 = 0;
@@ -201,6 +337,7 @@ int main(int argc, char** argv) {
   g_flush_bytes = 2 * (size_t)l2;
   CK(cudaMalloc(&g_flush, g_flush_bytes));
   if (precise) return precision(argc, argv);
+  if (sweeping) return sweep(argc, argv);
   const size_t ws_bytes = 32u << 20;
   void* ws;
   CK(cudaMalloc(&ws, ws_bytes));

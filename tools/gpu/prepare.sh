@@ -34,10 +34,12 @@ cp "$b/tests/plugin/libkb_hostile_cuda_plugin.so" "$b/examples/plugin/libkb_exam
 # the one-file ceiling microbenchmarks (on_device.sh ceilings), rebuilt only when their source changed
 if command -v nvcc >/dev/null && [ "$parts" != tests ]; then
   mkdir -p "$b/gpu-tools"
-  for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants l2_flush_check; do
+  for t in gemv_read_ceiling mla_gather_ceiling copy_variants batch1_floor long_k_variants l2_flush_check gemm_candidates; do
     srcs="tools/gpu/$t.cu"; libs=""
     # long_k_variants times kb's own long-K kernel beside cuBLASLt's formulations
     [ $t = long_k_variants ] && libs=-lcublasLt && srcs="$srcs kernels/gemm/cuda/wgmma_gemm.cu"
+    # gemm_candidates: cuBLASLt's configurations beside cublasGemmEx, what torch.matmul calls (--sweep: all of them)
+    [ $t = gemm_candidates ] && libs="-lcublasLt -lcublas"
     stale=0; [ -x "$b/gpu-tools/$t" ] || stale=1
     for f in $srcs tools/gpu/standalone_cuda.cuh kernels/gemm/cuda/wgmma_gemm.hpp kernels/common/hopper_ptx.cuh; do
       [ "$f" -nt "$b/gpu-tools/$t" ] && stale=1
