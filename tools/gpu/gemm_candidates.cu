@@ -302,6 +302,8 @@ static int sweep(int argc, char** argv) {
             }
     }
     // Phase 1: every valid configuration, 5 cold samples. Phase 2: the 12 fastest again, 20 samples.
+    std::printf("M=%ld N=%ld K=%ld sweep: timing %zu configurations\n", M, N, K, valid.size());
+    fflush(stdout);
     for (SweepConfig& c : valid) c.ms = time_cold([&] { return g.run(lt, c.algo, A, B, C, ws, ws_bytes); }, 5);
     auto by_time = [](const SweepConfig& x, const SweepConfig& y) {
       return (x.ms < 0 ? 1e30 : x.ms) < (y.ms < 0 ? 1e30 : y.ms);
