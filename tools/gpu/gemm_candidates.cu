@@ -201,6 +201,45 @@ static int precision(int argc, char** argv) {
   return 0;
 }
 
+// What the timing modes share: kb's 32 MiB workspace, given to cuBLAS too, and the two handles.
+struct Handles {
+  const size_t ws_bytes = 32u << 20;
+  void* ws = nullptr;
+  cublasLtHandle_t lt{};
+  cublasHandle_t blas{};
+  Handles() {
+    CK(cudaMalloc(&ws, ws_bytes));
+    CK(cublasLtCreate(&lt));
+    CK(cublasCreate(&blas));
+    CK(cublasSetWorkspace(blas, ws, ws_bytes));
+  }
+};
+
+// One problem's fp16 operands (A M x K, B N x K, filled once; C M x N), and what cublasGemmEx takes on them.
+struct Operands {
+  long M, N, K;
+  __half *A = nullptr, *B = nullptr, *C = nullptr;
+  Operands(long m, long n, long k) : M(m), N(n), K(k) {
+    CK(cudaMalloc(&A, M * K * 2));
+    CK(cudaMalloc(&B, N * K * 2));
+    CK(cudaMalloc(&C, M * N * 2));
+    fill<<<1024, 256>>>(A, M * K, 1);
+    fill<<<1024, 256>>>(B, N * K, 2);
+  }
+  ~Operands() {
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+  }
+  double gemmex_ms(cublasHandle_t blas) const {
+    const float alpha = 1, beta = 0;
+    return time_cold([&] {
+      return (int)cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16F, K, A, CUDA_R_16F, K,
+                               &beta, C, CUDA_R_16F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+    });
+  }
+};
+
 // A capability that is a list (tile ids, stages ids); empty where the algorithm has none.
 static std::vector<uint32_t> cap_list(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
   size_t bytes = 0;
@@ -232,98 +271,119 @@ struct SweepConfig {
   }
 };
 
-static int sweep(int argc, char** argv) {
-  const size_t ws_bytes = 32u << 20;
-  void* ws;
-  CK(cudaMalloc(&ws, ws_bytes));
-  cublasLtHandle_t lt;
-  CK(cublasLtCreate(&lt));
-  cublasHandle_t blas;
-  CK(cublasCreate(&blas));
-  CK(cublasSetWorkspace(blas, ws, ws_bytes));
-  for (int arg = 2; arg + 2 < argc; arg += 3) {
-    long M = std::atol(argv[arg]), N = std::atol(argv[arg + 1]), K = std::atol(argv[arg + 2]);
-    __half *A, *B, *C;
-    CK(cudaMalloc(&A, M * K * 2));
-    CK(cudaMalloc(&B, N * K * 2));
-    CK(cudaMalloc(&C, M * N * 2));
-    fill<<<1024, 256>>>(A, M * K, 1);
-    fill<<<1024, 256>>>(B, N * K, 2);
-    const float alpha = 1, beta = 0;
-    const double gemmex = time_cold([&] {
-      return (int)cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16F, K, A, CUDA_R_16F, K,
-                               &beta, C, CUDA_R_16F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
-    });
-    const LtTn g(M, N, K, CUBLAS_COMPUTE_32F);
-    cublasLtMatmulHeuristicResult_t first[1];
-    int count = 0;
-    CK(g.heuristic(lt, ws_bytes, kFp32Reductions, 1, first, &count));
-    const double heuristic = count ? time_cold([&] { return g.run(lt, first[0].algo, A, B, C, ws, ws_bytes); }) : -1;
-
-    int ids[512];
-    int n_ids = 0;
-    CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F,
-                                512, ids, &n_ids));
-    std::vector<SweepConfig> valid;
-    for (int i = 0; i < n_ids; ++i) {
-      cublasLtMatmulAlgo_t base;
-      if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F,
-                                 ids[i], &base) != CUBLAS_STATUS_SUCCESS)
-        continue;
-      std::vector<uint32_t> tiles = cap_list(base, CUBLASLT_ALGO_CAP_TILE_IDS);
-      std::vector<uint32_t> stages = cap_list(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
-      if (tiles.empty()) tiles = {CUBLASLT_MATMUL_TILE_UNDEFINED};
-      if (stages.empty()) stages = {CUBLASLT_MATMUL_STAGES_UNDEFINED};
-      const bool split_ok = cap_value<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0 &&
-                            (cap_value<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK) &
-                             CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) != 0;
-      const bool swizzle_ok = cap_value<uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT) != 0;
-      for (uint32_t tile : tiles)
-        for (uint32_t stage : stages)
-          for (int32_t split : {1, 2, 3, 4})
-            for (uint32_t swizzle : {0u, 1u}) {
-              if ((split > 1 && !split_ok) || (swizzle && !swizzle_ok)) continue;
-              SweepConfig c{base, ids[i], tile, stage, swizzle, split, -1};
-              const uint32_t reduction =
-                  split > 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
-              if (cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile) ||
-                  cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stage, sizeof stage) ||
-                  cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split) ||
-                  cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
-                                                       sizeof reduction) ||
-                  cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
-                                                       sizeof swizzle))
-                continue;
-              cublasLtMatmulHeuristicResult_t check{};
-              if (cublasLtMatmulAlgoCheck(lt, g.op, g.la, g.lb, g.lc, g.lc, &c.algo, &check) != CUBLAS_STATUS_SUCCESS ||
-                  check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > ws_bytes)
-                continue;
-              valid.push_back(c);
-            }
-    }
-    // Phase 1: every valid configuration, 5 cold samples. Phase 2: the 12 fastest again, 20 samples.
-    std::printf("M=%ld N=%ld K=%ld sweep: timing %zu configurations\n", M, N, K, valid.size());
-    fflush(stdout);
-    for (SweepConfig& c : valid) c.ms = time_cold([&] { return g.run(lt, c.algo, A, B, C, ws, ws_bytes); }, 5);
-    auto by_time = [](const SweepConfig& x, const SweepConfig& y) {
-      return (x.ms < 0 ? 1e30 : x.ms) < (y.ms < 0 ? 1e30 : y.ms);
-    };
-    std::sort(valid.begin(), valid.end(), by_time);
-    const size_t top = std::min<size_t>(12, valid.size());
-    for (size_t i = 0; i < top; ++i)
-      valid[i].ms = time_cold([&] { return g.run(lt, valid[i].algo, A, B, C, ws, ws_bytes); });
-    std::sort(valid.begin(), valid.begin() + top, by_time);
-    std::printf("M=%ld N=%ld K=%ld sweep: %d algorithm ids, %zu valid configurations | GemmEx %.4f ms | heuristic #0 "
-                "%.4f | best %.4f (%s) | best/GemmEx %.3f\n",
-                M, N, K, n_ids, valid.size(), gemmex, heuristic, top ? valid[0].ms : -1.0,
-                top ? valid[0].text().c_str() : "none", top && gemmex > 0 ? valid[0].ms / gemmex : 0.0);
-    for (size_t i = 0; i < top; ++i) std::printf("   %.4f ms  %s\n", valid[i].ms, valid[i].text().c_str());
-    fflush(stdout);
-    cudaFree(A);
-    cudaFree(B);
-    cudaFree(C);
+// One M N K problem ready to time: its operands, its cuBLASLt problem, cublasGemmEx's time on it.
+struct Problem {
+  const Handles& h;
+  const Operands o;
+  const LtTn g;
+  const double gemmex;
+  Problem(const Handles& handles, long M, long N, long K)
+      : h(handles), o(M, N, K), g(M, N, K, CUBLAS_COMPUTE_32F), gemmex(o.gemmex_ms(handles.blas)) {}
+  // cuBLASLt's `algo` on the operands, cold (time_cold)
+  double lt_ms(const cublasLtMatmulAlgo_t& algo, int samples = 20) const {
+    return time_cold([&] { return g.run(h.lt, algo, o.A, o.B, o.C, h.ws, h.ws_bytes); }, samples);
   }
-  return 0;
+};
+
+// --sweep: every configuration of every algorithm id (see the top of the file).
+static void sweep(const Problem& p) {
+  const long M = p.o.M, N = p.o.N, K = p.o.K;
+  const LtTn& g = p.g;
+  cublasLtMatmulHeuristicResult_t first[1];
+  int count = 0;
+  CK(g.heuristic(p.h.lt, p.h.ws_bytes, kFp32Reductions, 1, first, &count));
+  const double heuristic = count ? p.lt_ms(first[0].algo) : -1;
+
+  int ids[512];
+  int n_ids = 0;
+  CK(cublasLtMatmulAlgoGetIds(p.h.lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F,
+                              512, ids, &n_ids));
+  std::vector<SweepConfig> valid;
+  for (int i = 0; i < n_ids; ++i) {
+    cublasLtMatmulAlgo_t base;
+    if (cublasLtMatmulAlgoInit(p.h.lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F,
+                               ids[i], &base) != CUBLAS_STATUS_SUCCESS)
+      continue;
+    std::vector<uint32_t> tiles = cap_list(base, CUBLASLT_ALGO_CAP_TILE_IDS);
+    std::vector<uint32_t> stages = cap_list(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    if (tiles.empty()) tiles = {CUBLASLT_MATMUL_TILE_UNDEFINED};
+    if (stages.empty()) stages = {CUBLASLT_MATMUL_STAGES_UNDEFINED};
+    const bool split_ok = cap_value<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0 &&
+                          (cap_value<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK) &
+                           CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) != 0;
+    const bool swizzle_ok = cap_value<uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT) != 0;
+    for (uint32_t tile : tiles)
+      for (uint32_t stage : stages)
+        for (int32_t split : {1, 2, 3, 4})
+          for (uint32_t swizzle : {0u, 1u}) {
+            if ((split > 1 && !split_ok) || (swizzle && !swizzle_ok)) continue;
+            SweepConfig c{base, ids[i], tile, stage, swizzle, split, -1};
+            const uint32_t reduction =
+                split > 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
+            if (cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile) ||
+                cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stage, sizeof stage) ||
+                cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split) ||
+                cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                                     sizeof reduction) ||
+                cublasLtMatmulAlgoConfigSetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
+                                                     sizeof swizzle))
+              continue;
+            cublasLtMatmulHeuristicResult_t check{};
+            if (cublasLtMatmulAlgoCheck(p.h.lt, g.op, g.la, g.lb, g.lc, g.lc, &c.algo, &check) != CUBLAS_STATUS_SUCCESS ||
+                check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > p.h.ws_bytes)
+              continue;
+            valid.push_back(c);
+          }
+  }
+  // Phase 1: every valid configuration, 5 cold samples. Phase 2: the 12 fastest again, 20 samples.
+  std::printf("M=%ld N=%ld K=%ld sweep: timing %zu configurations\n", M, N, K, valid.size());
+  fflush(stdout);
+  for (SweepConfig& c : valid) c.ms = p.lt_ms(c.algo, 5);
+  auto by_time = [](const SweepConfig& x, const SweepConfig& y) {
+    return (x.ms < 0 ? 1e30 : x.ms) < (y.ms < 0 ? 1e30 : y.ms);
+  };
+  std::sort(valid.begin(), valid.end(), by_time);
+  const size_t top = std::min<size_t>(12, valid.size());
+  for (size_t i = 0; i < top; ++i)
+    valid[i].ms = p.lt_ms(valid[i].algo);
+  std::sort(valid.begin(), valid.begin() + top, by_time);
+  std::printf("M=%ld N=%ld K=%ld sweep: %d algorithm ids, %zu valid configurations | GemmEx %.4f ms | heuristic #0 "
+              "%.4f | best %.4f (%s) | best/GemmEx %.3f\n",
+              M, N, K, n_ids, valid.size(), p.gemmex, heuristic, top ? valid[0].ms : -1.0,
+              top ? valid[0].text().c_str() : "none", top && p.gemmex > 0 ? valid[0].ms / p.gemmex : 0.0);
+  for (size_t i = 0; i < top; ++i) std::printf("   %.4f ms  %s\n", valid[i].ms, valid[i].text().c_str());
+  fflush(stdout);
+}
+
+// The default: the heuristic's list under kb's preferences and under any reduction scheme.
+static void heuristic_lists(const Problem& p) {
+  const long M = p.o.M, N = p.o.N, K = p.o.K;
+  const LtTn& g = p.g;
+  for (int mask_kind = 0; mask_kind < 2; ++mask_kind) {
+    const uint32_t mask = mask_kind == 0 ? kFp32Reductions : CUBLASLT_REDUCTION_SCHEME_MASK;
+    cublasLtMatmulHeuristicResult_t res[64];
+    int count = 0;
+    CK(g.heuristic(p.h.lt, p.h.ws_bytes, mask, 64, res, &count));
+    std::vector<std::pair<double, int>> t;
+    for (int i = 0; i < count; ++i) {
+      double ms = p.lt_ms(res[i].algo);
+      t.push_back({ms, i});
+    }
+    auto best = *std::min_element(t.begin(), t.end(), [](auto x, auto y) {
+      return (x.first < 0 ? 1e30 : x.first) < (y.first < 0 ? 1e30 : y.first);
+    });
+    double best16 = 1e30;
+    for (auto& [ms, i] : t)
+      if (i < 16 && ms >= 0) best16 = std::min(best16, ms);
+    std::printf("M=%ld N=%ld K=%ld %s: GemmEx %.4f ms | Lt #0 %.4f, best of top16 %.4f, best of %d %.4f (#%d) | "
+                "best/GemmEx %.3f\n",
+                M, N, K, mask_kind == 0 ? "fp32-reductions" : "any-reduction", p.gemmex, t[0].first, best16, count,
+                best.first, best.second, best.first / p.gemmex);
+    std::printf("   all:");
+    for (auto& [ms, i] : t) std::printf(" #%d %.4f", i, ms);
+    std::printf("\n");
+    fflush(stdout);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -339,57 +399,11 @@ int main(int argc, char** argv) {
   g_flush_bytes = 2 * (size_t)l2;
   CK(cudaMalloc(&g_flush, g_flush_bytes));
   if (precise) return precision(argc, argv);
-  if (sweeping) return sweep(argc, argv);
-  const size_t ws_bytes = 32u << 20;
-  void* ws;
-  CK(cudaMalloc(&ws, ws_bytes));
-  cublasLtHandle_t lt;
-  CK(cublasLtCreate(&lt));
-  cublasHandle_t blas;
-  CK(cublasCreate(&blas));
-  CK(cublasSetWorkspace(blas, ws, ws_bytes));
-  for (int arg = 1; arg + 2 < argc; arg += 3) {
-    long M = std::atol(argv[arg]), N = std::atol(argv[arg + 1]), K = std::atol(argv[arg + 2]);
-    __half *A, *B, *C;
-    CK(cudaMalloc(&A, M * K * 2));
-    CK(cudaMalloc(&B, N * K * 2));
-    CK(cudaMalloc(&C, M * N * 2));
-    fill<<<1024, 256>>>(A, M * K, 1);
-    fill<<<1024, 256>>>(B, N * K, 2);
-    const float alpha = 1, beta = 0;
-    double gemmex = time_cold([&] {
-      return (int)cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16F, K, A, CUDA_R_16F, K,
-                               &beta, C, CUDA_R_16F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
-    });
-    const LtTn g(M, N, K, CUBLAS_COMPUTE_32F);
-    for (int mask_kind = 0; mask_kind < 2; ++mask_kind) {
-      const uint32_t mask = mask_kind == 0 ? kFp32Reductions : CUBLASLT_REDUCTION_SCHEME_MASK;
-      cublasLtMatmulHeuristicResult_t res[64];
-      int count = 0;
-      CK(g.heuristic(lt, ws_bytes, mask, 64, res, &count));
-      std::vector<std::pair<double, int>> t;
-      for (int i = 0; i < count; ++i) {
-        double ms = time_cold([&] { return g.run(lt, res[i].algo, A, B, C, ws, ws_bytes); });
-        t.push_back({ms, i});
-      }
-      auto best = *std::min_element(t.begin(), t.end(), [](auto x, auto y) {
-        return (x.first < 0 ? 1e30 : x.first) < (y.first < 0 ? 1e30 : y.first);
-      });
-      double best16 = 1e30;
-      for (auto& [ms, i] : t)
-        if (i < 16 && ms >= 0) best16 = std::min(best16, ms);
-      std::printf("M=%ld N=%ld K=%ld %s: GemmEx %.4f ms | Lt #0 %.4f, best of top16 %.4f, best of %d %.4f (#%d) | "
-                  "best/GemmEx %.3f\n",
-                  M, N, K, mask_kind == 0 ? "fp32-reductions" : "any-reduction", gemmex, t[0].first, best16, count,
-                  best.first, best.second, best.first / gemmex);
-      std::printf("   all:");
-      for (auto& [ms, i] : t) std::printf(" #%d %.4f", i, ms);
-      std::printf("\n");
-      fflush(stdout);
-    }
-    cudaFree(A);
-    cudaFree(B);
-    cudaFree(C);
+  const Handles h;
+  for (int arg = 1 + sweeping; arg + 2 < argc; arg += 3) {
+    const Problem p(h, std::atol(argv[arg]), std::atol(argv[arg + 1]), std::atol(argv[arg + 2]));
+    if (sweeping) sweep(p);
+    else heuristic_lists(p);
   }
   return 0;
 }
