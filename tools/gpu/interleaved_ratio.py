@@ -213,8 +213,7 @@ try:
                    f"({min(row['round_ratios']):.3f}-{max(row['round_ratios']):.3f})" if row["status"] == "PASSED"
                    else f": {row.get('why', '')}"))
             write_outputs(cut)
-            del A, B, C, capsules, ins, outs
-            want = None
+            A = B = C = want = capsules = ins = outs = None  # this shape's memory back before the next
             torch.cuda.empty_cache()
         kb.kb_definition_destroy(def_handle)
         if cut:
