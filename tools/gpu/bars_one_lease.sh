@@ -15,7 +15,7 @@
 #   interleaved  kb_cuda_gemm and torch.matmul timed alternately in one      420 s  (not run yet)
 #                process (interleaved_ratio.py; INTERLEAVED_ARGS, e.g. "--values 256,1024"): not a bar, a
 #                check of how much of a gemm ratio is the clock
-# Three calls hold them all: "gemm-large gemm-mid", "gemm-16384 gemm-small", "norms nsight" (about 1100 s of
+# Three calls hold them all: "gemm-large gemm-mid", "gemm-16384 gemm-small", "norms nsight" (about 1200 s of
 # device time with the machine's start). BARS_SCALE (default 1) multiplies every part's time limit.
 set -u
 cd "$(dirname "$0")/../.."
