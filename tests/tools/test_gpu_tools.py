@@ -58,6 +58,15 @@ with tempfile.TemporaryDirectory() as out:
         check("(0.91 us by CUPTI)" in md, "the empty kernel's CUPTI time in the header")
         check(len(merged["rows"]) == len(json.load(open(os.path.join(bench, "kernels_vs_kernels.json")))["rows"]),
               "every row kept")
+# the same on session 34's graph-mode run: how torch was timed, and each side's clock beside its set-aside count
+with tempfile.TemporaryDirectory() as out:
+    r = subprocess.run([sys.executable, os.path.join(root, "tools", "gpu", "compare_torch.py"), "--merge",
+                        os.path.join(root, "benchmarks", "h200-2026-12-03-s34", "call5_torch_g1.json"), "--out", out],
+                       capture_output=True, text=True, timeout=120)
+    md = open(os.path.join(out, "benchmark.md")).read() if r.returncode == 0 else ""
+    check("replayed from a CUDA graph, as kb's are, in 16 of 16 passes" in md, "torch's timing method in the header")
+    rows = [l for l in md.splitlines() if l.startswith("| gemm_n5120_k3072 | 256 | kb_cuda_gemm |")]
+    check(len(rows) == 1 and "| 0 / 0 (1923)+0 (1923) |" in rows[0], f"torch's clocks in the set-aside cell: {rows}")
 
 # issue4_bars.py on committed H200 results: the verdicts those files hold, and bad input refused with its name.
 bars_tool = os.path.join(root, "tools", "gpu", "issue4_bars.py")

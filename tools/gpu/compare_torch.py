@@ -102,11 +102,14 @@ def cupti_ratio(r):
 
 def throttle_cell(r):
     """Samples the timers set aside because the SM clock had fallen under the throttle threshold (and the
-    re-warm batch after each rest): kb's, then torch's per pass; T marks a median measured throttled."""
-    def one(n, throttled):
-        return "-" if n is None else f"{n}{' T' if throttled else ''}"
-    torch_part = "+".join(one(t.get("set_aside"), t.get("throttled")) for t in r.get("torch_timing") or []) or "-"
-    return f"{one(r.get('kb_set_aside'), r.get('kb_throttled'))} / {torch_part}"
+    re-warm batch after each rest): kb's, then torch's per pass; T marks a median measured throttled; in
+    brackets the lowest average clock (MHz) of a kept batch, where known: two sides at different clocks
+    compare clocks as well as kernels (session 34)."""
+    def one(n, throttled, mhz):
+        return "-" if n is None else f"{n}{' T' if throttled else ''}{f' ({mhz})' if mhz and not throttled else ''}"
+    torch_part = "+".join(one(t.get("set_aside"), t.get("throttled"), t.get("sm_clock_lowest_kept_mhz"))
+                          for t in r.get("torch_timing") or []) or "-"
+    return f"{one(r.get('kb_set_aside'), r.get('kb_throttled'), r.get('kb_sm_clock_lowest_kept_mhz'))} / {torch_part}"
 
 
 def write_outputs(meta, rows, parts=None):
@@ -157,9 +160,10 @@ def write_outputs(meta, rows, parts=None):
               "clock read under the throttle threshold (KB_THROTTLE_THRESHOLD, 0.75 by default) after their batch (the GPU then rests 50 ms, and the batch after "
               "the rest is set aside too: nvbench's throttle handling); the clock is each batch's average, from the "
               "GPU's cycle counters (kb's clock sampler, both sides); torch's per pass, joined by +; T: too few "
-              "samples ran above the threshold, and the median holds set-aside ones.", "",
+              "samples ran above the threshold, and the median holds set-aside ones; in brackets the lowest clock "
+              "(MHz) among the batches kept, kb's from its trace.", "",
               "| definition | batch | solution | status | kb ms | torch ms | baseline | ratio | kb % copy BW | kb / empty "
-              "| kb / 1-read | kb % same-size copy | set aside kb / torch |" + (" torch ms before / after |" if bracketed else "")
+              "| kb / 1-read | kb % same-size copy | set aside (lowest kept MHz) kb / torch |" + (" torch ms before / after |" if bracketed else "")
               + (" kb CUPTI ms | torch CUPTI ms | CUPTI ratio |" if cupti else ""),
               "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
               + (" ---: |" if bracketed else "") + (" ---: | ---: | ---: |" if cupti else "")]
