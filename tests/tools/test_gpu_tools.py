@@ -211,5 +211,47 @@ with tempfile.TemporaryDirectory() as tmp:
     check(definition["axes"]["K"]["value"] == 28672 and definition["inputs"]["B"]["shape"] == ["N", "K"],
           "race_sweep.py's made-up definition")
 
+# kb_capi.py (the tools' ctypes binding of kb's C ABI) on this build's libkb, where the build passes it (not in
+# sanitized builds): kb_cpu_gemm on host DLTensors built with it, checked against sums done here, and a NULL
+# argument refused with kb's message.
+if len(sys.argv) > 2:
+    import ctypes
+    import struct
+    import kb_capi  # noqa: E402
+    kb = kb_capi.load(sys.argv[2])
+    ctx = kb_capi.context(kb)
+    gemm = kb_capi.definition(kb, ctx, os.path.join(root, "kernels", "gemm", "definitions", "gemm_n128_k2048.json"))
+    check(kb.kb_definition_name(gemm) == b"gemm_n128_k2048", "kb_definition_name through kb_capi")
+    M, N, K = 3, 128, 2048
+    a = [((i * 7) % 11 - 5) / 8 for i in range(M * K)]  # exact in fp16
+    b = [((i * 5) % 13 - 6) / 16 for i in range(N * K)]
+
+    def half_buffer(values):
+        return (ctypes.c_uint16 * len(values))(*struct.unpack(f"{len(values)}H", struct.pack(f"{len(values)}e", *values)))
+
+    bufs = [half_buffer(a), half_buffer(b), (ctypes.c_uint16 * (M * N))()]
+    shapes = [(ctypes.c_int64 * 2)(M, K), (ctypes.c_int64 * 2)(N, K), (ctypes.c_int64 * 2)(M, N)]
+    tensors = [kb_capi.DLTensor(ctypes.cast(buf, ctypes.c_void_p), kb_capi.DLDevice(kb_capi.KDL_CPU, 0), 2,
+                                kb_capi.DLDataType(kb_capi.DTYPE_CODES["float16"], 16, 1), shape, None, 0)
+               for buf, shape in zip(bufs, shapes)]
+    ins = kb_capi.pointers([ctypes.addressof(t) for t in tensors[:2]])
+    outs = kb_capi.pointers([ctypes.addressof(tensors[2])])
+    status = kb.kb_solution_run(ctx, gemm, b"kb_cpu_gemm", ins, 2, outs, 1, None)
+    check(status == kb_capi.KB_OK, f"kb_cpu_gemm through kb_capi: status {status} {kb.kb_last_error().decode()}")
+    got = struct.unpack(f"{M * N}e", bytes(bufs[2]))
+    off = 0
+    for i in range(M):
+        for j in range(N):
+            want = sum(a[i * K + k] * b[j * K + k] for k in range(K))
+            off += abs(got[i * N + j] - want) > 0.01 + 0.01 * abs(want)
+    check(off == 0 and any(got), f"C = A @ B.T by kb_cpu_gemm: {off} of {M * N} elements off the sums done here")
+    try:
+        kb_capi.check(kb, "kb_solution_run", kb.kb_solution_run(ctx, gemm, b"kb_cpu_gemm", None, 2, outs, 1, None))
+        check(False, "NULL inputs refused")
+    except kb_capi.KbError as e:
+        check("NULL" in str(e) and str(e).startswith("kb_solution_run: "), f"NULL inputs refused with kb's message: {e}")
+    kb.kb_definition_destroy(gemm)
+    kb.kb_context_destroy(ctx)
+
 print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
 sys.exit(1 if failures else 0)

@@ -24,19 +24,9 @@ import math
 import os
 import sys
 
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kb_capi import DTYPE_BITS, DTYPE_CODES, KDL_CPU, KDL_CUDA, DLDataType, DLDevice, DLTensor  # noqa: E402
+import kb_capi  # noqa: E402
 
 
 class Options(ctypes.Structure):
@@ -48,10 +38,6 @@ class Choice(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("solution", ctypes.c_char_p), ("workload_uuid", ctypes.c_char_p),
                 ("recorded_latency_ms", ctypes.c_double), ("exact", ctypes.c_int)]
 
-
-KDL_CPU, KDL_CUDA = 1, 2
-DTYPE_CODES = {"float16": 2, "bfloat16": 4, "float32": 2}
-DTYPE_BITS = {"float16": 16, "bfloat16": 16, "float32": 32}
 
 
 def expected_choices(definition, traces, device, order, margin):
@@ -120,10 +106,7 @@ def main():
         print("FAIL: no PASSED kb_* record for this device in", traces)
         return 1
 
-    kb = ctypes.CDLL(libkb)
-    kb.kb_last_error.restype = ctypes.c_char_p
-    kb.kb_context_create.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
-    kb.kb_definition_load_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+    kb = kb_capi.load(libkb)
     kb.kb_dispatch_create.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p,
                                       ctypes.POINTER(ctypes.c_void_p)]
     kb.kb_dispatch_choose.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,

@@ -50,17 +50,10 @@ except ValueError:
 if not values or min(values) < 1:
     p.error("--values needs at least one M >= 1")
 
-try:
-    import torch
-    import torch.utils.dlpack
-except ImportError as e:
-    print(f"skipped: no torch ({e})")
-    sys.exit(77)
-if not torch.cuda.is_available():
-    print("skipped: no CUDA device")
-    sys.exit(77)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kb_capi  # noqa: E402 (kb's C ABI through ctypes)
+
+torch = kb_capi.torch_cuda_or_skip()
 from torch_timing import time_like_kb  # noqa: E402 (the procedure both sides are timed by)
 
 T0 = time.time()
@@ -70,33 +63,9 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')} +{time.time() - T0:6.1f}s] {msg}", flush=True)
 
 
-kb = ctypes.CDLL(args.lib)
-KB_ABI_VERSION, KB_OK = 1, 0
-kb.kb_context_create.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
-kb.kb_definition_load_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
-kb.kb_definition_destroy.argtypes = [ctypes.c_void_p]
-kb.kb_status_string.argtypes = [ctypes.c_int]
-kb.kb_status_string.restype = ctypes.c_char_p
-kb.kb_last_error.restype = ctypes.c_char_p
-kb.kb_solution_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
-                               ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
-                               ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p]
-get_pointer = ctypes.pythonapi.PyCapsule_GetPointer  # a DLPack capsule holds a DLManagedTensor*: its DLTensor
-get_pointer.restype = ctypes.c_void_p
-get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
-class KbError(RuntimeError):
-    pass
-
-
-def kb_check(what, status):
-    if status != KB_OK:
-        raise KbError(f"{what}: {kb.kb_status_string(status).decode()}: {kb.kb_last_error().decode()}")
-
-
-ctx = ctypes.c_void_p()
-kb_check("kb_context_create", kb.kb_context_create(None, KB_ABI_VERSION, ctypes.byref(ctx)))
+kb = kb_capi.load(args.lib)
+KbError = kb_capi.KbError
+ctx = kb_capi.context(kb)
 
 dev = torch.device("cuda")
 props = torch.cuda.get_device_properties(dev)
@@ -150,9 +119,7 @@ cut = False
 status = 0
 try:
     for path, d in defs:
-        def_handle = ctypes.c_void_p()
-        kb_check(f"{path}: kb_definition_load_file", kb.kb_definition_load_file(ctx, path.encode(),
-                                                                                 ctypes.byref(def_handle)))
+        def_handle = kb_capi.definition(kb, ctx, path)
         N, K = d["axes"]["N"]["value"], d["axes"]["K"]["value"]
         dt = torch_dtype[d["inputs"]["A"]["dtype"]]
         for M in values:
@@ -164,13 +131,13 @@ try:
             B = torch.randn(N, K, dtype=dt, device=dev)
             C = torch.full((M, N), float("nan"), dtype=dt, device=dev)  # a call that writes nothing fails
             capsules = [torch.utils.dlpack.to_dlpack(t) for t in (A, B, C)]  # alive while the shape is timed
-            dl = [get_pointer(c, b"dltensor") for c in capsules]
-            ins, outs = (ctypes.c_void_p * 2)(dl[0], dl[1]), (ctypes.c_void_p * 1)(dl[2])
+            dl = [kb_capi.dltensor_ptr(c) for c in capsules]
+            ins, outs = kb_capi.pointers(dl[:2]), kb_capi.pointers(dl[2:])
 
             def kb_call():
                 # torch's current stream at call time: the capture stream inside a graph capture
-                kb_check("kb_solution_run", kb.kb_solution_run(ctx, def_handle, solution, ins, 2, outs, 1,
-                                                               ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)))
+                kb_capi.check(kb, "kb_solution_run", kb.kb_solution_run(
+                    ctx, def_handle, solution, ins, 2, outs, 1, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)))
 
             def torch_call():
                 return torch.matmul(A, B.T)

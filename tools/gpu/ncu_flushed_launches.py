@@ -18,9 +18,12 @@ usage: ncu_flushed_launches.py LIBKB DEFINITION.json SOLUTION AXIS=VALUE [--laun
 Exit 0 when every call returned KB_OK, 1 otherwise, 2 on bad usage, 77 without torch or a GPU.
 """
 import argparse
-import ctypes
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kb_capi  # noqa: E402 (kb's C ABI through ctypes)
 
 p = argparse.ArgumentParser()
 p.add_argument("lib")
@@ -32,15 +35,7 @@ p.add_argument("--flush", default="clean", choices=["clean", "write", "none"],
                help="before each call: a buffer twice the L2 size written, then read (clean, kb's default), "
                     "written only (write), or nothing")
 args = p.parse_args()
-try:
-    import torch
-    import torch.utils.dlpack
-except ImportError as e:
-    print(f"skipped: no torch ({e})")
-    sys.exit(77)
-if not torch.cuda.is_available():
-    print("skipped: no CUDA device")
-    sys.exit(77)
+torch = kb_capi.torch_cuda_or_skip()
 
 d = json.load(open(args.definition))
 values = {k: v["value"] for k, v in d["axes"].items() if v.get("type") == "const"}
@@ -61,24 +56,15 @@ def make(spec, fill):
 inputs = [make(s, True) for s in d["inputs"].values()]
 outputs = [make(s, False) for s in d["outputs"].values()]
 
-kb = ctypes.CDLL(args.lib)
-kb.kb_context_create.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
-kb.kb_definition_load_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
-kb.kb_last_error.restype = ctypes.c_char_p
-kb.kb_solution_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
-                               ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
-                               ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p]
-get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-get_pointer.restype = ctypes.c_void_p
-get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-ctx, handle = ctypes.c_void_p(), ctypes.c_void_p()
-if kb.kb_context_create(None, 1, ctypes.byref(ctx)) != 0 or \
-        kb.kb_definition_load_file(ctx, args.definition.encode(), ctypes.byref(handle)) != 0:
-    sys.exit(f"ncu_flushed_launches: {kb.kb_last_error().decode()}")
+kb = kb_capi.load(args.lib)
+try:
+    ctx = kb_capi.context(kb)
+    handle = kb_capi.definition(kb, ctx, args.definition)
+except kb_capi.KbError as e:
+    sys.exit(f"ncu_flushed_launches: {e}")
 capsules = [torch.utils.dlpack.to_dlpack(t) for t in inputs + outputs]
-ptrs = [get_pointer(c, b"dltensor") for c in capsules]
-ins = (ctypes.c_void_p * len(inputs))(*ptrs[:len(inputs)])
-outs = (ctypes.c_void_p * len(outputs))(*ptrs[len(inputs):])
+ptrs = [kb_capi.dltensor_ptr(c) for c in capsules]
+ins, outs = kb_capi.pointers(ptrs[:len(inputs)]), kb_capi.pointers(ptrs[len(inputs):])
 stream = torch.cuda.current_stream().cuda_stream
 
 flush_buf = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4, dtype=torch.float32,
