@@ -199,7 +199,7 @@ def capture_batch(fn, flush_buf, per_batch, batch_clock, flush):
     Why a graph and not the spin: the spin (HOLD_CYCLES, 1.5 ms and more) idles the tensor cores before every
     batch while kb's graph replays run back to back, and a batch of 16 short cold samples is only a few ms: on an
     H200 near its power cap the GPU's clock recovered during torch's spins and not during kb's batches (session 34:
-    gemm 5120 x 17408 at M = 16384, every kb batch under the throttle threshold, torch's kept batches above it;
+    gemm 5120 x 17408 at M = 16384, kb's median throttled, torch's kept batches above the threshold;
     torch's time at M = 256 on 21504 x 5376 moved 5.5% between two passes). Events are recorded as graph nodes
     (external=True), as kb records its own with cudaEventRecordExternal."""
     starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(per_batch)]
