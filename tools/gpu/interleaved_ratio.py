@@ -11,8 +11,11 @@ the clock as about the kernels. This tool takes the clock out of the ratio as fa
   - ROUNDS rounds per shape, each timing kb and torch once, back to back, the order alternating (kb first in
     even rounds), so both meet the same clock drift; the ratio is the median of the rounds' kb / torch, its
     spread the rounds' lowest and highest;
-  - kb's output is checked against torch.matmul's (|kb - torch| <= 0.01 + 0.01 |torch|, FlashInfer-Bench's
-    gemm tolerance) before any timing; a shape whose check fails is reported FAILED and not timed.
+  - kb's output is checked before any timing against the product computed in fp64 from the same fp16/bf16
+    operands (|kb - ref| <= 0.01 + 0.01 |ref|, FlashInfer-Bench's gemm tolerance); a shape whose check fails is
+    reported FAILED and not timed. torch.matmul's own misses under the same rule are recorded beside it (in
+    session 35 torch.matmul itself missed on 8 and 10 elements of 8192 x 28672 at M = 4096 and 1024, when kb
+    was checked against it: torch lets cuBLAS reduce split-K partial sums in fp16).
 kb bench's own table stays the benchmark of record (its timer is kb's C++ one); this one says how much of a
 ratio is the kernels.
 
@@ -99,18 +102,20 @@ def write_outputs(cut):
              "torch's stream) and torch.matmul once, back to back, the order alternating; both timed by "
              "torch_timing.time_like_kb(graph=True): L2 flushed before each sample, batches replayed from a CUDA "
              "graph, throttled batches set aside. ratio: the median of the rounds' kb / torch; spread: the rounds' "
-             "lowest and highest. clocks: the lowest kept batch clock (MHz) of each side over the rounds."
+             "lowest and highest. clocks: the lowest kept batch clock (MHz) of each side over the rounds. torch.matmul's "
+             "misses: its elements off the fp64 product by more than 0.01 + 0.01 |y| (kb's must be 0)."
              + (" The run was cut by its time limit." if cut else ""), "",
-             "| definition | M | status | kb ms | torch ms | ratio | spread | clocks kb / torch | graph |",
-             "| --- | ---: | --- | ---: | ---: | ---: | --- | --- | --- |"]
+             "| definition | M | status | kb ms | torch ms | ratio | spread | clocks kb / torch | graph | torch.matmul's misses |",
+             "| --- | ---: | --- | ---: | ---: | ---: | --- | --- | --- | ---: |"]
     for r in rows:
         if r["status"] != "PASSED":
-            lines.append(f"| {r['definition']} | {r['M']} | {r['status']} | - | - | - | - | - | {r.get('why', '')} |")
+            lines.append(f"| {r['definition']} | {r['M']} | {r['status']} | - | - | - | - | - | {r.get('why', '')} | "
+                         f"{r.get('torch_misses', '-')} |")
             continue
         lines.append(f"| {r['definition']} | {r['M']} | PASSED | {r['kb_ms']:.4f} | {r['torch_ms']:.4f} | "
                      f"{r['ratio']:.3f} | {min(r['round_ratios']):.3f}-{max(r['round_ratios']):.3f} | "
                      f"{min(r['kb_clocks'] or [0])} / {min(r['torch_clocks'] or [0])} | "
-                     f"{'yes' if r['graph'] else 'no: ' + r.get('not_graph', '')} |")
+                     f"{'yes' if r['graph'] else 'no: ' + r.get('not_graph', '')} | {r.get('torch_misses', '-')} |")
     with open(os.path.join(args.out, "interleaved.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -144,11 +149,16 @@ try:
 
             try:
                 kb_call()  # the first call plans (kb's race, cuBLASLt's autotuning) outside any capture
-                want = torch_call().float()
+                want = A.double() @ B.double().T  # the trusted product: fp64 from the same operands
+
+                def misses(got):
+                    return int(((got.double() - want).abs() > 0.01 + 0.01 * want.abs()).sum())
+
+                bad = misses(C)
+                row["torch_misses"] = misses(torch_call())
                 torch.cuda.synchronize()
-                bad = int(((C.float() - want).abs() > 0.01 + 0.01 * want.abs()).sum())
                 if bad:
-                    row.update(status="FAILED", why=f"{bad} elements off torch.matmul's by more than 0.01 + 0.01 |y|")
+                    row.update(status="FAILED", why=f"{bad} elements off the fp64 product by more than 0.01 + 0.01 |y|")
                 else:
                     kb_ms, torch_ms, ratios, kb_clocks, torch_clocks, graphs = [], [], [], [], [], []
                     for r in range(args.rounds):
