@@ -57,6 +57,8 @@ struct LtApi {
   decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
   decltype(&cublasLtMatmul) matmul = nullptr;
   decltype(&cublasLtMatmulAlgoConfigGetAttribute) algo_config_get = nullptr;  // optional: describes algorithms
+  decltype(&cublasLtMatmulAlgoConfigSetAttribute) algo_config_set = nullptr;  // optional: cluster variants
+  decltype(&cublasLtMatmulAlgoCheck) algo_check = nullptr;                     // optional: cluster variants
   decltype(&cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;  // optional: batched long-K chunks
 };
 
@@ -99,6 +101,8 @@ LtApi load_api() {
   std::string optional;
   bind(api.lib, "cublasLtGetStatusString", api.status_string, optional);
   bind(api.lib, "cublasLtMatmulAlgoConfigGetAttribute", api.algo_config_get, optional);
+  bind(api.lib, "cublasLtMatmulAlgoConfigSetAttribute", api.algo_config_set, optional);
+  bind(api.lib, "cublasLtMatmulAlgoCheck", api.algo_check, optional);
   bind(api.lib, "cublasLtMatrixLayoutSetAttribute", api.layout_set, optional);
   return api;
 }
@@ -121,6 +125,22 @@ Error lt_error(const char* what, cublasStatus_t s) {
   return make_error(code, fmt::format("{}: {}", what, lt_status(s)));
 }
 
+// The thread-block cluster shapes kb offers the autotuner besides the heuristic's own (cluster_variants).
+constexpr std::uint16_t kClusterShapes[] = {CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                                            CUBLASLT_CLUSTER_SHAPE_1x2x1};
+
+std::string cluster_shape_name(std::uint16_t id) {
+  switch (id) {
+    case CUBLASLT_CLUSTER_SHAPE_1x1x1: return "1x1x1";
+    case CUBLASLT_CLUSTER_SHAPE_2x1x1: return "2x1x1";
+    case CUBLASLT_CLUSTER_SHAPE_1x2x1: return "1x2x1";
+    case CUBLASLT_CLUSTER_SHAPE_2x2x1: return "2x2x1";
+    case CUBLASLT_CLUSTER_SHAPE_4x1x1: return "4x1x1";
+    case CUBLASLT_CLUSTER_SHAPE_1x4x1: return "1x4x1";
+    default: return fmt::format("id {}", id);
+  }
+}
+
 // "algo 21 tile 23 stages 12 split-K 1": cuBLASLt's configuration ids
 // (cublasLt.h's enums), or "configuration unknown".
 std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
@@ -128,6 +148,7 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
   if (!lt.algo_config_get) return "configuration unknown";
   std::int32_t id = -1, split_k = 1;
   std::uint32_t tile = 0, stages = 0;
+  std::uint16_t cluster = 0;
   std::size_t written = 0;
   auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr, void* value, std::size_t bytes) {
     return lt.algo_config_get(&algo, attr, value, bytes, &written) == CUBLAS_STATUS_SUCCESS;
@@ -136,7 +157,10 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
   get(CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
   get(CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages);
   get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k, sizeof split_k);
-  return fmt::format("algo {} tile {} stages {} split-K {}", id, tile, stages, split_k);
+  std::string text = fmt::format("algo {} tile {} stages {} split-K {}", id, tile, stages, split_k);
+  if (get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster) && cluster != CUBLASLT_CLUSTER_SHAPE_AUTO)
+    text += fmt::format(" cluster {}", cluster_shape_name(cluster));
+  return text;
 }
 
 Error cuda_failure(const char* what, cudaError_t e) {
@@ -171,6 +195,10 @@ Status lt_usable(const GemmProblem& p) {
 struct Candidate {
   cublasLtMatmulAlgo_t algo{};
   int rank = 0;  // its place in the heuristic's answer (0: the heuristic's choice)
+  std::uint16_t cluster = 0;  // non-zero: the heuristic's #rank with this cluster shape (add_cluster_variants)
+  std::string label() const {
+    return cluster ? fmt::format("#{}/{}", rank, cluster_shape_name(cluster)) : fmt::format("#{}", rank);
+  }
 };
 
 struct Plan {
@@ -179,8 +207,9 @@ struct Plan {
   cublasLtMatrixLayout_t b = nullptr;  // describes A's buffer (cuBLAS "B")
   cublasLtMatrixLayout_t c = nullptr;  // C and D
   cublasLtMatmulAlgo_t algo{};
-  // The heuristic's algorithms that fit kb's workspace, in its order; `algo`
-  // is the first until the plan is tuned (tune_plan_locked), then the fastest.
+  // The heuristic's algorithms that fit kb's workspace, in its order, then
+  // cluster-shape variants of its first few (add_cluster_variants); `algo` is
+  // the first until the plan is tuned (tune_plan_locked), then the fastest.
   std::vector<Candidate> candidates;
   bool tuned = false;
   std::string problem;  // "bfloat16 M=.. N=.. K=.."
@@ -254,6 +283,54 @@ void destroy_plan(const Plan& p) {
   if (p.b) lt.layout_destroy(p.b);
   if (p.c) lt.layout_destroy(p.c);
   if (p.op) lt.desc_destroy(p.op);
+}
+
+// Cluster-shape variants of the heuristic's first few algorithms, for the autotuner to time beside them. On an
+// H200 at M = 256 (session 35, tools/gpu/gemm_candidates --sweep over all 3138 configurations cuBLASLt accepts
+// for N = K = 4096) the 12 fastest configurations were the heuristic's own algorithm 66 kernels with an
+// explicit cluster shape (1x1x1, 2x1x1, 1x2x1), the best 3% faster than the best of the heuristic's 8 in that
+// tool's timing. Only for problems of at most about two waves of 128 x 128 output tiles (M x N <= 4M elements): where the tiles are few, how they are grouped
+// into clusters decides how the SMs share the weight reads; larger problems keep the heuristic's list, whose
+// autotuning already costs several milliseconds a candidate there.
+// Off unless KB_CUBLASLT_CLUSTER_VARIANTS=1: written in session 35 after the sweep, when no device time was left
+// to measure it, so not yet measured against kb_cuda_gemm's default (run gemm-mid of tools/gpu/bars_one_lease.sh
+// with and without the variable in one lease; the plan notes name a chosen variant "#r/1x2x1").
+bool cluster_variants_enabled() {
+  static const bool on = env_is("KB_CUBLASLT_CLUSTER_VARIANTS", "1");
+  return on;
+}
+constexpr int kClusterVariantsOf = 3;                     // the heuristic's first three algorithms
+constexpr std::int64_t kClusterVariantsMaxOutput = 1 << 22;  // M x N elements
+
+void add_cluster_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& key, std::size_t workspace_bytes) {
+  const LtApi& lt = api();
+  if (!lt.algo_config_get || !lt.algo_config_set || !lt.algo_check) return;
+  if (key.chunk != 0 || key.M * key.N > kClusterVariantsMaxOutput) return;
+  const std::size_t heuristic_count = plan.candidates.size();
+  for (std::size_t i = 0; i < heuristic_count && i < kClusterVariantsOf; ++i) {
+    const Candidate base = plan.candidates[i];
+    std::uint16_t own = CUBLASLT_CLUSTER_SHAPE_AUTO;
+    std::size_t written = 0;
+    if (lt.algo_config_get(&base.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &own, sizeof own, &written) !=
+        CUBLAS_STATUS_SUCCESS)
+      continue;  // a cuBLASLt without cluster shapes
+    for (std::uint16_t shape : kClusterShapes) {
+      if (shape == own) continue;
+      Candidate variant{base.algo, base.rank, shape};
+      cublasLtMatmulHeuristicResult_t check{};
+      if (lt.algo_config_set(&variant.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape, sizeof shape) !=
+              CUBLAS_STATUS_SUCCESS ||
+          lt.algo_check(handle, plan.op, plan.a, plan.b, plan.c, plan.c, &variant.algo, &check) !=
+              CUBLAS_STATUS_SUCCESS ||
+          check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes)
+        continue;  // this kernel has no such cluster shape
+      // The same configuration as one already listed (another rank may be this variant) is timed once.
+      bool listed = false;
+      for (const Candidate& c : plan.candidates)
+        listed = listed || std::memcmp(c.algo.data, variant.algo.data, sizeof variant.algo.data) == 0;
+      if (!listed) plan.candidates.push_back(variant);
+    }
+  }
 }
 
 Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& key, std::size_t workspace_bytes) {
@@ -352,6 +429,7 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
                       fmt::format("cuBLASLt has no algorithm for {} gemm M={} N={} K={} (alignment A {} B {} C {}): {}",
                                   dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K, key.align_a,
                                   key.align_b, key.align_c, why));
+  if (cublaslt_autotune_enabled() && cluster_variants_enabled()) add_cluster_variants(handle, *plan, key, workspace_bytes);
   plan->algo = plan->candidates.front().algo;
   plan->problem = fmt::format("{} M={} N={} K={}", dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K);
   if (key.batch > 1) plan->problem += fmt::format(" (long-K: {} chunks of {} as one batch, fp32 out)", key.batch, key.chunk);
@@ -365,7 +443,7 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
     plan->tuned = true;
     plan->note = fmt::format("{}: the heuristic's only algorithm ({})", problem, describe_algo(plan->algo));
   } else {
-    plan->note = fmt::format("{}: the heuristic's first of {}, not timed yet", problem, plan->candidates.size());
+    plan->note = fmt::format("{}: the heuristic's first of {} candidates, not timed yet", problem, plan->candidates.size());
   }
   guard.p = nullptr;
   return plan;
@@ -399,16 +477,16 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const void* A, cons
     if ((*ms)[i] >= 0 && (best == plan.candidates.size() || (*ms)[i] < (*ms)[best])) best = i;
   std::string times;  // "#0 0.0502, #1 0.0491, ..." by heuristic rank
   for (std::size_t i = 0; i < ms->size(); ++i)
-    times += fmt::format("{}#{} {}", i ? ", " : "", plan.candidates[i].rank,
+    times += fmt::format("{}{} {}", i ? ", " : "", plan.candidates[i].label(),
                          (*ms)[i] >= 0 ? fmt::format("{:.4f}", (*ms)[i]) : std::string("failed"));
   if (best == plan.candidates.size()) {
     plan.note = fmt::format("{}: the heuristic's first; none of its {} algorithms ran when timed", plan.problem,
                             plan.candidates.size());
   } else {
     plan.algo = plan.candidates[best].algo;
-    plan.note = fmt::format("{}: autotuned: the heuristic's #{} ({}) at {:.4f} ms; median ms of {} cold samples "
-                            "(#0: the heuristic's choice): {}",
-                            plan.problem, plan.candidates[best].rank, describe_algo(plan.algo), (*ms)[best],
+    plan.note = fmt::format("{}: autotuned: the heuristic's {} ({}) at {:.4f} ms; median ms of {} cold samples "
+                            "(#0: the heuristic's choice; #r/shape: #r with that cluster shape): {}",
+                            plan.problem, plan.candidates[best].label(), describe_algo(plan.algo), (*ms)[best],
                             kLtTuneRounds * kLtTuneSamples, times);
   }
   plan.tuned = true;
