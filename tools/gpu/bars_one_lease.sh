@@ -38,12 +38,12 @@ compare() {  # part, seconds, compare_torch.py arguments...
   [ $rc -eq 0 ] || status=1
 }
 
+mid="--families gemm --values 256,1024,4096 --torch-after"  # gemm-mid and its A/B twin gemm-mid-clusters
 for part in "$@"; do
   case $part in
     gemm-large) KB_CUBLASLT_LOG=1 compare gemm-large 300 --families gemm --values 128,512,2048,8192 --torch-after ;;
-    gemm-mid) KB_CUBLASLT_LOG=1 compare gemm-mid 200 --families gemm --values 256,1024,4096 --torch-after ;;
-    gemm-mid-clusters) KB_CUBLASLT_LOG=1 KB_CUBLASLT_CLUSTER_VARIANTS=1 compare gemm-mid-clusters 200 --families gemm \
-        --values 256,1024,4096 --torch-after ;;
+    gemm-mid) KB_CUBLASLT_LOG=1 compare gemm-mid 200 $mid ;;
+    gemm-mid-clusters) KB_CUBLASLT_LOG=1 KB_CUBLASLT_CLUSTER_VARIANTS=1 compare gemm-mid-clusters 200 $mid ;;
     gemm-16384) KB_CUBLASLT_LOG=1 compare gemm-16384 260 --families gemm --values 16384 --torch-after ;;
     gemm-small) compare gemm-small 230 --families gemm --values 1,2,4,8,16 ;;
     norms) compare norms 200 --families rmsnorm,silu_and_mul --torch-after ;;

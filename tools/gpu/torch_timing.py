@@ -259,15 +259,15 @@ def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error
     lowest_kept = 0  # until a kept batch's clock is known
     batch_clock = BatchClock.load() if threshold_mhz else None
     if graph and GRAPH:
-        graph, why_not_graph = capture_batch(fn, flush_buf, per_batch, batch_clock, flush)
+        captured, why_not_graph = capture_batch(fn, flush_buf, per_batch, batch_clock, flush)
     else:
-        graph, why_not_graph = None, "KB_TORCH_GRAPH=0" if graph else "not asked"
-    hold = 0 if graph else hold_cycles(fn, flush_buf, per_batch)
+        captured, why_not_graph = None, "KB_TORCH_GRAPH=0" if graph else "not asked"
+    hold = 0 if captured else hold_cycles(fn, flush_buf, per_batch)
     samples, set_aside, rewarming = [], [], False
     start = time.perf_counter()
     while True:
-        if graph:
-            exec_graph, starts, ends = graph
+        if captured:
+            exec_graph, starts, ends = captured
             exec_graph.replay()
         else:
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(per_batch)]
@@ -306,7 +306,7 @@ def time_like_kb(fn, flush_buf, max_time_s=1.5, min_samples=10, target_rel_error
         "samples": len(samples), "set_aside": len(set_aside), "sm_clock_mhz": [before_mhz, clock.current()],
         "sm_clock_max_mhz": max_mhz, "sm_clock_lowest_kept_mhz": lowest_kept if threshold_mhz and not used_set_aside else 0,
         "clock_from": "kb clock sampler" if batch_clock else "nvml",
-        "graph": graph is not None, **({} if graph else {"not_graph": why_not_graph}),
+        "graph": captured is not None, **({} if captured else {"not_graph": why_not_graph}),
         # as kb's TimingResult::throttled
         "throttled": bool(used_set_aside) if threshold_mhz
         else bool(max_mhz and min(before_mhz, clock.current()) < 0.9 * max_mhz)}

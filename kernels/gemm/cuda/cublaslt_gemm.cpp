@@ -125,7 +125,7 @@ Error lt_error(const char* what, cublasStatus_t s) {
   return make_error(code, fmt::format("{}: {}", what, lt_status(s)));
 }
 
-// The thread-block cluster shapes kb offers the autotuner besides the heuristic's own (cluster_variants).
+// The thread-block cluster shapes kb offers the autotuner besides the heuristic's own (add_cluster_variants).
 constexpr std::uint16_t kClusterShapes[] = {CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
                                             CUBLASLT_CLUSTER_SHAPE_1x2x1};
 
@@ -289,9 +289,10 @@ void destroy_plan(const Plan& p) {
 // H200 at M = 256 (session 35, tools/gpu/gemm_candidates --sweep over all 3138 configurations cuBLASLt accepts
 // for N = K = 4096) the 12 fastest configurations were the heuristic's own algorithm 66 kernels with an
 // explicit cluster shape (1x1x1, 2x1x1, 1x2x1), the best 3% faster than the best of the heuristic's 8 in that
-// tool's timing. Only for problems of at most about two waves of 128 x 128 output tiles (M x N <= 4M elements): where the tiles are few, how they are grouped
-// into clusters decides how the SMs share the weight reads; larger problems keep the heuristic's list, whose
-// autotuning already costs several milliseconds a candidate there.
+// tool's timing. Only for problems of at most about two waves of 128 x 128 output tiles (M x N <= 4M
+// elements): where the tiles are few, how they are grouped into clusters decides how the SMs share the weight
+// reads; larger problems keep the heuristic's list, whose autotuning already costs several milliseconds a
+// candidate there.
 // Off unless KB_CUBLASLT_CLUSTER_VARIANTS=1: written in session 35 after the sweep, when no device time was left
 // to measure it, so not yet measured against kb_cuda_gemm's default (run gemm-mid of tools/gpu/bars_one_lease.sh
 // with and without the variable in one lease; the plan notes name a chosen variant "#r/1x2x1").
@@ -429,7 +430,8 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
                       fmt::format("cuBLASLt has no algorithm for {} gemm M={} N={} K={} (alignment A {} B {} C {}): {}",
                                   dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K, key.align_a,
                                   key.align_b, key.align_c, why));
-  if (cublaslt_autotune_enabled() && cluster_variants_enabled()) add_cluster_variants(handle, *plan, key, workspace_bytes);
+  if (cublaslt_autotune_enabled() && cluster_variants_enabled())
+    add_cluster_variants(handle, *plan, key, workspace_bytes);
   plan->algo = plan->candidates.front().algo;
   plan->problem = fmt::format("{} M={} N={} K={}", dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K);
   if (key.batch > 1) plan->problem += fmt::format(" (long-K: {} chunks of {} as one batch, fp32 out)", key.batch, key.chunk);
@@ -443,7 +445,8 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
     plan->tuned = true;
     plan->note = fmt::format("{}: the heuristic's only algorithm ({})", problem, describe_algo(plan->algo));
   } else {
-    plan->note = fmt::format("{}: the heuristic's first of {} candidates, not timed yet", problem, plan->candidates.size());
+    plan->note =
+        fmt::format("{}: the heuristic's first of {} candidates, not timed yet", problem, plan->candidates.size());
   }
   guard.p = nullptr;
   return plan;
