@@ -137,6 +137,11 @@ std::string cluster_shape_name(std::uint16_t id) {
     case CUBLASLT_CLUSTER_SHAPE_2x2x1: return "2x2x1";
     case CUBLASLT_CLUSTER_SHAPE_4x1x1: return "4x1x1";
     case CUBLASLT_CLUSTER_SHAPE_1x4x1: return "1x4x1";
+    case CUBLASLT_CLUSTER_SHAPE_4x2x1: return "4x2x1";
+    case CUBLASLT_CLUSTER_SHAPE_2x4x1: return "2x4x1";
+    case CUBLASLT_CLUSTER_SHAPE_4x4x1: return "4x4x1";
+    case CUBLASLT_CLUSTER_SHAPE_8x1x1: return "8x1x1";
+    case CUBLASLT_CLUSTER_SHAPE_1x8x1: return "1x8x1";
     default: return fmt::format("id {}", id);
   }
 }
@@ -293,11 +298,13 @@ void destroy_plan(const Plan& p) {
 // elements): where the tiles are few, how they are grouped into clusters decides how the SMs share the weight
 // reads; larger problems keep the heuristic's list, whose autotuning already costs several milliseconds a
 // candidate there.
-// Off unless KB_CUBLASLT_CLUSTER_VARIANTS=1: written in session 35 after the sweep, when no device time was left
-// to measure it, so not yet measured against kb_cuda_gemm's default (run gemm-mid of tools/gpu/bars_one_lease.sh
-// with and without the variable in one lease; the plan notes name a chosen variant "#r/1x2x1").
+// On by default since session 36: in one lease on an H200, gemm-mid (M = 256, 1024, 4096; 84 rows) with and
+// without the variants ran at the same median (1.000), 12 rows over 3% faster with them (at M = 256: 2048 x 4096
+// 0.894, 6144 x 4096 0.920, the two rows that had missed 1.03 against torch.matmul), and the 4 rows over 3% slower
+// were rows whose choice was not a variant or whose run lost clock (benchmarks/h200-2026-12-03-s36/).
+// KB_CUBLASLT_CLUSTER_VARIANTS=0 keeps the heuristic's list alone, for measuring the two side by side.
 bool cluster_variants_enabled() {
-  static const bool on = env_is("KB_CUBLASLT_CLUSTER_VARIANTS", "1");
+  static const bool on = !env_is("KB_CUBLASLT_CLUSTER_VARIANTS", "0");
   return on;
 }
 constexpr int kClusterVariantsOf = 3;                     // the heuristic's first three algorithms
