@@ -556,6 +556,7 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const void* A, cons
     if ((*ms)[i] >= 0 && (best == plan.candidates.size() || (*ms)[i] < (*ms)[best])) best = i;
   // With the tile search's many candidates, the fastest few are timed again, more often, and the winner of that
   // second round is kept: one round's best of dozens is partly its luckiest sample.
+  double best_ms = best != plan.candidates.size() ? (*ms)[best] : -1.0;  // the second round's, if there is one
   std::string second;  // "; timed again: #0 0.0212, #0/t27 0.0208, ..."
   bool many = false;
   for (const Candidate& c : plan.candidates) many = many || c.tile != 0;
@@ -577,7 +578,7 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const void* A, cons
     }
     if (pick != order.size()) {
       best = order[pick];
-      (*ms)[best] = (*again)[pick];
+      best_ms = (*again)[pick];
     }
   }
   const double tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -595,7 +596,7 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const void* A, cons
     plan.note = fmt::format("{}: autotuned: the heuristic's {} ({}) at {:.4f} ms; median ms of {} cold samples "
                             "(#0: the heuristic's choice; #r/shape: #r with that cluster shape; #r/tN: with tile "
                             "id N): {}{}",
-                            plan.problem, plan.candidates[best].label(), describe_algo(plan.algo), (*ms)[best],
+                            plan.problem, plan.candidates[best].label(), describe_algo(plan.algo), best_ms,
                             kLtTuneRounds * kLtTuneSamples, times, second);
     if (many)
       plan.note += fmt::format(" ({} candidates with the tile search, {:.0f} ms)", plan.candidates.size(), tune_ms);
