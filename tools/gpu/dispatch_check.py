@@ -39,7 +39,6 @@ class Choice(ctypes.Structure):
                 ("recorded_latency_ms", ctypes.c_double), ("exact", ctypes.c_int)]
 
 
-
 def expected_choices(definition, traces, device, order, margin):
     """{M: (solution, uuid, ms)} per recorded M: among the PASSED kb_* solutions there within `margin` of the
     fastest, the first in `order` (solutions not in it after those that are, by name)."""

@@ -18,7 +18,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -60,7 +59,6 @@ struct LtApi {
   decltype(&cublasLtMatmulAlgoConfigGetAttribute) algo_config_get = nullptr;  // optional: describes algorithms
   decltype(&cublasLtMatmulAlgoConfigSetAttribute) algo_config_set = nullptr;  // optional: cluster variants
   decltype(&cublasLtMatmulAlgoCheck) algo_check = nullptr;                     // optional: cluster variants
-  decltype(&cublasLtMatmulAlgoCapGetAttribute) algo_cap_get = nullptr;         // optional: tile search
   decltype(&cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;  // optional: batched long-K chunks
 };
 
@@ -105,7 +103,6 @@ LtApi load_api() {
   bind(api.lib, "cublasLtMatmulAlgoConfigGetAttribute", api.algo_config_get, optional);
   bind(api.lib, "cublasLtMatmulAlgoConfigSetAttribute", api.algo_config_set, optional);
   bind(api.lib, "cublasLtMatmulAlgoCheck", api.algo_check, optional);
-  bind(api.lib, "cublasLtMatmulAlgoCapGetAttribute", api.algo_cap_get, optional);
   bind(api.lib, "cublasLtMatrixLayoutSetAttribute", api.layout_set, optional);
   return api;
 }
@@ -204,12 +201,8 @@ struct Candidate {
   cublasLtMatmulAlgo_t algo{};
   int rank = 0;  // its place in the heuristic's answer (0: the heuristic's choice)
   std::uint16_t cluster = 0;  // non-zero: the heuristic's #rank with this cluster shape (add_cluster_variants)
-  std::uint32_t tile = 0;     // non-zero: the heuristic's #rank with this tile id (add_tile_variants)
   std::string label() const {
-    std::string text = fmt::format("#{}", rank);
-    if (tile) text += fmt::format("/t{}", tile);
-    if (cluster) text += fmt::format("/{}", cluster_shape_name(cluster));
-    return text;
+    return cluster ? fmt::format("#{}/{}", rank, cluster_shape_name(cluster)) : fmt::format("#{}", rank);
   }
 };
 
@@ -297,13 +290,6 @@ void destroy_plan(const Plan& p) {
   if (p.op) lt.desc_destroy(p.op);
 }
 
-// The same configuration as one already listed (another rank may be this variant) is timed once.
-void add_unless_listed(Plan& plan, const Candidate& variant) {
-  for (const Candidate& c : plan.candidates)
-    if (std::memcmp(c.algo.data, variant.algo.data, sizeof variant.algo.data) == 0) return;
-  plan.candidates.push_back(variant);
-}
-
 // Cluster-shape variants of the heuristic's first few algorithms, for the autotuner to time beside them. On an
 // H200 at M = 256 (session 35, tools/gpu/gemm_candidates --sweep over all 3138 configurations cuBLASLt accepts
 // for N = K = 4096) the 12 fastest configurations were the heuristic's own algorithm 66 kernels with an
@@ -346,64 +332,11 @@ void add_cluster_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& ke
               CUBLAS_STATUS_SUCCESS ||
           check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes)
         continue;  // this kernel has no such cluster shape
-      add_unless_listed(plan, variant);
-    }
-  }
-}
-
-// Tile variants: the heuristic's first algorithm with every other tile shape it supports
-// (CUBLASLT_ALGO_CAP_TILE_IDS), each with its own cluster shape and with 1x1x1 and 2x1x1. At M = 256 on an H200
-// (session 36, gemm_candidates --sweep) the fastest configuration for N = 3072, K = 6144 was algorithm 66 with
-// tile 27, which none of the heuristic's 8 used: 6% faster than the heuristic's first in that tool's timing, and
-// kb_cuda_gemm ran 1.03x torch.matmul there with the heuristic's list. Same problem limit as the cluster
-// variants. Many candidates measured once each favour whichever drew a fast sample, so with this search the
-// autotuner times the fastest few again (tune_plan_locked).
-// Off unless KB_CUBLASLT_TILE_SEARCH=1, an experiment: measured once (H200, session 36,
-// benchmarks/h200-2026-12-03-s36/tile_search.md) it offered 275-569 candidates a problem and took 2.9-7.8 s to
-// tune each; on the 10 problems it searched kb's time moved by 0.960-1.024 of the default's, while one it could
-// not search moved by 1.074 between the same two runs. Worth it only with a cheaper timer for many candidates
-// (one graph for all of them, not one capture per candidate and round).
-constexpr std::size_t kTileSearchFinalists = 4;
-constexpr int kTileSearchFinalRounds = 5;
-bool tile_search_enabled() {
-  static const bool on = env_is("KB_CUBLASLT_TILE_SEARCH", "1");
-  return on;
-}
-
-void add_tile_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& key, std::size_t workspace_bytes) {
-  const LtApi& lt = api();
-  if (!lt.algo_config_get || !lt.algo_config_set || !lt.algo_check || !lt.algo_cap_get) return;
-  if (key.chunk != 0 || key.M * key.N > kClusterVariantsMaxOutput || plan.candidates.empty()) return;
-  const Candidate base = plan.candidates.front();
-  std::size_t bytes = 0;
-  if (lt.algo_cap_get(&base.algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS ||
-      bytes < sizeof(std::uint32_t))
-    return;
-  std::vector<std::uint32_t> tiles(bytes / sizeof(std::uint32_t));
-  if (lt.algo_cap_get(&base.algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), tiles.size() * sizeof(std::uint32_t),
-                      &bytes) != CUBLAS_STATUS_SUCCESS)
-    return;
-  std::uint32_t own_tile = 0;
-  std::size_t written = 0;
-  if (lt.algo_config_get(&base.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &own_tile, sizeof own_tile, &written) !=
-      CUBLAS_STATUS_SUCCESS)
-    return;
-  for (std::uint32_t tile : tiles) {
-    if (tile == own_tile || tile == CUBLASLT_MATMUL_TILE_UNDEFINED) continue;
-    // 0: keep the heuristic's cluster shape for this algorithm.
-    for (std::uint16_t shape : {std::uint16_t{0}, std::uint16_t{CUBLASLT_CLUSTER_SHAPE_1x1x1},
-                                std::uint16_t{CUBLASLT_CLUSTER_SHAPE_2x1x1}}) {
-      Candidate variant{base.algo, base.rank, shape, tile};
-      cublasLtMatmulHeuristicResult_t check{};
-      if (lt.algo_config_set(&variant.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile) !=
-              CUBLAS_STATUS_SUCCESS ||
-          (shape != 0 && lt.algo_config_set(&variant.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape,
-                                            sizeof shape) != CUBLAS_STATUS_SUCCESS) ||
-          lt.algo_check(handle, plan.op, plan.a, plan.b, plan.c, plan.c, &variant.algo, &check) !=
-              CUBLAS_STATUS_SUCCESS ||
-          check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes)
-        continue;  // no such kernel for this problem
-      add_unless_listed(plan, variant);
+      // The same configuration as one already listed (another rank may be this variant) is timed once.
+      bool listed = false;
+      for (const Candidate& c : plan.candidates)
+        listed = listed || std::memcmp(c.algo.data, variant.algo.data, sizeof variant.algo.data) == 0;
+      if (!listed) plan.candidates.push_back(variant);
     }
   }
 }
@@ -506,7 +439,6 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
                                   key.align_b, key.align_c, why));
   if (cublaslt_autotune_enabled() && cluster_variants_enabled())
     add_cluster_variants(handle, *plan, key, workspace_bytes);
-  if (cublaslt_autotune_enabled() && tile_search_enabled()) add_tile_variants(handle, *plan, key, workspace_bytes);
   plan->algo = plan->candidates.front().algo;
   plan->problem = fmt::format("{} M={} N={} K={}", dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K);
   if (key.batch > 1) plan->problem += fmt::format(" (long-K: {} chunks of {} as one batch, fp32 out)", key.batch, key.chunk);
@@ -548,58 +480,24 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const void* A, cons
                                   scratch.lt_workspace, scratch.lt_bytes, static_cast<cudaStream_t>(s));
     return st == CUBLAS_STATUS_SUCCESS ? ok_status() : lt_error("cublasLtMatmul (autotuning)", st);
   };
-  const auto t0 = std::chrono::steady_clock::now();
   auto ms = median_ms_of_candidates(static_cast<int>(plan.candidates.size()), run, stream_ptr, /*cold_l2=*/true);
   if (!ms) return ms.error();
   std::size_t best = plan.candidates.size();
   for (std::size_t i = 0; i < ms->size(); ++i)
     if ((*ms)[i] >= 0 && (best == plan.candidates.size() || (*ms)[i] < (*ms)[best])) best = i;
-  // With the tile search's many candidates, the fastest few are timed again, more often, and the winner of that
-  // second round is kept: one round's best of dozens is partly its luckiest sample.
-  double best_ms = best != plan.candidates.size() ? (*ms)[best] : -1.0;  // the second round's, if there is one
-  std::string second;  // "; timed again: #0 0.0212, #0/t27 0.0208, ..."
-  bool many = false;
-  for (const Candidate& c : plan.candidates) many = many || c.tile != 0;
-  if (many && best != plan.candidates.size()) {
-    std::vector<std::size_t> order;
-    for (std::size_t i = 0; i < ms->size(); ++i)
-      if ((*ms)[i] >= 0) order.push_back(i);
-    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return (*ms)[x] < (*ms)[y]; });
-    order.resize(std::min<std::size_t>(order.size(), kTileSearchFinalists));
-    auto again = median_ms_of_candidates(
-        static_cast<int>(order.size()), [&](int f, void* st) { return run(static_cast<int>(order[f]), st); },
-        stream_ptr, /*cold_l2=*/true, kTileSearchFinalRounds, kLtTuneSamples);
-    if (!again) return again.error();
-    std::size_t pick = order.size();
-    for (std::size_t f = 0; f < order.size(); ++f) {
-      second += fmt::format("{}{} {}", f ? ", " : "; timed again: ", plan.candidates[order[f]].label(),
-                            (*again)[f] >= 0 ? fmt::format("{:.4f}", (*again)[f]) : std::string("failed"));
-      if ((*again)[f] >= 0 && (pick == order.size() || (*again)[f] < (*again)[pick])) pick = f;
-    }
-    if (pick != order.size()) {
-      best = order[pick];
-      best_ms = (*again)[pick];
-    }
-  }
-  const double tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::string times;  // "#0 0.0502, #1 0.0491, ..." by heuristic rank; tile variants only in `second`
-  for (std::size_t i = 0; i < ms->size(); ++i) {
-    if (plan.candidates[i].tile != 0) continue;
-    times += fmt::format("{}{} {}", times.empty() ? "" : ", ", plan.candidates[i].label(),
+  std::string times;  // "#0 0.0502, #1 0.0491, ..." by heuristic rank
+  for (std::size_t i = 0; i < ms->size(); ++i)
+    times += fmt::format("{}{} {}", i ? ", " : "", plan.candidates[i].label(),
                          (*ms)[i] >= 0 ? fmt::format("{:.4f}", (*ms)[i]) : std::string("failed"));
-  }
   if (best == plan.candidates.size()) {
     plan.note = fmt::format("{}: the heuristic's first; none of its {} algorithms ran when timed", plan.problem,
                             plan.candidates.size());
   } else {
     plan.algo = plan.candidates[best].algo;
     plan.note = fmt::format("{}: autotuned: the heuristic's {} ({}) at {:.4f} ms; median ms of {} cold samples "
-                            "(#0: the heuristic's choice; #r/shape: #r with that cluster shape; #r/tN: with tile "
-                            "id N): {}{}",
-                            plan.problem, plan.candidates[best].label(), describe_algo(plan.algo), best_ms,
-                            kLtTuneRounds * kLtTuneSamples, times, second);
-    if (many)
-      plan.note += fmt::format(" ({} candidates with the tile search, {:.0f} ms)", plan.candidates.size(), tune_ms);
+                            "(#0: the heuristic's choice; #r/shape: #r with that cluster shape): {}",
+                            plan.problem, plan.candidates[best].label(), describe_algo(plan.algo), (*ms)[best],
+                            kLtTuneRounds * kLtTuneSamples, times);
   }
   plan.tuned = true;
   if (cublaslt_log_enabled()) fmt::print(stderr, "kb cuBLASLt plan: {}\n", plan.note);
