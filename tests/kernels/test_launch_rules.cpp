@@ -19,6 +19,7 @@
 
 #include "common/l2_stream_policy.cuh"
 #include "common/stream_ctas.hpp"
+#include "gemm/cuda/cublaslt_tiles.hpp"
 #include "gemm/cuda/gemv.hpp"
 #include "gemm/cuda/gemv_or_cublaslt.hpp"
 #include "gemm/cuda/long_k.hpp"
@@ -578,4 +579,40 @@ TEST_CASE("KB_GEMM_RACE_FILE store: lines for this machine only, the last one wi
   REQUIRE_FALSE(unwritable);
   CHECK(unwritable.error().code == kb::Code::io_error);
   CHECK(unwritable.error().message.find("no_such_dir/races.jsonl") != std::string::npos);
+}
+
+// The tile rule of kb_cublaslt_gemm's autotuner, on the problems an H200 sweep measured (132 SMs; cuBLAS's m is
+// kb's N, its n kb's M): the tile it ranks first was the fastest configuration in each.
+TEST_CASE("cuBLASLt tile variants: the tiles that fill the SMs") {
+  using kb::kernels::gemm_cuda::TileShape;
+  using kb::kernels::gemm_cuda::tile_wave_fill;
+  using kb::kernels::gemm_cuda::wave_fit_tiles;
+  std::vector<TileShape> offered;
+#define KB_TEST_TILE(rows, cols) offered.push_back(TileShape{rows, cols});
+  KB_LT_TILE_SHAPES(KB_TEST_TILE)
+#undef KB_TEST_TILE
+  REQUIRE(offered.size() > 100);
+  auto first = [&](std::int64_t n_kb, std::int64_t m_kb, TileShape own) -> TileShape {
+    auto picked = wave_fit_tiles(n_kb, m_kb, offered, own, 132, 2);
+    return picked.empty() ? TileShape{} : offered[picked.front()];
+  };
+  auto same = [](TileShape a, TileShape b) { return a.rows == b.rows && a.cols == b.cols; };
+
+  // 3072 x 256 outputs: 96 x 64 makes 32 x 4 = 128 tiles, one wave on 132 SMs; the heuristic's 128 x 64 made 96.
+  CHECK(tile_wave_fill(3072, 256, {96, 64}, 132) == doctest::Approx(128.0 / 132.0));
+  CHECK(tile_wave_fill(3072, 256, {128, 64}, 132) == doctest::Approx(96.0 / 132.0));
+  CHECK(same(first(3072, 256, {128, 64}), {96, 64}));
+  CHECK(same(first(6144, 256, {128, 128}), {96, 128}));  // 64 x 2 tiles
+  CHECK(same(first(2048, 256, {128, 64}), {64, 64}));    // 32 x 4 tiles
+  // Two waves of 128 x 64 fill as well as one of 128 x 128: the larger tile first.
+  CHECK(same(first(16384, 128, {256, 128}), {128, 128}));
+  // A heuristic tile outside the table (a narrow one, for a small M): no variants.
+  CHECK(wave_fit_tiles(3072, 16, offered, {}, 132, 2).empty());
+  // Uneven edges count against a tile: 104 x 64 on 3072 rows leaves 48 of 3120 rows empty.
+  CHECK(tile_wave_fill(3072, 256, {104, 64}, 132) == doctest::Approx(3072.0 * 256 / (132.0 * 104 * 64)));
+  // A heuristic tile that already fills the SMs is kept alone: nothing beats it by the margin.
+  CHECK(wave_fit_tiles(4096, 256, offered, {128, 64}, 132, 2).empty());
+  // Unknown shapes and empty problems fill nothing.
+  CHECK(tile_wave_fill(3072, 256, {}, 132) == 0.0);
+  CHECK(tile_wave_fill(0, 256, {96, 64}, 132) == 0.0);
 }

@@ -15,6 +15,8 @@
 #   gemm-mid-noclusters  gemm-mid with KB_CUBLASLT_CLUSTER_VARIANTS=0 (the autotuner without its cluster-shape
 #                variants): run right after gemm-mid, the A/B of that switch  200 s  (session 36, then as
 #                gemm-mid-clusters with =1 before that became the default: 104 s)
+#   gemm-mid-notiles  gemm-mid with KB_CUBLASLT_TILE_VARIANTS=0 (without the tile variants): the A/B of that
+#                switch, as gemm-mid-noclusters                              200 s
 #   interleaved  kb_cuda_gemm and torch.matmul timed alternately in one      420 s  66 s at M = 128..4096
 #                process (interleaved_ratio.py; INTERLEAVED_ARGS, e.g. "--values 256,1024"): not a bar, a
 #                check of how much of a gemm ratio is the clock
@@ -45,6 +47,7 @@ for part in "$@"; do
     gemm-large) KB_CUBLASLT_LOG=1 compare gemm-large 300 --families gemm --values 128,512,2048,8192 --torch-after ;;
     gemm-mid) KB_CUBLASLT_LOG=1 compare gemm-mid 200 $mid ;;
     gemm-mid-noclusters) KB_CUBLASLT_LOG=1 KB_CUBLASLT_CLUSTER_VARIANTS=0 compare gemm-mid-noclusters 200 $mid ;;
+    gemm-mid-notiles) KB_CUBLASLT_LOG=1 KB_CUBLASLT_TILE_VARIANTS=0 compare gemm-mid-notiles 200 $mid ;;
     gemm-16384) KB_CUBLASLT_LOG=1 compare gemm-16384 260 --families gemm --values 16384 --torch-after ;;
     gemm-small) compare gemm-small 230 --families gemm --values 1,2,4,8,16 ;;
     norms) compare norms 200 --families rmsnorm,silu_and_mul --torch-after ;;
@@ -59,7 +62,7 @@ for part in "$@"; do
           --out "$out/interleaved" --time-limit 400 ${INTERLEAVED_ARGS:-} > "$out/interleaved.log" 2>&1
       rc=$?; echo "interleaved: exit $rc in $((SECONDS - t0)) s"; tail -3 "$out/interleaved.log"
       [ $rc -eq 0 ] || status=1 ;;
-    *) echo "bars_one_lease.sh: unknown part '$part' (gemm-large, gemm-mid, gemm-mid-noclusters, gemm-16384, gemm-small, norms, nsight, interleaved)" >&2; exit 2 ;;
+    *) echo "bars_one_lease.sh: unknown part '$part' (gemm-large, gemm-mid, gemm-mid-noclusters, gemm-mid-notiles, gemm-16384, gemm-small, norms, nsight, interleaved)" >&2; exit 2 ;;
   esac
 done
 exit $status

@@ -31,6 +31,7 @@
 
 #include "../../common/cublaslt_autotune.hpp"
 #include "../../common/tuning_env.hpp"
+#include "cublaslt_tiles.hpp"
 #include "gemv.hpp"
 #include "long_k.hpp"
 
@@ -59,6 +60,7 @@ struct LtApi {
   decltype(&cublasLtMatmulAlgoConfigGetAttribute) algo_config_get = nullptr;  // optional: describes algorithms
   decltype(&cublasLtMatmulAlgoConfigSetAttribute) algo_config_set = nullptr;  // optional: cluster variants
   decltype(&cublasLtMatmulAlgoCheck) algo_check = nullptr;                     // optional: cluster variants
+  decltype(&cublasLtMatmulAlgoCapGetAttribute) algo_cap_get = nullptr;         // optional: tile variants
   decltype(&cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;  // optional: batched long-K chunks
 };
 
@@ -103,6 +105,7 @@ LtApi load_api() {
   bind(api.lib, "cublasLtMatmulAlgoConfigGetAttribute", api.algo_config_get, optional);
   bind(api.lib, "cublasLtMatmulAlgoConfigSetAttribute", api.algo_config_set, optional);
   bind(api.lib, "cublasLtMatmulAlgoCheck", api.algo_check, optional);
+  bind(api.lib, "cublasLtMatmulAlgoCapGetAttribute", api.algo_cap_get, optional);
   bind(api.lib, "cublasLtMatrixLayoutSetAttribute", api.layout_set, optional);
   return api;
 }
@@ -201,8 +204,12 @@ struct Candidate {
   cublasLtMatmulAlgo_t algo{};
   int rank = 0;  // its place in the heuristic's answer (0: the heuristic's choice)
   std::uint16_t cluster = 0;  // non-zero: the heuristic's #rank with this cluster shape (add_cluster_variants)
+  TileShape tile;             // rows non-zero: the heuristic's #rank with this tile shape (add_tile_variants)
   std::string label() const {
-    return cluster ? fmt::format("#{}/{}", rank, cluster_shape_name(cluster)) : fmt::format("#{}", rank);
+    std::string text = fmt::format("#{}", rank);
+    if (tile.rows) text += fmt::format("/{}x{}", tile.rows, tile.cols);
+    if (cluster) text += fmt::format("/{}", cluster_shape_name(cluster));
+    return text;
   }
 };
 
@@ -213,8 +220,9 @@ struct Plan {
   cublasLtMatrixLayout_t c = nullptr;  // C and D
   cublasLtMatmulAlgo_t algo{};
   // The heuristic's algorithms that fit kb's workspace, in its order, then
-  // cluster-shape variants of its first few (add_cluster_variants); `algo` is
-  // the first until the plan is tuned (tune_plan_locked), then the fastest.
+  // cluster-shape variants of its first few (add_cluster_variants) and tile
+  // variants of its first (add_tile_variants); `algo` is the first until the
+  // plan is tuned (tune_plan_locked), then the fastest.
   std::vector<Candidate> candidates;
   bool tuned = false;
   std::string problem;  // "bfloat16 M=.. N=.. K=.."
@@ -310,6 +318,31 @@ bool cluster_variants_enabled() {
 constexpr int kClusterVariantsOf = 3;                     // the heuristic's first three algorithms
 constexpr std::int64_t kClusterVariantsMaxOutput = 1 << 22;  // M x N elements
 
+// The same configuration as one already listed (another rank may be this variant) is timed once.
+void add_unless_listed(Plan& plan, const Candidate& variant) {
+  for (const Candidate& c : plan.candidates)
+    if (std::memcmp(c.algo.data, variant.algo.data, sizeof variant.algo.data) == 0) return;
+  plan.candidates.push_back(variant);
+}
+
+// `base` with cluster shape `shape` (CUBLASLT_CLUSTER_SHAPE_AUTO: as it is) and, when tile.rows is non-zero, that
+// tile, if cuBLASLt accepts it for this problem within the workspace.
+void add_variant(cublasLtHandle_t handle, Plan& plan, const Candidate& base, std::uint16_t shape, TileShape tile,
+                 std::uint32_t tile_id, std::size_t workspace_bytes) {
+  const LtApi& lt = api();
+  Candidate variant{base.algo, base.rank, shape, tile};
+  cublasLtMatmulHeuristicResult_t check{};
+  if ((tile.rows && lt.algo_config_set(&variant.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile_id, sizeof tile_id) !=
+                        CUBLAS_STATUS_SUCCESS) ||
+      (shape != CUBLASLT_CLUSTER_SHAPE_AUTO &&
+       lt.algo_config_set(&variant.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape, sizeof shape) !=
+           CUBLAS_STATUS_SUCCESS) ||
+      lt.algo_check(handle, plan.op, plan.a, plan.b, plan.c, plan.c, &variant.algo, &check) != CUBLAS_STATUS_SUCCESS ||
+      check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes)
+    return;  // this kernel has no such configuration
+  add_unless_listed(plan, variant);
+}
+
 void add_cluster_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& key, std::size_t workspace_bytes) {
   const LtApi& lt = api();
   if (!lt.algo_config_get || !lt.algo_config_set || !lt.algo_check) return;
@@ -322,22 +355,66 @@ void add_cluster_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& ke
     if (lt.algo_config_get(&base.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &own, sizeof own, &written) !=
         CUBLAS_STATUS_SUCCESS)
       continue;  // a cuBLASLt without cluster shapes
-    for (std::uint16_t shape : kClusterShapes) {
-      if (shape == own) continue;
-      Candidate variant{base.algo, base.rank, shape};
-      cublasLtMatmulHeuristicResult_t check{};
-      if (lt.algo_config_set(&variant.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape, sizeof shape) !=
-              CUBLAS_STATUS_SUCCESS ||
-          lt.algo_check(handle, plan.op, plan.a, plan.b, plan.c, plan.c, &variant.algo, &check) !=
-              CUBLAS_STATUS_SUCCESS ||
-          check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes)
-        continue;  // this kernel has no such cluster shape
-      // The same configuration as one already listed (another rank may be this variant) is timed once.
-      bool listed = false;
-      for (const Candidate& c : plan.candidates)
-        listed = listed || std::memcmp(c.algo.data, variant.algo.data, sizeof variant.algo.data) == 0;
-      if (!listed) plan.candidates.push_back(variant);
+    for (std::uint16_t shape : kClusterShapes)
+      if (shape != own) add_variant(handle, plan, base, shape, TileShape{}, 0, workspace_bytes);
+  }
+}
+
+// Tile variants: the heuristic's first algorithm with the (at most) kTileVariants tile shapes it supports that
+// fill the SMs best (cublaslt_tiles.hpp: the fastest tile in all four problems swept at M = 128 / 256 on an
+// H200), each with its own cluster shape and the three of kClusterShapes. Same problem limit as the cluster
+// variants: where the tiles are few, how many there are against the SMs decides how many sit idle.
+// KB_CUBLASLT_TILE_VARIANTS=0 leaves them out, for measuring the two side by side.
+bool tile_variants_enabled() {
+  static const bool on = !env_is("KB_CUBLASLT_TILE_VARIANTS", "0");
+  return on;
+}
+constexpr std::size_t kTileVariants = 2;
+
+// The shape of a cuBLASLt tile id, or {0, 0} outside KB_LT_TILE_SHAPES.
+TileShape tile_shape(std::uint32_t id) {
+  switch (id) {
+#define KB_LT_TILE_CASE(rows, cols) \
+  case CUBLASLT_MATMUL_TILE_##rows##x##cols: return TileShape{rows, cols};
+    KB_LT_TILE_SHAPES(KB_LT_TILE_CASE)
+#undef KB_LT_TILE_CASE
+    default: return TileShape{};
+  }
+}
+
+void add_tile_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& key, std::size_t workspace_bytes) {
+  const LtApi& lt = api();
+  if (!lt.algo_config_get || !lt.algo_config_set || !lt.algo_check || !lt.algo_cap_get) return;
+  if (key.chunk != 0 || key.M * key.N > kClusterVariantsMaxOutput || plan.candidates.empty()) return;
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, key.device) != cudaSuccess || sms <= 0) {
+    (void)cudaGetLastError();
+    return;
+  }
+  const Candidate base = plan.candidates.front();
+  std::size_t bytes = 0, written = 0;
+  std::uint32_t own = 0;
+  if (lt.algo_config_get(&base.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &own, sizeof own, &written) !=
+          CUBLAS_STATUS_SUCCESS ||
+      lt.algo_cap_get(&base.algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS ||
+      bytes < sizeof(std::uint32_t))
+    return;
+  std::vector<std::uint32_t> ids(bytes / sizeof(std::uint32_t));
+  if (lt.algo_cap_get(&base.algo, CUBLASLT_ALGO_CAP_TILE_IDS, ids.data(), ids.size() * sizeof(std::uint32_t),
+                      &bytes) != CUBLAS_STATUS_SUCCESS)
+    return;
+  std::vector<std::uint32_t> offered_ids;
+  std::vector<TileShape> offered;
+  for (std::uint32_t id : ids)
+    if (id != own && tile_shape(id).rows) {
+      offered_ids.push_back(id);
+      offered.push_back(tile_shape(id));
     }
+  // cuBLAS's m is kb's N, its n kb's M (the mapping at the top of this file).
+  for (std::size_t i : wave_fit_tiles(key.N, key.M, offered, tile_shape(own), sms, kTileVariants)) {
+    add_variant(handle, plan, base, CUBLASLT_CLUSTER_SHAPE_AUTO, offered[i], offered_ids[i], workspace_bytes);
+    for (std::uint16_t shape : kClusterShapes)
+      add_variant(handle, plan, base, shape, offered[i], offered_ids[i], workspace_bytes);
   }
 }
 
@@ -429,7 +506,7 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
     } else if (results[i].workspaceSize > workspace_bytes) {  // the preference should rule these out already
       why = fmt::format("algorithm wants {} bytes of workspace, more than {}", results[i].workspaceSize, workspace_bytes);
     } else {
-      plan->candidates.push_back(Candidate{results[i].algo, i});
+      plan->candidates.push_back(Candidate{results[i].algo, i, CUBLASLT_CLUSTER_SHAPE_AUTO, TileShape{}});
     }
   }
   if (plan->candidates.empty())
@@ -439,6 +516,7 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
                                   key.align_b, key.align_c, why));
   if (cublaslt_autotune_enabled() && cluster_variants_enabled())
     add_cluster_variants(handle, *plan, key, workspace_bytes);
+  if (cublaslt_autotune_enabled() && tile_variants_enabled()) add_tile_variants(handle, *plan, key, workspace_bytes);
   plan->algo = plan->candidates.front().algo;
   plan->problem = fmt::format("{} M={} N={} K={}", dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K);
   if (key.batch > 1) plan->problem += fmt::format(" (long-K: {} chunks of {} as one batch, fp32 out)", key.batch, key.chunk);
@@ -495,7 +573,7 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const void* A, cons
   } else {
     plan.algo = plan.candidates[best].algo;
     plan.note = fmt::format("{}: autotuned: the heuristic's {} ({}) at {:.4f} ms; median ms of {} cold samples "
-                            "(#0: the heuristic's choice; #r/shape: #r with that cluster shape): {}",
+                            "(#0: the heuristic's choice; #r/shape: #r with that cluster shape; #r/RxC: with an R x C tile): {}",
                             plan.problem, plan.candidates[best].label(), describe_algo(plan.algo), (*ms)[best],
                             kLtTuneRounds * kLtTuneSamples, times);
   }
