@@ -133,6 +133,27 @@ with tempfile.TemporaryDirectory() as tmp:
     check(events_bar[0] == "no" and "gemm_n7168_k5120 @ 1 1.068" in events_bar[1] and
           cupti_bar[0] == "yes" and "2 rows, kb / ncu 0.998-1.012" in cupti_bar[1],
           f"events and CUPTI judged apart: {events_bar} {cupti_bar}")
+# session 37's gemm parts (gzipped, read as they are) with its interleaved runs: the every-shape bar judged on each
+# measurement and on the shapes over 1.03 in both
+s37 = os.path.join(root, "benchmarks", "h200-2026-12-03-s37")
+r37, v37 = run_bars(*[os.path.join(s37, f"{part}.json.gz") for part in ("gemm_large", "gemm_mid", "gemm_16384")],
+                    "--interleaved", os.path.join(s37, "ab_interleaved_m128_256_tiles_on.json"),
+                    os.path.join(s37, "interleaved_all_m.json.gz"))
+il_bar = v37.get("GEMM M >= 128, kb and torch.matmul timed alternately (interleaved_ratio.py): <= 1.03 on every shape",
+                 ("", ""))
+both_bar = v37.get("GEMM M >= 128: no shape over 1.03 in both measurements (kb bench's run and the interleaved one)",
+                   ("", ""))
+check(r37.returncode == 0 and il_bar[0] == "no" and "224 shapes, median 0.983" in il_bar[1]
+      and "gemm_n256_k7168 @ 16384 1.076 (rounds 0.934-1.081)" in il_bar[1], f"session 37's interleaved bar: {il_bar}")
+check(both_bar[0] == "no" and "over 1.03 in kb bench's run 4, in the interleaved 4, in both 1: "
+      "gemm_n5376_k21504 @ 16384 1.031 / 1.044" in both_bar[1], f"session 37's shapes over in both: {both_bar}")
+with tempfile.TemporaryDirectory() as tmp:
+    bad_il = os.path.join(tmp, "il.json")
+    with open(bad_il, "w") as f:
+        f.write('{"rows": [{"definition": "gemm_n4096_k4096", "M": 256}]}')
+    r, _ = run_bars(os.path.join(s37, "gemm_mid.json.gz"), "--interleaved", bad_il)
+    check(r.returncode == 2 and "il.json: rows[0] lacks status, ratio" in r.stderr,
+          f"an interleaved row without its fields is refused, naming the file and the row: {r.stderr.strip()}")
 decode_bar = v.get("GEMM M <= 16, weight >= 64 MB: >= 75% of the measured copy bandwidth", ("", ""))
 check(decode_bar[0] == "no" and "19 of 60 rows miss" in decode_bar[1], f"session 22's decode bandwidth bar: {decode_bar}")
 with tempfile.TemporaryDirectory() as tmp:

@@ -1,16 +1,22 @@
 """Issue 4's bars, read from compare_torch.py results: which hold, and the rows that miss them.
 
-usage: issue4_bars.py BENCHMARK.json [BENCHMARK.json ...] [--nsight NSIGHT.json] [--out BARS.md]
+usage: issue4_bars.py BENCHMARK.json [BENCHMARK.json ...] [--nsight NSIGHT.json] [--interleaved IL.json ...]
+                      [--out BARS.md]
 
 Each BENCHMARK.json is a compare_torch.py output (or a --merge of several); rows of a later file replace rows of an
 earlier one with the same definition, batch size and solution, so a re-measurement can be laid over a full table.
-NSIGHT.json is nsight_check.py's output. A bar with no rows to judge says so ("not measured") rather than holding.
+NSIGHT.json is nsight_check.py's output. IL.json is interleaved_ratio.py's (kb_cuda_gemm and torch.matmul timed
+alternately in one process; later files replace earlier rows): with it, the gemm every-shape bar is judged on that
+measurement too, and on the shapes over 1.03 in both (a ratio one measurement's clock or noise put over the line
+rarely stays over in the other). Any file may be gzipped (.gz). A bar with no rows to judge says so ("not
+measured") rather than holding.
 Judged on kb's default solutions only (kb_cuda_gemm, kb_cuda_rmsnorm, ...), and only on rows that PASSED: a row that
 did not pass fails every bar it falls under.
 
 Prints (or writes) one markdown table: bar | holds | figures. Exit 0 whatever the bars say (a report); 2 on bad input.
 """
 import argparse
+import gzip
 import json
 import re
 import statistics
@@ -41,14 +47,18 @@ def is_default_solution(row):
     return row["solution"] == DEFAULT_SOLUTIONS.get(family(row["definition"]))
 
 
+def read_json(path):
+    try:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+            return json.load(f)
+    except (OSError, ValueError, EOFError) as e:
+        fail(f"{path}: {e}")
+
+
 def load_rows(paths):
     rows = {}
     for path in paths:
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError) as e:
-            fail(f"{path}: {e}")
+        data = read_json(path)
         if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
             fail(f"{path}: not a compare_torch.py result (no \"rows\" list)")
         for i, r in enumerate(data["rows"]):
@@ -57,6 +67,22 @@ def load_rows(paths):
                 fail(f"{path}: rows[{i}] lacks {', '.join(missing)}")
             rows[(r["definition"], r["value"], r["solution"])] = r
     return [r for r in rows.values() if family(r["definition"]) and is_default_solution(r)]
+
+
+def load_interleaved(paths):
+    """interleaved_ratio.py's rows at M >= 128, as {(definition, M): row} with the row's M also under "value"."""
+    rows = {}
+    for path in paths:
+        data = read_json(path)
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+            fail(f"{path}: not an interleaved_ratio.py result (no \"rows\" list)")
+        for i, r in enumerate(data["rows"]):
+            missing = [k for k in ("definition", "M", "status", "ratio") if k not in r]
+            if missing:
+                fail(f"{path}: rows[{i}] lacks {', '.join(missing)}")
+            if family(r["definition"]) == "gemm" and r["M"] >= 128:
+                rows[(r["definition"], r["M"])] = dict(r, value=r["M"])
+    return rows
 
 
 def row_name(r):
@@ -98,7 +124,39 @@ def gemm_weight_bytes(r):
     return int(m.group(1)) * int(m.group(2)) * 2 if m else None
 
 
-def bars(rows, nsight):
+def rounds_note(r):
+    """The spread of an interleaved shape's rounds (each round: kb and torch.matmul once, back to back)."""
+    rounds = r.get("round_ratios") or []
+    return f"rounds {min(rounds):.3f}-{max(rounds):.3f}" if rounds else "rounds ?"
+
+
+def interleaved_bars(large_m, interleaved):
+    """The every-shape bar judged on the interleaved measurement, then on the shapes over 1.03 in both."""
+    out = []
+    il = list(interleaved.values())
+    out.append(judge(il, "GEMM M >= 128, kb and torch.matmul timed alternately (interleaved_ratio.py): <= 1.03 on "
+                     "every shape", lambda r: r["ratio"], lambda r: r["ratio"] <= 1.03,
+                     lambda v: f"{len(v)} shapes, median {statistics.median(v):.3f}, {min(v):.3f}-{max(v):.3f}",
+                     note_of=rounds_note))
+    both = [(r, interleaved[(r["definition"], r["value"])]) for r in large_m
+            if (r["definition"], r["value"]) in interleaved]
+    label = "GEMM M >= 128: no shape over 1.03 in both measurements (kb bench's run and the interleaved one)"
+    if not both:
+        out.append((label, "not measured", "no shape in both"))
+        return out
+    bench_over = [b for b, _ in both if b["status"] != "PASSED" or b["ratio"] > 1.03]
+    il_over = [i for _, i in both if i["status"] != "PASSED" or i["ratio"] > 1.03]
+    over_both = [(b, i) for b, i in both if (b["status"] != "PASSED" or b["ratio"] > 1.03)
+                 and (i["status"] != "PASSED" or i["ratio"] > 1.03)]
+    figures = (f"{len(both)} shapes in both; over 1.03 in kb bench's run {len(bench_over)}, in the interleaved "
+               f"{len(il_over)}, in both {len(over_both)}")
+    if over_both:
+        figures += ": " + ", ".join(f"{row_name(b)} {b['ratio']:.3f} / {i['ratio']:.3f}" for b, i in over_both)
+    out.append((label, "no" if over_both else "yes", figures))
+    return out
+
+
+def bars(rows, nsight, interleaved=None):
     gemm = [r for r in rows if family(r["definition"]) == "gemm"]
     norms = [r for r in rows if family(r["definition"]) in ("rmsnorm", "silu_and_mul")]
     large_m = [r for r in gemm if r["value"] >= 128]
@@ -110,6 +168,8 @@ def bars(rows, nsight):
                                  lambda r: r["ratio"], lambda r: r["ratio"] <= 1.03,
                                  lambda v: f"{len(v)} rows, {min(v):.3f}-{max(v):.3f}", note_of=clock_note)
     out.append((label, verdict, figs))
+    if interleaved:
+        out += interleaved_bars(large_m, interleaved)
     passed = [r["ratio"] for r in large_m if r["status"] == "PASSED"]
     if passed:
         med = statistics.median(passed)
@@ -170,20 +230,18 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("results", nargs="+", help="compare_torch.py benchmark.json files, later ones override")
     p.add_argument("--nsight", help="nsight_check.py's JSON")
+    p.add_argument("--interleaved", nargs="+", default=[], help="interleaved_ratio.py's JSON, later ones override")
     p.add_argument("--out", help="write the markdown here (default: stdout)")
     a = p.parse_args(argv)
     rows = load_rows(a.results)
+    interleaved = load_interleaved(a.interleaved)
     nsight = None
     if a.nsight:
-        try:
-            with open(a.nsight) as f:
-                nsight = json.load(f)
-        except (OSError, ValueError) as e:
-            fail(f"{a.nsight}: {e}")
+        nsight = read_json(a.nsight)
         if not isinstance(nsight, list):
             fail(f"{a.nsight}: not nsight_check.py's output (a list of rows)")
     lines = ["| bar | holds? | figures |", "| --- | --- | --- |"]
-    lines += [f"| {b} | {v} | {f} |" for b, v, f in bars(rows, nsight)]
+    lines += [f"| {b} | {v} | {f} |" for b, v, f in bars(rows, nsight, interleaved)]
     text = "\n".join(lines) + "\n"
     if a.out:
         with open(a.out, "w") as f:

@@ -364,6 +364,10 @@ void add_cluster_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& ke
 // fill the SMs best (cublaslt_tiles.hpp: the fastest tile in all four problems swept at M = 128 / 256 on an
 // H200), each with its own cluster shape and the three of kClusterShapes. Same problem limit as the cluster
 // variants: where the tiles are few, how many there are against the SMs decides how many sit idle.
+// Measured with and without in one call on an H200 (session 37, benchmarks/h200-2026-12-03-s37/
+// ab_tile_variants.md): median 1.000 over 84 kb bench rows at M = 256-4096 and 0.998 over 56 shapes at M = 128 / 256
+// timed alternately with torch.matmul; where a tile variant won the tuning, kb ran 0.953-0.995 of its time without.
+// They are offered on few problems (7 of 120 plans at M = 128-8192), so they cost little tuning time.
 // KB_CUBLASLT_TILE_VARIANTS=0 leaves them out, for measuring the two side by side.
 bool tile_variants_enabled() {
   static const bool on = !env_is("KB_CUBLASLT_TILE_VARIANTS", "0");
