@@ -3,7 +3,8 @@
 # machine stays warm (one start, one driver, one build), each into $OUT/<part>. A full compare_torch.py run
 # takes longer than one 10-minute call, so it is cut by M / family here; each part stops itself before
 # its time is up and keeps what it measured. Join the parts with
-#   python3 tools/gpu/issue4_bars.py <files>/*/benchmark.json --nsight <files>/nsight/nsight_check.json
+#   python3 tools/gpu/issue4_bars.py <files>/*/benchmark.json --nsight <files>/nsight/nsight_check.json \
+#       [--interleaved <files>/interleaved/interleaved.json]
 # usage (carry ['.devcarry'] from tools/gpu/prepare.sh): bash tools/gpu/bars_one_lease.sh PART [PART...]
 #   part         what                                                        limit  took (H200; session 35, session 36)
 #   gemm-large   gemm at M = 128, 512, 2048, 8192; torch before and after kb  300 s  226 s, 186 s
