@@ -55,16 +55,22 @@ def read_json(path):
         fail(f"{path}: {e}")
 
 
+def checked_rows(path, tool, fields):
+    """The rows of one tool's JSON, each holding `fields`; exits naming the file and row otherwise."""
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        fail(f"{path}: not a {tool} result (no \"rows\" list)")
+    for i, r in enumerate(data["rows"]):
+        missing = [k for k in fields if k not in r]
+        if missing:
+            fail(f"{path}: rows[{i}] lacks {', '.join(missing)}")
+        yield r
+
+
 def load_rows(paths):
     rows = {}
     for path in paths:
-        data = read_json(path)
-        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-            fail(f"{path}: not a compare_torch.py result (no \"rows\" list)")
-        for i, r in enumerate(data["rows"]):
-            missing = [k for k in ("definition", "value", "solution", "status") if k not in r]
-            if missing:
-                fail(f"{path}: rows[{i}] lacks {', '.join(missing)}")
+        for r in checked_rows(path, "compare_torch.py", ("definition", "value", "solution", "status")):
             rows[(r["definition"], r["value"], r["solution"])] = r
     return [r for r in rows.values() if family(r["definition"]) and is_default_solution(r)]
 
@@ -73,13 +79,7 @@ def load_interleaved(paths):
     """interleaved_ratio.py's rows at M >= 128, as {(definition, M): row} with the row's M also under "value"."""
     rows = {}
     for path in paths:
-        data = read_json(path)
-        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-            fail(f"{path}: not an interleaved_ratio.py result (no \"rows\" list)")
-        for i, r in enumerate(data["rows"]):
-            missing = [k for k in ("definition", "M", "status", "ratio") if k not in r]
-            if missing:
-                fail(f"{path}: rows[{i}] lacks {', '.join(missing)}")
+        for r in checked_rows(path, "interleaved_ratio.py", ("definition", "M", "status", "ratio")):
             if family(r["definition"]) == "gemm" and r["M"] >= 128:
                 rows[(r["definition"], r["M"])] = dict(r, value=r["M"])
     return rows
