@@ -361,8 +361,8 @@ void add_cluster_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& ke
 }
 
 // Tile variants: the heuristic's first algorithm with the (at most) kTileVariants tile shapes it supports that
-// fill the SMs best (cublaslt_tiles.hpp: the fastest tile in all four problems swept at M = 128 / 256 on an
-// H200), each with its own cluster shape and the three of kClusterShapes. Same problem limit as the cluster
+// fill the SMs best (cublaslt_tiles.hpp: the fastest tile in three of four problems swept at M = 128 / 256 on
+// an H200), each with its own cluster shape and the three of kClusterShapes. Same problem limit as the cluster
 // variants: where the tiles are few, how many there are against the SMs decides how many sit idle.
 // Measured with and without in one call on an H200 (session 37, benchmarks/h200-2026-12-03-s37/
 // ab_tile_variants.md): median 1.000 over 84 kb bench rows at M = 256-4096 and 0.998 over 56 shapes at M = 128 / 256
