@@ -316,7 +316,11 @@ bool cluster_variants_enabled() {
   return on;
 }
 constexpr int kClusterVariantsOf = 3;                     // the heuristic's first three algorithms
-constexpr std::int64_t kClusterVariantsMaxOutput = 1 << 22;  // M x N elements
+constexpr std::int64_t kVariantsMaxOutput = 1 << 22;  // M x N elements, for cluster and tile variants alike
+
+// Whether the autotuner adds variants for this problem: whole products (not long-K chunks) of at most
+// kVariantsMaxOutput outputs.
+bool variants_apply(const PlanKey& key) { return key.chunk == 0 && key.M * key.N <= kVariantsMaxOutput; }
 
 // The same configuration as one already listed (another rank may be this variant) is timed once.
 void add_unless_listed(Plan& plan, const Candidate& variant) {
@@ -346,7 +350,7 @@ void add_variant(cublasLtHandle_t handle, Plan& plan, const Candidate& base, std
 void add_cluster_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& key, std::size_t workspace_bytes) {
   const LtApi& lt = api();
   if (!lt.algo_config_get || !lt.algo_config_set || !lt.algo_check) return;
-  if (key.chunk != 0 || key.M * key.N > kClusterVariantsMaxOutput) return;
+  if (!variants_apply(key)) return;
   const std::size_t heuristic_count = plan.candidates.size();
   for (std::size_t i = 0; i < heuristic_count && i < kClusterVariantsOf; ++i) {
     const Candidate base = plan.candidates[i];
@@ -389,7 +393,7 @@ TileShape tile_shape(std::uint32_t id) {
 void add_tile_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& key, std::size_t workspace_bytes) {
   const LtApi& lt = api();
   if (!lt.algo_config_get || !lt.algo_config_set || !lt.algo_check || !lt.algo_cap_get) return;
-  if (key.chunk != 0 || key.M * key.N > kClusterVariantsMaxOutput || plan.candidates.empty()) return;
+  if (!variants_apply(key) || plan.candidates.empty()) return;
   int sms = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, key.device) != cudaSuccess || sms <= 0) {
     (void)cudaGetLastError();
@@ -410,9 +414,9 @@ void add_tile_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& key, 
   std::vector<std::uint32_t> offered_ids;
   std::vector<TileShape> offered;
   for (std::uint32_t id : ids)
-    if (id != own && tile_shape(id).rows) {
+    if (const TileShape shape = tile_shape(id); id != own && shape.rows) {
       offered_ids.push_back(id);
-      offered.push_back(tile_shape(id));
+      offered.push_back(shape);
     }
   // cuBLAS's m is kb's N, its n kb's M (the mapping at the top of this file).
   for (std::size_t i : wave_fit_tiles(key.N, key.M, offered, tile_shape(own), sms, kTileVariants)) {

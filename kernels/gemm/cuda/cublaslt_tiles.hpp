@@ -71,11 +71,13 @@ inline std::vector<std::size_t> wave_fit_tiles(std::int64_t m, std::int64_t n, c
   std::vector<std::size_t> picked;
   if (own.rows <= 0 || own.cols <= 0) return picked;
   const double bar = tile_wave_fill(m, n, own, sms) + kTileFillMargin;
-  for (std::size_t i = 0; i < offered.size(); ++i)
-    if (tile_wave_fill(m, n, offered[i], sms) >= bar) picked.push_back(i);
+  std::vector<double> fill(offered.size());
+  for (std::size_t i = 0; i < offered.size(); ++i) {
+    fill[i] = tile_wave_fill(m, n, offered[i], sms);
+    if (fill[i] >= bar) picked.push_back(i);
+  }
   std::stable_sort(picked.begin(), picked.end(), [&](std::size_t a, std::size_t b) {
-    const double fa = tile_wave_fill(m, n, offered[a], sms), fb = tile_wave_fill(m, n, offered[b], sms);
-    if (fa != fb) return fa > fb;
+    if (fill[a] != fill[b]) return fill[a] > fill[b];
     return offered[a].rows * offered[a].cols > offered[b].rows * offered[b].cols;
   });
   if (picked.size() > count) picked.resize(count);
