@@ -147,6 +147,16 @@ check(r37.returncode == 0 and il_bar[0] == "no" and "224 shapes, median 0.983" i
       and "gemm_n256_k7168 @ 16384 1.076 (rounds 0.934-1.081)" in il_bar[1], f"session 37's interleaved bar: {il_bar}")
 check(both_bar[0] == "no" and "over 1.03 in kb bench's run 4, in the interleaved 4, in both 1: "
       "gemm_n5376_k21504 @ 16384 1.031 / 1.044" in both_bar[1], f"session 37's shapes over in both: {both_bar}")
+# session 38's committed table is what the tool makes of the committed files its README names (the command there)
+s38 = os.path.join(root, "benchmarks", "h200-2026-12-03-s38")
+r38, _ = run_bars(*[os.path.join(s38, f"{part}.json.gz") for part in ("gemm_large", "gemm_mid", "gemm_16384", "gemm_small")],
+                  os.path.join(root, "benchmarks", "h200-2026-12-03-s36", "norms.json.gz"),
+                  "--nsight", os.path.join(s38, "nsight_check.json"),
+                  "--interleaved", os.path.join(s37, "interleaved_all_m.json.gz"),
+                  os.path.join(s38, "interleaved_m256_call1.json"), os.path.join(s38, "interleaved_m256_16384_call2.json"))
+committed = open(os.path.join(s38, "issue4_bars.md")).read()
+check(r38.returncode == 0 and r38.stdout.strip() and committed.rstrip().endswith(r38.stdout.strip()),
+      "session 38's issue4_bars.md is the tool's table of its files")
 with tempfile.TemporaryDirectory() as tmp:
     bad_il = os.path.join(tmp, "il.json")
     with open(bad_il, "w") as f:
