@@ -30,6 +30,7 @@ elif [ -d .devcarry/shared/flashinfer-trace ]; then shared=$PWD/.devcarry/shared
 else shared=$(cd .. && pwd)/shared; fi
 export KB_SHARED_DIR="$shared"
 # kb's clock sampler for bench/torch_timing.py (ctypes loads libkb_clock_sampler.so by name)
-export LD_LIBRARY_PATH="$PWD/$build/bench${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+case $build in /*) builddir=$build ;; *) builddir=$PWD/$build ;; esac
+export LD_LIBRARY_PATH="$builddir/bench${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 out=${OUT:-$PWD/bench-out}
 mkdir -p "$out"
