@@ -19,7 +19,7 @@ meson test -C build --print-errorlogs --no-rebuild || status=1
 
 # Sanitized code at -O2 with debug info (debugoptimized), as fuzzing setups usually build it: at -O0 the ASan
 # `cli` test took 1394 s of its 2700 s limit on a 2-core machine and the sampling judge 421 s; at -O2 292 s
-# and 65 s (session 23).
+# and 65 s.
 CC=clang CXX=clang++ configure build-asan -Db_sanitize=address,undefined -Db_lundef=false \
   -Dcuda=disabled -Dfuzz=enabled -Dbuildtype=debugoptimized || exit 1
 ninja -C build-asan || exit 1

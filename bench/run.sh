@@ -1,0 +1,84 @@
+#!/bin/bash
+# Runs on the GPU machine (after bench/prepare.sh here; the device call carries '.devcarry'): builds kb if needed
+# (bench/device_build.sh), then one family's run. Results go to $OUT (or ./bench-out); each family's table, in
+# the format of bench/results/h200.md, is $OUT/FAMILY.md.
+# usage: bash bench/run.sh FAMILY [PART...]
+#   tests                  every GPU test: meson test --suite gpu (extra arguments go to meson test)
+#   gemm [small mid large 16384]  kb_cuda_gemm against torch.matmul over the shipped gemm shapes, by M:
+#                          small 1,2,4,8,16 (cuBLASLt beside the gemv), mid 256,1024,4096, large 128,512,2048,8192,
+#                          16384; default all four (about 12 minutes on an H200: two parts fit one 10-minute call;
+#                          join calls with bench/summary.py over their gemm-*/benchmark.json)
+#   norms                  rmsnorm, fused add + rmsnorm, silu_and_mul and rope against torch, batch 1 .. 32768
+#   attention              paged GQA / MLA decode and causal prefill against SDPA and the copy bandwidth
+#   nsight                 kb's timing against Nsight Compute's kernel duration (kernels over 20 us)
+#   backendbench           kb's CUDA ATen kernels against PyTorch eager on the BackendBench trace
+# BENCH_SCALE (default 1) multiplies the time limits of the parts.
+set -u
+cd "$(dirname "$0")/.."
+family=${1:-}; [ $# -gt 0 ] && shift
+case $family in tests|gemm|norms|attention|nsight|backendbench) ;;
+  *) echo "usage: bash bench/run.sh tests|gemm|norms|attention|nsight|backendbench [PART...]" >&2; exit 2 ;;
+esac
+bench/device_build.sh || exit 1
+. bench/devcarry_env.sh
+kb=$build/tools/kb/kb
+defs=$shared/flashinfer-trace/definitions
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/device.txt" 2>&1
+cat "$out/device.txt"
+status=0
+
+limit() { python3 -c "print(int($1 * ${BENCH_SCALE:-1}))"; }
+compare() {  # part, seconds, compare_torch.py arguments...
+  local part=$1 secs; secs=$(limit "$2"); shift 2
+  timeout $((secs + 20)) python3 bench/compare_torch.py --kb "$kb" --definitions "$defs" --bundled kernels \
+      --out "$out/$part" --time-limit "$secs" "$@" > "$out/$part.log" 2>&1
+  local rc=$?
+  echo "$part: exit $rc"; grep -E "STOPPED|stopped|families done" "$out/$part.log" | tail -3
+  [ $rc -eq 0 ] || status=1
+}
+
+case $family in
+  tests)
+    meson test -C "$build" --suite gpu --print-errorlogs --no-rebuild "$@" || status=1
+    cp "$build/meson-logs/testlog.txt" "$out/tests.log" 2>/dev/null ;;
+  gemm)
+    parts=${*:-small mid large 16384}
+    for part in $parts; do
+      case $part in
+        small) compare gemm-small 230 --families gemm --values 1,2,4,8,16 ;;
+        mid) compare gemm-mid 200 --families gemm --values 256,1024,4096 --torch-after ;;
+        large) compare gemm-large 300 --families gemm --values 128,512,2048,8192 --torch-after ;;
+        16384) compare gemm-16384 260 --families gemm --values 16384 --torch-after ;;
+        *) echo "run.sh gemm: unknown part '$part' (small, mid, large, 16384)" >&2; exit 2 ;;
+      esac
+    done
+    python3 bench/summary.py "$out"/gemm-*/benchmark.json --command "bash bench/run.sh gemm $*" \
+        --out "$out/gemm.md" && cat "$out/gemm.md" ;;
+  norms)
+    compare norms 260 --families rmsnorm,silu_and_mul,rope --torch-after
+    python3 bench/summary.py "$out/norms/benchmark.json" --command "bash bench/run.sh norms" --out "$out/norms.md" \
+        && cat "$out/norms.md" ;;
+  attention)
+    timeout "$(limit 540)" python3 bench/bench_attention.py --driver "$build/tests/gpu/kb_attention_bench" \
+        --out "$out" "$@" > "$out/attention.log" 2>&1 || status=1
+    echo "attention: exit $status"
+    [ -f "$out/benchmark_attention.md" ] && mv "$out/benchmark_attention.md" "$out/attention.md" && cat "$out/attention.md" ;;
+  nsight)
+    timeout "$(limit 300)" python3 bench/nsight_check.py --kb "$kb" --definitions "$defs" --bundled kernels \
+        --out "$out/nsight" --lib "$build/capi/libkb.so.1" > "$out/nsight.log" 2>&1 || status=1
+    echo "nsight: exit $status"; tail -24 "$out/nsight.log" ;;
+  backendbench)
+    # PyTorch eager first, then kb on the same lines, both timed by their own CUDA events (L2 warm, median of 20
+    # after 3 warm-up calls); kb writes backendbench.md with each operator's speedup over the baseline
+    trace=$shared/backendbench/tritonbench-op-traces.txt
+    tt=$(limit 240); kbt=$(limit 330)
+    timeout "$tt" python3 bench/torch_baseline.py "$trace" --ops "$($kb backendbench ops --device cuda)" \
+        --time-limit $((tt - 30)) --out "$out/torch_baseline.json" > "$out/torch_baseline.log" 2>&1
+    echo "torch baseline: exit $?"
+    base=(); [ -s "$out/torch_baseline.json" ] && base=(--baseline "$out/torch_baseline.json")
+    timeout "$kbt" "$kb" backendbench run "$trace" --device cuda ${base[@]+"${base[@]}"} --time-limit $((kbt - 40)) \
+        --markdown "$out/backendbench.md" --save-lines "$out/backendbench_lines.json" "$@" > "$out/backendbench.txt" 2>&1
+    rc=$?; echo "kb backendbench run --device cuda: exit $rc"; [ $rc -le 1 ] || status=1
+    grep -E "^device|^score|^coverage|^fully correct|^time|not judged|not run|STOPPED" "$out/backendbench.txt" ;;
+esac
+exit $status

@@ -1,0 +1,183 @@
+"""bench/'s Python helpers, on the parts that need no GPU: how a profiler's kernel records are cut into calls
+(kernel_spans.py), compare_torch.py --merge on recorded results (its tables, the kernels-only ratio, how torch was
+timed), summary.py's ratio tables, nsight_check.py's kernel-name filters against kb's kernels, and kb_capi.py on
+this build's libkb. usage: test_bench_tools.py SOURCE_ROOT [LIBKB]"""
+import ast
+import glob
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+root = sys.argv[1]
+sys.path.insert(0, os.path.join(root, "bench"))
+fixtures = os.path.join(root, "tests", "tools", "fixtures")
+from kernel_spans import call_spans_ms, median_call_ms  # noqa: E402
+
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print(("ok   " if ok else "FAIL ") + what)
+    failures += not ok
+
+
+def k(name, ts, dur):
+    return {"name": name, "ts": ts, "dur": dur}
+
+
+# A spin kernel holding the queue, then three calls, each behind a flush; the second call runs two kernels with a
+# gap between them (the gap is the call's own: it counts), records arrive out of order.
+trace = [k("spin", 0.0, 1500.0), k("fill", 1500.0, 30.0), k("gemm", 1531.0, 10.0),
+         k("fill", 1542.0, 30.0), k("gemm", 1573.0, 10.0), k("reduce", 1585.5, 2.5),
+         k("fill", 1589.0, 30.0), k("gemm", 1620.0, 12.0)]
+spans, per_call = call_spans_ms(list(reversed(trace)), {"fill"})
+check([round(s * 1e3, 3) for s in spans] == [10.0, 15.0, 12.0], f"three calls cut at the flushes: {spans}")
+check(per_call == 2, f"the most kernels one call ran: {per_call}")
+check(median_call_ms(trace, {"fill"}, 3) == (0.012, 2), "median of the three calls: 12 us")
+ms, why = median_call_ms(trace, {"fill"}, 4)
+check(ms is None and "3 calls found" in why, f"a count that does not match is refused: {why}")
+check(call_spans_ms(trace, {"gemm"})[0] != spans, "a different flush name cuts differently (the test can tell)")
+
+# compare_torch.py --merge on a recorded H100 run with --cupti (no torch needed)
+kernels_only = os.path.join(fixtures, "compare_kernels_only_cupti.json")
+with tempfile.TemporaryDirectory() as out:
+    r = subprocess.run([sys.executable, os.path.join(root, "bench", "compare_torch.py"), "--merge",
+                        kernels_only, "--out", out],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"compare_torch.py --merge: exit {r.returncode} {r.stderr[-300:]}")
+    if r.returncode == 0:
+        md = open(os.path.join(out, "benchmark.md")).read()
+        merged = json.load(open(os.path.join(out, "benchmark.json")))
+        rows = [l for l in md.splitlines() if l.startswith("| gemm_n4096_k4096 | 1 | kb_cuda_gemm |")]
+        check(len(rows) == 1 and rows[0].rstrip(" |").endswith("0.752"),
+              f"the kernels-only ratio of 4096^2 M = 1: {rows}")
+        check("(0.91 us by CUPTI)" in md, "the empty kernel's CUPTI time in the header")
+        check(len(merged["rows"]) == len(json.load(open(kernels_only))["rows"]),
+              "every row kept")
+# the same on a recorded H200 run with torch's batches replayed from CUDA graphs: how torch was timed, and each
+# side's clock beside its set-aside count
+with tempfile.TemporaryDirectory() as out:
+    r = subprocess.run([sys.executable, os.path.join(root, "bench", "compare_torch.py"), "--merge",
+                        os.path.join(fixtures, "compare_torch_graph_replay.json"), "--out", out],
+                       capture_output=True, text=True, timeout=120)
+    md = open(os.path.join(out, "benchmark.md")).read() if r.returncode == 0 else ""
+    check("replayed from a CUDA graph, as kb's are, in 16 of 16 passes" in md, "torch's timing method in the header")
+    rows = [l for l in md.splitlines() if l.startswith("| gemm_n5120_k3072 | 256 | kb_cuda_gemm |")]
+    check(len(rows) == 1 and "| 0 / 0 (1923)+0 (1923) |" in rows[0], f"torch's clocks in the set-aside cell: {rows}")
+
+# summary.py (the tables of bench/results/) on the same recorded runs: one row a definition, one column an M, the
+# median line; the copy fraction only where bytes dominate; later files override earlier rows; bad input refused.
+summary_tool = os.path.join(root, "bench", "summary.py")
+
+
+def run_summary(*args):
+    return subprocess.run([sys.executable, summary_tool, *args], capture_output=True, text=True, timeout=120)
+
+
+r = run_summary(os.path.join(fixtures, "compare_torch_graph_replay.json"), "--command", "bash bench/run.sh gemm mid")
+check(r.returncode == 0 and "Produced by `bash bench/run.sh gemm mid`." in r.stdout,
+      f"summary.py names the command: exit {r.returncode} {r.stderr[-300:]}")
+check("| gemm_n5120_k17408 | 0.919 | 1.005 |" in r.stdout and "| definition | M = 256 | M = 16384 |" in r.stdout,
+      "summary.py's gemm row: kb / torch by M")
+check("8 rows, kb / torch median 0.969, 0.919-1.005, 0 over 1.03." in r.stdout, "summary.py's median line")
+r = run_summary(kernels_only)
+check("| gemm_n4096_k4096 | 0.820 (59%) | 0.840 (58%) |" in r.stdout and "### gemm, M < 128" in r.stdout,
+      "summary.py: small M with kb's fraction of the copy bandwidth")
+check("| silu_and_mul_i14336 | 0.594 (1%) | 0.473 (8%) | 0.352 (102%) |" in r.stdout, "summary.py's silu_and_mul row")
+check("kb_cublaslt_gemm" not in r.stdout.split("###", 1)[1], "only kb's default solution's rows")
+with tempfile.TemporaryDirectory() as tmp:
+    later = os.path.join(tmp, "later.json")
+    with open(later, "w") as f:
+        json.dump({"meta": {"device": "NVIDIA H200"}, "rows": [
+            {"definition": "gemm_n5120_k17408", "value": 256, "solution": "kb_cuda_gemm", "status": "PASSED",
+             "ratio": 1.5}]}, f)
+    r = run_summary(os.path.join(fixtures, "compare_torch_graph_replay.json"), later)
+    check("| gemm_n5120_k17408 | 1.500 | 1.005 |" in r.stdout and "1 over 1.03" in r.stdout,
+          "a later file's row overrides the earlier one")
+    with open(later, "w") as f:
+        json.dump({"rows": [{"definition": "rmsnorm_h4096", "value": 1, "solution": "kb_cuda_rmsnorm",
+                             "status": "INCORRECT_NUMERICAL"}]}, f)
+    r = run_summary(later)
+    check("| rmsnorm_h4096 | INCORRECT_NUMERICAL |" in r.stdout and "not PASSED: rmsnorm_h4096 @ 1 INCORRECT_NUMERICAL"
+          in r.stdout, "a row that did not pass shows its status and is named")
+    with open(later, "w") as f:
+        f.write('{"rows": [{"definition": "gemm_n4096_k4096"}]}')
+    r = run_summary(later)
+    check(r.returncode != 0 and "later.json: rows[0] lacks value, solution, status" in r.stderr,
+          f"a row without its fields is refused, naming the file and the row: {r.stderr.strip()}")
+    with open(later, "w") as f:
+        f.write('{"rows": [')
+    r = run_summary(later)
+    check(r.returncode != 0 and "later.json" in r.stderr, f"broken JSON is refused with the file's name: {r.stderr.strip()}")
+
+# nsight_check.py's ncu kernel-name filters for kb's own kernels must match a __global__ function under kernels/: a
+# filter naming a renamed kernel matches nothing, and ncu then profiles nothing.
+nsight_src = open(os.path.join(root, "bench", "nsight_check.py")).read()
+nsight_cases = next(ast.literal_eval(n.value) for n in ast.parse(nsight_src).body
+                    if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "CASES")
+kb_kernels = set()
+for path in glob.glob(os.path.join(root, "kernels", "**", "*.cu"), recursive=True):
+    text = open(path).read()
+    for g in re.finditer(r"__global__\b", text):
+        # the kernel's name: the first word followed by "(" that is not the launch bounds
+        names = [m.group(1) for m in re.finditer(r"(\w+)\s*\(", text[g.end():g.end() + 400])]
+        names = [n for n in names if n != "__launch_bounds__"]
+        if names:
+            kb_kernels.add(names[0])
+check({"silu_and_mul_vec8_kernel", "gemv_kernel"} <= kb_kernels, f"kernel names read from kernels/: {len(kb_kernels)}")
+check(not any(re.search("silu_and_mul_kernel", k) for k in kb_kernels), "a filter for a kernel kb lacks matches nothing")
+for case_name, _, _, _, solution, regex in nsight_cases:
+    if solution == "kb_cublaslt_gemm":
+        continue  # cuBLASLt's kernels are not kb's
+    hits = sorted(k for k in kb_kernels if re.search(regex, k))
+    check(bool(hits), f"nsight_check.py's filter for {case_name} ({regex}) matches kb's kernels: {hits}")
+
+# kb_capi.py (bench's ctypes binding of kb's C ABI) on this build's libkb, where the build passes it (not in
+# sanitized builds): kb_cpu_gemm on host DLTensors built with it, checked against sums done here, and a NULL
+# argument refused with kb's message.
+if len(sys.argv) > 2:
+    import ctypes
+    import struct
+    import kb_capi  # noqa: E402
+    kb = kb_capi.load(sys.argv[2])
+    ctx = kb_capi.context(kb)
+    gemm = kb_capi.definition(kb, ctx, os.path.join(root, "kernels", "gemm", "definitions", "gemm_n128_k2048.json"))
+    check(kb.kb_definition_name(gemm) == b"gemm_n128_k2048", "kb_definition_name through kb_capi")
+    M, N, K = 3, 128, 2048
+    a = [((i * 7) % 11 - 5) / 8 for i in range(M * K)]  # exact in fp16
+    b = [((i * 5) % 13 - 6) / 16 for i in range(N * K)]
+
+    def half_buffer(values):
+        return (ctypes.c_uint16 * len(values))(*struct.unpack(f"{len(values)}H", struct.pack(f"{len(values)}e", *values)))
+
+    bufs = [half_buffer(a), half_buffer(b), (ctypes.c_uint16 * (M * N))()]
+    shapes = [(ctypes.c_int64 * 2)(M, K), (ctypes.c_int64 * 2)(N, K), (ctypes.c_int64 * 2)(M, N)]
+    tensors = [kb_capi.DLTensor(ctypes.cast(buf, ctypes.c_void_p), kb_capi.DLDevice(kb_capi.KDL_CPU, 0), 2,
+                                kb_capi.DLDataType(kb_capi.DTYPE_CODES["float16"], 16, 1), shape, None, 0)
+               for buf, shape in zip(bufs, shapes)]
+    ins = kb_capi.pointers([ctypes.addressof(t) for t in tensors[:2]])
+    outs = kb_capi.pointers([ctypes.addressof(tensors[2])])
+    status = kb.kb_solution_run(ctx, gemm, b"kb_cpu_gemm", ins, 2, outs, 1, None)
+    check(status == kb_capi.KB_OK, f"kb_cpu_gemm through kb_capi: status {status} {kb.kb_last_error().decode()}")
+    got = struct.unpack(f"{M * N}e", bytes(bufs[2]))
+    off = 0
+    for i in range(M):
+        for j in range(N):
+            want = sum(a[i * K + k] * b[j * K + k] for k in range(K))
+            off += abs(got[i * N + j] - want) > 0.01 + 0.01 * abs(want)
+    check(off == 0 and any(got), f"C = A @ B.T by kb_cpu_gemm: {off} of {M * N} elements off the sums done here")
+    try:
+        kb_capi.check(kb, "kb_solution_run", kb.kb_solution_run(ctx, gemm, b"kb_cpu_gemm", None, 2, outs, 1, None))
+        check(False, "NULL inputs refused")
+    except kb_capi.KbError as e:
+        check("NULL" in str(e) and str(e).startswith("kb_solution_run: "), f"NULL inputs refused with kb's message: {e}")
+    kb.kb_definition_destroy(gemm)
+    kb.kb_context_destroy(ctx)
+
+print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
+sys.exit(1 if failures else 0)
