@@ -1,6 +1,6 @@
 // kb_cuda_gqa_paged_prefill, kb_cuda_gqa_ragged_prefill,
 // kb_cuda_mla_paged_prefill and kb_cuda_mla_ragged_prefill against kb's CPU
-// oracle (kernels/gqa_paged/attention_common.cpp), in two parts:
+// oracle (kernels/attention/oracle.cpp), in two parts:
 //
 //  1. edge cases with index tensors built here: empty sequences, queries
 //     without keys, fewer keys than queries (rows with no visible key: output
@@ -27,7 +27,7 @@
 //                          [--max-oracle-gflop G] [--gpu-oracle]
 //   --dry-run: no GPU; materialize and run the oracle only (times the CPU side)
 //   --gpu-oracle: parts 1 and 2 judge kb's attention GPU oracle
-//     (kernels/gqa_paged/attention_gpu_oracle.cpp) instead of the solutions;
+//     (kernels/attention/gpu_oracle.cpp) instead of the solutions;
 //     1b and 1c, which call the solutions' launchers, are left out
 //   --shard K/N: run only items K, K + N, ... (tools/gpu/on_device.sh
 //     prefill-check runs N processes side by side: the CPU oracle dominates)
@@ -53,7 +53,7 @@
 #include <string>
 #include <vector>
 
-#include "../../kernels/gqa_paged/cuda/prefill_cuda.hpp"
+#include "../../kernels/attention/launch.hpp"
 #include "attention_test_support.hpp"
 #include "cuda/device.hpp"
 #include "harness/gpu_eval.hpp"

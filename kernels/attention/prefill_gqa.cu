@@ -1,6 +1,6 @@
-// Launcher of the GQA / MHA causal prefill kernel (kernels/common/prefill.cuh)
+// Launcher of the GQA / MHA causal prefill kernel (kernels/attention/prefill.cuh)
 // for kb_cuda_gqa_paged_prefill, kb_cuda_gqa_ragged_prefill and
-// kb_cuda_mla_ragged_prefill (qk 192 / vo 128: kernels/mla_ragged/cuda/prefill.cu).
+// kb_cuda_mla_ragged_prefill (qk 192 / vo 128: kernels/attention/prefill_qk192.cu).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -9,14 +9,14 @@
 #include <cstring>
 #include <string>
 
-#include "../../common/prefill.cuh"
-#include "../../common/prefill_wgmma.cuh"
-#include "../../common/tuning_env.hpp"
-#include "prefill_cuda.hpp"
+#include "prefill.cuh"
+#include "prefill_wgmma.cuh"
+#include "../common/tuning_env.hpp"
+#include "launch.hpp"
 
 namespace kb::kernels {
 
-// qk 192 / vo 128 instantiation (kernels/mla_ragged/cuda/prefill.cu).
+// qk 192 / vo 128 instantiation (kernels/attention/prefill_qk192.cu).
 cudaError_t launch_prefill_qk192_vo128(const prefill::Params& p, prefill::Mode mode, cudaStream_t stream);
 
 namespace {

@@ -1,15 +1,15 @@
 // kb_cuda_gqa_paged_decode: GQA decode over a paged NHD KV cache, bf16,
 // head_dim 128 (3-stage pipeline, two CTAs per SM) or 256 (2 stages). The
 // kernel, the split planning and the merge are in
-// kernels/common/paged_decode.cuh.
+// kernels/attention/decode.cuh.
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cstdint>
 #include <string>
 
-#include "../../common/paged_decode.cuh"
-#include "decode_cuda.hpp"
+#include "decode.cuh"
+#include "launch.hpp"
 
 namespace kb::kernels {
 namespace {

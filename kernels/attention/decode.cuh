@@ -1,6 +1,6 @@
 // Paged-KV attention decode (one query token per sequence), shared by
-// kb_cuda_gqa_paged_decode (kernels/gqa_paged/cuda/decode.cu) and
-// kb_cuda_mla_paged_decode (kernels/mla_paged/cuda/decode.cu).
+// kb_cuda_gqa_paged_decode (kernels/attention/decode_gqa.cu) and
+// kb_cuda_mla_paged_decode (kernels/attention/decode_mla.cu).
 //
 // Flash-decoding on tensor cores:
 //  * one CTA (WARPS warps: GQA 4, MLA 8) per (sequence, head block, split). A head
@@ -50,9 +50,9 @@
 #include <string>
 #include <utility>
 
-#include "l2_stream_policy.cuh"
-#include "stream_ctas.hpp"
-#include "tuning_env.hpp"
+#include "../common/l2_stream_policy.cuh"
+#include "../common/stream_ctas.hpp"
+#include "../common/tuning_env.hpp"
 
 namespace kb::kernels::paged_decode {
 
@@ -674,7 +674,7 @@ struct KernelInfo {
 // CTAs an SM of `device` needs to stream whole pages at its DRAM rate
 // (stream_ctas.hpp, from device_dram_bytes_per_s and the SM count),
 // looked up once per device; 1 if a query fails. kernel_info and the MLA
-// launcher's tile choice (kernels/mla_paged/cuda/decode.cu) both read it.
+// launcher's tile choice (kernels/attention/decode_mla.cu) both read it.
 inline int device_stream_ctas_per_sm(int device) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cache[kMaxDevices];
@@ -749,7 +749,7 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   // 675 us, 2 splits 546; batch 4 x 32768, 4 splits 177, 8 splits 152
   // (benchmarks/h200-2026-11-25-s9/h200_decode_splits.md). MLA's 64-key
   // kernel fits one CTA an SM, so this only moves its 32-key kernel
-  // (kernels/mla_paged/cuda/decode.cu says when that runs).
+  // (kernels/attention/decode_mla.cu says when that runs).
   const std::int64_t slots =
       static_cast<std::int64_t>(info.sms) *
       (p.page_size % TK != 0 ? info.ctas_per_sm : info.page_run_ctas);  // page_run_ctas <= ctas_per_sm

@@ -1,10 +1,10 @@
 // The qk 192 / vo 128 instantiation of the prefill kernel
-// (kernels/common/prefill.cuh) for kb_cuda_mla_ragged_prefill; the launcher
+// (kernels/attention/prefill.cuh) for kb_cuda_mla_ragged_prefill; the launcher
 // that checks the arguments is launch_gqa_prefill
-// (kernels/gqa_paged/cuda/prefill.cu). Own file: compiles beside it.
+// (kernels/attention/prefill_gqa.cu). Own file: compiles beside it.
 #include <cuda_runtime.h>
 
-#include "../../common/prefill.cuh"
+#include "prefill.cuh"
 
 namespace kb::kernels {
 

@@ -1,6 +1,6 @@
 // kb_cuda_mla_paged_decode: MLA (absorbed) decode over paged ckv/kpe caches,
 // bf16, ckv 512 + kpe 64, any number of query heads (16 per CTA). The kernel,
-// the split planning and the merge are in kernels/common/paged_decode.cuh.
+// the split planning and the merge are in kernels/attention/decode.cuh.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <string>
 
-#include "../../common/paged_decode.cuh"
-#include "../../common/tuning_env.hpp"
-#include "decode_cuda.hpp"
+#include "decode.cuh"
+#include "../common/tuning_env.hpp"
+#include "launch.hpp"
 
 namespace kb::kernels {
 namespace {
@@ -81,7 +81,7 @@ Status launch_mla_paged_decode(const MlaPagedDecodeArgs& a, void* stream, int* s
   // Pages of 64 keys on a device whose SMs need two streaming CTAs for their
   // share of bandwidth (stream_ctas.hpp: an H200, not an H100), with at least
   // kTile32MinWork rows of work: 32-key tiles too, splits counted over two CTAs
-  // an SM (paged_decode.cuh). H200, 16 heads, page size 64, against 64-key
+  // an SM (decode.cuh). H200, 16 heads, page size 64, against 64-key
   // tiles (benchmarks/h200-2026-11-25-s9/h200_mla_tile32_splits.md): batch
   // 16 x 32768 keys 182 against 199 us, 64 x 8192 184 / 198, 64 x 32768 662 /
   // 733, 256 x 32768 2576 / 2864; batch 4 x 32768 74 against 61 (kept on 64).

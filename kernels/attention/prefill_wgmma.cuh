@@ -34,7 +34,7 @@
 //    flight). A warpgroup whose rows see fewer tiles than the CTA loads (the
 //    first 64 rows, one tile fewer on the diagonal) only waits and releases
 //    the rest. tools/gpu/wgmma_pipeline_model.py models this protocol.
-//  * the configurations kb ships (kernels/gqa_paged/cuda/prefill.cu) add, by
+//  * the configurations kb ships (kernels/attention/prefill_gqa.cu) add, by
 //    OPT bits (WgmmaConfig below): K / V by TMA boxes from one producer thread
 //    (kWgTma), and a persistent grid (kWgPersistent: one CTA an SM takes
 //    units from an atomic counter; its producer loads each unit's Q by TMA
@@ -91,9 +91,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "hopper_ptx.cuh"
+#include "../common/hopper_ptx.cuh"
 #include "prefill.cuh"
-#include "tuning_env.hpp"
+#include "../common/tuning_env.hpp"
 
 namespace kb::kernels::prefill {
 

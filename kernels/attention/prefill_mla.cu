@@ -1,6 +1,6 @@
 // Launcher of kb_cuda_mla_paged_prefill: MLA (absorbed) causal prefill over
 // paged ckv / kpe caches with the prefill kernel of
-// kernels/common/prefill.cuh. The 16 query heads of a token share the latent
+// kernels/attention/prefill.cuh. The 16 query heads of a token share the latent
 // KV, so a CTA packs 16 heads x 4 tokens into its 64 rows; 8 warps: 4 along
 // the rows x 2 along the 512 value columns; 32-key tiles of ckv + kpe
 // (155 KB of shared memory, one CTA per SM).
@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <string>
 
-#include "../../common/prefill.cuh"
-#include "../../gqa_paged/cuda/prefill_cuda.hpp"
+#include "prefill.cuh"
+#include "launch.hpp"
 
 namespace kb::kernels {
 namespace {
