@@ -1,7 +1,11 @@
-// Launchers of kb's paged-KV decode kernels (kernels/attention/decode.cuh):
-// kb_cuda_gqa_paged_decode and kb_cuda_mla_paged_decode. Plain host
-// declarations (no CUDA types), so C++ code (solutions, tests, the benchmark
-// driver) can call them.
+// Launchers of kb's attention kernels: paged decode (decode.cuh;
+// kb_cuda_gqa_paged_decode, kb_cuda_mla_paged_decode) and causal prefill
+// (prefill.cuh, prefill_wgmma.cuh; kb_cuda_gqa_paged_prefill,
+// kb_cuda_gqa_ragged_prefill, kb_cuda_mla_ragged_prefill through
+// launch_gqa_prefill, kb_cuda_mla_paged_prefill through
+// launch_mla_paged_prefill). Plain host declarations (no CUDA types), so C++
+// code (solutions, tests, the benchmark driver) can call them. Each returns a
+// status: unsupported shapes say which ones the kernel handles.
 #pragma once
 
 #include <cstdint>
@@ -57,8 +61,7 @@ struct MlaPagedDecodeArgs {
 };
 Status launch_mla_paged_decode(const MlaPagedDecodeArgs& a, void* stream, int* splits_used = nullptr);
 
-
-// What one call does. The plan (work list in a per-stream device workspace)
+// What one prefill call does. The plan (work list in a per-stream device workspace)
 // depends on the batch layout (qo_indptr, kv_indptr, kv_last_page_len) and
 // the shapes, not on page ids or data: a caller replaying one batch layout on
 // one stream may plan once (plan_only) and then launch run_only;
@@ -69,7 +72,6 @@ Status launch_mla_paged_decode(const MlaPagedDecodeArgs& a, void* stream, int* s
 // buffer (2 x num_kv_indices x page_size x H_kv x 256 bytes, at most 1 GiB,
 // kept until exit; where it cannot be had, e.g. under stream capture, the
 // call runs the kernel whose producer gathers the rows itself).
-// KB_PREFILL_GATHER=0 turns the copy off.
 enum class PrefillMode { plan_and_run, plan_only, run_only };
 
 // Causal prefill with bottom-right aligned masks, bf16, fp32 lse in base 2.

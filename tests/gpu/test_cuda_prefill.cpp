@@ -450,8 +450,8 @@ void run_plan_split() {
 // launch must give the ragged launch's bytes exactly: the paged kernels read
 // the same rows in the same tiles, and page sizes that are not a multiple of
 // 64 are long enough here (total query tokens x group >= 16384) that the
-// launcher gathers their pages into table order first (kernels/gqa_paged/
-// cuda/prefill.cu). So this checks the gather, at page sizes the shipped
+// launcher gathers their pages into table order first
+// (kernels/attention/prefill_gqa.cu). So this checks the gather, at page sizes the shipped
 // definitions lack (16), against the ragged TMA kernel.
 void run_paged_vs_ragged() {
   const std::string label = "paged = ragged (page sizes 1, 16, 64)";

@@ -2,14 +2,14 @@
 // definitions (with qo_indptr): bf16 q / k_cache / v_cache, int32 page
 // tables, any page size (1 and 64 shipped), with or without
 // kv_last_page_len, head_dim 128, any group. Kernel:
-// kernels/attention/prefill.cuh; launcher: prefill.cu.
+// kernels/attention/prefill_wgmma.cuh; launcher: kernels/attention/prefill_gqa.cu.
 #include <fmt/format.h>
 
 #include <string>
 
+#include "../../attention/launch.hpp"
 #include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
-#include "../../attention/launch.hpp"
 
 namespace kb::kernels {
 namespace {

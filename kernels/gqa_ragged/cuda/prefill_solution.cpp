@@ -1,13 +1,13 @@
 // kb_cuda_gqa_ragged_prefill: kb's CUDA solution for gqa_ragged causal prefill definitions: bf16
 // q / k / v in ragged layout (rows of every sequence contiguous, CSR
-// qo_indptr / kv_indptr, int32), head_dim 128, any group. Kernel: kernels/attention/prefill.cuh;
+// qo_indptr / kv_indptr, int32), head_dim 128, any group. Kernel: kernels/attention/prefill_wgmma.cuh;
 // launcher: kernels/attention/prefill_gqa.cu.
 #include <fmt/format.h>
 
 #include <string>
 
-#include "../../attention/solution_args.hpp"
 #include "../../attention/ragged_prefill_run.hpp"
+#include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {

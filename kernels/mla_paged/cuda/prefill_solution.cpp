@@ -2,7 +2,7 @@
 // definitions (with qo_indptr): bf16 q_nope / q_pe / ckv_cache / kpe_cache,
 // int32 page tables, any page size, with or without kv_last_page_len,
 // ckv 512 + kpe 64, any number of query heads. Kernel:
-// kernels/attention/prefill.cuh; launcher: prefill.cu.
+// kernels/attention/prefill.cuh; launcher: kernels/attention/prefill_mla.cu.
 #include <fmt/format.h>
 
 #include <string>

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "../../attention/solution_args.hpp"
 #include "../../attention/ragged_prefill_run.hpp"
+#include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {
