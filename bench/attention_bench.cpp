@@ -19,7 +19,7 @@
 //   --page-order sequential: page ids in order (each sequence's pages
 //   contiguous in the cache) instead of a random permutation, to tell the
 //   cost of scattered pages from the cost of the page lookup.
-//   causal prefill (kernels/common/prefill.cuh): the plan is made once
+//   causal prefill (kernels/attention/prefill.cuh): the plan is made once
 //   (PrefillMode::plan_only) and timed apart ("plan_ms"); "ms" times the
 //   attention kernel alone (run_only), as an engine replaying one layout would.
 #include <cuda_runtime_api.h>
@@ -36,8 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "../../kernels/gqa_paged/cuda/decode_cuda.hpp"
-#include "../../kernels/gqa_paged/cuda/prefill_cuda.hpp"
+#include "../../kernels/attention/launch.hpp"
 #include "cuda/device.hpp"
 #include "cuda/timing.hpp"
 

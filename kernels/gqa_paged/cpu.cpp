@@ -1,10 +1,10 @@
 // kb_cpu_gqa_paged: grouped-query attention over a paged NHD cache (k_cache,
 // v_cache [num_pages, page_size, num_kv_heads, head_dim]) on the CPU, decode
 // and causal prefill, any page size, with or without kv_last_page_len. A tiled
-// online softmax in fp32 (kernels/common/online_softmax.hpp), reading keys
+// online softmax in fp32 (kernels/attention/online_softmax.hpp), reading keys
 // through the page table block by block; the oracle instead gathers keys and
 // materializes every logit in double.
-#include "../common/online_softmax.hpp"
+#include "../attention/online_softmax.hpp"
 
 namespace kb::kernels {
 

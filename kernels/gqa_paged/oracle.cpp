@@ -1,8 +1,8 @@
 // gqa_paged oracle: grouped-query attention over a paged NHD KV cache
 // (k_cache, v_cache [num_pages, page_size, num_kv_heads, head_dim]), decode
 // (one query per sequence) and causal prefill (qo_indptr), any page size,
-// with or without kv_last_page_len. The math lives in attention_common.cpp.
-#include "attention_common.hpp"
+// with or without kv_last_page_len. The math lives in kernels/attention/oracle.cpp.
+#include "../attention/oracle.hpp"
 
 namespace kb::kernels {
 namespace {

@@ -1,7 +1,7 @@
 // kb_cpu_gqa_ragged: causal grouped-query attention (GQA) over ragged
 // q / k / v on the CPU, as the tiled online softmax of
-// kernels/common/online_softmax.hpp (flash::run_ragged), fp32, threaded.
-#include "../common/online_softmax.hpp"
+// kernels/attention/online_softmax.hpp (flash::run_ragged), fp32, threaded.
+#include "../attention/online_softmax.hpp"
 
 namespace kb::kernels {
 

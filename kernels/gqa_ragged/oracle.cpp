@@ -1,7 +1,7 @@
 // gqa_ragged oracle: grouped-query causal prefill over ragged (contiguous
 // per sequence) q, k, v with qo_indptr / kv_indptr. The math lives in
-// gqa_paged/attention_common.cpp.
-#include "../gqa_paged/attention_common.hpp"
+// kernels/attention/oracle.cpp.
+#include "../attention/oracle.hpp"
 
 namespace kb::kernels {
 namespace {

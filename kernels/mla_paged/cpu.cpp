@@ -1,9 +1,9 @@
 // kb_cpu_mla_paged: DeepSeek MLA over a paged latent cache on the CPU, decode
 // and causal prefill: logits = (q_nope . ckv + q_pe . kpe) * sm_scale, output
 // = softmax . ckv, one latent head shared by every query head. The tiled
-// online softmax of kernels/common/online_softmax.hpp with two key parts, the
+// online softmax of kernels/attention/online_softmax.hpp with two key parts, the
 // ckv block serving as the value block too.
-#include "../common/online_softmax.hpp"
+#include "../attention/online_softmax.hpp"
 
 namespace kb::kernels {
 

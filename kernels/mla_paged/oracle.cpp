@@ -2,8 +2,8 @@
 // ckv_cache [num_pages, page_size, head_dim_ckv] and kpe_cache [num_pages,
 // page_size, head_dim_kpe]: logits = (q_nope . ckv + q_pe . kpe) * sm_scale,
 // output = softmax . ckv. Decode and causal prefill, any page size, with or
-// without kv_last_page_len. The math lives in gqa_paged/attention_common.cpp.
-#include "../gqa_paged/attention_common.hpp"
+// without kv_last_page_len. The math lives in kernels/attention/oracle.cpp.
+#include "../attention/oracle.hpp"
 
 namespace kb::kernels {
 namespace {

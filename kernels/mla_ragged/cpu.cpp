@@ -1,8 +1,8 @@
 // kb_cpu_mla_ragged: causal DeepSeek MLA prefill in its ragged form (qk 192 =
 // 128 nope + 64 rope, vo 128, as many kv heads as query heads) on the CPU, as
-// the tiled online softmax of kernels/common/online_softmax.hpp
+// the tiled online softmax of kernels/attention/online_softmax.hpp
 // (flash::run_ragged), fp32, threaded.
-#include "../common/online_softmax.hpp"
+#include "../attention/online_softmax.hpp"
 
 namespace kb::kernels {
 

@@ -1,8 +1,8 @@
 // mla_ragged oracle: causal prefill over ragged q, k [.., qk_dim] and
 // v [.., vo_dim] (DeepSeek MLA prefill: qk_dim 192 = 128 nope + 64 rope,
 // vo_dim 128, as many kv heads as query heads). Same math as gqa_ragged,
-// with the value dim read from v: gqa_paged/attention_common.cpp.
-#include "../gqa_paged/attention_common.hpp"
+// with the value dim read from v: kernels/attention/oracle.cpp.
+#include "../attention/oracle.hpp"
 
 namespace kb::kernels {
 namespace {

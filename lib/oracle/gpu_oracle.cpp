@@ -8,7 +8,7 @@ Status gemm_gpu_oracle(const GpuOracleCall& c);
 Status rmsnorm_gpu_oracle(const GpuOracleCall& c);
 Status silu_and_mul_gpu_oracle(const GpuOracleCall& c);
 Status rope_gpu_oracle(const GpuOracleCall& c);
-// kernels/gqa_paged/attention_gpu_oracle.cu
+// kernels/attention/gpu_oracle.cu
 Status gqa_paged_gpu_oracle(const GpuOracleCall& c);
 Status mla_paged_gpu_oracle(const GpuOracleCall& c);
 Status gqa_ragged_gpu_oracle(const GpuOracleCall& c);

@@ -43,7 +43,7 @@ inline bool mine() {
   return g_item % g_shards == g_shard;
 }
 
-// kb's attention GPU oracle (kernels/gqa_paged/attention_gpu_oracle.cpp) as
+// kb's attention GPU oracle (kernels/attention/gpu_oracle.cpp) as
 // an Implementation, so that --gpu-oracle judges it on every case.
 inline const kb::Implementation& gpu_oracle_impl(const kb::Definition& d) {
   static std::map<std::string, kb::Implementation> impls;

@@ -1,6 +1,6 @@
 // kb_cuda_gqa_paged_prefill, kb_cuda_gqa_ragged_prefill,
 // kb_cuda_mla_paged_prefill and kb_cuda_mla_ragged_prefill against kb's CPU
-// oracle (kernels/gqa_paged/attention_common.cpp), in two parts:
+// oracle (kernels/attention/oracle.cpp), in two parts:
 //
 //  1. edge cases with index tensors built here: empty sequences, queries
 //     without keys, fewer keys than queries (rows with no visible key: output
@@ -27,7 +27,7 @@
 //                          [--max-oracle-gflop G] [--gpu-oracle]
 //   --dry-run: no GPU; materialize and run the oracle only (times the CPU side)
 //   --gpu-oracle: parts 1 and 2 judge kb's attention GPU oracle
-//     (kernels/gqa_paged/attention_gpu_oracle.cpp) instead of the solutions;
+//     (kernels/attention/gpu_oracle.cpp) instead of the solutions;
 //     1b and 1c, which call the solutions' launchers, are left out
 //   --shard K/N: run only items K, K + N, ... (tools/gpu/on_device.sh
 //     prefill-check runs N processes side by side: the CPU oracle dominates)
@@ -53,7 +53,7 @@
 #include <string>
 #include <vector>
 
-#include "../../kernels/gqa_paged/cuda/prefill_cuda.hpp"
+#include "../../kernels/attention/launch.hpp"
 #include "attention_test_support.hpp"
 #include "cuda/device.hpp"
 #include "harness/gpu_eval.hpp"
@@ -450,8 +450,8 @@ void run_plan_split() {
 // launch must give the ragged launch's bytes exactly: the paged kernels read
 // the same rows in the same tiles, and page sizes that are not a multiple of
 // 64 are long enough here (total query tokens x group >= 16384) that the
-// launcher gathers their pages into table order first (kernels/gqa_paged/
-// cuda/prefill.cu). So this checks the gather, at page sizes the shipped
+// launcher gathers their pages into table order first
+// (kernels/attention/prefill_gqa.cu). So this checks the gather, at page sizes the shipped
 // definitions lack (16), against the ragged TMA kernel.
 void run_paged_vs_ragged() {
   const std::string label = "paged = ragged (page sizes 1, 16, 64)";

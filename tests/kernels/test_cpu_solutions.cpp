@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/online_softmax.hpp"
+#include "attention/online_softmax.hpp"
 #include "harness/implementation.hpp"
 #include "harness/judge.hpp"
 #include "inputs/inputs.hpp"

@@ -1,13 +1,13 @@
 // kb_cuda_gqa_paged_decode: kb's CUDA solution for gqa_paged decode
 // definitions (no qo_indptr): bf16 q / k_cache / v_cache, int32 page tables,
 // page size any (1 and 64 shipped), with or without kv_last_page_len,
-// head_dim 128 or 256, group 1..16. Kernel: kernels/common/paged_decode.cuh.
+// head_dim 128 or 256, group 1..16. Kernel: kernels/attention/decode.cuh.
 #include <fmt/format.h>
 
 #include <string>
 
-#include "decode_cuda.hpp"
-#include "../../common/attention_solution_args.hpp"
+#include "../../attention/launch.hpp"
+#include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {

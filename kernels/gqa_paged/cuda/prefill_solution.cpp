@@ -2,14 +2,14 @@
 // definitions (with qo_indptr): bf16 q / k_cache / v_cache, int32 page
 // tables, any page size (1 and 64 shipped), with or without
 // kv_last_page_len, head_dim 128, any group. Kernel:
-// kernels/common/prefill.cuh; launcher: prefill.cu.
+// kernels/attention/prefill_wgmma.cuh; launcher: kernels/attention/prefill_gqa.cu.
 #include <fmt/format.h>
 
 #include <string>
 
-#include "../../common/attention_solution_args.hpp"
+#include "../../attention/launch.hpp"
+#include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
-#include "prefill_cuda.hpp"
 
 namespace kb::kernels {
 namespace {
@@ -96,10 +96,10 @@ void add_gqa_paged_prefill_cuda(Registry& r) {
   impl.author = "kb";
   impl.device = Device::cuda;
   impl.description =
-      "causal prefill on Hopper tensor cores (wgmma bf16, fp32 online softmax in base 2; kernels/common/prefill_wgmma.cuh): a device "
+      "causal prefill on Hopper tensor cores (wgmma bf16, fp32 online softmax in base 2; kernels/attention/prefill_wgmma.cuh): a device "
       "plan of (sequence, 128-token tile) items, heaviest tiles first; per (item, query head) a producer warpgroup "
       "feeding two consumer warpgroups 128-key tiles, K / V by TMA for page sizes that are multiples of 64, by a cp.async gather otherwise, masks only on diagonal tiles; "
-      "head dims other than 128 on the mma.sync kernel of kernels/common/prefill.cuh";
+      "head dims other than 128 on the mma.sync kernel of kernels/attention/prefill.cuh";
   impl.supports = supports;
   impl.run_cuda = run;
   r.add(std::move(impl));

@@ -1,13 +1,13 @@
 // kb_cuda_gqa_ragged_prefill: kb's CUDA solution for gqa_ragged causal prefill definitions: bf16
 // q / k / v in ragged layout (rows of every sequence contiguous, CSR
-// qo_indptr / kv_indptr, int32), head_dim 128, any group. Kernel: kernels/common/prefill.cuh;
-// launcher: kernels/gqa_paged/cuda/prefill.cu.
+// qo_indptr / kv_indptr, int32), head_dim 128, any group. Kernel: kernels/attention/prefill_wgmma.cuh;
+// launcher: kernels/attention/prefill_gqa.cu.
 #include <fmt/format.h>
 
 #include <string>
 
-#include "../../common/attention_solution_args.hpp"
-#include "../../common/ragged_prefill_run.hpp"
+#include "../../attention/ragged_prefill_run.hpp"
+#include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {
@@ -37,10 +37,10 @@ void add_gqa_ragged_cuda(Registry& r) {
   impl.author = "kb";
   impl.device = Device::cuda;
   impl.description =
-      "causal prefill on Hopper tensor cores (wgmma bf16, fp32 online softmax in base 2; kernels/common/prefill_wgmma.cuh): a device "
+      "causal prefill on Hopper tensor cores (wgmma bf16, fp32 online softmax in base 2; kernels/attention/prefill_wgmma.cuh): a device "
       "plan of (sequence, 128-token tile) items, heaviest tiles first; per (item, query head) a producer warpgroup "
       "feeding two consumer warpgroups 128-key tiles, K / V by TMA, masks only on diagonal tiles; "
-      "head dims other than 128 on the mma.sync kernel of kernels/common/prefill.cuh";
+      "head dims other than 128 on the mma.sync kernel of kernels/attention/prefill.cuh";
   impl.supports = supports;
   impl.run_cuda = run;
   r.add(std::move(impl));

@@ -2,13 +2,13 @@
 // definitions (no qo_indptr): bf16 q_nope / q_pe / ckv_cache / kpe_cache,
 // int32 page tables, any page size, with or without kv_last_page_len,
 // ckv 512 + kpe 64, any number of query heads. Kernel:
-// kernels/common/paged_decode.cuh.
+// kernels/attention/decode.cuh.
 #include <fmt/format.h>
 
 #include <string>
 
-#include "decode_cuda.hpp"
-#include "../../common/attention_solution_args.hpp"
+#include "../../attention/launch.hpp"
+#include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {

@@ -2,13 +2,13 @@
 // definitions (with qo_indptr): bf16 q_nope / q_pe / ckv_cache / kpe_cache,
 // int32 page tables, any page size, with or without kv_last_page_len,
 // ckv 512 + kpe 64, any number of query heads. Kernel:
-// kernels/common/prefill.cuh; launcher: prefill.cu.
+// kernels/attention/prefill.cuh; launcher: kernels/attention/prefill_mla.cu.
 #include <fmt/format.h>
 
 #include <string>
 
-#include "../../gqa_paged/cuda/prefill_cuda.hpp"
-#include "../../common/attention_solution_args.hpp"
+#include "../../attention/launch.hpp"
+#include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {

@@ -1,13 +1,13 @@
 // kb_cuda_mla_ragged_prefill: kb's CUDA solution for mla_ragged causal prefill definitions: bf16
 // q / k / v in ragged layout (rows of every sequence contiguous, CSR
-// qo_indptr / kv_indptr, int32), qk_dim 192 / vo_dim 128 (DeepSeek MLA prefill without absorption), any group. Kernel: kernels/common/prefill.cuh;
-// launcher: kernels/gqa_paged/cuda/prefill.cu.
+// qo_indptr / kv_indptr, int32), qk_dim 192 / vo_dim 128 (DeepSeek MLA prefill without absorption), any group. Kernel: kernels/attention/prefill.cuh;
+// launcher: kernels/attention/prefill_gqa.cu.
 #include <fmt/format.h>
 
 #include <string>
 
-#include "../../common/attention_solution_args.hpp"
-#include "../../common/ragged_prefill_run.hpp"
+#include "../../attention/ragged_prefill_run.hpp"
+#include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {

@@ -1,4 +1,4 @@
-// The attention GPU oracle's kernel, as the host side (attention_gpu_oracle.cpp)
+// The attention GPU oracle's kernel, as the host side (gpu_oracle.cpp)
 // calls it: plain types only, so the checks and lists are ordinary C++ and
 // the .cu file holds nothing but the kernel.
 #pragma once

@@ -1,9 +1,11 @@
-// Launchers of kb's causal prefill kernels (kernels/common/prefill.cuh):
-// kb_cuda_gqa_paged_prefill, kb_cuda_gqa_ragged_prefill,
-// kb_cuda_mla_ragged_prefill (launch_gqa_prefill) and
-// kb_cuda_mla_paged_prefill (launch_mla_paged_prefill). Plain host
-// declarations (no CUDA types), so C++ code (solutions, tests, the benchmark
-// driver) can call them.
+// Launchers of kb's attention kernels: paged decode (decode.cuh;
+// kb_cuda_gqa_paged_decode, kb_cuda_mla_paged_decode) and causal prefill
+// (prefill.cuh, prefill_wgmma.cuh; kb_cuda_gqa_paged_prefill,
+// kb_cuda_gqa_ragged_prefill, kb_cuda_mla_ragged_prefill through
+// launch_gqa_prefill, kb_cuda_mla_paged_prefill through
+// launch_mla_paged_prefill). Plain host declarations (no CUDA types), so C++
+// code (solutions, tests, the benchmark driver) can call them. Each returns a
+// status: unsupported shapes say which ones the kernel handles.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,54 @@
 
 namespace kb::kernels {
 
-// What one call does. The plan (work list in a per-stream device workspace)
+// GQA decode over a paged NHD cache, bf16, head_dim 128 or 256, group
+// (num_qo_heads / num_kv_heads) 1..16:
+//   q [batch, H_q, D], k_cache / v_cache [num_pages, page_size, H_kv, D],
+//   kv_indptr [batch + 1], kv_indices [num_kv_indices] (int32),
+//   kv_last_page_len [batch] (int32) or null (every page full),
+//   output [batch, H_q, D] bf16, lse [batch, H_q] fp32 base 2 (or null).
+// Every pointer 16-byte aligned, tensors contiguous, on the current device.
+// Launches on `stream` (a cudaStream_t), never synchronizes; the first call
+// that splits the keys on a stream allocates that stream's workspace
+// (see paged_decode::workspace_for).
+struct GqaPagedDecodeArgs {
+  const void* q = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  const std::int32_t* kv_indptr = nullptr;
+  const std::int32_t* kv_indices = nullptr;
+  const std::int32_t* kv_last_page_len = nullptr;
+  void* output = nullptr;
+  float* lse = nullptr;
+  std::int64_t batch = 0, num_qo_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0, num_pages = 0,
+               num_kv_indices = 0;
+  double sm_scale = 0;
+};
+// `splits_used` (optional) receives the number of KV splits chosen.
+Status launch_gqa_paged_decode(const GqaPagedDecodeArgs& a, void* stream, int* splits_used = nullptr);
+
+// MLA decode (absorbed): logits = (q_nope . ckv + q_pe . kpe) * sm_scale,
+// output = softmax . ckv. bf16, head_dim_ckv 512, head_dim_kpe 64, any H_q:
+//   q_nope [batch, H_q, 512], q_pe [batch, H_q, 64],
+//   ckv_cache [num_pages, page_size, 512], kpe_cache [num_pages, page_size, 64],
+//   index tensors as above, output [batch, H_q, 512] bf16, lse [batch, H_q] fp32 base 2 (or null).
+struct MlaPagedDecodeArgs {
+  const void* q_nope = nullptr;
+  const void* q_pe = nullptr;
+  const void* ckv_cache = nullptr;
+  const void* kpe_cache = nullptr;
+  const std::int32_t* kv_indptr = nullptr;
+  const std::int32_t* kv_indices = nullptr;
+  const std::int32_t* kv_last_page_len = nullptr;
+  void* output = nullptr;
+  float* lse = nullptr;
+  std::int64_t batch = 0, num_qo_heads = 0, head_dim_ckv = 0, head_dim_kpe = 0, page_size = 0, num_pages = 0,
+               num_kv_indices = 0;
+  double sm_scale = 0;
+};
+Status launch_mla_paged_decode(const MlaPagedDecodeArgs& a, void* stream, int* splits_used = nullptr);
+
+// What one prefill call does. The plan (work list in a per-stream device workspace)
 // depends on the batch layout (qo_indptr, kv_indptr, kv_last_page_len) and
 // the shapes, not on page ids or data: a caller replaying one batch layout on
 // one stream may plan once (plan_only) and then launch run_only;
@@ -23,7 +72,6 @@ namespace kb::kernels {
 // buffer (2 x num_kv_indices x page_size x H_kv x 256 bytes, at most 1 GiB,
 // kept until exit; where it cannot be had, e.g. under stream capture, the
 // call runs the kernel whose producer gathers the rows itself).
-// KB_PREFILL_GATHER=0 turns the copy off.
 enum class PrefillMode { plan_and_run, plan_only, run_only };
 
 // Causal prefill with bottom-right aligned masks, bf16, fp32 lse in base 2.

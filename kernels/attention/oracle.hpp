@@ -45,7 +45,7 @@ std::string supports_ragged(const Definition& d);
 Status run_ragged(const OracleCall& call);
 
 // ---- What the CPU and GPU oracles share: shapes and index checks ----------
-// (kernels/gqa_paged/attention_gpu_oracle.cu runs the same math on the GPU.)
+// (kernels/attention/gpu_oracle.cu runs the same math on the GPU.)
 
 // The sizes of a call, from the shapes of its tensors. Paged GQA: q [tokens,
 // H_q, D], k_cache / v_cache [pages, page_size, H_kv, D / D_v]; paged MLA:

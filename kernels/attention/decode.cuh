@@ -1,6 +1,6 @@
 // Paged-KV attention decode (one query token per sequence), shared by
-// kb_cuda_gqa_paged_decode (kernels/gqa_paged/cuda/decode.cu) and
-// kb_cuda_mla_paged_decode (kernels/mla_paged/cuda/decode.cu).
+// kb_cuda_gqa_paged_decode (decode_gqa.cu) and kb_cuda_mla_paged_decode
+// (decode_mla.cu); the instantiations they run are in dispatch.cuh.
 //
 // Flash-decoding on tensor cores:
 //  * one CTA (WARPS warps: GQA 4, MLA 8) per (sequence, head block, split). A head
@@ -43,23 +43,20 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 #include <utility>
 
-#include "l2_stream_policy.cuh"
-#include "stream_ctas.hpp"
-#include "tuning_env.hpp"
+#include "../common/l2_stream_policy.cuh"
+#include "../common/stream_ctas.hpp"
 
 namespace kb::kernels::paged_decode {
 
 constexpr int kTileKeys = 64;  // keys per pipeline stage
 // Warps per CTA (a template parameter, WARPS): GQA 4; MLA 8, two warps per
-// SM scheduler (one CTA fills an SM's shared memory), since one warp alone
-// issued every 4.3 cycles, stalled on its own shared-memory and mma latencies.
+// SM scheduler (one CTA fills an SM's shared memory): one warp alone issues
+// only every few cycles, stalled on its own shared-memory and mma latencies.
 constexpr int kRows = 16;  // query rows per CTA (mma M)
 
 struct Params {
@@ -556,9 +553,9 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
 
 // The merge as its own launch (splits > 1 without counters): a CTA of
 // kMergeWarps warps per row, warp w taking splits w, w + kMergeWarps, ...
-// (MLA at batch 1 has 16 rows of up to 122 splits: one warp per row walked
-// its splits as a chain of dependent round trips), the warps' sums added in
-// shared memory.
+// (MLA at batch 1 has 16 rows of up to 122 splits: one warp per row would
+// walk its splits as a chain of dependent round trips), the warps' sums added
+// in shared memory.
 constexpr int kMergeWarps = 8;
 template <int DV>
 __global__ void __launch_bounds__(kMergeWarps * 32)
@@ -612,9 +609,8 @@ inline int choose_splits(std::int64_t work_items, std::int64_t avg_tiles, std::i
   double best_cost = cost(1);
   for (std::int64_t s = 2; s <= smax; ++s) best_cost = std::min(best_cost, cost(s));
   // The wave model ignores what each split costs besides its share of the keys (its start, its Q load and
-  // pipeline fill, the partial output and the merge). H100, 2026-11-24: batch 16 x 8192 keys ran 33 splits
-  // of a few tiles each at 0.84x of SDPA, while one wave of long splits ran at 0.93x. So take the fewest
-  // splits within 5% of the model's best.
+  // pipeline fill, the partial output and the merge), which makes many splits of a few tiles each slower
+  // than one wave of long splits. So take the fewest splits within 5% of the model's best.
   for (std::int64_t s = 1; s <= smax; ++s)
     if (cost(s) <= best_cost * 1.05) return static_cast<int>(s);
   return 1;
@@ -674,7 +670,7 @@ struct KernelInfo {
 // CTAs an SM of `device` needs to stream whole pages at its DRAM rate
 // (stream_ctas.hpp, from device_dram_bytes_per_s and the SM count),
 // looked up once per device; 1 if a query fails. kernel_info and the MLA
-// launcher's tile choice (kernels/mla_paged/cuda/decode.cu) both read it.
+// decode's tile choice (dispatch.cuh) both read it.
 inline int device_stream_ctas_per_sm(int device) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cache[kMaxDevices];
@@ -739,27 +735,15 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   const std::int64_t max_ws = per_split_bytes > 0 ? static_cast<std::int64_t>(kWorkspaceCap) / per_split_bytes : 1;
   const std::int64_t avg_tiles = (avg_keys + TK - 1) / TK;
   // Slots: SMs x resident CTAs, except where pages hold runs of 64 keys: a CTA
-  // streaming whole pages keeps ~25 GB/s in flight alone, enough for an H100's
-  // share of bandwidth an SM, and fewer, longer splits pay less start and
-  // merge. H100, GQA 32/8 d128 (2026-11-24,
-  // benchmarks/h100-2026-11-24-s4/decode_exp.txt): batch 16 x 8192 keys, page
-  // size 64, 1 split 203.9 us, 2 splits 209.2; batch 4 x 32768: 4 and 8 splits
-  // both 209.4; page size 1 the other way (1 split 253.5, 2 splits 212.7). An
-  // H200's share needs two (info.page_run_ctas): batch 16 x 32768, 1 split
-  // 675 us, 2 splits 546; batch 4 x 32768, 4 splits 177, 8 splits 152
-  // (benchmarks/h200-2026-11-25-s9/h200_decode_splits.md). MLA's 64-key
-  // kernel fits one CTA an SM, so this only moves its 32-key kernel
-  // (kernels/mla_paged/cuda/decode.cu says when that runs).
+  // streaming whole pages keeps much more in flight than one gathering rows,
+  // so fewer CTAs an SM (info.page_run_ctas: as many as the SM needs for its
+  // share of DRAM bandwidth, stream_ctas.hpp) fill it, and fewer, longer
+  // splits pay less start and merge. MLA's 64-key kernel fits one CTA an SM,
+  // so this only moves its 32-key kernel (dispatch.cuh says when that runs).
   const std::int64_t slots =
       static_cast<std::int64_t>(info.sms) *
       (p.page_size % TK != 0 ? info.ctas_per_sm : info.page_run_ctas);  // page_run_ctas <= ctas_per_sm
-  int splits = choose_splits(work, avg_tiles, slots, min_tiles, max_ws);
-  // KB_DECODE_SPLITS=N: N splits (at most the workspace's and kMaxSplits), for tuning experiments.
-  static const int forced = [] {
-    const char* e = std::getenv("KB_DECODE_SPLITS");
-    return e ? std::atoi(e) : 0;
-  }();
-  if (forced > 0) splits = static_cast<int>(std::min<std::int64_t>({forced, std::max<std::int64_t>(1, max_ws), kMaxSplits}));
+  const int splits = choose_splits(work, avg_tiles, slots, min_tiles, max_ws);
   p.splits = splits;
   // The KV stream's L2 policy, by its size (l2_stream_policy.cuh).
   const std::int64_t bytes_per_key = MLA ? std::int64_t{DQK} * 2 : std::int64_t{p.num_kv_heads} * (DQK + DV) * 2;
@@ -775,20 +759,13 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
     const std::size_t l_bytes = static_cast<std::size_t>(rows) * splits * sizeof(float);
     if (cudaError_t e = workspace_for(stream, kCounterBytes + o_bytes + l_bytes, &ws); e != cudaSuccess) return e;
     auto* base = static_cast<unsigned char*>(ws);
-    // The fused merge is done by one CTA per work item after its own split, a warp
-    // per row: worth it where that is little, at most two rows per warp and 64 KB of
-    // partials. GQA's group of 4-8 rows (4 warps): 0.5-2 us faster than
-    // merge_kernel's launch on an H100, every batch 1-16 shape of
-    // benchmarks/h100-2026-11-24-s4/merge_exp.txt. MLA's 16 rows of 512 (8 warps):
-    // 1-2% faster at 2 splits (batch 64 x 8192: 235.4 against 240.5 us at page
-    // size 64), even at 8, and much slower with many (122 splits, batch 1 x 32768:
-    // 72 against 42 us; benchmarks/h100-2026-11-24-s5/mla_decode_steps.md), where
-    // merge_kernel spreads the rows' splits over the SMs.
+    // The fused merge is done by one CTA per work item after its own split, a
+    // warp per row: worth it where that is little, at most two rows per warp
+    // and 64 KB of partials (it saves merge_kernel's launch). With more, one
+    // CTA walking every split of its rows takes longer than merge_kernel,
+    // which spreads the rows' splits over the SMs.
     const std::size_t merge_bytes = static_cast<std::size_t>(p.rows_per_cta) * splits * DV * sizeof(float);
-    // KB_DECODE_MERGE=fused or kernel overrides the choice, for tuning experiments.
-    static const int merge_env = env_is("KB_DECODE_MERGE", "fused") ? 1 : env_is("KB_DECODE_MERGE", "kernel") ? 2 : 0;
-    const bool fused =
-        merge_env == 1 || (merge_env == 0 && p.rows_per_cta <= 2 * WARPS && merge_bytes <= (std::size_t{64} << 10));
+    const bool fused = p.rows_per_cta <= 2 * WARPS && merge_bytes <= (std::size_t{64} << 10);
     if (work <= kMaxCounters && fused) p.counters = reinterpret_cast<unsigned*>(base);
     p.part_o = reinterpret_cast<float*>(base + kCounterBytes);
     p.part_lse = reinterpret_cast<float*>(base + kCounterBytes + o_bytes);

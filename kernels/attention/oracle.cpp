@@ -1,4 +1,4 @@
-#include "attention_common.hpp"
+#include "oracle.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,15 +1,14 @@
-// kb_cuda_gqa_paged_decode: GQA decode over a paged NHD KV cache, bf16,
-// head_dim 128 (3-stage pipeline, two CTAs per SM) or 256 (2 stages). The
-// kernel, the split planning and the merge are in
-// kernels/common/paged_decode.cuh.
+// kb_cuda_gqa_paged_decode's launcher: GQA decode over a paged NHD KV cache,
+// bf16, head_dim 128 or 256, group 1..16. The kernel, the split planning and
+// the merge are in decode.cuh; the instantiation per head_dim in dispatch.cuh.
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cstdint>
 #include <string>
 
-#include "../../common/paged_decode.cuh"
-#include "decode_cuda.hpp"
+#include "dispatch.cuh"
+#include "launch.hpp"
 
 namespace kb::kernels {
 namespace {
@@ -30,7 +29,7 @@ Status launch_gqa_paged_decode(const GqaPagedDecodeArgs& a, void* stream, int* s
   if (a.batch < 0 || a.num_qo_heads < 0 || a.num_kv_heads < 1 || a.page_size < 1 || a.num_pages < 0 ||
       a.num_kv_indices < 0)
     return make_error(Code::invalid_argument, "kb_cuda_gqa_paged_decode: negative or zero size");
-  if (a.head_dim != 128 && a.head_dim != 256)
+  if (!attention::gqa_decode_supports_head_dim(a.head_dim))
     return make_error(Code::unsupported, "kb_cuda_gqa_paged_decode: head_dim " + std::to_string(a.head_dim) +
                                              " (this kernel handles 128 and 256)");
   if (a.num_qo_heads % a.num_kv_heads != 0 || a.num_qo_heads / a.num_kv_heads > pd::kRows)
@@ -68,8 +67,8 @@ Status launch_gqa_paged_decode(const GqaPagedDecodeArgs& a, void* stream, int* s
   p.scale_log2 = static_cast<float>(static_cast<double>(static_cast<float>(a.sm_scale)) * 1.4426950408889634);
   const std::int64_t avg_keys = a.num_kv_indices * a.page_size / a.batch;
   auto s = static_cast<cudaStream_t>(stream);
-  cudaError_t e = a.head_dim == 128 ? pd::launch<false, 128, 128, 3, 4>(p, avg_keys, 1, s, splits_used)
-                                    : pd::launch<false, 256, 256, 2, 4>(p, avg_keys, 1, s, splits_used);
+  const cudaError_t e = attention::dispatch_gqa_decode(
+      a.head_dim, [&](auto kernel) { return decltype(kernel)::launch(p, avg_keys, s, splits_used); });
   return cuda_status("launch", e);
 }
 

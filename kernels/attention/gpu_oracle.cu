@@ -1,5 +1,5 @@
 // The attention GPU oracle's kernel (the host side, the checks and the
-// comment on the method: attention_gpu_oracle.cpp): one warp per (query
+// comment on the method: gpu_oracle.cpp): one warp per (query
 // token, query head) walks the token's visible keys in order with an online
 // softmax in fp32. Each key's logit is a warp-wide dot product (lane e takes
 // elements e, e + 32, ...) times sm_scale; the running maximum, the sum of
@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "../common/cuda_types.cuh"
-#include "attention_gpu_oracle.hpp"
+#include "gpu_oracle.hpp"
 
 namespace kb::kernels::attention_gpu_oracle {
 namespace {

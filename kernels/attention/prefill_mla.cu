@@ -1,24 +1,19 @@
-// Launcher of kb_cuda_mla_paged_prefill: MLA (absorbed) causal prefill over
-// paged ckv / kpe caches with the prefill kernel of
-// kernels/common/prefill.cuh. The 16 query heads of a token share the latent
-// KV, so a CTA packs 16 heads x 4 tokens into its 64 rows; 8 warps: 4 along
-// the rows x 2 along the 512 value columns; 32-key tiles of ckv + kpe
-// (155 KB of shared memory, one CTA per SM).
+// kb_cuda_mla_paged_prefill's launcher: MLA (absorbed) causal prefill over
+// paged ckv / kpe caches on the mma.sync kernel of prefill.cuh (its
+// configuration: dispatch.cuh).
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cstdint>
 #include <string>
 
-#include "../../common/prefill.cuh"
-#include "../../gqa_paged/cuda/prefill_cuda.hpp"
+#include "dispatch.cuh"
+#include "launch.hpp"
 
 namespace kb::kernels {
 namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
-using Mla576 = prefill::Config<576, 512, 1, 4, 2, 32, true>;
 
 }  // namespace
 
@@ -29,7 +24,7 @@ Status launch_mla_paged_prefill(const MlaPagedPrefillArgs& a, void* stream, Pref
   if (a.batch < 0 || a.total_q < 0 || a.num_qo_heads < 0 || a.page_size < 1 || a.num_pages < 0 ||
       a.num_kv_indices < 0)
     return fail(Code::invalid_argument, "negative or zero size");
-  if (a.head_dim_ckv != 512 || a.head_dim_kpe != 64)
+  if (!attention::mla_supports_head_dims(a.head_dim_ckv, a.head_dim_kpe))
     return fail(Code::unsupported, "ckv " + std::to_string(a.head_dim_ckv) + " + kpe " +
                                        std::to_string(a.head_dim_kpe) + " (this kernel handles 512 + 64)");
   if (a.batch == 0 || a.total_q == 0 || a.num_qo_heads == 0) return ok_status();
@@ -62,8 +57,10 @@ Status launch_mla_paged_prefill(const MlaPagedPrefillArgs& a, void* stream, Pref
   p.heads_per_cta = static_cast<int>(a.num_qo_heads < 16 ? a.num_qo_heads : 16);
   p.kv_limit = static_cast<int>(a.num_pages);
   p.scale_log2 = static_cast<float>(static_cast<double>(static_cast<float>(a.sm_scale)) * 1.4426950408889634);
-  cudaError_t e = prefill::launch<Mla576, 1>(p, static_cast<prefill::Mode>(static_cast<int>(mode)),
-                                             static_cast<cudaStream_t>(stream));
+  const auto m = static_cast<prefill::Mode>(static_cast<int>(mode));
+  auto s = static_cast<cudaStream_t>(stream);
+  const cudaError_t e =
+      attention::dispatch_mla_paged_prefill([&](auto kernel) { return decltype(kernel)::launch(p, m, s); });
   if (e != cudaSuccess)
     return fail(Code::cuda_error, std::string("launch: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
   return ok_status();

@@ -1,6 +1,6 @@
 // The run() of kb's two ragged causal-prefill solutions (kb_cuda_gqa_ragged_prefill and
 // kb_cuda_mla_ragged_prefill): both take q / k / v in ragged layout with CSR qo_indptr / kv_indptr and
-// launch through kernels/gqa_paged/cuda/prefill.cu, which picks the kernel by head dims. Each solution
+// launch through launch_gqa_prefill (prefill_gqa.cu; dispatch.cuh picks the kernel by head dims). Each solution
 // keeps its own supports() (op_type, head dims) and registration.
 #pragma once
 
@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "../gqa_paged/cuda/prefill_cuda.hpp"
-#include "attention_solution_args.hpp"
+#include "launch.hpp"
+#include "solution_args.hpp"
 #include "harness/implementation.hpp"
 
 namespace kb::kernels {

@@ -5,9 +5,9 @@
 // bottom-right aligned causal mask, rows with no visible key -> output 0 and
 // lse -inf, base-2 lse in fp32, bf16 in / fp32 accumulate / bf16 out.
 //
-// launch_wgmma(p, mode, stream) returns cudaErrorNotSupported where this
-// kernel does not apply (head dims other than 128/128, MLA, several heads per
-// CTA, sm_scale <= 0, a device that is not compute capability 9.0), so the
+// launch_wgmma_config<C>(p, mode, stream) returns cudaErrorNotSupported where
+// this kernel does not apply (head dims other than 128/128, MLA, several heads
+// per CTA, sm_scale <= 0, a device that is not compute capability 9.0), so the
 // caller can fall back to prefill::launch.
 //
 // CTA = 3 warpgroups (384 threads), one (work item, query head) per CTA, the
@@ -34,7 +34,7 @@
 //    flight). A warpgroup whose rows see fewer tiles than the CTA loads (the
 //    first 64 rows, one tile fewer on the diagonal) only waits and releases
 //    the rest. tools/gpu/wgmma_pipeline_model.py models this protocol.
-//  * the configurations kb ships (kernels/gqa_paged/cuda/prefill.cu) add, by
+//  * the configurations kb runs (dispatch.cuh) add, by
 //    OPT bits (WgmmaConfig below): K / V by TMA boxes from one producer thread
 //    (kWgTma), and a persistent grid (kWgPersistent: one CTA an SM takes
 //    units from an atomic counter; its producer loads each unit's Q by TMA
@@ -75,8 +75,7 @@
 // mma.sync m16n8 layout, so P converts to the register A operand as in
 // prefill.cuh (a[i] = bf16x2 of d[8k + 2i], d[8k + 2i + 1] for k-step k).
 // tools/gpu/wgmma_layout_model.py replays the stores and descriptors against
-// the PTX ISA's canonical layouts on the host; tools/gpu/prefill_wgmma_check.cu
-// checks and times the kernel on a GPU.
+// the PTX ISA's canonical layouts on the host.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (the encoder is fetched at run time: no -lcuda)
@@ -91,14 +90,13 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "hopper_ptx.cuh"
+#include "../common/hopper_ptx.cuh"
 #include "prefill.cuh"
-#include "tuning_env.hpp"
 
 namespace kb::kernels::prefill {
 
 namespace wg {
-// The PTX wrappers (hopper_ptx.cuh) under the names this file has always used.
+// The PTX wrappers (hopper_ptx.cuh), as wg::.
 using namespace ::kb::kernels::hopper;
 }  // namespace wg
 
@@ -113,10 +111,10 @@ using namespace ::kb::kernels::hopper;
 //    after issuing tile t, fences, and arrives: `full` of tile j then needs
 //    stage (j + 1) % STAGES free, which an OVERLAP consumer (holding V(j - 1)
 //    while it waits for K(j)) only guarantees with 3 stages or more.
-//  OPT (bits, 0 = the original kernel):
+//  OPT (bits; 0: one softmax form that computes the mask predicates of every
+//  tile and selects, consumers without turns, K / V by cp.async, one CTA a unit):
 //   kWgSoftmax2: the softmax in two compiled forms (the causal mask only on
-//    tiles that need it; the original computes the mask predicates of every
-//    tile and selects), P and the row sums pinned before the wait for
+//    tiles that need it), P and the row sums pinned before the wait for
 //    P(j-1) V(j-1) (the compiler otherwise sinks the exp2 / sums below that
 //    wait, losing the overlap), and O rescaled only when the running max of
 //    some row of the warp changed (alpha == 1 exactly otherwise: bitwise the
@@ -139,9 +137,9 @@ using namespace ::kb::kernels::hopper;
 //    the page ids, Q and the first tiles: dependent DRAM round trips after
 //    the timer's L2 flush) runs under the previous unit's compute, which is
 //    what short sequences (batch 8 x 512 tokens: 1 to 4 tiles a unit) lose
-//    most to with one CTA per unit. (A static persistent grid with Q loaded
-//    by the consumers, round 4 of tools/gpu/prefill_wgmma_notes.md, hid
-//    none of it and was slower.)
+//    most to with one CTA per unit. The producer, not the consumers, loads Q:
+//    a unit's start only hides under compute if the thread that runs ahead
+//    makes it.
 enum : int { kWgSoftmax2 = 1, kWgPingPong = 2, kWgTma = 4, kWgPersistent = 8, kWgFusedGather = 16 };
 
 // One work unit's geometry, as the persistent kernel's producer hands it to
@@ -303,9 +301,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // The cp.async producer keeps, per key row, its place in the cache in
     // units of one head's row (D = 128 bf16 = 256 bytes): unit = cache row x
     // H_kv (< 2^31: the launcher checks), -1 past the keys. A copy is then one
-    // shared load, one multiply-add and the cp.async; computing a 64-bit
-    // row x stride offset per copy (K and V each) had made the producer's
-    // instructions 3/4 of the consumers' at page size 1, in their issue slots.
+    // shared load, one multiply-add and the cp.async. A 64-bit row x stride
+    // offset per copy (K and V each) would make the producer's instructions
+    // 3/4 of the consumers' at page size 1, in their issue slots.
     static_assert(D * 2 == 256, "256-byte head rows");
     auto unit_of = [&](int kv_first, int kv_end, int tile, int row) -> int {
       const int tok = tok_of(kv_first, kv_end, tile, row);
@@ -337,10 +335,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       // count 1). Thread 0 walks the tiles and issues the tensor copies; the
       // other 127 sleep on named barrier 6 until thread 0 hands them a tile
       // for the cp.async path (fallback_s: tile, the CTA's tile count, the
-      // unit's kv_first, kv_end and kv head), or -1 at the end. (When
-      // they walked the tiles beside thread 0, each doing the page lookups,
-      // they took issue slots from the consumers: paged ps64 ran 12% behind
-      // ragged at batch 1 x 8192 and 16384, H100, whatever the page order.)
+      // unit's kv_first, kv_end and kv head), or -1 at the end. They do not
+      // walk the tiles beside thread 0: their page lookups would take issue
+      // slots from the consumers.
       constexpr int kBoxes = BN / 64;
       volatile int* fallback_s = tok_s + BN;  // the TMA path's cp.async tiles use tok_s[0, BN) only
       auto copy_by_threads = [&](int t, int gt, int kv_first, int kv_end, int kvh) {
@@ -995,9 +992,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       // this warpgroup real tokens, O goes through the warpgroup's part of the
       // Q buffer (free: every S of the unit is done), in Q's swizzled layout,
       // and leaves by two TMA stores (one per 64-column half) issued by thread
-      // 0 of the warpgroup. Measured on an H100 (benchmarks/h100-2026-11-25-s10/
-      // prefill_no_store_trial.md, prefill_tma_store.md): 4-byte thread stores
-      // cost batch 8 x 4096 tokens about a quarter of its time.
+      // 0 of the warpgroup: 4-byte stores from every thread cost a prefill of
+      // short sequences a large share of its time.
       pay_owed_slot();  // if no S was issued
       const bool by_tma = tma.o_use != 0 && row0 + 64 <= ntok;
 #pragma unroll
@@ -1066,7 +1062,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (wt == 0) wg::bulk_wait();  // O stores complete before the CTA's shared memory goes
   }
 #else
-  __trap();  // built without sm_90a: launch_wgmma must not be used
+  __trap();  // built without sm_90a: launch_wgmma_config must not be used
 #endif
 }
 
@@ -1161,9 +1157,7 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   WgmmaTma tma{};
   if constexpr (C::TMA) {
     // Ragged, or pages of a multiple of 64 rows (a 64-row box never crosses a page); else cp.async.
-    // KB_PREFILL_TMA=0: cp.async everywhere, to measure the two producers on one problem.
-    static const bool tma_allowed = !env_is("KB_PREFILL_TMA", "0");
-    if (tma_allowed && (!by_page || p.page_size % 64 == 0)) {
+    if (!by_page || p.page_size % 64 == 0) {
       const std::uint64_t rows =
           static_cast<std::uint64_t>(p.kv_limit) * static_cast<std::uint64_t>(by_page ? p.page_size : 1);
       tma.use = p.kv_limit > 0 && encode_kv_tensor_map(&tma.k, p.k, rows, p.num_kv_heads) &&
@@ -1180,9 +1174,8 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
       return cudaErrorNotSupported;
     grid = std::min<std::int64_t>(grid, std::max(1, sms));  // one CTA fits an SM
   }
-  // O by TMA store where the output can be mapped (KB_PREFILL_TMA_STORE=0: thread stores, to compare).
-  static const bool store_allowed = !env_is("KB_PREFILL_TMA_STORE", "0");
-  tma.o_use = store_allowed && p.total_q > 0 &&
+  // O by TMA store where the output can be mapped.
+  tma.o_use = p.total_q > 0 &&
                       encode_kv_tensor_map(&tma.o, p.out, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads)
                   ? 1
                   : 0;
@@ -1201,14 +1194,6 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   }
   prefill_wgmma_kernel<C><<<static_cast<unsigned>(grid), C::kThreads, C::smem_bytes, stream>>>(p, tma);
   return cudaGetLastError();
-}
-
-// The default configuration: 128-key tiles, two stages, no softmax / P V overlap, a blocking producer.
-using WgmmaDefault = WgmmaConfig<128, 2, false, false>;
-
-inline cudaError_t launch_wgmma(Params p, Mode mode, cudaStream_t stream, int head_dim_qk = 128,
-                                int head_dim_vo = 128) {
-  return launch_wgmma_config<WgmmaDefault>(p, mode, stream, head_dim_qk, head_dim_vo);
 }
 
 }  // namespace kb::kernels::prefill

@@ -1,6 +1,6 @@
 // GPU oracle for the four attention op_types (gqa_paged, gqa_ragged,
-// mla_paged, mla_ragged): the CPU oracle's math (attention_common.hpp says
-// what it is) as a plain fp32 CUDA kernel (attention_gpu_oracle.cu), for
+// mla_paged, mla_ragged): the CPU oracle's math (oracle.hpp says
+// what it is) as a plain fp32 CUDA kernel (gpu_oracle.cu), for
 // calls whose keys are too many for the CPU. Shapes and index tensors are
 // checked on the host by the code the CPU oracle uses (the index tensors are
 // small and are copied back first), so a bad page id is the same clear error
@@ -8,7 +8,7 @@
 // then reads each sequence's keys from a flat list of cache rows built here.
 // No tensor cores, no tiling: slow next to kb's solutions, and simple enough
 // to trust once it agrees with the CPU oracle (tests/gpu/test_gpu_oracles.cpp).
-#include "attention_gpu_oracle.hpp"
+#include "gpu_oracle.hpp"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -21,7 +21,7 @@
 #include <variant>
 #include <vector>
 
-#include "attention_common.hpp"
+#include "oracle.hpp"
 #include "cuda/runtime.hpp"
 #include "oracle/gpu_oracle.hpp"
 #include "tensor/tensor.hpp"

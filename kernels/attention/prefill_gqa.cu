@@ -1,134 +1,53 @@
-// Launcher of the GQA / MHA causal prefill kernel (kernels/common/prefill.cuh)
-// for kb_cuda_gqa_paged_prefill, kb_cuda_gqa_ragged_prefill and
-// kb_cuda_mla_ragged_prefill (qk 192 / vo 128: kernels/mla_ragged/cuda/prefill.cu).
+// The launcher of the GQA / MHA causal prefill (kb_cuda_gqa_paged_prefill,
+// kb_cuda_gqa_ragged_prefill) and of the unabsorbed MLA one
+// (kb_cuda_mla_ragged_prefill, qk 192 / vo 128): argument checks, the page
+// gather, and the order in which the kernels of dispatch.cuh are tried.
+//
+// Head dims 128 / 128:
+//  * K / V rows in runs of 64: the persistent TMA kernel, else the TMA kernel
+//    with one CTA a unit;
+//  * other page sizes: the pages the table names copied into table order,
+//    then read as ragged rows by the TMA kernels, where that pays
+//    (prefill_gather_pays) and the copy fits kGatherMaxBytes: by the
+//    persistent kernel itself at page size 1 (prefill_fused_gather_applies),
+//    else by gather_pages_kernel before it; otherwise the cp.async kernel;
+//  * the mma.sync kernel where no wgmma kernel runs (not an sm_90 device,
+//    outside its case).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
-#include "../../common/prefill.cuh"
-#include "../../common/prefill_wgmma.cuh"
-#include "../../common/tuning_env.hpp"
-#include "prefill_cuda.hpp"
+#include "dispatch.cuh"
+#include "launch.hpp"
 
 namespace kb::kernels {
-
-// qk 192 / vo 128 instantiation (kernels/mla_ragged/cuda/prefill.cu).
-cudaError_t launch_prefill_qk192_vo128(const prefill::Params& p, prefill::Mode mode, cudaStream_t stream);
-
 namespace {
+
+using attention::GqaPrefillKernel;
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// head_dim 128: 8 warps x 16 rows (BM 128), 64-key tiles, P in registers,
-// two CTAs per SM (104 KB of shared memory each, at most 128 registers).
-using Gqa128 = prefill::Config<128, 128, 1, 8, 1, 64, false>;
-// Alternative for tuning on the device (KB_PREFILL_GQA_CONFIG=b): 4 warps x
-// 32 rows (BM 128): each K/V fragment feeds two mma rows, half the shared
-// memory reads per FLOP, twice the accumulators.
-using Gqa128b = prefill::Config<128, 128, 2, 4, 1, 64, false>;
-
-// KB_PREFILL_GQA_CONFIG: unset or "wgmma" (the default: the Hopper kernel of
-// prefill_wgmma.cuh for head_dim 128), "a" or "b" (the mma.sync kernel's two
-// configurations, for comparison).
-const char* gqa_config() {
-  static const char* c = env_is("KB_PREFILL_GQA_CONFIG", "a")   ? "a"
-                         : env_is("KB_PREFILL_GQA_CONFIG", "b") ? "b"
-                                                                 : "wgmma";
-  return c;
+// Launches kernel k of dispatch.cuh.
+cudaError_t run_kernel(GqaPrefillKernel k, const prefill::Params& p, prefill::Mode m, cudaStream_t s,
+                       bool after_gather = false) {
+  return attention::dispatch_gqa_prefill(
+      k, [&](auto kernel) { return decltype(kernel)::launch(p, m, s, after_gather); });
 }
 
-// The fastest variants of tools/gpu/prefill_wgmma_check.cu on an H100 (2026-11-24, 32/8 heads, causal,
-// benchmarks/h100-2026-11-24/prefill_wgmma_check.txt), all with 128-key tiles, three stages, the softmax
-// of tile j overlapping P V of tile j-1, a producer that never waits on its own copies, and the mask only
-// on diagonal tiles:
-//  - rows contiguous in runs of 64 (ragged, page sizes multiple of 64): K / V by TMA and the two consumer
-//    warpgroups taking turns: 507-546 TFLOP/s ragged, 478 paged ps64 (mma.sync: 258-289);
-//  - other page sizes (rows gathered one by one): cp.async, no turns: 419 TFLOP/s at ps1.
-using GqaWgmmaTma = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong>;
-using GqaWgmmaGather = prefill::WgmmaConfig<128, 3, true, true, prefill::kWgSoftmax2>;
-// The persistent form of GqaWgmmaTma (two stages: the second Q buffer takes the third stage's room).
-using GqaWgmmaPersist = prefill::WgmmaConfig<128, 2, true, true,
-                                             prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong |
-                                                 prefill::kWgPersistent>;
-
-// The persistent kernel that also copies the pages it reads (page size 1, "fused page gather").
-using GqaWgmmaPersistGather = prefill::WgmmaConfig<128, 2, true, true,
-                                                   prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong |
-                                                       prefill::kWgPersistent | prefill::kWgFusedGather>;
-
-// Where K / V come by TMA, the persistent kernel (kWgPersistent in
-// prefill_wgmma.cuh) unless KB_PREFILL_PERSIST=0 (one CTA per unit, to
-// compare). H100, 32 / 8 heads, ragged, side by side in one run
-// (benchmarks/h100-2026-11-25-s7/prefill_persistent_trial.txt): batch 8 x 4096
-// tokens 71 against 85 us, 8 x 8192 182 against 211, 8 x 16384 559 against
-// 618; batch 1 x 4096 256 against 266, 1 x 8192 913 against 924-935; only
-// 1 x 512 is slower (19.3 against 17.9: one more round trip before the first
-// tile, the unit counter).
-bool use_persistent() {
-  static const bool on = !env_is("KB_PREFILL_PERSIST", "0");
-  return on;
-}
-
-// The wgmma kernel for K / V rows in runs of 64 (ragged, gathered, page sizes multiple of 64).
+// K / V rows in runs of 64 (ragged, gathered, page sizes multiple of 64): the
+// persistent kernel, or one CTA a unit where it cannot run.
 // after_gather: p reads the page gather's copy, the kernel just launched on s.
 cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStream_t s, bool after_gather = false) {
-  if (use_persistent()) {
-    const cudaError_t e = prefill::launch_wgmma_config<GqaWgmmaPersist>(p, m, s, 128, 128, after_gather);
-    if (e != cudaErrorNotSupported) return e;
-    (void)cudaGetLastError();
-  }
-  return prefill::launch_wgmma_config<GqaWgmmaTma>(p, m, s, 128, 128, after_gather);
+  const cudaError_t e = run_kernel(GqaPrefillKernel::wgmma_tma_persistent, p, m, s, after_gather);
+  if (e != cudaErrorNotSupported) return e;
+  (void)cudaGetLastError();
+  return run_kernel(GqaPrefillKernel::wgmma_tma, p, m, s, after_gather);
 }
 
-// ---- Page size 1 (any page size not a multiple of 64): gather first ----
-//
-// At such page sizes the wgmma kernel cannot load K / V by TMA boxes (a box is
-// 64 rows of one page) and gathers rows with cp.async from a producer
-// warpgroup, whose instructions take the consumers' issue slots: 0.71-0.74x of
-// SDPA at batch 1 x 4096-16384 tokens where TMA boxes reach 0.94-0.98x (H100,
-// benchmarks/h100-2026-11-24-s6). Copying the pages the table names into
-// table order first costs one pass over K and V at copy bandwidth (about 2% of
-// the attention at 8192 tokens) and lets the kernel read them as ragged rows
-// by TMA (and the persistent kernel). It pays on enough work: the launcher
-// gathers when total_q x group >= kGatherMinTokens, or the mean query length
-// x group >= kGatherMinMean, or both reach their short-sequence bounds below
-// (KB_PREFILL_GATHER=0 never, =1 always), and the gathered copy fits kGatherMaxBytes. H100, 32 / 8 heads, gather against
-// cp.async, both with the persistent kernel where it applies, in one run
-// (benchmarks/h100-2026-11-25-s7/prefill_ps1_gather_persistent.txt):
-//   gathers:  1 x 2048 93 / 108 us, 1 x 8192 953 / 1257, 8 x 4096 88 / 94,
-//             8 x 8192 213 / 249, 32 x 4096 67 / 75, 32 x 8192 128 / 146;
-//   does not: 1 x 1024 42 / 40, 8 x 1024 31 / 25, 8 x 2048 47 / 44,
-//             32 x 1024 57 / 44, 32 x 2048 63 / 52 (a second launch and, for
-//             short sequences, the TMA kernel's blocking copy of partial tiles).
-// Since O leaves by TMA store (session 10, benchmarks/h100-2026-11-25-s10/
-// prefill_small_ps1.md, KB_PREFILL_GATHER=1 against the rule above, one
-// run): 1 x 1024 34.0 / 37.3, 8 x 1024 19.7 / 22.2, 8 x 2048 37.5 / 41.1,
-// 1 x 2048 level; still slower at 32 x 1024 52.8 / 45.0 and 32 x 2048 55.7 /
-// 52.4 (32 and 64 tokens a sequence): hence the short-sequence pair of bounds.
-//
-// At page size 1 (pages of at most 8 heads) with a mean query length of at
-// least kFusedMinMeanQ, the persistent kernel copies the pages itself, its
-// idle producer threads beside the attention (prefill_wgmma.cuh, "fused page
-// gather"), instead of a gather kernel before it. H100, 32 / 8 heads, fused
-// against the gather kernel in one run, us
-// (benchmarks/h100-2026-11-25-s9/prefill_ps1_fused_gather.md):
-//   8 x 4096 84.0 / 87.8 (81.2 / 81.5 in another call), 8 x 8192 204 / 210,
-//   8 x 16384 607 / 622, 32 x 8192 119 / 126, 32 x 16384 277 / 298,
-//   batch 1 1% faster; before the rule, 32 x 4096 (128 tokens a sequence)
-//   65.9 / 62.9: one tile a unit, every unit waits for its pages, so shorter
-//   sequences keep the gather kernel. The copiers beside the attention cost
-//   ~6 us at 8 x 4096 even when nothing waits for them, so this does not
-//   reach ragged KV's speed there (same file).
-constexpr std::int64_t kFusedMinMeanQ = 256;
-constexpr std::int64_t kGatherMinTokens = 16384;  // 4096 query tokens at group 4
-constexpr std::int64_t kGatherMinMean = 8192;     // 2048 tokens a sequence at group 4
-// ... or both of these (since the O stores went to TMA, session 10):
-constexpr std::int64_t kGatherMinMeanShort = 512;     // 128 tokens a sequence at group 4
-constexpr std::int64_t kGatherMinTokensShort = 4096;  // 1024 query tokens at group 4
+// The page gather's copy is at most this large (K and V together).
 constexpr std::int64_t kGatherMaxBytes = std::int64_t{1} << 30;
 
 // Copies K and V of page-table entries [0, entries) into dk / dv in table
@@ -180,20 +99,6 @@ __global__ void __launch_bounds__(kGatherThreads) gather_pages_kernel(
   }
 }
 
-// The gather inside the persistent kernel (prefill_wgmma.cuh, "fused page
-// gather") where it applies, unless KB_PREFILL_FUSED_GATHER=0 (then the gather
-// kernel before it).
-bool fused_gather() {
-  static const bool on = !env_is("KB_PREFILL_FUSED_GATHER", "0") && use_persistent();
-  return on;
-}
-
-// KB_PREFILL_GATHER: unset (by the rule above), "0" never, "1" always.
-int gather_setting() {
-  static const int g = env_is("KB_PREFILL_GATHER", "0") ? 0 : env_is("KB_PREFILL_GATHER", "1") ? 1 : -1;
-  return g;
-}
-
 // One page gather's launch arguments (plan_gather fills them).
 struct PageGather {
   const uint4 *k = nullptr, *v = nullptr;
@@ -210,17 +115,16 @@ struct PageGather {
 // cp.async kernel can still run the call.
 bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode, cudaStream_t s, PageGather& g,
                  bool fused) {
-  const int setting = gather_setting();
-  if (setting == 0 || !p.paged || p.page_size % 64 == 0 || a.num_kv_indices == 0) return false;
-  const std::int64_t mean_q = a.total_q / a.batch;
-  const bool enough = a.total_q * p.group >= kGatherMinTokens || mean_q * p.group >= kGatherMinMean ||
-                      (mean_q * p.group >= kGatherMinMeanShort && a.total_q * p.group >= kGatherMinTokensShort);
-  if (setting < 0 && !enough) return false;
+  if (attention::prefill_rows_in_runs_of_64(p.paged, p.page_size) || a.num_kv_indices == 0) return false;
+  if (!attention::prefill_gather_pays(a.total_q, a.batch, p.group)) return false;
   const std::int64_t page_bytes = static_cast<std::int64_t>(p.page_size) * p.num_kv_heads * 128 * 2;
   const std::int64_t bytes = a.num_kv_indices * page_bytes;  // one of K, V
   const std::int64_t rows = a.num_kv_indices * p.page_size;
   if (2 * bytes > kGatherMaxBytes || rows > INT_MAX || page_bytes / 16 > INT_MAX) return false;
-  if (prefill::prepare_wgmma_kernel<GqaWgmmaTma>() != cudaSuccess) {  // no Hopper kernel to read the copy
+  // No Hopper kernel to read the copy: no copy.
+  if (attention::dispatch_gqa_prefill(GqaPrefillKernel::wgmma_tma, [](auto kernel) {
+        return decltype(kernel)::prepare();
+      }) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
@@ -262,8 +166,8 @@ bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode
 
 cudaError_t run_gather(const PageGather& g, cudaStream_t s) {
   // About 1024 chunks (16 KB of K and of V) a CTA, kGatherUnroll a thread:
-  // 4096 chunks a CTA made 128 CTAs for 4096 keys at page size 1, too few
-  // to hold the 132 SMs' loads in flight.
+  // enough CTAs to hold every SM's loads in flight (4096 chunks a CTA would
+  // give 4096 keys at page size 1 only 128 CTAs).
   const int per_cta = std::max(1, kGatherThreads * kGatherUnroll / g.page_chunks);
   const std::int64_t ctas = (g.entries + per_cta - 1) / per_cta;
   if (ctas > INT_MAX) return cudaErrorInvalidConfiguration;
@@ -273,18 +177,17 @@ cudaError_t run_gather(const PageGather& g, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-// Page size 1 (pages of at most 8 heads), mean query length >= kFusedMinMeanQ,
-// fused_gather(): plans the copy and launches the persistent kernel that makes
-// it (prefill_wgmma.cuh, "fused page gather"). False where it does not apply
-// or the kernel is not supported here (then the caller's other paths run);
-// true once launched, *e the launch's error.
+// Where prefill_fused_gather_applies: plans the copy and launches the
+// persistent kernel that makes it (prefill_wgmma.cuh, "fused page gather").
+// False where it does not apply or the kernel is not supported here (then the
+// caller's other paths run); true once launched, *e the launch's error.
 bool launch_fused_gather(const prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode m, cudaStream_t s,
                          cudaError_t* e) {
-  if (!fused_gather() || p.page_size != 1 || p.num_kv_heads > 8 || a.total_q / a.batch < kFusedMinMeanQ) return false;
+  if (!attention::prefill_fused_gather_applies(p.page_size, p.num_kv_heads, a.total_q, a.batch)) return false;
   prefill::Params pg = p;
   PageGather g;
   if (!plan_gather(pg, a, m, s, g, /*fused=*/true)) return false;
-  const cudaError_t le = prefill::launch_wgmma_config<GqaWgmmaPersistGather>(pg, m, s);
+  const cudaError_t le = run_kernel(GqaPrefillKernel::wgmma_fused_gather, pg, m, s);
   if (le == cudaErrorNotSupported) {  // e.g. not an sm_90 device
     (void)cudaGetLastError();
     return false;
@@ -301,9 +204,7 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
   if (a.batch < 0 || a.total_q < 0 || a.num_qo_heads < 0 || a.num_kv_heads < 1 || a.page_size < 1 || a.kv_rows < 0 ||
       a.num_kv_indices < 0)
     return fail(Code::invalid_argument, "negative or zero size");
-  const bool d128 = a.head_dim_qk == 128 && a.head_dim_vo == 128;
-  const bool d192 = a.head_dim_qk == 192 && a.head_dim_vo == 128;
-  if (!d128 && !d192)
+  if (!attention::gqa_prefill_supports_head_dims(a.head_dim_qk, a.head_dim_vo))
     return fail(Code::unsupported, "head dims qk " + std::to_string(a.head_dim_qk) + " / vo " +
                                        std::to_string(a.head_dim_vo) + " (this kernel handles 128/128 and 192/128)");
   if (a.num_qo_heads % a.num_kv_heads != 0)
@@ -342,17 +243,15 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
   const auto m = static_cast<prefill::Mode>(static_cast<int>(mode));
   auto s = static_cast<cudaStream_t>(stream);
   cudaError_t e = cudaSuccess;
-  if (d192) e = launch_prefill_qk192_vo128(p, m, s);
-  else if (std::strcmp(gqa_config(), "b") == 0) e = prefill::launch<Gqa128b, 1>(p, m, s);
-  else if (std::strcmp(gqa_config(), "a") == 0) e = prefill::launch<Gqa128, 2>(p, m, s);
-  else {
-    const bool runs_of_64 = !p.paged || p.page_size % 64 == 0;
+  if (attention::gqa_prefill_is_qk192(a.head_dim_qk, a.head_dim_vo)) {
+    e = run_kernel(GqaPrefillKernel::mma_qk192_vo128, p, m, s);
+  } else {
+    const bool runs_of_64 = attention::prefill_rows_in_runs_of_64(p.paged, p.page_size);
     prefill::Params pg = p;
     PageGather g;
-    const bool table_order_copy = !runs_of_64 && d128;  // rows not in runs of 64: a copy in table order may pay
-    if (table_order_copy && launch_fused_gather(p, a, m, s, &e)) {
+    if (!runs_of_64 && launch_fused_gather(p, a, m, s, &e)) {
       // the persistent kernel copied the pages itself (or e says why it failed)
-    } else if (table_order_copy && plan_gather(pg, a, m, s, g, /*fused=*/false)) {
+    } else if (!runs_of_64 && plan_gather(pg, a, m, s, g, /*fused=*/false)) {
       // Plan, gather, then the attention as the gather's programmatic
       // dependent: it starts (barriers, its first unit's Q) while the gather ends.
       if (m != prefill::Mode::run_only) e = launch_tma_kernel(pg, prefill::Mode::plan_only, s);
@@ -362,11 +261,11 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
         e = launch_tma_kernel(pg, prefill::Mode::run_only, s, /*after_gather=*/true);
       }
     } else {
-      e = runs_of_64 ? launch_tma_kernel(p, m, s) : prefill::launch_wgmma_config<GqaWgmmaGather>(p, m, s);
+      e = runs_of_64 ? launch_tma_kernel(p, m, s) : run_kernel(GqaPrefillKernel::wgmma_cp_async, p, m, s);
     }
     if (e == cudaErrorNotSupported) {  // not an sm_90 device, or outside the Hopper kernel's case
       (void)cudaGetLastError();
-      e = prefill::launch<Gqa128, 2>(p, m, s);
+      e = run_kernel(GqaPrefillKernel::mma_d128, p, m, s);
     }
   }
   if (e != cudaSuccess)

@@ -1,6 +1,6 @@
 // kb's CPU attention solutions (gqa_paged, gqa_ragged, mla_paged, mla_ragged):
 // a tiled online softmax in the manner of FlashAttention, written apart from
-// the oracle (kernels/gqa_paged/attention_common.cpp), which gathers each
+// the oracle (kernels/attention/oracle.cpp), which gathers each
 // sequence's keys, materializes every logit and accumulates in double.
 //
 // Here, per work unit (one sequence, one kv head, a tile of queries with all

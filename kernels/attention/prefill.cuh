@@ -1,8 +1,7 @@
 // Causal attention prefill (many query tokens per sequence) over a paged or
-// ragged KV, shared by kb_cuda_gqa_paged_prefill, kb_cuda_gqa_ragged_prefill
-// (kernels/gqa_paged/cuda/prefill.cu), kb_cuda_mla_ragged_prefill
-// (kernels/mla_ragged/cuda/prefill.cu) and kb_cuda_mla_paged_prefill
-// (kernels/mla_paged/cuda/prefill.cu).
+// ragged KV, shared by kb_cuda_gqa_paged_prefill, kb_cuda_gqa_ragged_prefill,
+// kb_cuda_mla_ragged_prefill (prefill_gqa.cu) and kb_cuda_mla_paged_prefill
+// (prefill_mla.cu); the instantiations they run are in dispatch.cuh.
 //
 // FlashAttention-2 style, on tensor cores (mma.sync m16n8k16, bf16 in, fp32
 // accumulate), no attention matrix in memory:
@@ -53,7 +52,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "paged_decode.cuh"  // the PTX wrappers (cp.async, ldmatrix, mma.sync)
+#include "decode.cuh"  // the PTX wrappers (cp.async, ldmatrix, mma.sync)
 
 namespace kb::kernels::prefill {
 
@@ -615,7 +614,7 @@ enum class Mode { plan_and_run, plan_only, run_only };
 // its runs cannot take the plan away. Fails (rather than allocating) while the
 // stream is being captured and the buffer is too small. `slot` keeps apart
 // buffers of one stream that live side by side (kPlanSlot: the work list;
-// kGatherSlot: the GQA launcher's gathered K / V, kernels/gqa_paged/cuda/prefill.cu).
+// kGatherSlot: the GQA launcher's gathered K / V, prefill_gqa.cu).
 enum : int { kPlanSlot = 0, kGatherSlot = 1 };
 inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** out, bool may_grow,
                                  int slot = kPlanSlot) {

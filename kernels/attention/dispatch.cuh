@@ -1,0 +1,223 @@
+// Where the runtime shape of an attention call becomes the template arguments
+// of the kernel that runs it: every instantiation of kb's attention kernels is
+// named in this file, and so is every rule that picks one from head dims,
+// group size, page size and problem size. The launchers (decode_gqa.cu,
+// decode_mla.cu, prefill_gqa.cu, prefill_mla.cu) check arguments, fill
+// Params and call a dispatch_* function; they name no template argument.
+//
+// dtype is not an axis: every kernel reads bf16 and writes bf16 (fp32
+// accumulation, fp32 lse), and the solutions reject other dtypes before any
+// launch. The GQA group size is not one either: a decode CTA holds the group's
+// query heads in its 16 mma rows and a prefill CTA one query head, so any
+// group runs on the same code.
+//
+// A dispatch_* function calls f(K{}) with the chosen instantiation K (a tag
+// whose static launch() launches it), as FlashInfer's DISPATCH_* macros do:
+// the kernels are instantiated in the translation unit that calls the
+// dispatcher, and only those that dispatcher can choose.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "decode.cuh"
+#include "prefill.cuh"
+#include "prefill_wgmma.cuh"
+
+namespace kb::kernels::attention {
+
+// ---- Paged decode (decode.cuh) ------------------------------------------------------
+
+// One instantiation of paged_decode::launch, and the fewest tiles of the
+// average sequence each split keeps (splits past that cost more in start and
+// merge than they add in parallelism).
+template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK, int MIN_TILES>
+struct DecodeKernel {
+  static cudaError_t launch(const paged_decode::Params& p, std::int64_t avg_keys, cudaStream_t stream,
+                            int* splits_used) {
+    return paged_decode::launch<MLA, DQK, DV, STAGES, WARPS, TK>(p, avg_keys, MIN_TILES, stream, splits_used);
+  }
+};
+
+// GQA decode, by head_dim: 128 with a 3-stage pipeline (two CTAs an SM), 256
+// with 2 stages. cudaErrorInvalidValue for other head dims (the launcher
+// rejects them first).
+inline bool gqa_decode_supports_head_dim(std::int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
+
+template <class F>
+cudaError_t dispatch_gqa_decode(std::int64_t head_dim, F&& f) {
+  if (head_dim == 128) return f(DecodeKernel<false, 128, 128, 3, 4, paged_decode::kTileKeys, 1>{});
+  if (head_dim == 256) return f(DecodeKernel<false, 256, 256, 2, 4, paged_decode::kTileKeys, 1>{});
+  return cudaErrorInvalidValue;
+}
+
+// MLA (absorbed: logits over ckv 512 + kpe 64, values ckv), decode and prefill.
+inline bool mla_supports_head_dims(std::int64_t head_dim_ckv, std::int64_t head_dim_kpe) {
+  return head_dim_ckv == 512 && head_dim_kpe == 64;
+}
+
+// MLA decode runs one of two kernels:
+//  * 64-key tiles, 8 warps, one CTA an SM (172 KB of shared memory): page
+//    sizes that are multiples of 64, and small caches;
+//  * 32-key tiles, 4 warps, two CTAs an SM (95 KB), so one CTA's wait for its
+//    scattered rows runs beside the other's work:
+//     - other page sizes (page size 1: every key row a random 1152-byte
+//       gather, which one CTA an SM cannot keep in flight) on at least
+//       kMlaTile32MinKeys keys in all; below that the 32-key kernel's merge
+//       (4 warps cannot use the fused merge: a second launch) costs more than
+//       the gather gains;
+//     - pages of 64 keys on a device whose SMs need two streaming CTAs for
+//       their share of DRAM bandwidth (stream_ctas.hpp), with at least
+//       kMlaTile32MinWork (sequence, head block) items; the splits are then
+//       counted over two CTAs an SM (decode.cuh).
+// Either way a split keeps at least 256 keys (288 KB of cache): its partial
+// output (16 x 512 fp32 = 32 KB) must stay small against what it reads.
+constexpr std::int64_t kMlaTile32MinKeys = 262144;
+constexpr std::int64_t kMlaTile32MinWork = 16;
+
+inline bool mla_decode_tile32(std::int64_t page_size, std::int64_t total_keys, std::int64_t work_items) {
+  bool wide = false;  // the device's SMs need two CTAs to stream their share
+  if (page_size % 64 == 0 && work_items >= kMlaTile32MinWork) {
+    int device = 0;
+    if (cudaGetDevice(&device) == cudaSuccess) wide = paged_decode::device_stream_ctas_per_sm(device) >= 2;
+    else (void)cudaGetLastError();
+  }
+  return (page_size % 64 != 0 && total_keys >= kMlaTile32MinKeys) || wide;
+}
+
+template <class F>
+cudaError_t dispatch_mla_decode(std::int64_t page_size, std::int64_t total_keys, std::int64_t work_items, F&& f) {
+  if (mla_decode_tile32(page_size, total_keys, work_items)) return f(DecodeKernel<true, 576, 512, 2, 4, 32, 8>{});
+  return f(DecodeKernel<true, 576, 512, 2, 8, paged_decode::kTileKeys, 4>{});
+}
+
+// ---- Causal prefill (prefill.cuh, prefill_wgmma.cuh) --------------------------------
+
+// An instantiation of the mma.sync kernel (prefill.cuh): Config C, at least
+// MINB CTAs an SM.
+template <class C, int MINB>
+struct MmaPrefill {
+  static cudaError_t prepare() { return prefill::prepare_kernel<C, MINB>(); }
+  static cudaError_t launch(const prefill::Params& p, prefill::Mode mode, cudaStream_t stream, bool = false) {
+    return prefill::launch<C, MINB>(p, mode, stream);
+  }
+};
+
+// An instantiation of the Hopper kernel (prefill_wgmma.cuh). after_gather:
+// launched as the programmatic dependent of the page gather just before it.
+template <class C>
+struct WgmmaPrefill {
+  static cudaError_t prepare() { return prefill::prepare_wgmma_kernel<C>(); }
+  static cudaError_t launch(const prefill::Params& p, prefill::Mode mode, cudaStream_t stream,
+                            bool after_gather = false) {
+    return prefill::launch_wgmma_config<C>(p, mode, stream, C::D, C::D, after_gather);
+  }
+};
+
+// The kernels of a GQA / MHA prefill (gqa_paged, gqa_ragged) and of the
+// unabsorbed MLA one (mla_ragged: qk 192 / vo 128, GQA-shaped). Every wgmma
+// form has 128-key tiles, the softmax of tile j overlapping P V of tile j - 1,
+// a producer that never waits on its own copies and the mask only on diagonal
+// tiles (kWgSoftmax2).
+enum class GqaPrefillKernel {
+  // mma.sync, qk 192 / vo 128: 8 warps x 16 rows, 32-key tiles (94 KB of
+  // shared memory, two CTAs an SM).
+  mma_qk192_vo128,
+  // mma.sync, head_dim 128: 8 warps x 16 rows, 64-key tiles, P in registers,
+  // two CTAs an SM (104 KB each, at most 128 registers). Where the wgmma
+  // kernel cannot run (not an sm_90 device, outside its case).
+  mma_d128,
+  // wgmma, K / V rows in runs of 64 (ragged, gathered, page sizes multiple of
+  // 64): K / V by TMA boxes, the two consumer warpgroups taking turns
+  // (kWgPingPong), three stages, one CTA a unit.
+  wgmma_tma,
+  // The persistent form of wgmma_tma: one CTA an SM takes units from a
+  // counter and loads each unit's Q by TMA while the previous unit computes
+  // (two stages: the second Q buffer takes the third stage's room). The first
+  // choice for rows in runs of 64; wgmma_tma where it cannot run (its TMA
+  // maps cannot be encoded).
+  wgmma_tma_persistent,
+  // wgmma, other page sizes: rows gathered one by one by the cp.async
+  // producer, no turns, three stages.
+  wgmma_cp_async,
+  // wgmma_tma_persistent whose idle producer threads copy the pages into table
+  // order themselves (page size 1, kWgFusedGather).
+  wgmma_fused_gather,
+};
+
+template <class F>
+cudaError_t dispatch_gqa_prefill(GqaPrefillKernel k, F&& f) {
+  using namespace prefill;
+  constexpr int kBase = kWgSoftmax2;
+  constexpr int kTurns = kWgSoftmax2 | kWgTma | kWgPingPong;
+  switch (k) {
+    case GqaPrefillKernel::mma_qk192_vo128: return f(MmaPrefill<Config<192, 128, 1, 8, 1, 32, false>, 2>{});
+    case GqaPrefillKernel::mma_d128: return f(MmaPrefill<Config<128, 128, 1, 8, 1, 64, false>, 2>{});
+    case GqaPrefillKernel::wgmma_tma: return f(WgmmaPrefill<WgmmaConfig<128, 3, true, true, kTurns>>{});
+    case GqaPrefillKernel::wgmma_tma_persistent:
+      return f(WgmmaPrefill<WgmmaConfig<128, 2, true, true, kTurns | kWgPersistent>>{});
+    case GqaPrefillKernel::wgmma_cp_async: return f(WgmmaPrefill<WgmmaConfig<128, 3, true, true, kBase>>{});
+    case GqaPrefillKernel::wgmma_fused_gather:
+      return f(WgmmaPrefill<WgmmaConfig<128, 2, true, true, kTurns | kWgPersistent | kWgFusedGather>>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+// The GQA prefill kernel by head dims: qk 192 / vo 128 on mma_qk192_vo128;
+// 128 / 128 on the wgmma kernels (prefill_gqa.cu picks the form by the rules
+// below, mma_d128 where none runs).
+inline bool gqa_prefill_is_qk192(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
+  return head_dim_qk == 192 && head_dim_vo == 128;
+}
+inline bool gqa_prefill_supports_head_dims(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
+  return (head_dim_qk == 128 && head_dim_vo == 128) || gqa_prefill_is_qk192(head_dim_qk, head_dim_vo);
+}
+
+// K / V rows come in runs of 64 (a TMA box never crosses a page): ragged, or
+// pages of a multiple of 64 rows.
+inline bool prefill_rows_in_runs_of_64(bool paged, std::int64_t page_size) { return !paged || page_size % 64 == 0; }
+
+// Other page sizes: the wgmma kernel cannot load K / V by TMA boxes and
+// gathers rows with cp.async from its producer warpgroup, whose instructions
+// take the consumers' issue slots. Copying the pages the table names into
+// table order first costs one pass over K and V at copy bandwidth and lets the
+// kernel read them as ragged rows by TMA (and persistently). It pays on enough
+// work: total_q x group >= kGatherMinTokens, or the mean query length x group
+// >= kGatherMinMean, or both reach the short-sequence bounds; on less, the
+// second launch and, for short sequences, the TMA kernel's blocking copy of
+// partial tiles cost more than the cp.async producer loses.
+constexpr std::int64_t kGatherMinTokens = 16384;      // 4096 query tokens at group 4
+constexpr std::int64_t kGatherMinMean = 8192;         // 2048 tokens a sequence at group 4
+constexpr std::int64_t kGatherMinMeanShort = 512;     // 128 tokens a sequence at group 4 ...
+constexpr std::int64_t kGatherMinTokensShort = 4096;  // ... with 1024 query tokens at group 4
+inline bool prefill_gather_pays(std::int64_t total_q, std::int64_t batch, std::int64_t group) {
+  const std::int64_t mean_q = total_q / batch;
+  return total_q * group >= kGatherMinTokens || mean_q * group >= kGatherMinMean ||
+         (mean_q * group >= kGatherMinMeanShort && total_q * group >= kGatherMinTokensShort);
+}
+
+// Page size 1 (pages of at most 8 heads: the kernel's staging) with a mean
+// query length of at least kFusedMinMeanQ: the persistent kernel copies the
+// pages itself, its idle producer threads beside the attention
+// (wgmma_fused_gather), instead of a gather kernel before it. Shorter
+// sequences keep the gather kernel: with one tile a unit, every unit would
+// wait for its pages.
+constexpr std::int64_t kFusedMinMeanQ = 256;
+inline bool prefill_fused_gather_applies(std::int64_t page_size, std::int64_t num_kv_heads, std::int64_t total_q,
+                                         std::int64_t batch) {
+  return page_size == 1 && num_kv_heads <= 8 && total_q / batch >= kFusedMinMeanQ;
+}
+
+// MLA (absorbed) paged prefill, ckv 512 + kpe 64: the mma.sync kernel with the
+// 16 query heads of a token (which share the latent KV) packed into the rows,
+// 16 heads x 4 tokens in 64 rows; 8 warps, 4 along the rows x 2 along the 512
+// value columns; 32-key tiles of ckv + kpe (155 KB of shared memory, one CTA
+// an SM).
+
+template <class F>
+cudaError_t dispatch_mla_paged_prefill(F&& f) {
+  return f(MmaPrefill<prefill::Config<576, 512, 1, 4, 2, 32, true>, 1>{});
+}
+
+}  // namespace kb::kernels::attention
