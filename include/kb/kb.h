@@ -639,7 +639,7 @@ KB_API const char* kb_result_json(const kb_result* result);
  * stream allocates that stream's workspace, and the first call of each shape outside stream capture
  * times cuBLASLt's candidate algorithms (and, for kb_cuda_gemm at M <= 16, kb's gemv plans against
  * cuBLASLt) on the caller's tensors and synchronizes `stream`; run each shape once before timing
- * or capturing it (KB_CUBLASLT_AUTOTUNE=0 and KB_GEMM_RACE=0 skip the timing). Once a call of a given shape has run on the calling thread, repeating
+ * or capturing it (the tuning settings cublaslt_autotune=0 and gemm_race=0 skip the timing). Once a call of a given shape has run on the calling thread, repeating
  * it allocates no host memory either, with every one of kb's CUDA solutions (tests/gpu/test_hot_path
  * counts: the rmsnorm (plain and fused add), silu_and_mul, rope and gemm solutions, and the GQA and
  * MLA decode and prefill solutions; plugins are not covered).
