@@ -107,23 +107,23 @@ TEST_CASE("gemv bulk kernel where the H200 measurements chose it") {
   CHECK(gemv_bulk_rows(1, 4096, 14336, plan_of(16, 256, 1, 224, 4)) == 16);
   CHECK(gemv_bulk_rows(1, 2048, 4096, plan_of(16, 128, 1, 64, 4)) == 16);
   // ... not 5120 x 5120 (320 blocks: 1.018), 7168 x 5120 (448: 1.057), nor a split plan (128 x 2048: 1.061), all
-  // from gemv_bulk_all.md.
+  // measured.
   CHECK(gemv_bulk_rows(1, 5120, 5120, plan_of(16, 320, 1, 80, 4)) == 0);
   CHECK(gemv_bulk_rows(1, 7168, 5120, plan_of(16, 448, 1, 80, 4)) == 0);
   CHECK(gemv_bulk_rows(1, 128, 2048, plan_of(16, 8, 16, 32, 4)) == 0);
   // 2 <= M <= 8: 16-row blocks 2-3 an SM and K >= 3072 (5376 x 4096 at M = 4: 0.944), whatever the plain rows.
   CHECK(gemv_bulk_rows(4, 5376, 4096, plan_of(32, 168, 2, 64, 3)) == 16);
   CHECK(gemv_bulk_rows(8, 6144, 4096, plan_of(32, 192, 2, 64, 3)) == 16);
-  // ... and 1-2 an SM, unsplit (gemv_bulk_rule_all.md: 4096 x 14336 at M = 2 0.917, 3584 x 3584 at M = 8 0.956);
-  // not K = 2048 (5120 x 2048: 1.05-1.07), not 7168 x 5120 (448 blocks: 1.04; gemv_bulk_all.md), not fewer
-  // blocks than SMs (2048 x 4096: 128 blocks, up to 1.07 in gemv_bulk_unsplit.md).
+  // ... and 1-2 an SM, unsplit (4096 x 14336 at M = 2 0.917, 3584 x 3584 at M = 8 0.956);
+  // not K = 2048 (5120 x 2048: 1.05-1.07), not 7168 x 5120 (448 blocks: 1.04), not fewer
+  // blocks than SMs (2048 x 4096: 128 blocks, up to 1.07).
   CHECK(gemv_bulk_rows(2, 4096, 14336, plan_of(32, 128, 3, 224, 3)) == 16);
   CHECK(gemv_bulk_rows(8, 3584, 3584, plan_of(16, 224, 2, 56, 4)) == 16);
   CHECK(gemv_bulk_rows(4, 5120, 2048, plan_of(16, 320, 1, 32, 4)) == 0);
   CHECK(gemv_bulk_rows(8, 7168, 5120, plan_of(32, 224, 1, 80, 3)) == 0);
   CHECK(gemv_bulk_rows(8, 2048, 4096, plan_of(16, 128, 4, 64, 4)) == 0);
-  // M >= 10: where the plain plan has 32-row blocks (8192 x 8192 at M = 16: 0.957), not 16 (10240 x 8192: 1.03 in
-  // gemv_bulk_all.md); not M = 9 (16384 x 3072: 1.038 in gemv_bulk_rule_m9.md).
+  // M >= 10: where the plain plan has 32-row blocks (8192 x 8192 at M = 16: 0.957), not 16 (10240 x 8192: 1.03);
+  // not M = 9 (16384 x 3072: 1.038).
   CHECK(gemv_bulk_rows(16, 8192, 8192, plan_of(32, 256, 1, 128, 2)) == 32);
   CHECK(gemv_bulk_rows(10, 7168, 5120, plan_of(32, 224, 1, 80, 2)) == 32);
   CHECK(gemv_bulk_rows(16, 10240, 8192, plan_of(16, 640, 1, 128, 3)) == 0);
