@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "common/tuning.hpp"
 #include "expr/expr.hpp"
 #include "kb/kb.h"
 #include "schema/model.hpp"
@@ -25,8 +26,35 @@
 // Immutable after creation; everything an accessor hands out is stored here so
 // that borrowed pointers stay valid until destroy.
 
+namespace kb::capi {
+
+// What a context gives the calls made with it: its resolved settings (null:
+// the process default at each call) and its log callback. Handles that run
+// kernels later without a context (kb_dispatch) keep a copy.
+struct CallSettings {
+  std::shared_ptr<const kb::tuning::Settings> settings;
+  kb_log_fn log = nullptr;
+  void* log_user_data = nullptr;
+};
+
+// For the duration of a C entry point: the context's settings and log
+// callback become the calling thread's (kb::tuning::current(), kb::log::emit).
+class CallScope {
+ public:
+  explicit CallScope(const CallSettings& call) noexcept;
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  static void deliver(kb::tuning::LogLevel level, const char* message, void* call) noexcept;
+  kb::tuning::Scope scope_;
+};
+
+}  // namespace kb::capi
+
 struct kb_context {
-  kb_context_options options;
+  kb_context_options options;  // flags only: tuning is resolved into `call`, not kept
+  kb::capi::CallSettings call;
 };
 
 struct kb_definition {

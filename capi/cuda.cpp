@@ -1,5 +1,6 @@
 // CUDA device discovery through lib/cuda (safe on machines without a GPU and
-// in builds without CUDA), and kb_cuda_gemm's race file.
+// in builds without CUDA), and kb_cuda_gemm's race file (a process default,
+// common/tuning.hpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 
 #include "capi.hpp"
 #include "cuda/device.hpp"
-#include "gemm/cuda/race_file.hpp"
+#include "common/tuning.hpp"
 
 using kb::capi::fail;
 
@@ -53,7 +54,9 @@ KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out) {
 
 KB_API kb_status kb_gemm_race_file_set(const char* path) {
   return kb::capi::guarded(__func__, [&] {
-    kb::kernels::gemm_cuda::set_race_file_path(path ? path : "");
+    kb::tuning::Settings s = kb::tuning::process_default();
+    s.gemm_race_file = path ? path : "";
+    kb::tuning::set_process_default(s);
     return KB_OK;
   });
 }

@@ -19,6 +19,7 @@ struct kb_dispatch {
   const kb::Implementation* fallback_cpu = nullptr;   // nullptr: none
   const kb::Implementation* fallback_cuda = nullptr;
   bool exact = false;
+  kb::capi::CallSettings call;  // the creating context's settings and log callback, for kb_dispatch_run
   ~kb_dispatch() { kb_definition_destroy(def); }
 };
 
@@ -91,6 +92,7 @@ KB_API kb_status kb_dispatch_create(kb_context* ctx, const kb_definition* def, c
     if (kb_status s = kb_definition_load(ctx, def->json.data(), def->json.size(), &h->def); s != KB_OK) return s;
     const kb::Definition& d = h->def->def;
     h->exact = (o.flags & KB_DISPATCH_EXACT) != 0;
+    h->call = ctx->call;
     const kb::Registry& registry = kb::builtin_registry();
 
     kb::dispatch::TableOptions table_options;
@@ -157,6 +159,7 @@ KB_API kb_status kb_dispatch_run(const kb_dispatch* dispatch, const DLTensor* co
                                  const DLTensor* const* outputs, size_t n_outputs, void* stream) {
   KB_CAPI_REQUIRE(dispatch);
   return kb::capi::guarded(__func__, [&]() -> kb_status {
+    const kb::capi::CallScope scope(dispatch->call);  // the creating context's settings and log callback
     const kb::Definition& d = dispatch->def->def;
     kb::capi::CallAxes axes(d.axes.size());
     Choice c;

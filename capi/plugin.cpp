@@ -55,6 +55,7 @@ KB_API kb_status kb_plugin_load(kb_context* ctx, const char* path, const kb_plug
   KB_CAPI_REQUIRE(ctx);
   KB_CAPI_REQUIRE(path);
   return kb::capi::guarded(__func__, [&]() -> kb_status {
+    const kb::capi::CallScope scope(ctx->call);  // the context's settings and log callback for this call
     kb::plugin::Options o;
     if (kb_status st = read_options(__func__, opts, o); st != KB_OK) return st;
     use_current_device(o);
@@ -70,6 +71,7 @@ KB_API kb_status kb_plugin_load_solution(kb_context* ctx, const kb_solution* sol
   KB_CAPI_REQUIRE(solution);
   KB_CAPI_REQUIRE(def);
   return kb::capi::guarded(__func__, [&]() -> kb_status {
+    const kb::capi::CallScope scope(ctx->call);  // the context's settings and log callback for this call
     kb::plugin::Options o;
     if (kb_status st = read_options(__func__, opts, o); st != KB_OK) return st;
     use_current_device(o);
@@ -111,6 +113,7 @@ KB_API kb_status kb_plugin_benchmark_run(kb_context* ctx, kb_plugin* plugin, con
   KB_CAPI_REQUIRE(def);
   KB_CAPI_REQUIRE(workload);
   return kb::capi::guarded(__func__, [&]() -> kb_status {
+    const kb::capi::CallScope scope(ctx->call);  // the context's settings and log callback for this call
     kb::BenchOptions bo;
     if (kb_status s = kb::capi::read_benchmark_options("kb_plugin_benchmark_run", opts, bo); s != KB_OK) return s;
     const kb::Definition& d = def->def;

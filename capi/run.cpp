@@ -247,6 +247,7 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
   KB_CAPI_REQUIRE(def);
   KB_CAPI_REQUIRE(solution);
   return kb::capi::guarded(__func__, [&]() -> kb_status {
+    const kb::capi::CallScope scope(ctx->call);  // the context's settings and log callback for this call
     const kb::Definition& d = def->def;
     kb::capi::CallAxes axes(d.axes.size());
     kb_check_result check = KB_CHECK_RESULT_INIT;
@@ -272,6 +273,7 @@ KB_API kb_status kb_benchmark_run(kb_context* ctx, const kb_definition* def, con
   KB_CAPI_REQUIRE(workload);
   KB_CAPI_REQUIRE(solution);
   return kb::capi::guarded(__func__, [&]() -> kb_status {
+    const kb::capi::CallScope scope(ctx->call);  // the context's settings and log callback for this call
     kb::BenchOptions bo;
     if (kb_status s = kb::capi::read_benchmark_options("kb_benchmark_run", opts, bo); s != KB_OK) return s;
     const kb::Definition& d = def->def;

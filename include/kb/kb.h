@@ -183,25 +183,72 @@ KB_API kb_status kb_dtype_to_dlpack(kb_dtype dtype, DLDataType* out);
 
 /* ==== Context ================================================================================== */
 
-/* The root handle. Every load function takes one; it holds library-wide settings (none yet beyond
- * the options below) and, in later versions, shared caches. Since 0.1. */
+/* The root handle. Every load function takes one; it holds the settings that kb's solutions, timer
+ * and workers use during the calls made with it (its tuning string, below) and where their
+ * diagnostics go (its log callback). Two contexts in one process may differ. Since 0.1. */
 typedef struct kb_context kb_context;
 
-/* Options for kb_context_create(). Since 0.1. */
+/* Severity of a diagnostic passed to a kb_log_fn, most severe first. Since 0.1. */
+typedef enum kb_log_level {
+  KB_LOG_ERROR = 1, /* something failed that the call's status does not say */
+  KB_LOG_WARN = 2,  /* kb went on, but not as asked */
+  KB_LOG_INFO = 3   /* notes: each cuBLASLt plan's choice and its candidates' times, each gemm race's
+                       result, a context's settings that differ from the process defaults */
+} kb_log_level;
+
+/* Receives one diagnostic: `message` is one line of UTF-8, valid only during the call. Called on
+ * the thread of the kb call that emits it, from any thread that uses the context; it must not call
+ * into kb. Since 0.1. */
+typedef void (*kb_log_fn)(kb_log_level level, const char* message, void* user_data);
+
+/* Options for kb_context_create(). Since 0.1.
+ *
+ * tuning: "name=value,name=value" (spaces around names and values ignored; NULL or "" changes
+ * nothing). A context with a tuning string takes the process defaults as they are at
+ * kb_context_create() with these values over them; one without follows the process defaults at each
+ * call. The process defaults are kb's built-in values with the environment variable of each name
+ * (KB_ and the name in capitals) applied where it is set to an allowed value (the kb command
+ * refuses a bad one). The names, their values and defaults:
+ *   gemm_race          0|1          1      kb_cuda_gemm times its candidate forms on a problem's first
+ *                                          uncaptured call and keeps the fastest; 0: its static rule
+ *   gemm_race_file     <path>|""    ""     JSON-lines file keeping those winners across processes
+ *                                          (see kb_gemm_race_file_set)
+ *   cublaslt_autotune  0|1          1      kb's cuBLASLt plans time their candidate algorithms; 0: the
+ *                                          heuristic's first
+ *   l2_flush           clean|write  clean  how a cold timing sample's L2 flush leaves the L2
+ *   throttle_threshold [0, 1]       0.75   timed batches under this fraction of the maximum SM clock
+ *                                          are set aside (0 keeps all)
+ *   cupti_library      <path>|""    ""     the libcupti to open ("": the usual places)
+ *   python             <program>    python3  the interpreter for definitions' PyTorch references
+ *   cache_dir          <path>|""    ""     Solution JSON build cache ("": $XDG_CACHE_HOME/kb, ~/.cache/kb)
+ *   worker             <path>|""    ""     the kb-worker executable ("": the build's, then the installed)
+ *   log                off|error|warn|info  warn  the least severe diagnostic passed to `log`
+ * Outside solutions run in a kb-worker process, which reads the environment, not the context.
+ *
+ * log, log_user_data: where the diagnostics of calls made with this context go (level filtered by
+ * the tuning name `log`); NULL: to the process's sink, which is none in a program that did not
+ * install one (the kb command prints them). The library itself never writes to stdout or stderr. */
 typedef struct kb_context_options {
   size_t struct_size; /* sizeof(kb_context_options) */
   uint32_t flags;     /* reserved: must be 0 */
+  /* Added after version 1 (read only when struct_size reaches them; defaults NULL): */
+  const char* tuning;  /* nullable; copied */
+  kb_log_fn log;       /* nullable */
+  void* log_user_data; /* passed to log */
 } kb_context_options;
 
-#define KB_CONTEXT_OPTIONS_INIT {sizeof(kb_context_options), 0u}
+#define KB_CONTEXT_OPTIONS_INIT {sizeof(kb_context_options), 0u, NULL, NULL, NULL}
 
 /* Creates a context.
  *   opts        (in, nullable) options; NULL means defaults (KB_CONTEXT_OPTIONS_INIT). Not kept.
  *   abi_version (in)  pass KB_ABI_VERSION: the ABI version of the header the caller was built with.
  *   out         (out) the new context, owned by the caller until kb_context_destroy().
  * Returns KB_OK; KB_ERROR_ABI_MISMATCH when abi_version differs from kb_abi_version();
- * KB_ERROR_INVALID_ARGUMENT for NULL out, opts->struct_size below the version-1 size, or nonzero
- * reserved flags; KB_ERROR_OUT_OF_MEMORY. Thread-safe. Since 0.1. */
+ * KB_ERROR_INVALID_ARGUMENT for NULL out, opts->struct_size below the version-1 size, nonzero
+ * reserved flags, or a tuning string with an unknown name or a value it does not allow (the message
+ * names it and its environment variable); KB_ERROR_OUT_OF_MEMORY. With log set and tuning's log at
+ * info, the new context's settings that differ from the process defaults are passed to log.
+ * Thread-safe. Since 0.1. */
 KB_API kb_status kb_context_create(const kb_context_options* opts, int abi_version, kb_context** out);
 
 /* Destroys a context. NULL does nothing. Handles created with it stay valid. Must not race with
@@ -592,7 +639,7 @@ KB_API const char* kb_result_json(const kb_result* result);
  * stream allocates that stream's workspace, and the first call of each shape outside stream capture
  * times cuBLASLt's candidate algorithms (and, for kb_cuda_gemm at M <= 16, kb's gemv plans against
  * cuBLASLt) on the caller's tensors and synchronizes `stream`; run each shape once before timing
- * or capturing it (KB_CUBLASLT_AUTOTUNE=0 and KB_GEMM_RACE=0 skip the timing). Once a call of a given shape has run on the calling thread, repeating
+ * or capturing it (the tuning settings cublaslt_autotune=0 and gemm_race=0 skip the timing). Once a call of a given shape has run on the calling thread, repeating
  * it allocates no host memory either, with every one of kb's CUDA solutions (tests/gpu/test_hot_path
  * counts: the rmsnorm (plain and fused add), silu_and_mul, rope and gemm solutions, and the GQA and
  * MLA decode and prefill solutions; plugins are not covered).
@@ -624,7 +671,7 @@ typedef struct kb_dispatch_options {
   const char* fallback; /* nullable: the solution for calls no record covers, on its device kind;
                            NULL: kb's default solution of the definition for the tensors' device */
   uint32_t flags;       /* KB_DISPATCH_EXACT, or 0 */
-  double tie_margin;    /* since 0.1 (session 17): on one workload's values, a solution must be
+  double tie_margin;    /* since 0.1: on one workload's values, a solution must be
                            faster by more than this fraction than one kb lists before it for the
                            definition (kb bench --list's order, its default first) to win over it,
                            so that timing noise between equivalent solutions (kb_cuda_gemm and
@@ -968,8 +1015,8 @@ typedef struct kb_cuda_device_info {
 KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out);
 
 /* Where kb_cuda_gemm keeps the winners of its races across processes (the gemv plans or cuBLASLt at
- * M <= 16, the long-K forms; README, "Engine warm-up"), as the environment variable KB_GEMM_RACE_FILE
- * does, which this replaces for the rest of the process.
+ * M <= 16, the long-K forms; README, "Engine warm-up"): sets the process defaults' gemm_race_file
+ * (kb_context_options.tuning), which contexts without a tuning string follow from their next call.
  *   path (in, nullable) a JSON-lines file, created when the first race is kept; copied. NULL or "" keeps
  *        no file (races are still cached in the process).
  * A problem's first call in the process looks for its line there (a line counts only for the GPU model,

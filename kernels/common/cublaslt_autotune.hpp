@@ -11,7 +11,7 @@
 //      milliseconds to reach its boost clock. Timed first, the heuristic's #0
 //      looked slowest and lost to worse algorithms (kb ran 1.10-1.14x
 //      torch.matmul at M = 512 / 2048 while a standalone timing of the same
-//      candidates had #0 fastest, H100 2026-11-24). So candidate 0 runs
+//      candidates had #0 fastest, on an H100). So candidate 0 runs
 //      untimed for at least kLtRampMs first.
 //   2. kLtTuneRounds rounds, each timing every candidate in turn
 //      (kLtTuneSamples cold samples after one untimed run): interleaved, any
@@ -20,11 +20,10 @@
 // Every candidate computes the same product, and the caller's real run
 // rewrites the output afterwards.
 //
-// KB_CUBLASLT_AUTOTUNE=0 in the environment turns this off (the heuristic's
-// first algorithm is used); read when a new problem key is planned.
-// KB_CUBLASLT_LOG=1 prints each tuned plan's note (its choice and the
-// candidates' times) to stderr, and each of kb_cuda_gemm's gemv-or-cuBLASLt
-// races (gemv_or_cublaslt.hpp).
+// The tuning setting cublaslt_autotune=0 (common/tuning.hpp) turns this off
+// (the heuristic's first algorithm is used); read when a new problem key is
+// planned. Each tuned plan's note (its choice and the candidates' times) is an
+// info diagnostic (kb::log).
 //
 // CUDA builds only; no cuBLASLt types here.
 #pragma once
@@ -40,19 +39,19 @@
 #include "common/result.hpp"
 #include "cuda/nvml.hpp"
 #include "cuda/runtime.hpp"
+#include "common/tuning.hpp"
 #include "cuda/timing.hpp"
-#include "tuning_env.hpp"
 
 namespace kb::kernels {
 
-// 16: H100, 2026-11-24, the best of the top 8 still ran 1.096x torch.matmul at M = 2048, N = K = 4096.
+// 16: on an H100 the best of the top 8 still ran 1.096x torch.matmul at M = 2048, N = K = 4096.
 inline constexpr int kLtTuneCandidates = 16;  // asked of the heuristic, at most
 inline constexpr int kLtTuneRounds = 3;
 inline constexpr int kLtTuneSamples = 3;     // per candidate and round
 inline constexpr double kLtRampMs = 20.0;    // untimed work before the first timing
 
 
-inline bool cublaslt_autotune_enabled() { return !env_is("KB_CUBLASLT_AUTOTUNE", "0"); }
+inline bool cublaslt_autotune_enabled() { return tuning::current().cublaslt_autotune; }
 
 // Median ms of each candidate 0 .. count-1 (`run` enqueues candidate c on
 // the stream it is given, without synchronizing), or a negative value for a

@@ -108,7 +108,7 @@ __device__ __forceinline__ void cluster_sync() {
 // Release at CTA scope only: enough to hand a stage back whose reads were by
 // wgmma (finished by its wait) to a producer whose TMA overwrites it. With
 // .release.cluster ptxas puts MEMBAR.ALL.GPU before every arrive; that made
-// the long-K gemm's multicast clusters 2x slower (Nsight Compute, session 19).
+// the long-K gemm's multicast clusters 2x slower.
 __device__ __forceinline__ void mbar_arrive_cluster(std::uint32_t bar, std::uint32_t rank) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"

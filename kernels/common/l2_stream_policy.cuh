@@ -1,16 +1,14 @@
 // The L2 policy of a read-once stream (a decode's KV cache, a gemv's weight):
 // evict_first while the stream is at most kEvictFirstL2s times the L2 size,
-// no hint above (evict_unchanged: as a plain load). KB_STREAM_EVICT_FIRST=0|1
-// forces either, to measure the two side by side in one run.
+// no hint above (evict_unchanged: as a plain load).
 //
 // Measured on an H100 (50 MB L2; kb's cold timing: L2 flushed by a memset
-// before each sample), side by side in one call each,
-// benchmarks/h100-2026-11-25-s8/:
-//  - paged decode (decode_evict_first.md): evict_first 3-15% faster up to
+// before each sample), side by side:
+//  - paged decode: evict_first 3-15% faster up to
 //    ~230 MB of KV (MLA batch 1 x 32768 keys 41.4 -> 35.3 us, GQA batch 4 x
 //    8192 67.0 -> 62.5), level at 270-450 MB, 1-4% slower from ~540 MB (GQA
 //    batch 4 x 32768 page size 64 204 -> 212 us);
-//  - gemv (gemv_evict_first.md): evict_first faster up to the 272 MB of
+//  - gemv: evict_first faster up to the 272 MB of
 //    37888 x 3584 (7168 x 5120, 73 MB: 32.9 against 38.0 us), level or
 //    slower above (34816 x 5120, 356 MB, M = 1: 133.5 against 130.5;
 //    8192 x 28672, 470 MB: 178 against 169).
@@ -24,16 +22,12 @@
 #include <atomic>
 #include <cstdint>
 
-#include "tuning_env.hpp"
-
 namespace kb::kernels {
 
 inline constexpr std::int64_t kEvictFirstL2s = 6;
 
 // Host: the policy for a stream of `bytes` on a device with `l2_bytes` of L2.
 inline bool stream_evict_first(std::int64_t bytes, std::int64_t l2_bytes) {
-  static const int forced = env_is("KB_STREAM_EVICT_FIRST", "0") ? 0 : env_is("KB_STREAM_EVICT_FIRST", "1") ? 1 : -1;
-  if (forced >= 0) return forced == 1;
   return bytes <= kEvictFirstL2s * l2_bytes;
 }
 

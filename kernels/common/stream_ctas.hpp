@@ -11,7 +11,7 @@ namespace kb::kernels {
 // A paged-decode CTA that streams whole 64-key pages sustained about 25 GB/s
 // of KV on its own: H200, GQA 32 / 8 heads d128, batch 16 x 32768 keys at page
 // size 64, one split, 128 CTAs: 3182 GB/s, 675 us; two splits (256 CTAs,
-// two an SM) 546 us (benchmarks/h200-2026-11-25-s9/h200_decode_splits.md).
+// two an SM) 546 us.
 constexpr double kPageRunCtaBytesPerS = 25e9;
 
 // CTAs an SM needs for a stream at the rate copies reach (~90% of the

@@ -1,7 +1,6 @@
-// The KB_* switches kb's CUDA launchers read, each to measure two code paths
-// side by side in one run (KB_PREFILL_PERSIST=0, KB_GEMV_SPLIT=wave, ...):
-// env_is(name, value) is true when the variable is set to exactly `value`.
-// Launchers keep the answer in a function-local static (read once).
+// env_is / env_positive_int: environment reads left to the attention
+// launchers until their switches are gone; every other setting is read
+// through common/tuning.hpp. Delete this file with their last use.
 #pragma once
 
 #include <cstdlib>
@@ -20,9 +19,5 @@ inline int env_positive_int(const char* name) {
   const int n = v ? std::atoi(v) : 0;
   return n > 0 ? n : 0;
 }
-
-// KB_CUBLASLT_LOG=1: kb's cuBLASLt plans (cublaslt_autotune.hpp) and
-// kb_cuda_gemm's races (kernels/gemm/cuda/race.hpp) print their notes to stderr.
-inline bool cublaslt_log_enabled() { return env_is("KB_CUBLASLT_LOG", "1"); }
 
 }  // namespace kb::kernels

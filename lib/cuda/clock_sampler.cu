@@ -2,7 +2,7 @@
 // (timing.hpp's batches; nvbench measures its samples' clock the same way).
 // NVML reports the clock at the moment it is asked, but under the power cap
 // the clock moves within milliseconds: batches whose NVML reading after them
-// was above 90% of the maximum still ran 5-7% slow (H200, 2026-11-28).
+// was above 90% of the maximum still ran 5-7% slow (H200).
 //
 // A sampler kernel, launched before and after the work, writes each SM's
 // cycle counter (clock64) and the global nanosecond timer into a slot indexed

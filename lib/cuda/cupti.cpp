@@ -5,6 +5,9 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <string>
+
+#include "common/tuning.hpp"
 
 #if __has_include(<cupti.h>)
 #include <cupti.h>
@@ -29,10 +32,11 @@ struct Cupti {
   std::string why;  // empty when usable
 };
 
-// Where libcupti may be: KB_CUPTI_LIBRARY, the loader's path, the toolkit's
+// Where libcupti may be: the tuning setting cupti_library (common/tuning.hpp), the loader's path, the toolkit's
 // usual places (CUDA 13 keeps it in lib64; older toolkits in extras/CUPTI).
 void* open_library(std::string* tried) {
-  const char* names[] = {std::getenv("KB_CUPTI_LIBRARY"), "libcupti.so.13", "libcupti.so",
+  const std::string chosen = tuning::current().cupti_library;
+  const char* names[] = {chosen.c_str(), "libcupti.so.13", "libcupti.so",
                          "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/lib64/libcupti.so",
                          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"};
   for (const char* n : names) {

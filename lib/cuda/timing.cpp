@@ -319,7 +319,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   // Where batches were checked, throttled means the median holds samples run
   // under the threshold. Not "under 90% of the maximum": measured over the
   // batch, an H200 running bf16 GEMMs at 700 W averages 1.5-1.65 GHz of its
-  // 1.98 (2026-11-28) while NVML reads 1980 before and after.
+  // 1.98 while NVML reads 1980 before and after.
   if (threshold_mhz)
     r.throttled = used_set_aside;
   else if (r.sm_clock_mhz_max > 0)

@@ -28,23 +28,14 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "common/tuning.hpp"
 
 namespace kb::cuda {
 
-// TimingOptions::throttle_threshold's default: 0.75 (nvbench's), or the
-// environment's KB_THROTTLE_THRESHOLD where it holds a number in [0, 1] (read
-// once; it reaches kb's worker processes too). 0.9 keeps only samples near
-// the maximum clock; 0 keeps everything.
-inline double default_throttle_threshold() {
-  static const double value = [] {
-    const char* e = std::getenv("KB_THROTTLE_THRESHOLD");
-    if (!e || !*e) return 0.75;
-    char* end = nullptr;
-    const double v = std::strtod(e, &end);
-    return end && *end == '\0' && v >= 0 && v <= 1 ? v : 0.75;
-  }();
-  return value;
-}
+// TimingOptions::throttle_threshold's default: the tuning setting
+// throttle_threshold (common/tuning.hpp; 0.75, nvbench's, unless changed).
+// 0.9 keeps only samples near the maximum clock; 0 keeps everything.
+inline double default_throttle_threshold() { return tuning::current().throttle_threshold; }
 
 // How a cold sample's L2 flush leaves the L2.
 //  - clean (the default): a memset of a buffer twice the L2 size, then one
@@ -56,29 +47,25 @@ inline double default_throttle_threshold() {
 //    is left holding up to its size of dirty lines, and the timed kernel's
 //    misses write them back to DRAM: a kernel that reads tens of MB pays for
 //    the harness's own writes.
-// Measured on an H200 (benchmarks/h200-2026-12-02-s25/): after either flush a
+// Measured on an H200: after either flush a
 // pointer chase through lines read just before it takes 668 cycles a load
 // (290 without a flush), so both leave the L2 as cold; kb's median against
 // Nsight Compute's kernel duration is 1.001-1.016 with clean and 1.015-1.037
 // with write on three kernels of 0.17-0.37 ms, and 1.007-1.078 against
 // 1.08-1.18 on decode gemms of 21-116 us (whose events also hold the launch).
-// KB_L2_FLUSH=write|clean in the environment sets the default (read once; it
-// reaches kb's worker processes and tools/gpu/torch_timing.py too; another
-// value means clean here, and `kb bench` refuses it; `kb bench --l2-flush`
-// sets it).
+// The tuning setting l2_flush (common/tuning.hpp) is the default; its
+// environment variable KB_L2_FLUSH also reaches kb's worker processes and
+// tools/gpu/torch_timing.py.
 // Inline, like default_throttle_threshold: builds without CUDA (no timing.cpp)
 // still write the traces' timing fields.
-enum class L2Flush { write, clean };
+using L2Flush = tuning::L2Flush;
 // "clean" or "write"; nullopt for anything else (and for null).
 inline std::optional<L2Flush> parse_l2_flush(const char* s) {
   if (s && std::strcmp(s, "clean") == 0) return L2Flush::clean;
   if (s && std::strcmp(s, "write") == 0) return L2Flush::write;
   return std::nullopt;
 }
-inline L2Flush default_l2_flush() {
-  static const L2Flush value = parse_l2_flush(std::getenv("KB_L2_FLUSH")).value_or(L2Flush::clean);
-  return value;
-}
+inline L2Flush default_l2_flush() { return tuning::current().l2_flush; }
 inline const char* l2_flush_name(L2Flush f) { return f == L2Flush::clean ? "clean" : "write"; }
 
 struct TimingOptions {
@@ -89,7 +76,7 @@ struct TimingOptions {
   // Stop once the standard error of the mean, relative (stdev / mean / sqrt(n)),
   // is below this. Not stdev / mean itself: a kernel whose samples spread by 4%
   // then ran to max_samples, 2000 back-to-back GEMMs, and the H100's clock
-  // fell from 1980 to 1515 MHz under the sustained power (2026-11-24): the
+  // fell from 1980 to 1515 MHz under the sustained power: the
   // median measured the throttle, not the kernel.
   double target_rel_error = 0.005;
   double max_time_s = 1.5;          // wall-clock cap per measurement
@@ -152,7 +139,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int sample, void* strea
 // Each call is captured in a CUDA graph and replayed: launched directly, a
 // call of several kernels (cuBLASLt's split-K and its reduction) left the GPU
 // idle while the host launched the next one, and the span held that gap
-// (H100, 2026-11-27: 60 us against the events' 10 us). Work that cannot be
+// (H100: 60 us against the events' 10 us). Work that cannot be
 // captured is launched directly (graph = false: host gaps may be inside).
 // Code::unsupported where CUPTI cannot record (cupti_available says why).
 struct KernelTimingResult {

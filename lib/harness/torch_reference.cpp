@@ -21,6 +21,7 @@
 #include <thread>
 #include <variant>
 
+#include "common/tuning.hpp"
 #include "json/json.hpp"
 #include "safetensors/safetensors.hpp"
 
@@ -349,10 +350,7 @@ std::string scalar_text(const ScalarValue& v, const char*& type) {
 
 }  // namespace
 
-std::string default_python() {
-  const char* env = std::getenv("KB_PYTHON");
-  return env && *env ? env : "python3";
-}
+std::string default_python() { return tuning::current().python; }
 
 const char* reference_source_name(ReferenceSource s) noexcept { return s == ReferenceSource::torch ? "torch" : "native"; }
 

@@ -9,6 +9,7 @@
 #include <span>
 #include <sstream>
 
+#include "common/tuning.hpp"
 #include "cuda/plausible.hpp"
 #include "harness/cost.hpp"
 #include "harness/cupti_report.hpp"
@@ -68,7 +69,7 @@ std::string unsupported_language(const std::string& language) {
 }
 
 std::string default_cache_dir() {
-  if (const char* e = std::getenv("KB_CACHE_DIR"); e && *e) return e;
+  if (const std::string& dir = tuning::current().cache_dir; !dir.empty()) return dir;
   if (const char* e = std::getenv("XDG_CACHE_HOME"); e && *e) return std::string(e) + "/kb";
   if (const char* e = std::getenv("HOME"); e && *e) return std::string(e) + "/.cache/kb";
   return fmt::format("/tmp/kb-cache-{}", static_cast<unsigned>(::getuid()));

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/tuning.hpp"
 #include "worker/protocol.hpp"
 #include "worker/worker_paths.h"
 
@@ -145,9 +146,10 @@ Result<std::string> find_worker_executable(const std::string& explicit_path) {
     if (is_executable(explicit_path)) return explicit_path;
     return make_error(Code::io_error, fmt::format("worker executable {} does not exist or is not executable", explicit_path));
   }
-  if (const char* env = std::getenv("KB_WORKER"); env && *env) {
-    if (is_executable(env)) return std::string(env);
-    return make_error(Code::io_error, fmt::format("KB_WORKER={} does not exist or is not executable", env));
+  if (const std::string& chosen = tuning::current().worker; !chosen.empty()) {
+    if (is_executable(chosen)) return chosen;
+    return make_error(Code::io_error,
+                      fmt::format("tuning worker (KB_WORKER) {} does not exist or is not executable", chosen));
   }
   for (const char* p : {KB_WORKER_BUILD_PATH, KB_WORKER_INSTALL_PATH})
     if (is_executable(p)) return std::string(p);

@@ -1131,6 +1131,99 @@ static void host_f32(DLTensor* t, float* data, int64_t* shape) {
   t->shape = shape;
 }
 
+/* kb_context_options as a caller built against version 1 of the header has it: it ends at flags, before
+ * tuning, log and log_user_data. */
+#define CONTEXT_OPTIONS_V1_SIZE (offsetof(kb_context_options, flags) + sizeof(uint32_t))
+
+/* What a log callback received. */
+typedef struct {
+  int count;
+  kb_log_level level;
+  char last[512];
+} log_seen;
+
+static void record_log(kb_log_level level, const char* message, void* user_data) {
+  log_seen* seen = (log_seen*)user_data;
+  ++seen->count;
+  seen->level = level;
+  snprintf(seen->last, sizeof seen->last, "%s", message);
+}
+
+/* Tuning strings and log callbacks: a bad name or value refused, naming it; a version-1 struct_size
+ * still accepted; two contexts with different settings both run; a context's log callback receives the
+ * info note of its creation (log=info), and one at the default level (warn) receives nothing. */
+static void test_context_tuning(void) {
+  kb_context* a = NULL;
+  kb_context* b = NULL;
+  kb_context_options opts = KB_CONTEXT_OPTIONS_INIT;
+  log_seen seen_a, seen_b;
+  kb_definition* def = NULL;
+  float x[2 * 16], out_a[2 * 8], out_b[2 * 8];
+  int64_t xs[2] = {2, 16}, os[2] = {2, 8};
+  DLTensor tx, ta, tb;
+  const DLTensor* ins[1];
+  const DLTensor* outs[1];
+  int i;
+  memset(&seen_a, 0, sizeof seen_a);
+  memset(&seen_b, 0, sizeof seen_b);
+
+  CHECK(opts.tuning == NULL && opts.log == NULL && opts.log_user_data == NULL);
+  opts.tuning = "gemm_race=0, no_such_setting=1";
+  EXPECT_FAIL(kb_context_create(&opts, KB_ABI_VERSION, &a), KB_ERROR_INVALID_ARGUMENT,
+              "unknown tuning name \"no_such_setting\"");
+  CHECK(a == NULL);
+  opts.tuning = "l2_flush=sometimes";
+  EXPECT_FAIL(kb_context_create(&opts, KB_ABI_VERSION, &a), KB_ERROR_INVALID_ARGUMENT, "KB_L2_FLUSH");
+  opts.tuning = "gemm_race";
+  EXPECT_FAIL(kb_context_create(&opts, KB_ABI_VERSION, &a), KB_ERROR_INVALID_ARGUMENT, "not name=value");
+
+  /* Version 1's struct: the fields after flags are not read (garbage there must not matter). */
+  opts.tuning = "no_such_setting=1";
+  opts.struct_size = CONTEXT_OPTIONS_V1_SIZE;
+  EXPECT_OK(kb_context_create(&opts, KB_ABI_VERSION, &a));
+  kb_context_destroy(a);
+  a = NULL;
+  opts.struct_size = CONTEXT_OPTIONS_V1_SIZE - 1;
+  EXPECT_FAIL(kb_context_create(&opts, KB_ABI_VERSION, &a), KB_ERROR_INVALID_ARGUMENT, "struct_size");
+  opts.struct_size = sizeof opts;
+
+  opts.tuning = "gemm_race=0,cublaslt_autotune=0,l2_flush=write,log=info";
+  opts.log = record_log;
+  opts.log_user_data = &seen_a;
+  EXPECT_OK(kb_context_create(&opts, KB_ABI_VERSION, &a));
+  CHECK(seen_a.count == 1 && seen_a.level == KB_LOG_INFO);
+  CHECK(contains(seen_a.last, "gemm_race=0") && contains(seen_a.last, "l2_flush=write") &&
+        contains(seen_a.last, "log=info"));
+  opts.tuning = "throttle_threshold=0.9";
+  opts.log_user_data = &seen_b;
+  EXPECT_OK(kb_context_create(&opts, KB_ABI_VERSION, &b));
+  CHECK(seen_b.count == 0); /* log=warn (the default): the info note is not passed on */
+  if (!a || !b) {
+    kb_context_destroy(a);
+    kb_context_destroy(b);
+    return;
+  }
+
+  /* Both contexts run the same solution on the same tensors, and agree. */
+  EXPECT_OK(kb_definition_load(a, SILU_DEF, strlen(SILU_DEF), &def));
+  if (def) {
+    for (i = 0; i < 32; ++i) x[i] = (float)(i % 5) * 0.5f - 1.0f;
+    host_f32(&tx, x, xs);
+    host_f32(&ta, out_a, os);
+    host_f32(&tb, out_b, os);
+    ins[0] = &tx;
+    outs[0] = &ta;
+    EXPECT_OK(kb_solution_run(a, def, "kb_cpu_silu_and_mul", ins, 1, outs, 1, NULL));
+    outs[0] = &tb;
+    EXPECT_OK(kb_solution_run(b, def, "kb_cpu_silu_and_mul", ins, 1, outs, 1, NULL));
+    for (i = 0; i < 16; ++i) CHECK(out_a[i] == out_b[i]);
+    kb_definition_destroy(def);
+  }
+  CHECK(seen_b.count == 0);
+  kb_context_destroy(a);
+  kb_context_destroy(b);
+}
+
 static void test_running(kb_context* ctx) {
   kb_definition* def = NULL;
   kb_workload* wl = NULL;
@@ -1444,6 +1537,7 @@ int main(int argc, char** argv) {
   test_status_strings();
   test_dtypes();
   test_context();
+  test_context_tuning();
 
   EXPECT_OK(kb_context_create(NULL, KB_ABI_VERSION, &ctx));
   if (!ctx) return 1;

@@ -14,7 +14,7 @@
 // two uneven chunks one after the other, and three equal chunks as one
 // batch, through kb's fp32 buffer), float16 and bfloat16, plus a call with A misaligned by 2
 // bytes (gemv refuses, cuBLASLt must cope), N = 136 with K = 20544 at M =
-// 1030 (kb_cuda_gemm with KB_GEMM_LONG_K=wgmma, wgmma-c2 and wgmma-n168: kb's wgmma kernel on Hopper), and the wgmma kernel called
+// 1030 (kb_cuda_gemm with each wgmma form forced by ForcedLongKForm: kb's wgmma kernel on Hopper), and the wgmma kernel called
 // directly on awkward schedules (check_wgmma_direct). Every case runs twice with fresh
 // random A (B fresh per shape), on a non-blocking stream, with C poisoned
 // (NaN) before each run: the second run also checks that the gemv's split-K
@@ -26,7 +26,7 @@
 // gemv against cuBLASLt on each small-M problem's first call
 // (gemv_or_cublaslt.hpp) and its long-K forms on each long-K problem's
 // (long_k_race.hpp): check_race and check_long_k_race cover capture and
-// KB_GEMM_RACE=0, and every race's note must name the side whose median won.
+// gemm_race=0, and every race's note must name the side whose median won.
 //
 // Without a usable device it prints "skipped: no CUDA device (<reason>)" and
 // exits 77 (meson's skip code).
@@ -43,11 +43,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "../../kernels/common/tuning_env.hpp"
 #include "../../kernels/gemm/cuda/cublaslt_gemm.hpp"
 #include "../../kernels/gemm/cuda/gemv.hpp"
 #include "../../kernels/gemm/cuda/gemv_or_cublaslt.hpp"
@@ -56,6 +56,7 @@
 #include "../../kernels/gemm/cuda/long_k_race.hpp"
 #include "../../kernels/gemm/cuda/race_file.hpp"
 #include "../../kernels/gemm/cuda/wgmma_gemm.hpp"
+#include "common/tuning.hpp"
 #include "cuda/device.hpp"
 #include "harness/implementation.hpp"
 #include "tensor/convert.hpp"
@@ -206,9 +207,8 @@ std::string plan_text(const Implementation& impl, DType t, std::int64_t M, std::
       if (note.rfind(problem, 0) == 0) return "race: " + note.substr(problem.size() + 1);
   }
   if (impl.name == "kb_cuda_gemm" && K > kLongK && N % 8 == 0)
-    for (const char* mode : {"wgmma", "wgmma-c2", "wgmma-n168"})
-      if (kb::kernels::env_is("KB_GEMM_LONG_K", mode))
-        return fmt::format("kb wgmma (KB_GEMM_LONG_K={}; cuBLASLt chunks off Hopper)", mode);
+    if (const LongKForm* forced = ForcedLongKForm::current())
+      return fmt::format("{} (forced; cuBLASLt chunks where it does not apply)", long_k_form_label(*forced));
   if (!gemv || M < 1 || M > kGemvMaxM || K % 8 != 0)
     return K > kLongK ? (impl.name == "kb_cuda_gemm" ? "long-K, not raced (one form applies)" : "cuBLASLt, long-K chunks")
                       : "cuBLASLt";
@@ -376,19 +376,33 @@ bool call_checked(const Implementation& impl, const Definition& def, DType t, st
   return true;
 }
 
-// A KB_GEMM_RACE_FILE for one test case: a fresh file in its own temporary
-// folder, set in the environment until the end of the scope, then removed.
+// The tuning settings (common/tuning.hpp) of this thread's calls changed by
+// "name=value,..." until the end of the scope.
+struct ScopedTuning {
+  kb::tuning::Settings settings;
+  kb::tuning::Scope scope;
+  explicit ScopedTuning(const std::string& items) : settings(with(items)), scope(&settings, nullptr, nullptr) {}
+  static kb::tuning::Settings with(const std::string& items) {
+    kb::tuning::Settings s = kb::tuning::current();
+    if (auto st = kb::tuning::apply(s, items); !st.ok()) fail("tuning " + items + ": " + st.error().message);
+    return s;
+  }
+};
+
+// A gemm race file for one test case: a fresh file in its own temporary
+// folder, this thread's gemm_race_file until the end of the scope, then removed.
 struct ScopedRaceFile {
   std::filesystem::path dir;
   std::string path;
+  std::optional<ScopedTuning> tuning;
   explicit ScopedRaceFile(const char* name) {
     dir = std::filesystem::temp_directory_path() / fmt::format("kb_test_gemm_{}_{}", name, getpid());
     std::filesystem::create_directories(dir);
     path = (dir / "races.jsonl").string();
-    setenv("KB_GEMM_RACE_FILE", path.c_str(), 1);
+    tuning.emplace("gemm_race_file=" + path);
   }
   ~ScopedRaceFile() {
-    unsetenv("KB_GEMM_RACE_FILE");
+    tuning.reset();
     std::filesystem::remove_all(dir);
   }
   // The file's lines as kb reads them; a failure (and none) where it does not read back.
@@ -406,8 +420,8 @@ struct ScopedRaceFile {
 //  - M = 6, first called inside a stream capture: no race there (the static
 //    rule's choice, replayed from the graph, must be right); the next,
 //    uncaptured call races once; the one after reuses the answer;
-//  - M = 7 with KB_GEMM_RACE=0: no race;
-//  - M = 9 to 12: KB_GEMM_RACE_FILE (below).
+//  - M = 7 with gemm_race=0: no race;
+//  - M = 9 to 12: a race file (below).
 // Every race note must name the candidate whose median won (race_pick).
 void check_race(const Registry& registry, cudaStream_t stream) {
   using namespace kb::kernels::gemm_cuda;
@@ -440,30 +454,13 @@ void check_race(const Registry& registry, cudaStream_t stream) {
     fail(fmt::format("kb_cuda_gemm M=6: {} races on its first uncaptured call, expected 1", gemm_race_count() - before));
   if (!call(6, false, 0x7ace0004)) return;
   if (gemm_race_count() != before + 1) fail("kb_cuda_gemm M=6 raced again on a later call");
-  setenv("KB_GEMM_RACE", "0", 1);
-  const bool ran = call(7, false, 0x7ace0005);
-  unsetenv("KB_GEMM_RACE");
-  if (ran && gemm_race_count() != before + 1) fail("kb_cuda_gemm raced with KB_GEMM_RACE=0");
-  if (ran) std::printf("ok   kb_cuda_gemm's race: none under capture, one on the first uncaptured call, none after, none with KB_GEMM_RACE=0\n");
-  // KB_GEMM_RACE=cublaslt: the rule plan against cuBLASLt only.
-  setenv("KB_GEMM_RACE", "cublaslt", 1);
-  const bool ran5 = call(5, false, 0x7ace0006);
-  unsetenv("KB_GEMM_RACE");
-  if (ran5) {
-    const std::vector<std::string> notes = gemm_race_notes();
-    const std::string problem = fmt::format("float16 M=5 N={} K={}:", N, K);
-    const auto it = std::find_if(notes.begin(), notes.end(), [&](const std::string& n) { return n.rfind(problem, 0) == 0; });
-    if (it == notes.end()) {
-      fail("kb_cuda_gemm M=5 with KB_GEMM_RACE=cublaslt did not race");
-    } else {
-      const std::size_t from = it->find("cold samples: "), to = it->rfind(" (static rule: ");
-      const std::string medians = from < to && to != std::string::npos ? it->substr(from, to - from) : std::string();
-      if (std::count(medians.begin(), medians.end(), ',') != 1 || medians.find(" (rule), cuBLASLt ") == std::string::npos)
-        fail("KB_GEMM_RACE=cublaslt raced more than the rule plan and cuBLASLt: " + *it);
-      else
-        std::printf("ok   KB_GEMM_RACE=cublaslt races the rule plan against cuBLASLt only\n");
-    }
+  bool ran = false;
+  {
+    const ScopedTuning no_race("gemm_race=0");
+    ran = call(7, false, 0x7ace0005);
   }
+  if (ran && gemm_race_count() != before + 1) fail("kb_cuda_gemm raced with gemm_race=0");
+  if (ran) std::printf("ok   kb_cuda_gemm's race: none under capture, one on the first uncaptured call, none after, none with gemm_race=0\n");
 
   // KB_GEMM_RACE_FILE (race_file.hpp) for this race: M = 9's winner is appended as a small-M line with the
   // stream's scratch size; lines for M = 10 (cuBLASLt) and M = 11 (a gemv plan other than the rule's), as an
@@ -538,7 +535,7 @@ void check_race(const Registry& registry, cudaStream_t stream) {
 //  - M = 384, first called inside a stream capture: no race (the batched
 //    chunks, replayed from the graph, must be right); the next, uncaptured
 //    call races once; the one after reuses the answer;
-//  - M = 320 with KB_GEMM_RACE=0, then with KB_GEMM_LONG_K=sequential: no race;
+//  - M = 320 with gemm_race=0, then with a form forced (ForcedLongKForm): no race;
 //  - M = 100 (two 128 x 128 output tiles), first inside a capture: the static
 //    rule's chunks one by one (long_k_one_by_one), replayed right; the next
 //    call races with that form as its static rule.
@@ -563,8 +560,8 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
     std::printf("skip the long-K race: %s\n", why.c_str());
     return;
   }
-  if (std::getenv("KB_GEMM_LONG_K") || std::getenv("KB_GEMM_RACE")) {
-    std::printf("skip the long-K race: KB_GEMM_LONG_K or KB_GEMM_RACE is set\n");
+  if (!kb::tuning::current().gemm_race) {
+    std::printf("skip the long-K race: gemm_race is 0\n");
     return;
   }
   Buffers buf;
@@ -624,14 +621,17 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
                      gemm_race_count() - before - 1));
   if (!call(384, false, 0x10c0006)) return;
   if (gemm_race_count() != before + 2) fail("kb_cuda_gemm long-K M=384 raced again on a later call");
-  setenv("KB_GEMM_RACE", "0", 1);
-  const bool ran0 = call(320, false, 0x10c0007);
-  unsetenv("KB_GEMM_RACE");
-  setenv("KB_GEMM_LONG_K", "sequential", 1);
-  const bool ran1 = call(320, false, 0x10c0008);
-  unsetenv("KB_GEMM_LONG_K");
+  bool ran0 = false, ran1 = false;
+  {
+    const ScopedTuning no_race("gemm_race=0");
+    ran0 = call(320, false, 0x10c0007);
+  }
+  {
+    const ForcedLongKForm forced(LongKForm::sequential_chunks);
+    ran1 = call(320, false, 0x10c0008);
+  }
   if (ran0 && ran1 && gemm_race_count() != before + 2)
-    fail("kb_cuda_gemm raced a long-K problem with KB_GEMM_RACE=0 or KB_GEMM_LONG_K=sequential");
+    fail("kb_cuda_gemm raced a long-K problem with gemm_race=0 or a forced form");
   const std::size_t small_before = gemm_race_count();
   if (!call(100, true, 0x10c0009)) return;
   if (gemm_race_count() != small_before) fail("kb_cuda_gemm raced a long-K problem (M=100) inside a stream capture");
@@ -663,7 +663,7 @@ void check_long_k_race(const Registry& registry, cudaStream_t stream) {
   }
   if (g_failures == failures_before)
     std::printf("ok   kb_cuda_gemm's long-K race: one on each problem's first uncaptured call, none under capture, "
-              "none after, none with KB_GEMM_RACE=0 or a forced form; the static rule's form first in each note\n");
+              "none after, none with gemm_race=0 or a forced form; the static rule's form first in each note\n");
 
   // KB_GEMM_RACE_FILE (race_file.hpp): a race's winner is appended; a problem the file holds for this machine is
   // not raced (also under capture), and runs right in the file's form; a line naming no form is an error that
@@ -771,10 +771,6 @@ void check_race_plans(cudaStream_t stream) {
   const Shape shapes[] = {{DType::float16, 1, 256, 7168},  {DType::bfloat16, 1, 4096, 4096},
                           {DType::float16, 4, 7168, 5120}, {DType::bfloat16, 8, 2048, 4096},
                           {DType::float16, 9, 5120, 2048}, {DType::bfloat16, 16, 1536, 7168}};
-  if (gemv_form_forced()) {
-    std::printf("skip the race's candidate plans: a KB_GEMV_* variable forces the gemv's form (one candidate)\n");
-    return;
-  }
   auto scratch = stream_scratch(stream);
   if (!scratch) return fail("stream_scratch: " + scratch.error().message);
   int plans_checked = 0;
@@ -833,7 +829,6 @@ void check_wgmma_direct(cudaStream_t stream) {
     int prefetch;
     int cluster;
     int ctas = 0;  // 0: one per SM
-    bool stream_k_only = false;
     int last_wave = 101;  // WgmmaGemmArgs::min_last_wave_percent
     bool descending = false;  // WgmmaGemmArgs::descending_stream_k
     int tile_n = 256;         // WgmmaGemmArgs::tile_n
@@ -850,41 +845,38 @@ void check_wgmma_direct(cudaStream_t stream) {
       {700, 1032, 4104, 16, 4, true, 4, 2},
       {1030, 136, 20544, 128, 4, false, 0, kb::kernels::gemm_cuda::WgmmaGemmArgs{}.cluster},
       // small grids: 5 x 5 tiles in 15 super-tiles of 2 over 4 groups (3 whole waves, then 3 super-tiles
-      // stream-K), the same in clusters of 2 and as stream-K only; 2 x 3 super-tiles over 3 groups (waves only)
+      // stream-K), the same in clusters of 2; 2 x 3 super-tiles over 3 groups (waves only)
       {520, 1032, 1480, 7, 2, false, 0, 1, 8},
       {520, 1032, 1480, 7, 2, false, 0, 2, 8},
-      {520, 1032, 1480, 7, 2, false, 0, 1, 8, true},
       {512, 768, 2048, 0, 2, false, 0, 1, 6},
       // the last partial wave as whole tiles (3 of the 4 groups busy), single CTAs and clusters of 2
-      {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 50},
-      {520, 1032, 1480, 7, 2, false, 0, 2, 8, false, 50},
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8, 50},
+      {520, 1032, 1480, 7, 2, false, 0, 2, 8, 50},
       // stream-K pieces run backwards: ranges of a block or two with a partial last K block (loaded first),
-      // the small grids (single CTAs, clusters of 2, and stream-K only: ranges over four or five tiles), the
-      // long K of kb_cuda_gemm's configuration
-      {300, 520, 1000, 3, 4, false, 0, 1, 0, false, 101, true},
-      {128, 256, 512, 0, 4, false, 0, 1, 0, false, 101, true},
-      {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 101, true},
-      {520, 1032, 1480, 7, 2, false, 0, 2, 8, false, 101, true},
-      {520, 1032, 1480, 7, 2, false, 0, 1, 8, true, 101, true},
-      {1030, 136, 20544, 128, 4, false, 0, 1, 0, false, 101, true},
+      // the small grids (single CTAs, clusters of 2), the long K of kb_cuda_gemm's configuration
+      {300, 520, 1000, 3, 4, false, 0, 1, 0, 101, true},
+      {128, 256, 512, 0, 4, false, 0, 1, 0, 101, true},
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8, 101, true},
+      {520, 1032, 1480, 7, 2, false, 0, 2, 8, 101, true},
+      {1030, 136, 20544, 128, 4, false, 0, 1, 0, 101, true},
       // tiles of 168 columns: a partial last column tile (520 = 3 x 168 + 16) split over many CTAs, partial
       // tiles both ways with column tiles first, the small grid backwards and with its last wave whole, and a
       // long K over one column tile
-      {300, 520, 1000, 3, 4, false, 0, 1, 0, false, 101, true, 168},
-      {700, 1032, 4104, 16, 4, true, 4, 1, 0, false, 95, true, 168},
-      {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 101, true, 168},
-      {520, 1032, 1480, 7, 2, false, 0, 1, 8, false, 50, false, 168},
-      {1030, 168, 20544, 128, 4, false, 0, 1, 0, false, 95, true, 168},
+      {300, 520, 1000, 3, 4, false, 0, 1, 0, 101, true, 168},
+      {700, 1032, 4104, 16, 4, true, 4, 1, 0, 95, true, 168},
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8, 101, true, 168},
+      {520, 1032, 1480, 7, 2, false, 0, 1, 8, 50, false, 168},
+      {1030, 168, 20544, 128, 4, false, 0, 1, 0, 95, true, 168},
       // C only 4-byte aligned: the epilogue's 4-byte stores (else 16-byte ones), on both tile widths
-      {300, 520, 1000, 3, 4, false, 0, 1, 0, false, 101, true, 168, 4},
-      {700, 1032, 4104, 16, 4, true, 4, 1, 0, false, 95, true, 256, 4},
+      {300, 520, 1000, 3, 4, false, 0, 1, 0, 101, true, 168, 4},
+      {700, 1032, 4104, 16, 4, true, 4, 1, 0, 95, true, 256, 4},
       // row groups in bands: 6 row groups of 4 tiles in bands of 4 and a narrower last one of 2, over the whole
       // grid and over a small one (whole waves, then stream-K); bands of 2 on 168 columns; one band (0)
-      {2600, 1032, 1480, 5, 4, false, 0, 1, 0, false, 101, true, 256, 0, 4},
-      {2600, 1032, 1480, 5, 4, false, 0, 1, 16, false, 101, true, 256, 0, 4},
-      {2600, 1032, 1480, 5, 4, false, 0, 2, 16, false, 101, true, 256, 0, 4},
-      {1300, 1032, 1480, 5, 2, false, 0, 1, 8, false, 101, true, 168, 0, 2},
-      {2600, 1032, 1480, 5, 4, false, 0, 1, 16, false, 101, true, 256, 0, 0},
+      {2600, 1032, 1480, 5, 4, false, 0, 1, 0, 101, true, 256, 0, 4},
+      {2600, 1032, 1480, 5, 4, false, 0, 1, 16, 101, true, 256, 0, 4},
+      {2600, 1032, 1480, 5, 4, false, 0, 2, 16, 101, true, 256, 0, 4},
+      {1300, 1032, 1480, 5, 2, false, 0, 1, 8, 101, true, 168, 0, 2},
+      {2600, 1032, 1480, 5, 4, false, 0, 1, 16, 101, true, 256, 0, 0},
   };
   int device = 0, sms = 0;
   if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") ||
@@ -898,11 +890,10 @@ void check_wgmma_direct(cudaStream_t stream) {
   std::uint64_t seed = 0x77a1;
   for (DType t : {DType::bfloat16, DType::float16}) {
     for (const Case& c : cases) {
-      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}{}{}{}{}",
+      const std::string name = fmt::format("wgmma_gemm {} M={} N={} K={} promote {} group {} cluster {}{}{}{}{}{}{}{}{}",
                                            dtype_name(t), c.M, c.N, c.K, c.promote, c.group, c.cluster,
                                            c.n_fastest ? " n-first" : "", c.prefetch ? " prefetch" : "",
                                            c.ctas ? fmt::format(" {} CTAs", c.ctas) : "",
-                                           c.stream_k_only ? " stream-K only" : "",
                                            c.last_wave <= 100 ? fmt::format(" last wave whole from {}%", c.last_wave) : "",
                                            c.descending ? " stream-K backwards" : "",
                                            c.tile_n != 256 ? fmt::format(" tile n {}", c.tile_n) : "",
@@ -926,7 +917,7 @@ void check_wgmma_direct(cudaStream_t stream) {
         WgmmaGemmArgs w;
         w.A = da, w.B = db, w.C = c_at, w.M = c.M, w.N = c.N, w.K = c.K, w.bf16 = t == DType::bfloat16;
         w.promote_every = c.promote, w.group = c.group, w.n_fastest = c.n_fastest, w.prefetch_ahead = c.prefetch;
-        w.cluster = c.cluster, w.ctas = c.ctas ? c.ctas : sms, w.experiment_stream_k_only = c.stream_k_only;
+        w.cluster = c.cluster, w.ctas = c.ctas ? c.ctas : sms;
         w.min_last_wave_percent = c.last_wave, w.descending_stream_k = c.descending, w.tile_n = c.tile_n;
         if (c.band >= 0) w.raster_band = c.band;
         w.workspace = ws, w.workspace_bytes = ws_bytes, w.stream = stream;
@@ -1007,7 +998,8 @@ int main() {
       {7168, 5120, {1, 8, 16}}, {2200, 264, {1, 9, 16}},
       // the long-K path (kernels/gemm/cuda/long_k.hpp): two chunks of 10248 and 10240 (one after the other); three of 9560 (one batch)
       {97, 20488, {3, 17, 257}}, {97, 28680, {1, 17, 130}},
-      // kb_cuda_gemm's long-K wgmma kernel (KB_GEMM_LONG_K=wgmma, wgmma-c2 and wgmma-n168, Hopper); kb_cublaslt_gemm's chunks
+      // kb_cuda_gemm's long-K wgmma kernel (each form forced: single CTAs, clusters of 2, 168-column tiles; Hopper);
+      // kb_cublaslt_gemm's chunks
       // beside it
       {136, 20544, {1030}},
   };
@@ -1047,27 +1039,30 @@ int main() {
         }
         // kb_cuda_gemm on the last long-K shape: kb's wgmma kernel, opted into (gemm_cuda.hpp)
         const bool wgmma = impl.name == "kb_cuda_gemm" && s.N == 136 && s.K == 20544;
-        // (single CTAs, clusters of 2, 168-column tiles; nullptr: not opted in)
-        const std::vector<const char*> modes = wgmma ? std::vector<const char*>{"wgmma", "wgmma-c2", "wgmma-n168"}
-                                                     : std::vector<const char*>{nullptr};
-        for (const char* mode : modes) {
-          if (mode) setenv("KB_GEMM_LONG_K", mode, 1);
+        // (single CTAs, clusters of 2, 168-column tiles; none: not forced)
+        using kb::kernels::gemm_cuda::LongKForm;
+        const std::vector<std::optional<LongKForm>> forms =
+            wgmma ? std::vector<std::optional<LongKForm>>{LongKForm::wgmma, LongKForm::wgmma_c2, LongKForm::wgmma_n168}
+                  : std::vector<std::optional<LongKForm>>{std::nullopt};
+        for (const auto& form : forms) {
+          std::optional<kb::kernels::gemm_cuda::ForcedLongKForm> forced;
+          if (form) forced.emplace(*form);
           for (std::int64_t M : s.Ms) check_case(impl, def, t, M, s.N, s.K, false, b_host, buf, stream, seed++);
-          if (mode) unsetenv("KB_GEMM_LONG_K");
         }
         if (s.N == 4096 && s.K == 4096) check_case(impl, def, t, 3, s.N, s.K, true, b_host, buf, stream, seed++);
         if (s.N == 4096 && s.K == 4096 && impl.name == "kb_cublaslt_gemm") {
           // A new plan with autotuning off: the heuristic's first algorithm.
-          setenv("KB_CUBLASLT_AUTOTUNE", "0", 1);
-          check_case(impl, def, t, 129, s.N, s.K, false, b_host, buf, stream, seed++);
-          unsetenv("KB_CUBLASLT_AUTOTUNE");
+          {
+            const ScopedTuning no_autotune("cublaslt_autotune=0");
+            check_case(impl, def, t, 129, s.N, s.K, false, b_host, buf, stream, seed++);
+          }
           const std::string problem = fmt::format(": {} M=129 N=4096 K=4096:", dtype_name(t));
           bool found = false;
           for (const std::string& note : kb::kernels::gemm_cuda::cublaslt_plan_notes())
             if (note.find(problem) != std::string::npos) {
               found = true;
               if (note.find("autotuning off") == std::string::npos)
-                fail(fmt::format("KB_CUBLASLT_AUTOTUNE=0 did not keep the heuristic's choice: {}", note));
+                fail(fmt::format("cublaslt_autotune=0 did not keep the heuristic's choice: {}", note));
             }
           if (!found) fail(fmt::format("no cuBLASLt plan note for {}", problem));
         }

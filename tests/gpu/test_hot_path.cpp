@@ -12,7 +12,8 @@
 // solutions (kb_cuda_gqa_ragged_prefill, kb_cuda_gqa_paged_prefill,
 // kb_cuda_mla_paged_decode, kb_cuda_mla_paged_prefill,
 // kb_cuda_mla_ragged_prefill) by name, and kb_cuda_gemm's long-K forms on
-// 5376 x 21504 (raced, and each forced by KB_GEMM_LONG_K). Exit 77 (skip)
+// 5376 x 21504 (raced, and the static rule's form through a context with
+// the tuning gemm_race=0). Exit 77 (skip)
 // without a CUDA device.
 //
 // usage: test_hot_path [KERNELS_DIR]  (default: kernels, kb's bundled definitions from the repository root)
@@ -123,17 +124,13 @@ struct Call {
   const kb_dispatch* dispatch;  // nullptr: by name
   const char* solution;
   std::vector<const DLTensor*> in, out;
-  const char* long_k_form = nullptr;  // KB_GEMM_LONG_K while this call runs (nullptr: unset, the race's form)
+  kb_context* context = nullptr;  // the context to run with (nullptr: the test's default one)
 };
 
 kb_status run(kb_context* ctx, const Call& c, cudaStream_t stream) {
   if (c.dispatch) return kb_dispatch_run(c.dispatch, c.in.data(), c.in.size(), c.out.data(), c.out.size(), stream);
-  // setenv / unsetenv allocate with malloc, not operator new: the count below is kb's own allocations.
-  if (c.long_k_form) setenv("KB_GEMM_LONG_K", c.long_k_form, 1);
-  const kb_status s =
-      kb_solution_run(ctx, c.def, c.solution, c.in.data(), c.in.size(), c.out.data(), c.out.size(), stream);
-  if (c.long_k_form) unsetenv("KB_GEMM_LONG_K");
-  return s;
+  return kb_solution_run(c.context ? c.context : ctx, c.def, c.solution, c.in.data(), c.in.size(), c.out.data(),
+                         c.out.size(), stream);
 }
 
 }  // namespace
@@ -154,6 +151,7 @@ int main(int argc, char** argv) {
   }
   CU(cudaSetDevice(0));
   kb_context* ctx = nullptr;
+  kb_context* no_race = nullptr;  // gemm_race=0 (below)
   kb_definition *norm_def = nullptr, *gemm_def = nullptr, *silu_def = nullptr;
   if (kb_context_create(nullptr, KB_ABI_VERSION, &ctx) != KB_OK ||
       kb_definition_load_file(ctx, norm_path.c_str(), &norm_def) != KB_OK ||
@@ -306,17 +304,22 @@ int main(int argc, char** argv) {
   } else {
     std::printf("skipped: rope, the prefills and MLA (no shipped definitions under KB_SHARED_DIR)\n");
   }
-  // kb_cuda_gemm's long-K forms (kernels/gemm/cuda/long_k_race.hpp) on a shipped long-K weight at M = 64: the
-  // form its race cached, and each form forced (the race may cache any of them).
+  // kb_cuda_gemm's long-K forms (kernels/gemm/cuda/long_k_race.hpp) on a shipped long-K weight: at M = 64 the
+  // form its race cached, at M = 32 through a context with gemm_race=0 the static rule's (the batched chunks).
+  kb_context_options no_race_options = KB_CONTEXT_OPTIONS_INIT;
+  no_race_options.tuning = "gemm_race=0";
+  if (kb_context_create(&no_race_options, KB_ABI_VERSION, &no_race) != KB_OK) {
+    std::printf("FAIL kb_context_create with gemm_race=0: %s\n", kb_last_error());
+    return 1;
+  }
   if (shared && std::filesystem::exists(defs + "gemm/gemm_n5376_k21504.json")) {
     const kb_definition* long_k = load(defs + "gemm/gemm_n5376_k21504.json");
-    const DLTensor* a = tensor({64, 21504}, kDLFloat);
     const DLTensor* w = tensor({5376, 21504}, kDLFloat);
-    const DLTensor* c = tensor({64, 5376}, kDLFloat);
-    for (const char* form : {static_cast<const char*>(nullptr), "chunks", "sequential", "wgmma"})
-      calls.push_back({std::string("kb_cuda_gemm by name, 5376 x 21504 at M = 64 (long K, ") +
-                           (form ? std::string("KB_GEMM_LONG_K=") + form : std::string("raced")) + ")",
-                       long_k, nullptr, "kb_cuda_gemm", {a, w}, {c}, form});
+    calls.push_back({"kb_cuda_gemm by name, 5376 x 21504 at M = 64 (long K, raced)", long_k, nullptr, "kb_cuda_gemm",
+                     {tensor({64, 21504}, kDLFloat), w}, {tensor({64, 5376}, kDLFloat)}});
+    calls.push_back({"kb_cuda_gemm by name, 5376 x 21504 at M = 32 (long K, gemm_race=0: the static rule)", long_k,
+                     nullptr, "kb_cuda_gemm", {tensor({32, 21504}, kDLFloat), w}, {tensor({32, 5376}, kDLFloat)},
+                     no_race});
   } else {
     std::printf("skipped: kb_cuda_gemm's long-K forms (no shipped gemm_n5376_k21504 under KB_SHARED_DIR)\n");
   }
@@ -384,6 +387,7 @@ int main(int argc, char** argv) {
   for (kb_definition* d : more_defs) kb_definition_destroy(d);
   kb_definition_destroy(norm_def);
   kb_definition_destroy(gemm_def);
+  kb_context_destroy(no_race);
   kb_context_destroy(ctx);
   std::printf("%d failures\n", failures);
   return failures ? 1 : 0;

@@ -2,9 +2,8 @@
 // CPU: which gemv block size fills its waves (kernels/gemm/cuda/gemv.hpp),
 // which L2 policy a read-once stream gets (kernels/common/l2_stream_policy.cuh)
 // and how many CTAs an SM needs to stream pages (kernels/common/stream_ctas.hpp).
-// The expected answers are the ones the measurements chose (H100:
-// benchmarks/h100-2026-11-25-s8/; H200: benchmarks/h200-2026-11-25-s9/); a
-// rule change that flips them must be measured again.
+// The expected answers are the ones measurements on an H100 and an H200
+// chose; a rule change that flips them must be measured again.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/l2_stream_policy.cuh"
+#include "common/tuning.hpp"
 #include "common/stream_ctas.hpp"
 #include "gemm/cuda/cublaslt_tiles.hpp"
 #include "gemm/cuda/gemv.hpp"
@@ -81,7 +81,7 @@ GemvPlan plan_of(int rows, int row_blocks, int splits, int k_iterations, int blo
 }  // namespace
 
 TEST_CASE("gemv rows per block at 2 <= M <= 8 follow the H200 measurements") {
-  // benchmarks/h200-2026-11-28-s17/gemv_rows_all.md (M = 2, 4, 8; 4 blocks of 16 rows an SM, 3 of 32).
+  // M = 2, 4, 8; 4 blocks of 16 rows an SM, 3 of 32.
   // 5376 x 21504: 336 x 1 of 16 rows against 168 x 2 of 32, the same fill: 32 ran 68.6 us against 76.0.
   const GemvPlan p16 = plan_of(16, 336, 1, 336, 4), p32 = plan_of(32, 168, 2, 336, 3);
   CHECK(gemv_plan_fill(p16) == doctest::Approx(336.0 / 528.0));
@@ -101,29 +101,29 @@ TEST_CASE("gemv rows per block at 2 <= M <= 8 follow the H200 measurements") {
 }
 
 TEST_CASE("gemv bulk kernel where the H200 measurements chose it") {
-  // benchmarks/h200-2026-12-02-s24/ (gemv_bulk_all.md, gemv_bulk_rule_all.md); plans on 132 SMs as gemv_plan
+  // Plans on 132 SMs as gemv_plan
   // makes them. M = 1: 16-row blocks unsplit, at most two an SM: 4096 x 14336 (256 blocks) 0.948 of the plain
   // kernel's time.
   CHECK(gemv_bulk_rows(1, 4096, 14336, plan_of(16, 256, 1, 224, 4)) == 16);
   CHECK(gemv_bulk_rows(1, 2048, 4096, plan_of(16, 128, 1, 64, 4)) == 16);
   // ... not 5120 x 5120 (320 blocks: 1.018), 7168 x 5120 (448: 1.057), nor a split plan (128 x 2048: 1.061), all
-  // from gemv_bulk_all.md.
+  // measured.
   CHECK(gemv_bulk_rows(1, 5120, 5120, plan_of(16, 320, 1, 80, 4)) == 0);
   CHECK(gemv_bulk_rows(1, 7168, 5120, plan_of(16, 448, 1, 80, 4)) == 0);
   CHECK(gemv_bulk_rows(1, 128, 2048, plan_of(16, 8, 16, 32, 4)) == 0);
   // 2 <= M <= 8: 16-row blocks 2-3 an SM and K >= 3072 (5376 x 4096 at M = 4: 0.944), whatever the plain rows.
   CHECK(gemv_bulk_rows(4, 5376, 4096, plan_of(32, 168, 2, 64, 3)) == 16);
   CHECK(gemv_bulk_rows(8, 6144, 4096, plan_of(32, 192, 2, 64, 3)) == 16);
-  // ... and 1-2 an SM, unsplit (gemv_bulk_rule_all.md: 4096 x 14336 at M = 2 0.917, 3584 x 3584 at M = 8 0.956);
-  // not K = 2048 (5120 x 2048: 1.05-1.07), not 7168 x 5120 (448 blocks: 1.04; gemv_bulk_all.md), not fewer
-  // blocks than SMs (2048 x 4096: 128 blocks, up to 1.07 in gemv_bulk_unsplit.md).
+  // ... and 1-2 an SM, unsplit (4096 x 14336 at M = 2 0.917, 3584 x 3584 at M = 8 0.956);
+  // not K = 2048 (5120 x 2048: 1.05-1.07), not 7168 x 5120 (448 blocks: 1.04), not fewer
+  // blocks than SMs (2048 x 4096: 128 blocks, up to 1.07).
   CHECK(gemv_bulk_rows(2, 4096, 14336, plan_of(32, 128, 3, 224, 3)) == 16);
   CHECK(gemv_bulk_rows(8, 3584, 3584, plan_of(16, 224, 2, 56, 4)) == 16);
   CHECK(gemv_bulk_rows(4, 5120, 2048, plan_of(16, 320, 1, 32, 4)) == 0);
   CHECK(gemv_bulk_rows(8, 7168, 5120, plan_of(32, 224, 1, 80, 3)) == 0);
   CHECK(gemv_bulk_rows(8, 2048, 4096, plan_of(16, 128, 4, 64, 4)) == 0);
-  // M >= 10: where the plain plan has 32-row blocks (8192 x 8192 at M = 16: 0.957), not 16 (10240 x 8192: 1.03 in
-  // gemv_bulk_all.md); not M = 9 (16384 x 3072: 1.038 in gemv_bulk_rule_m9.md).
+  // M >= 10: where the plain plan has 32-row blocks (8192 x 8192 at M = 16: 0.957), not 16 (10240 x 8192: 1.03);
+  // not M = 9 (16384 x 3072: 1.038).
   CHECK(gemv_bulk_rows(16, 8192, 8192, plan_of(32, 256, 1, 128, 2)) == 32);
   CHECK(gemv_bulk_rows(10, 7168, 5120, plan_of(32, 224, 1, 80, 2)) == 32);
   CHECK(gemv_bulk_rows(16, 10240, 8192, plan_of(16, 640, 1, 128, 3)) == 0);
@@ -162,10 +162,6 @@ TEST_CASE("gemv balance: rows spread over a multiple of the SMs or of the slots"
 }
 
 TEST_CASE("read-once streams: evict_first up to 6 x the L2 size") {
-  if (std::getenv("KB_STREAM_EVICT_FIRST")) {
-    MESSAGE("KB_STREAM_EVICT_FIRST is set: the size rule is overridden, not checked");
-    return;
-  }
   const std::int64_t l2 = std::int64_t{50} << 20;  // an H100's
   CHECK(kb::kernels::stream_evict_first(6 * l2, l2));
   CHECK_FALSE(kb::kernels::stream_evict_first(6 * l2 + 1, l2));
@@ -190,10 +186,10 @@ TEST_CASE("paged decode: CTAs an SM needs to stream whole pages") {
 
 TEST_CASE("kb_cuda_gemm takes cuBLASLt over the gemv at M > 8 from 8 MiB of weight (H200 measurements)") {
   using kb::kernels::gemm_cuda::gemv_cublaslt_weight;
-  // benchmarks/h200-2026-12-02-s25/gemv_vs_cublaslt.md (clean L2 flush): at M = 9, 12, 16 cuBLASLt was faster on
+  // With the clean L2 flush, at M = 9, 12, 16 cuBLASLt was faster on
   // 2048 x 4096 (16.8 MB) and up, the gemv on 256 x 7168 (3.7 MB).
   CHECK(gemv_cublaslt_weight(9, 2048ll * 4096 * 2));
-  CHECK(gemv_cublaslt_weight(16, 5120ll * 17408 * 2));  // 178 MB: the gemv's before session 25 (write flush)
+  CHECK(gemv_cublaslt_weight(16, 5120ll * 17408 * 2));  // 178 MB: the gemv's only under the write flush
   CHECK(gemv_cublaslt_weight(16, 8192ll * 28672 * 2));
   CHECK_FALSE(gemv_cublaslt_weight(16, 256ll * 7168 * 2));
   CHECK_FALSE(gemv_cublaslt_weight(12, 128ll * 2048 * 2));
@@ -207,7 +203,7 @@ TEST_CASE("kb_cuda_gemm takes cuBLASLt over the gemv at M > 8 from 8 MiB of weig
 
 TEST_CASE("long-K static rule: the chunks one by one on outputs of at most two 128 x 128 tiles, else one batch") {
   using kb::kernels::gemm_cuda::long_k_one_by_one;
-  // Where the one-by-one chunks won every race (M <= 128, N <= 256; session 29's sweep), and N = 97 at M = 130.
+  // Where the one-by-one chunks won every race (M <= 128, N <= 256, in a sweep of made-up shapes), and N = 97 at M = 130.
   CHECK(long_k_one_by_one(17, 32));
   CHECK(long_k_one_by_one(128, 256));
   CHECK(long_k_one_by_one(130, 97));
@@ -320,11 +316,14 @@ TEST_CASE("kb_cuda_gemm's race entry: the cached choice, else the static one whe
   // The capture query's error is returned.
   e = race_entry(cache, key, 5, [] { return kb::Result<bool>(kb::make_error(kb::Code::cuda_error, "broken")); }, lock2);
   CHECK_FALSE(e);
-  // KB_GEMM_RACE=0: the static choice without asking about capture.
-  setenv("KB_GEMM_RACE", "0", 1);
+  // gemm_race=0: the static choice without asking about capture.
   queries = 0;
-  e = race_entry(cache, key, 6, not_capturing, lock2);
-  unsetenv("KB_GEMM_RACE");
+  {
+    kb::tuning::Settings no_race;
+    no_race.gemm_race = false;
+    const kb::tuning::Scope scope(&no_race, nullptr, nullptr);
+    e = race_entry(cache, key, 6, not_capturing, lock2);
+  }
   REQUIRE(e);
   CHECK(**e == 6);
   CHECK(queries == 0);

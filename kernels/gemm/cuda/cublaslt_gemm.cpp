@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "../../common/cublaslt_autotune.hpp"
-#include "../../common/tuning_env.hpp"
+#include "common/tuning.hpp"
 #include "cublaslt_tiles.hpp"
 #include "gemv.hpp"
 #include "long_k.hpp"
@@ -181,13 +181,8 @@ Error cuda_failure(const char* what, cudaError_t e) {
 std::int64_t long_k_part_stride(std::int64_t M, std::int64_t N) { return (M * N + 63) / 64 * 64; }
 
 // Whether kb_cublaslt_gemm runs p's long-K chunks one after the other (beta
-// = 1) where they could be one batch: KB_GEMM_LONG_K=sequential or chunks
-// forces one way (to measure the two in one run), else the static rule
-// (long_k_one_by_one).
-bool long_k_sequential(const GemmProblem& p) {
-  static const bool sequential = env_is("KB_GEMM_LONG_K", "sequential"), batch = env_is("KB_GEMM_LONG_K", "chunks");
-  return sequential || (!batch && long_k_one_by_one(p.M, p.N));
-}
+// = 1) where they could be one batch: the static rule (long_k_one_by_one).
+bool long_k_sequential(const GemmProblem& p) { return long_k_one_by_one(p.M, p.N); }
 
 // The checks every cuBLASLt entry point makes first.
 Status lt_usable(const GemmProblem& p) {
@@ -299,22 +294,15 @@ void destroy_plan(const Plan& p) {
 }
 
 // Cluster-shape variants of the heuristic's first few algorithms, for the autotuner to time beside them. On an
-// H200 at M = 256 (session 35, tools/gpu/gemm_candidates --sweep over all 3138 configurations cuBLASLt accepts
+// H200 at M = 256 (tools/gpu/gemm_candidates --sweep over all 3138 configurations cuBLASLt accepts
 // for N = K = 4096) the 12 fastest configurations were the heuristic's own algorithm 66 kernels with an
 // explicit cluster shape (1x1x1, 2x1x1, 1x2x1), the best 3% faster than the best of the heuristic's 8 in that
 // tool's timing. Only for problems of at most about two waves of 128 x 128 output tiles (M x N <= 4M
 // elements): where the tiles are few, how they are grouped into clusters decides how the SMs share the weight
 // reads; larger problems keep the heuristic's list, whose autotuning already costs several milliseconds a
 // candidate there.
-// On by default since session 36: in one lease on an H200, gemm-mid (M = 256, 1024, 4096; 84 rows) with and
-// without the variants ran at the same median (1.000), 12 rows over 3% faster with them (at M = 256: 2048 x 4096
-// 0.894, 6144 x 4096 0.920, the two rows that had missed 1.03 against torch.matmul), and the 4 rows over 3% slower
-// were rows whose choice was not a variant or whose run lost clock (benchmarks/h200-2026-12-03-s36/).
-// KB_CUBLASLT_CLUSTER_VARIANTS=0 keeps the heuristic's list alone, for measuring the two side by side.
-bool cluster_variants_enabled() {
-  static const bool on = !env_is("KB_CUBLASLT_CLUSTER_VARIANTS", "0");
-  return on;
-}
+// Measured on an H200 (M = 256, 1024, 4096, 84 shapes): the same median time with and without them, and up to
+// 11% faster on the shapes where a variant wins the tuning (2048 x 4096 at M = 256: 0.894).
 constexpr int kClusterVariantsOf = 3;                     // the heuristic's first three algorithms
 constexpr std::int64_t kVariantsMaxOutput = 1 << 22;  // M x N elements, for cluster and tile variants alike
 
@@ -368,15 +356,9 @@ void add_cluster_variants(cublasLtHandle_t handle, Plan& plan, const PlanKey& ke
 // fill the SMs best (cublaslt_tiles.hpp: the fastest tile in three of four problems swept at M = 128 / 256 on
 // an H200), each with its own cluster shape and the three of kClusterShapes. Same problem limit as the cluster
 // variants: where the tiles are few, how many there are against the SMs decides how many sit idle.
-// Measured with and without in one call on an H200 (session 37, benchmarks/h200-2026-12-03-s37/
-// ab_tile_variants.md): median 1.000 over 84 kb bench rows at M = 256-4096 and 0.998 over 56 shapes at M = 128 / 256
-// timed alternately with torch.matmul; where a tile variant won the tuning, kb ran 0.953-0.995 of its time without.
-// They are offered on few problems (7 of 120 plans at M = 128-8192), so they cost little tuning time.
-// KB_CUBLASLT_TILE_VARIANTS=0 leaves them out, for measuring the two side by side.
-bool tile_variants_enabled() {
-  static const bool on = !env_is("KB_CUBLASLT_TILE_VARIANTS", "0");
-  return on;
-}
+// Measured on an H200 with and without them (M = 128-4096): the same median time, and 0.953-0.995 of the time
+// without where a tile variant wins the tuning. They are offered on few problems (7 of 120 plans at M = 128-8192),
+// so they cost little tuning time.
 constexpr std::size_t kTileVariants = 2;
 
 // The shape of a cuBLASLt tile id, or {0, 0} outside KB_LT_TILE_SHAPES.
@@ -522,9 +504,10 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
                       fmt::format("cuBLASLt has no algorithm for {} gemm M={} N={} K={} (alignment A {} B {} C {}): {}",
                                   dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K, key.align_a,
                                   key.align_b, key.align_c, why));
-  if (cublaslt_autotune_enabled() && cluster_variants_enabled())
+  if (cublaslt_autotune_enabled()) {
     add_cluster_variants(handle, *plan, key, workspace_bytes);
-  if (cublaslt_autotune_enabled() && tile_variants_enabled()) add_tile_variants(handle, *plan, key, workspace_bytes);
+    add_tile_variants(handle, *plan, key, workspace_bytes);
+  }
   plan->algo = plan->candidates.front().algo;
   plan->problem = fmt::format("{} M={} N={} K={}", dtype_name(static_cast<DType>(key.dtype)), key.M, key.N, key.K);
   if (key.batch > 1) plan->problem += fmt::format(" (long-K: {} chunks of {} as one batch, fp32 out)", key.batch, key.chunk);
@@ -532,7 +515,7 @@ Result<std::unique_ptr<Plan>> make_plan(cublasLtHandle_t handle, const PlanKey& 
   const std::string& problem = plan->problem;
   if (!cublaslt_autotune_enabled()) {
     plan->tuned = true;
-    plan->note = fmt::format("{}: the heuristic's first of {} ({}; autotuning off: KB_CUBLASLT_AUTOTUNE=0)", problem,
+    plan->note = fmt::format("{}: the heuristic's first of {} ({}; autotuning off: cublaslt_autotune=0)", problem,
                              plan->candidates.size(), describe_algo(plan->algo));
   } else if (plan->candidates.size() == 1) {
     plan->tuned = true;
@@ -586,7 +569,7 @@ Status tune_plan_locked(cublasLtHandle_t handle, Plan& plan, const void* A, cons
                             kLtTuneRounds * kLtTuneSamples, times);
   }
   plan.tuned = true;
-  if (cublaslt_log_enabled()) fmt::print(stderr, "kb cuBLASLt plan: {}\n", plan.note);
+  if (log::enabled(log::LogLevel::info)) log::emit(log::LogLevel::info, "kb cuBLASLt plan: " + plan.note);
   return ok_status();
 }
 
@@ -654,7 +637,7 @@ Result<Plan*> plan_locked(State& st, cublasLtHandle_t handle, const PlanKey& key
 }
 
 // A per-(device, stream) buffer of at least `bytes` (`what` names it in
-// errors), grown only outside stream capture: the old one freed after the
+// errors), grown only outside stream capture: the previous one freed after the
 // stream's work (cudaFree synchronizes too), the new one zeroed if `zeroed`.
 Result<void*> grow_buffer_locked(std::pair<void*, std::size_t>& slot, void* stream, std::size_t bytes,
                                  const char* what, bool zeroed) {

@@ -54,8 +54,7 @@ Result<const StreamScratch*> stream_scratch(void* stream);
 // C = A @ B^T through cublasLtMatmul on p.stream (float16/bfloat16, fp32
 // compute and scale). Code::unsupported when cuBLASLt is absent or has no
 // algorithm for the problem. Long K: the chunks one by one or as one batch
-// by the static rule (long_k_one_by_one), unless KB_GEMM_LONG_K=sequential
-// or chunks says which.
+// by the static rule (long_k_one_by_one).
 Status cublaslt_gemm(const GemmProblem& p);
 
 // The long-K path alone (p.K > kLongK; else as cublaslt_gemm): the K chunks

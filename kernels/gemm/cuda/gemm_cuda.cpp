@@ -7,7 +7,6 @@
 
 #include <string>
 
-#include "../../common/tuning_env.hpp"
 #include "cublaslt_gemm.hpp"
 #include "gemv.hpp"
 #include "gemv_or_cublaslt.hpp"
@@ -164,14 +163,15 @@ void add_gemm_cuda(Registry& r) {
   gemm.description = fmt::format(
       "C = A @ B.T, float16/bfloat16, fp32 accumulation: M <= {} -> kb's gemv kernel (tensor-core mma.sync, "
       "streams B once; 16 or 32 rows a block, plain or bulk-copy loads, split-K or not) or cuBLASLt, whichever ran "
-      "fastest in cold samples on the shape's first call (KB_GEMM_RACE=0, "
+      "fastest in cold samples on the shape's first call (tuning gemm_race=0, "
       "or a first call under stream capture: cuBLASLt at M > 8 where the weight is 8 MiB or more or the gemv's last "
       "wave of blocks would be short), else cuBLASLt (TN, the heuristic's "
       "best 16 algorithms timed on first use per shape, the fastest cached); K > 20480: cuBLASLt's K chunks through "
       "an fp32 buffer (as one batch or one by one) or kb's Hopper kernel (single CTAs, clusters of 2, or 128 x 168 tiles), which "
       "promotes the tensor-core sum to a "
       "second fp32 sum every 14336 of K (both for accuracy), whichever ran fastest on the shape's first call "
-      "(KB_GEMM_LONG_K=chunks, sequential, wgmma, wgmma-c2 or wgmma-n168 forces one)",
+      "(tuning gemm_race=0, or a first call under stream capture: the chunks, one by one on outputs of at most two "
+      "128 x 128 tiles)",
       kCudaGemmGemvMaxM);
   gemm.supports = lt_supports;
   gemm.run_cuda = run_cuda_gemm;

@@ -47,15 +47,14 @@
 //    of resident blocks better, 16 on a tie; at 2 <= M <= 8 it compares the
 //    two finished plans, split included, and mostly takes 32 (gemv.hpp,
 //    gemv_small_m_rows: up to 12% faster on an H200). Why 16 at all: a read-only
-//    kernel with this load pattern (tools/gpu/gemv_read_ceiling.cu, H100,
-//    benchmarks/h100-2026-11-25-s8/) reads 4096 x 14336 at 81% of copy
-//    bandwidth with 16-row blocks and 75% with 32-row ones (more blocks, more
-//    SMs streaming); in the gemv, side by side in one run (KB_GEMV_ROWS
-//    forces either): 16384 x 3072 M = 1 41.8 against 43.8 us, 4096 x 14336
-//    M = 16 51.4 against 52.6, 28672 x 4096 M = 1 89.6 against 92.7; but
-//    10240 x 8192 M = 1 72.4 against 69.1 (640 blocks of 16 make a second,
-//    short wave where 320 of 32 fit one) and 8192 x 8192 M = 16 60.5 against
-//    56.8, which the fill rule gets right.
+//    kernel with this load pattern (tools/gpu/gemv_read_ceiling.cu, H100)
+//    reads 4096 x 14336 at 81% of copy bandwidth with 16-row blocks and 75%
+//    with 32-row ones (more blocks, more SMs streaming); in the gemv, side by
+//    side: 16384 x 3072 M = 1 41.8 against 43.8 us, 4096 x 14336 M = 16 51.4
+//    against 52.6, 28672 x 4096 M = 1 89.6 against 92.7; but 10240 x 8192
+//    M = 1 72.4 against 69.1 (640 blocks of 16 make a second, short wave
+//    where 320 of 32 fit one) and 8192 x 8192 M = 16 60.5 against 56.8,
+//    which the fill rule gets right.
 //  - The block's warps (8; fewer for tiny problems) split K: warp w takes
 //    64-wide K steps w, w + warps, ..., so at any moment the block reads one
 //    contiguous 8 x 128 bytes of each row. Per iteration a lane has 8 weight
@@ -75,96 +74,81 @@
 //    less). With 3 blocks per SM at M <= 8 and 2 above: 256 x 7168 at M = 1
 //    runs 8 x 28 blocks of 4 warps, 4096 x 4096 128 x 1 blocks of 8 warps at
 //    M = 1 and 128 x 2 at M = 16, 28672 x 4096 896 x 1 over several waves.
-//    Measured on an H100 (benchmarks/h100-2026-11-24-s6/gemv_grid.md, kb's
-//    cold timing, side by side in one run unless said):
-//    * M = 2 .. 8 split like M = 16 since s11 (benchmarks/h100-2026-11-25-s11/
-//      gemv_split_m2_8.md; KB_GEMV_SPLIT=m8 restores no split up to M = 8):
-//      4096 x 14336 55.3 -> 51.5 us at M = 2, 4, 8 (71% -> 76% of copy),
-//      every other shape level; M = 1 stays unsplit (49.6 against 50.8).
-//    * M <= 8 without the split (KB_GEMV_SPLIT=wave restores the split up
-//      to one wave; on_device.sh decode-gemm runs both): 4096 x 4096 M = 1
-//      19.3 against 20.6 us, 4096 x 14336 M = 1 50.5 against 52.7; in an
-//      earlier run, M = 16 unsplit ran 4096 x 14336 in 56.6 against 52.8
-//      (hence M > 8 keeps the split);
-//    * tried and dropped (a kernel with a loop over segments, KB_GEMV_GRID
-//      switching partitions side by side in one run): stream-K (every block gets an equal share of the row
-//      blocks' 64-wide steps, partial row blocks summed by the last block
-//      to arrive) was slower wherever it was tried: 4096 x 4096 M = 1 23.2
-//      against 19.4 us unsplit, 16384 x 3072 M = 1 47.1 against 43.6,
-//      7168 x 5120 M = 1 37.2 against 33.2, 128 x 2048 M = 1 12.5 against
-//      8.8 unsplit (7.2 split by grid.y, another run); so was stream-K over the last wave's row blocks
+//    Measured on an H100 (kb's cold timing, side by side unless said):
+//    * M = 2 .. 8 split like M = 16: 4096 x 14336 55.3 -> 51.5 us at M = 2,
+//      4, 8 (71% -> 76% of copy), every other shape level; M = 1 stays
+//      unsplit (49.6 against 50.8).
+//    * M <= 8 without a split up to a whole wave: 4096 x 4096 M = 1 19.3
+//      against 20.6 us, 4096 x 14336 M = 1 50.5 against 52.7; M = 16 unsplit
+//      ran 4096 x 14336 in 56.6 against 52.8 (hence M > 8 keeps the split).
+//    * Stream-K (every block an equal share of the row blocks' 64-wide
+//      steps, partial row blocks summed by the last block to arrive) was
+//      slower wherever it was tried: 4096 x 4096 M = 1 23.2 against 19.4 us
+//      unsplit, 16384 x 3072 M = 1 47.1 against 43.6, 7168 x 5120 M = 1
+//      37.2 against 33.2, 128 x 2048 M = 1 12.5 against 8.8 unsplit (7.2
+//      split by grid.y); so was stream-K over the last wave's row blocks
 //      only (16384 x 3072 M = 1 47.7 against 43.6, 28672 x 4096 M = 1 94.5
 //      against 92.1), except 10240 x 8192 at M = 16 (320 row blocks on 264
-//      slots: 76.5 against 79.5 us; cuBLASLt 72); a kernel that issues the
-//      next iteration's weight loads before the current MMAs (8 KiB in
-//      flight per warp, 128 / 155 registers) was no faster on any of 30
-//      shapes (4096 x 14336 M = 1 51.2 against 50.6 us): bytes in flight
-//      are not the limit.
-//    * the weight by bulk copies (cp.async.bulk) that a ninth warp issues
-//      into a shared-memory ring, the 8 warps reading this load pattern
-//      from shared memory: on an H100 (s11, benchmarks/h100-2026-11-25-s11/
-//      gemv_bulk_trial.*) level or slower on every shape, 1-9% at M = 16
-//      (7168 x 5120 M = 16 35.2 against 33.6 us). On an H200 (s24) the
-//      bulk kernel below, with the producer's 32 lanes each copying a row
-//      and the activation loads issued before the stage wait, is 2-15%
-//      faster where the plain kernel's blocks are few or its activations
-//      many (gemv.hpp, gemv_bulk_rows), and kb takes it there.
-//    * tried and dropped (s11 gemv_forced_splits_trial.md, KB_GEMV_SPLITS=N
-//      forces N splits): 2-4 splits where the rule takes none, so that many
-//      short blocks even out the last wave (Nsight: 7168 x 5120's SMs are
-//      active 87% of the kernel at M = 1, 52 SMs with four blocks and 80 with
-//      three): slower on every shape, 7168 x 5120 M = 1 33.0 -> 35.8-37.6 us.
-//    * tried and dropped (s12, benchmarks/h100-h200-2026-11-27-s12/,
-//      KB_GEMV_BALANCE=sm|wave; tools/gpu/gemv_ab.cpp times them side by
-//      side): the rows spread evenly over a multiple of the SMs or of the
-//      slots, so every SM gets as many rows (7168 x 5120: 528 blocks of 13-14
+//      slots: 76.5 against 79.5 us; cuBLASLt 72). Issuing the next
+//      iteration's weight loads before the current MMAs (8 KiB in flight
+//      per warp, 128 / 155 registers) was no faster on any of 30 shapes
+//      (4096 x 14336 M = 1 51.2 against 50.6 us): bytes in flight are not
+//      the limit.
+//    * The weight by bulk copies into a shared-memory ring: a first form
+//      (a ninth warp issuing the copies) was level or slower on an H100 on
+//      every shape, 1-9% at M = 16 (7168 x 5120 M = 16 35.2 against 33.6
+//      us). On an H200 the bulk kernel below, with the producer's 32 lanes
+//      each copying a row and the activation loads issued before the stage
+//      wait, is 2-15% faster where the plain kernel's blocks are few or its
+//      activations many (gemv.hpp, gemv_bulk_rows), and kb takes it there.
+//    * 2-4 splits where the rule takes none, so that many short blocks even
+//      out the last wave (Nsight: 7168 x 5120's SMs are active 87% of the
+//      kernel at M = 1, 52 SMs with four blocks and 80 with three): slower
+//      on every shape, 7168 x 5120 M = 1 33.0 -> 35.8-37.6 us.
+//    * The rows spread evenly over a multiple of the SMs or of the slots
+//      (GemvBalance in gemv.hpp; tools/gpu/gemv_ab.cpp times them side by
+//      side), so every SM gets as many rows (7168 x 5120: 528 blocks of 13-14
 //      rows, four on each SM): level or up to 2% slower on H100 and H200
 //      (7168 x 5120 M = 1 32.5 against 33.0 us on the H100), except 10240 x
 //      8192 at M <= 8 (1-2% faster on the H100 only); the idle SMs at the end
 //      do not cost what Nsight's 87% suggested.
-//    * M > 8 on the weights of 64-134 MB (H200, s22, benchmarks/
-//      h200-2026-12-01-s22/): M = 16 runs the same MMAs as M = 9 (which
-//      loads one row of the second activation tile) and is 2-10% slower
-//      (7168 x 5120 27.9 against 25.5 us): activation loads and 7 more
-//      output rows. Nsight on that shape: L1 hit rate 9% / 14% of all
+//    * M > 8 on the weights of 64-134 MB (H200): M = 16 runs the same MMAs
+//      as M = 9 (which loads one row of the second activation tile) and is
+//      2-10% slower (7168 x 5120 27.9 against 25.5 us): activation loads and
+//      7 more output rows. Nsight on that shape: L1 hit rate 9% / 14% of all
 //      requests at M = 9 / 16; the weights never allocate, so by estimate
-//      about 60% of the activation reads go on to L2.
-//      Tried and dropped: 16 or 32 rows and the balances at M = 9, 12, 16
-//      (the rule's pick is the best or within 3%); 64-row blocks (RT = 4:
-//      128 registers and 56 bytes of spills at M > 8, 231 without a bound)
-//      6-24% slower at M > 8, -3% to +10% at M <= 8; the L1/shared carve-out at
-//      its L1 end (fewer resident blocks) 25-60% slower; 64-row blocks of
-//      two row groups of 4 warps (each group 32 rows, both on the same K
-//      steps, so one group's activation reads can hit L1 for the other):
-//      6% faster on 16384 x 3072 at M = 12, 16 (33.4 against 35.4 us) and
-//      level or slower on the other 9 weights (up to 48% at M = 1: fewer
-//      blocks; benchmarks/h200-2026-12-01-s22/gemv_ab_row_groups.md).
-//      Why M > 8 costs (s23, benchmarks/h200-2026-12-01-s23/, Nsight on
-//      8192 x 8192 with clocks unlocked): L2 runs at 80-86% of its peak at
-//      every M, DRAM at 80% at M = 1 and 70-71% at M = 16; the activation
-//      sectors that miss L1 (one of the two blocks on an SM hits what the
-//      other fetched) add about a fifth to the L2 reads of M = 1 at
-//      M = 16. Staging A in shared memory cannot help this kernel by itself:
-//      a block's warps take different K steps, so each activation is read
-//      once per block already. Tried and dropped (s23,
-//      gemv_ab_shared_a_trial.md): blocks of 8 warps that each own a 32-row
-//      tile, the block's K slice of A staged once in shared memory, K split
-//      to fill the SMs, partials summed by the last warp of a tile: 1.29-2.06x
-//      the time on every weight and M (8192 x 8192 M = 16 70 against 44 us).
-//      L2 fell to 61% and DRAM to 53% of peak (Nsight, M = 16). The trial's
-//      block reads 128 bytes of each of 256 rows per step; kb's 8 warps
-//      read a kilobyte of each of 32 rows. gemv_read_ceiling shows the same
-//      sensitivity to the pattern ("rows deep", each warp on two
-//      consecutive K steps: 57-72% where the gemv's pattern reads 65-90%).
-//      The saving on activations does not pay for the pattern. Forcing
-//      2, 3 or 4 splits at M = 9, 12, 16 (KB_GEMV_SPLITS, best of 16 and
-//      32 rows) was level or slower on all five weights, by 0.3-26%
-//      (gemv_forced_splits_m9_16.md); so did 2-6 splits at M = 1 on eight
-//      weights of 34-235 MB, except 4096 x 14336 (37.6 against 37.9 us,
-//      within the noise; gemv_forced_splits_m1.md).
-//    Older (benchmarks/h100-2026-11-24-s4/): three blocks per SM at M > 8
-//    by __launch_bounds__(256, 3) (80 registers, 40-64 bytes of spills)
-//    made M = 16 8-25% slower (gemv_launch_bounds_3.md).
+//      about 60% of the activation reads go on to L2. Not taken: 16 or 32
+//      rows and the balances at M = 9, 12, 16 (the rule's pick is the best
+//      or within 3%); 64-row blocks (RT = 4: 128 registers and 56 bytes of
+//      spills at M > 8, 231 without a bound) 6-24% slower at M > 8, -3% to
+//      +10% at M <= 8; the L1/shared carve-out at its L1 end (fewer resident
+//      blocks) 25-60% slower; 64-row blocks of two row groups of 4 warps
+//      (each group 32 rows, both on the same K steps, so one group's
+//      activation reads can hit L1 for the other): 6% faster on 16384 x 3072
+//      at M = 12, 16 (33.4 against 35.4 us) and level or slower on the other
+//      9 weights (up to 48% at M = 1: fewer blocks).
+//      Why M > 8 costs (H200, Nsight on 8192 x 8192 with clocks unlocked):
+//      L2 runs at 80-86% of its peak at every M, DRAM at 80% at M = 1 and
+//      70-71% at M = 16; the activation sectors that miss L1 (one of the two
+//      blocks on an SM hits what the other fetched) add about a fifth to the
+//      L2 reads of M = 1 at M = 16. Staging A in shared memory cannot help
+//      this kernel by itself: a block's warps take different K steps, so
+//      each activation is read once per block already. Not taken: blocks of
+//      8 warps that each own a 32-row tile, the block's K slice of A staged
+//      once in shared memory, K split to fill the SMs, partials summed by the
+//      last warp of a tile: 1.29-2.06x the time on every weight and M (8192
+//      x 8192 M = 16 70 against 44 us); L2 fell to 61% and DRAM to 53% of
+//      peak (Nsight, M = 16). That block reads 128 bytes of each of 256 rows
+//      per step; kb's 8 warps read a kilobyte of each of 32 rows.
+//      gemv_read_ceiling shows the same sensitivity to the pattern ("rows
+//      deep", each warp on two consecutive K steps: 57-72% where the gemv's
+//      pattern reads 65-90%). The saving on activations does not pay for the
+//      pattern. Forcing 2, 3 or 4 splits at M = 9, 12, 16 (best of 16 and 32
+//      rows) was level or slower on all five weights, by 0.3-26%; so were
+//      2-6 splits at M = 1 on eight weights of 34-235 MB, except 4096 x
+//      14336 (37.6 against 37.9 us, within the noise).
+//    * Three blocks per SM at M > 8 by __launch_bounds__(256, 3) (80
+//      registers, 40-64 bytes of spills) made M = 16 8-25% slower (H100).
 //  - Split-K blocks write fp32 partials to per-stream scratch; the last block
 //    of a row block to arrive (atomic counter) sums the partials in split
 //    order (deterministic), writes C and resets the counter to zero.
@@ -189,8 +173,7 @@
 // the split, the occupancy and the one-launch split-K tail (the last block
 // of a row block sums 2-3 partial tiles of M x 32 floats) are not what is
 // left; evict_first is, if L2 then replaces the kernel's own clean lines
-// instead of the flush's dirty ones. Measured since (H100, s8
-// gemv_evict_first.md): evict_first 7-16% faster up to ~180 MB of weight
+// instead of the flush's dirty ones. Measured (H100): evict_first 7-16% faster up to ~180 MB of weight
 // (7168 x 5120 32.9 against 38.0 us, 4096 x 14336 49.6 against 55.2), level
 // around 270 MB, and 2-5% slower on 356-470 MB (8192 x 28672 178 against
 // 169), hence the size rule.
@@ -221,7 +204,6 @@
 
 #include "../../common/hopper_ptx.cuh"
 #include "../../common/l2_stream_policy.cuh"
-#include "../../common/tuning_env.hpp"
 
 namespace kb::kernels::gemm_cuda {
 namespace {
@@ -449,12 +431,11 @@ __device__ __forceinline__ void finish_block(const Params& p, const float (&acc)
 
 // Registers: M <= 8 asks for 3 blocks per SM, which lets ptxas use 80
 // registers (70 without the bound, also 3 blocks per SM): mostly 1-4%
-// faster, 4096 x 4096 and 4096 x 14336 unsplit 10% (H100, runs r4 and r5
-// of s6 gemv_grid.md). M > 8 has no minimum (0: 91-102 registers, 2 blocks per
+// faster, 4096 x 4096 and 4096 x 14336 unsplit 10% (H100). M > 8 has no minimum (0: 91-102 registers, 2 blocks per
 // SM); a minimum of 2 blocks let ptxas take 123 and ran 2-5% slower.
 // 16-row blocks (RT = 1) take 60-64 registers at M <= 8 (4 blocks per SM)
 // and 72 at M > 8 (3); a minimum of 4 at M = 16 (64 registers, 8 bytes of
-// spills) ran 2-15% slower (s8 decode_gemm_rows16_occ4_trial.md).
+// spills) ran 2-15% slower.
 template <int M, bool kBf16, int RT>
 __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Params p) {
   constexpr int MT = (M + 7) / 8;  // 8-wide MMA tiles covering the M rows of A
@@ -525,17 +506,17 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
 // register pattern from shared memory. Why: on an H200 the read-only bulk
 // readers of tools/gpu/gemv_read_ceiling reach 82-83% of copy bandwidth on
 // 4096 x 14336 and 16384 x 3072 where the gemv's own load pattern reaches
-// 78-80% (benchmarks/h200-2026-11-28-s17/): bytes in flight that cost no
-// registers. Differences from s11's trial (level or slower on an H100):
+// 78-80%: bytes in flight that cost no registers. What makes it pay where a
+// simpler form (level or slower on an H100) did not:
 // every lane of the producer issues a row, a consumer issues its activation
 // loads before it waits for the stage, 16-row blocks at M <= 8 fit 4 an SM
-// (56 registers; s24's first version had 3: a short second wave on 7168 x
+// (56 registers; at 3 an SM there was a short second wave on 7168 x
 // 5120, 32.5 against the plain kernel's 24.6 us), and M > 8 keeps 2 stages
 // (3 stages of 32 rows, 96 KB a block, leave L1 too little for the
 // activations: 16384 x 3072 at M = 16 took 37.0 us with 3 and 34.4 with 2,
 // in two runs where the plain kernel took 35.3 and 35.1).
-// gemv_plan takes it by the rule gemv_bulk_rows (gemv.hpp); KB_GEMV_BULK=0|1
-// never or always (to measure side by side).
+// gemv_plan takes it by the rule gemv_bulk_rows (gemv.hpp); a GemvKernel
+// argument takes it never or wherever it can run (tests, the race).
 constexpr int kStageK = kKStep * kMaxWarps;  // elements of each row per stage
 // Ring stages and bytes for blocks of RT 16-row tiles at M rows of A (used
 // by the kernel and by the host's launch size alike).
@@ -770,13 +751,7 @@ GemvPlan plan_with_rows(const GemmProblem& p, std::size_t scratch_bytes, GemvBal
   // kMaxFinalLoads partial loads per thread of the last block.
   // M = 1 and half the SMs' worth of row blocks or more: no split (see
   // the top).
-  // KB_GEMV_SPLIT=wave: the earlier rule (split up to one resident wave
-  // whatever the row blocks), to measure the two side by side in one run.
-  // KB_GEMV_SPLIT=m8: no split up to M = 8 (the rule of sessions 6-10).
-  static const bool split_to_wave = env_is("KB_GEMV_SPLIT", "wave");
-  static const int unsplit_max_m = env_is("KB_GEMV_SPLIT", "m8") ? 8 : 1;
-  const bool split_pays =
-      split_to_wave || M > unsplit_max_m || 2 * static_cast<long long>(plan.row_blocks) < plan.sm_count;
+  const bool split_pays = M > 1 || 2 * static_cast<long long>(plan.row_blocks) < plan.sm_count;
   auto splits_for = [&](int warps) {
     const long long slots = gemv_slots(plan.sm_count, plan.blocks_per_sm, warps);
     if (!split_pays || plan.row_blocks >= slots || plan.row_blocks > kMaxCounters) return 1;
@@ -790,14 +765,6 @@ GemvPlan plan_with_rows(const GemmProblem& p, std::size_t scratch_bytes, GemvBal
   };
   plan.warps = plan.bulk ? kMaxWarps : std::min(kMaxWarps, plan.k_iterations);
   plan.splits = splits_for(plan.warps);
-  // KB_GEMV_SPLITS=N: N blocks along K whatever the rule (to measure splits side by side; clamped to what
-  // the scratch, the counters and one 64-wide step per warp allow).
-  static const int forced_splits = env_positive_int("KB_GEMV_SPLITS");
-  if (forced_splits > 0 && plan.row_blocks <= kMaxCounters) {
-    int s = std::min({forced_splits, kMaxSplits, std::max(1, plan.k_iterations / plan.warps)});
-    while (s > 1 && split_scratch_bytes(M, plan.rows_per_block, plan.row_blocks, s) > scratch_bytes) --s;
-    plan.splits = s;
-  }
   // Small problems (N = 128, 256): when the blocks do not reach every SM,
   // fewer warps per block and more splits, if that makes more blocks.
   for (int w = plan.warps / 2;
@@ -808,7 +775,7 @@ GemvPlan plan_with_rows(const GemmProblem& p, std::size_t scratch_bytes, GemvBal
       plan.splits = s;
     }
   }
-  // H100, M = 16, side by side in one run (s6 gemv_grid.md, r6): 10240 x
+  // H100, M = 16, side by side: 10240 x
   // 8192 (320 row blocks on 264 slots: 56 in the last wave) ran 77.5 us
   // here and 72.0 in cuBLASLt; 34816 x 5120 (1088: 32 in the last wave)
   // 140.6 and 134.7; stream-K over the last wave's row blocks only reached
@@ -825,31 +792,16 @@ GemvPlan plan_with_rows(const GemmProblem& p, std::size_t scratch_bytes, GemvBal
 
 }  // namespace
 
-GemvBalance gemv_default_balance() {
-  static const GemvBalance b = env_is("KB_GEMV_BALANCE", "off")    ? GemvBalance::off
-                               : env_is("KB_GEMV_BALANCE", "wave") ? GemvBalance::wave
-                               : env_is("KB_GEMV_BALANCE", "sm")   ? GemvBalance::sm
-                                                                   : GemvBalance::off;
-  return b;
-}
-
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out) {
-  return gemv_plan(p, scratch_bytes, gemv_default_balance(), out);
+  return gemv_plan(p, scratch_bytes, GemvBalance::off, out);
 }
 
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan* out) {
   return gemv_plan(p, scratch_bytes, balance, 0, out);
 }
 
-GemvKernel gemv_default_kernel() {
-  static const GemvKernel k = env_is("KB_GEMV_BULK", "0")   ? GemvKernel::plain
-                              : env_is("KB_GEMV_BULK", "1") ? GemvKernel::bulk
-                                                            : GemvKernel::rule;
-  return k;
-}
-
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvPlan* out) {
-  return gemv_plan(p, scratch_bytes, balance, rows, gemv_default_kernel(), out);
+  return gemv_plan(p, scratch_bytes, balance, rows, GemvKernel::rule, out);
 }
 
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvKernel kernel,
@@ -866,10 +818,8 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   const std::int64_t weight_bytes = static_cast<std::int64_t>(p.N) * p.K * 2;
   const std::int64_t l2_bytes = device_l2_bytes(device);
   plan.evict_first = stream_evict_first(weight_bytes, l2_bytes);
-  // Rows per block (gemv_wave_fill in gemv.hpp). KB_GEMV_ROWS=16|32 forces
-  // one (to measure the two side by side).
-  static const int env_rows = env_is("KB_GEMV_ROWS", "16") ? 16 : env_is("KB_GEMV_ROWS", "32") ? 32 : 0;
-  const int forced_rows = rows ? rows : env_rows;
+  // Rows per block: the caller's, else gemv_wave_fill's (gemv.hpp).
+  const int forced_rows = rows;
   // The bulk kernel keeps whole tiles (no balance).
   const bool bulk_allowed = balance == GemvBalance::off && kernel != GemvKernel::plain;
   const bool bulk_only = bulk_allowed && kernel == GemvKernel::bulk;
@@ -923,17 +873,9 @@ int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balan
   return finish(chosen);
 }
 
-bool gemv_form_forced() {
-  static const bool forced = std::getenv("KB_GEMV_ROWS") || std::getenv("KB_GEMV_BULK") ||
-                             std::getenv("KB_GEMV_BALANCE") || std::getenv("KB_GEMV_SPLIT") ||
-                             std::getenv("KB_GEMV_SPLITS");
-  return forced;
-}
-
 int gemv_race_plans(const GemmProblem& p, std::size_t scratch_bytes, const GemvPlan& rule, GemvPlan* out) {
   int n = 0;
   out[n++] = rule;
-  if (gemv_form_forced()) return n;
   const auto add = [&](const GemvPlan& q) {
     for (int i = 0; i < n; ++i)
       if (same_gemv_launch(out[i], q)) return;

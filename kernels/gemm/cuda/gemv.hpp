@@ -37,7 +37,7 @@ struct GemvPlan {
   // Why kb_cuda_gemm's static rule hands this shape to cuBLASLt instead
   // (nullptr: the gemv). kb_cuda_gemm follows it only where it has not timed
   // both on the shape (gemv_or_cublaslt.hpp: under stream capture, or with
-  // KB_GEMM_RACE=0). Both reasons are for M > 8 only:
+  // gemm_race=0). Both reasons are for M > 8 only:
   //  - "the gemv's last wave is short": unsplit, more than one wave of
   //    blocks, and the last wave holds fewer blocks than half the SMs (too
   //    few loads in flight at the end; gemv.cu says what was measured);
@@ -63,16 +63,13 @@ inline constexpr int kGemvMaxWarps = 8;
 // cuBLASLt there for every weight of 8 MiB or more.
 // Measured on an H200, timed with kb's clean L2 flush (lib/cuda/timing.hpp
 // L2Flush), both solutions in one run at M = 9, 12, 16 on every shipped
-// weight (benchmarks/h200-2026-12-02-s25/gemv_vs_cublaslt.md), gemv /
-// cuBLASLt: 0.96-1.18, median 1.06, over the 60 cases from 16.8 MB up where
-// the gemv ran (4096 x 4096 at M = 16 the one below 0.99; weights over 204
-// MB were cuBLASLt's already); 0.87-0.92 on 256 x 7168 (3.7 MB) and
-// 0.87-1.13 on 128 x 2048 (0.5 MB), which keep the gemv. Before session 25
-// kb timed after a write-only flush, whose dirty lines the timed kernel
-// wrote back: there the gemv's evict_first stream (l2_stream_policy.cuh) was
-// ahead up to 178 MB, and this rule took cuBLASLt only over 3.25 L2 sizes
-// (benchmarks/h200-2026-11-28-s21/decode_m9_16.md). The crossover on an H100
-// is not measured.
+// weight, gemv / cuBLASLt: 0.96-1.18, median 1.06, over the 60 cases from
+// 16.8 MB up where the gemv ran (4096 x 4096 at M = 16 the one below 0.99;
+// weights over 204 MB were cuBLASLt's already); 0.87-0.92 on 256 x 7168 (3.7
+// MB) and 0.87-1.13 on 128 x 2048 (0.5 MB), which keep the gemv. (Timed
+// after a write-only flush, whose dirty lines the timed kernel writes back,
+// the gemv's evict_first stream was ahead up to 178 MB: the flush decides
+// this crossover.) The crossover on an H100 is not measured.
 inline constexpr std::int64_t kGemvCublasltMinWeightBytes = std::int64_t{8} << 20;
 
 // Whether kb_cuda_gemm hands an M-row product with a `weight_bytes` weight
@@ -118,9 +115,8 @@ inline double gemv_plan_fill(const GemvPlan& p) {
 // Blocks of 32 rows keep twice the weight loads in flight per warp and load
 // each activation fragment for two weight tiles; where both plans put the
 // same work on each SM (5376 x 21504: 336 blocks of 16 rows, or 168 of 32
-// split in two), 32 ran 10-13% faster on an H200, side by side in one run
-// (benchmarks/h200-2026-11-28-s17/gemv_rows_all.md, 28 shipped shapes at
-// M = 2, 4, 8: the fill rule alone lost 2.9% on average to the faster of
+// split in two), 32 ran 10-13% faster on an H200 (28 shipped shapes at
+// M = 2, 4, 8, side by side: the fill rule alone lost 2.9% on average to the faster of
 // the two and up to 12.7%; this rule 0.4% and at most 5.8%, on 128 x 2048).
 // 32 loses where its warps get few K steps (5120 x 2048 split in two: 2 per
 // warp, 8% slower; 2048 x 4096: 1.3, 6%), hence no preference below 2.5,
@@ -137,10 +133,9 @@ inline int gemv_small_m_rows(const GemvPlan& p16, const GemvPlan& p32) {
 }
 
 // The bulk kernel is taken only on devices with at least this peak DRAM rate
-// (GB/s): it was measured on an H200 (4.8 TB/s); on an H100 (3.35 TB/s)
-// session 11's first version of it was level or slower everywhere
-// (benchmarks/h100-2026-11-25-s11/gemv_bulk_trial.md), and this one is not
-// measured there.
+// (GB/s): it was measured on an H200 (4.8 TB/s); on an H100 (3.35 TB/s) a
+// simpler bulk-copy kernel was level or slower everywhere, and this one is
+// not measured there.
 inline constexpr int kGemvBulkMinDramGBps = 4000;
 // Rows per block of the bulk kernel's plan that kb takes instead of `plain`
 // (the plain kernel's finished plan for an M x N x K problem), or 0 to keep
@@ -149,26 +144,24 @@ inline constexpr int kGemvBulkMinDramGBps = 4000;
 // (the TMA) into a shared-memory ring, so its bytes in flight cost no registers, but each block pays for
 // filling and draining the ring, its 8 warps wait for each other stage by
 // stage, and the ring takes shared memory from the L1 that activations hit.
-// Measured on an H200 side by side in one run, every shipped gemm shape
-// (benchmarks/h200-2026-12-02-s24/: gemv_bulk_all.md, 16- and 32-row bulk
-// plans at M = 1, 4, 8, 12, 16; gemv_bulk_unsplit.md, 16-row bulk plans
-// unsplit at M = 2-16 on N <= 4096; gemv_bulk_rule_all.md, this rule's plans
-// against the plain kernel's at every M from 1 to 16), bulk / plain:
+// Measured on an H200 side by side, every shipped gemm shape (16- and
+// 32-row bulk plans at M = 1, 4, 8, 12, 16; 16-row bulk plans unsplit at
+// M = 2-16 on N <= 4096; this rule's plans against the plain kernel's at
+// every M from 1 to 16), bulk / plain:
 //  - M = 1, 16-row blocks unsplit, at most two an SM (N <= 4224 on 132
 //    SMs): 0.855-0.98 on all 8 such shapes (2048 x 4096 0.855, 4096 x 14336
-//    0.948); with more blocks an SM 0.97-1.17 (gemv_bulk_all.md).
+//    0.948); with more blocks an SM 0.97-1.17.
 //  - 2 <= M <= 8, K >= 3072, 16-row blocks unsplit in place of the plain
 //    kernel's split plans: where they are 1-2 an SM (N 2112 - 4224)
 //    0.91-1.01 on all 7 such shapes, median 0.955 (4096 x 14336 0.92-0.99);
 //    2-3 an SM (N 4224 - 6336) 0.92-0.98 on all 7. With fewer blocks than
-//    SMs (2048 x 4096) 0.97-1.07, K = 2048 1.05-1.07 (gemv_bulk_unsplit.md,
-//    gemv_bulk_all.md); elsewhere 0.97-1.22.
+//    SMs (2048 x 4096) 0.97-1.07, K = 2048 1.05-1.07; elsewhere 0.97-1.22.
 //  - M >= 10 where the plain plan has 32-row blocks: 0.92-0.98 on all 5 such
 //    shapes at every M (8192 x 8192 0.94-0.96, 7168 x 5120 0.93-0.96); at
 //    M = 9 (the plain kernel loads one row of the second activation tile)
-//    0.98-1.04 (gemv_bulk_rule_m9.md); over the plain kernel's 16-row plans
+//    0.98-1.04; over the plain kernel's 16-row plans
 //    0.96-1.08, except one split plan (128 x 2048 at M = 12, 0.84).
-// Over the 448 plans of gemv_bulk_rule_all.md the rule changes 141:
+// Over 448 plans (every shipped shape, M = 1-16) the rule changes 141:
 // 0.86-1.01, median 0.95 (the 307 others time 0.98-1.02 of themselves).
 inline int gemv_bulk_rows(std::int64_t M, std::int64_t N, std::int64_t K, const GemvPlan& plain) {
   const std::int64_t sms = plain.sm_count;
@@ -186,8 +179,9 @@ inline int gemv_bulk_rows(std::int64_t M, std::int64_t N, std::int64_t K, const 
 // are a multiple of the SM count, rows spread evenly (528 blocks of 13-14
 // rows, four on every SM). `wave`: a multiple of the resident slots (SMs x
 // blocks per SM), so every wave is full. kb uses `off`: the others measured
-// level or slower on H100 and H200 (gemv.cu, "tried and dropped (s12)");
-// KB_GEMV_BALANCE=sm|wave selects them to measure again.
+// level or up to 2% slower on H100 and H200 (the idle SMs at the end do not
+// cost what their count suggests). gemv_plan takes the balance as a
+// parameter (tests, tools/gpu/gemv_ab.cpp).
 enum class GemvBalance { off, sm, wave };
 
 // Blocks along N for `tiles` blocks of whole tiles under `balance`, on
@@ -200,24 +194,19 @@ inline std::int64_t gemv_balanced_blocks(std::int64_t tiles, int sm_count, int s
   return (tiles + unit - 1) / unit * unit;
 }
 
-// KB_GEMV_BALANCE=off|sm|wave, read once per process; unset: kb's default.
-GemvBalance gemv_default_balance();
-
 // The plan gemv_launch would use for p on the current device (p must satisfy
 // the gemv preconditions: 1 <= M <= kGemvMaxM, K % 8 == 0). Returns a
 // cudaError_t value: 0 on success.
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out);
-// The same with the row balance given (to time the balances side by side),
-// and rows per block forced to 16 or 32 (0: kb's rule, gemv_rows_per_block;
-// KB_GEMV_ROWS=16|32 forces it for a whole process).
+// The same with the row balance given (tests and tools/gpu/gemv_ab.cpp time
+// and check the balances), and rows per block forced to 16 or 32 (0: kb's
+// rule, gemv_rows_per_block).
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan* out);
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvPlan* out);
 // Which kernel streams the weight: kb's rule (gemv_bulk_rows), the plain
 // kernel (its own 16-byte loads), or the bulk kernel (bulk copies into shared
-// memory) wherever it can run (no balance). The overloads above take
-// KB_GEMV_BULK=0|1 (plain|bulk) as their choice, kb's rule when unset.
+// memory) wherever it can run (no balance). The overloads above take kb's rule.
 enum class GemvKernel { rule, plain, bulk };
-GemvKernel gemv_default_kernel();
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvKernel kernel,
               GemvPlan* out);
 
@@ -232,13 +221,9 @@ inline bool same_gemv_launch(const GemvPlan& a, const GemvPlan& b) {
 // other form gemv_plan makes for p, 16 or 32 rows on the plain or the bulk
 // kernel, each also unsplit where it splits K, each launch once. The rules
 // above (rows, bulk kernel, splits) were fitted on some shapes and missed
-// others by 5-12%; the race measures them all on the caller's shape. Only
-// `rule` where KB_GEMV_ROWS, KB_GEMV_BULK, KB_GEMV_BALANCE, KB_GEMV_SPLIT
-// or KB_GEMV_SPLITS force the gemv's form. Writes at most kGemvRaceMaxPlans
-// plans to `out`; returns how many.
+// others by 5-12%; the race measures them all on the caller's shape. Writes
+// at most kGemvRaceMaxPlans plans to `out`; returns how many.
 inline constexpr int kGemvRaceMaxPlans = 9;
-// Whether one of those variables is set (read once per process).
-bool gemv_form_forced();
 int gemv_race_plans(const GemmProblem& p, std::size_t scratch_bytes, const GemvPlan& rule, GemvPlan* out);
 
 // The split-K scratch a plan may use from `scratch` (0 without one).

@@ -46,7 +46,7 @@ namespace {
 
 constexpr const char* kCublasLtLabel = "cuBLASLt";
 
-// What a KB_GEMM_RACE_FILE line's choice names for p: cuBLASLt, or the gemv
+// What a race file line's choice names for p: cuBLASLt, or the gemv
 // plan of that label among the race's candidates; an error naming the line
 // where it is neither (a line written by hand, or by a kb whose plans
 // differ under the same version).
@@ -61,7 +61,7 @@ Result<SmallMChoice> choice_of(const RaceFileEntry& e, const std::string& path, 
     known += ", " + gemv_plan_label(plans[i]);
   }
   return make_error(Code::invalid_data,
-                    fmt::format("KB_GEMM_RACE_FILE {}:{}: \"choice\" \"{}\" is not one of kb_cuda_gemm's small-M "
+                    fmt::format("gemm race file {}:{}: \"choice\" \"{}\" is not one of kb_cuda_gemm's small-M "
                                 "candidates for M={} N={} K={} ({})",
                                 path, e.line, e.choice, p.M, p.N, p.K, known));
 }
@@ -75,11 +75,9 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
   const RaceKey key = race_key(device, p, gemv_scratch_bytes(&scratch));
   if (auto cached = race_cached(choices(), key)) return *cached;  // the common path: a map lookup, no allocation
 
-  // A problem raced by an earlier process on this machine (KB_GEMM_RACE_FILE): its winner, even under
-  // capture or KB_GEMM_RACE=0, where this process could not race it. Races with a form forced for experiments
-  // are not kb_cuda_gemm's real ones: no file for them.
-  const std::string file =
-      env_is("KB_GEMM_RACE", "cublaslt") || gemv_form_forced() ? std::string() : race_file_path();
+  // A problem raced by an earlier process on this machine (the race file): its winner, even under
+  // capture or gemm_race=0, where this process could not race it.
+  const std::string file = race_file_path();
   if (!file.empty()) {
     auto found = race_file_find(file, kRaceSmallM, key);
     if (!found) return found.error();
@@ -87,25 +85,26 @@ Result<SmallMChoice> gemm_small_m_choice(const GemmProblem& p, const StreamScrat
       auto choice = choice_of(**found, file, p, key.scratch_bytes, rule);
       if (!choice) return choice.error();
       race_remember(choices(), key, *choice);
-      if (cublaslt_log_enabled())
-        fmt::print(stderr, "kb gemm race: {} M={} N={} K={}: {}, from KB_GEMM_RACE_FILE {}:{} (not raced)\n",
-                   dtype_name(p.dtype), p.M, p.N, p.K, (*found)->choice, file, (*found)->line);
+      if (log::enabled(log::LogLevel::info))
+        log::emit(log::LogLevel::info,
+                  fmt::format("kb gemm race: {} M={} N={} K={}: {}, from the race file {}:{} (not raced)",
+                              dtype_name(p.dtype), p.M, p.N, p.K, (*found)->choice, file, (*found)->line));
       return *choice;
     }
   }
 
-  // race_entry reads KB_GEMM_RACE only for a problem not yet raced (as
-  // KB_CUBLASLT_AUTOTUNE is read when a new cuBLASLt plan is made): the
-  // cached path stays a map lookup.
+  // race_entry reads gemm_race only for a problem not yet raced (as
+  // cublaslt_autotune is read when a new cuBLASLt plan is made): the cached
+  // path stays a map lookup.
   std::unique_lock<std::mutex> race_lock;
   auto entry =
       race_entry(choices(), key, static_choice, [&] { return cuda::stream_is_capturing(p.stream); }, race_lock);
   if (!entry) return entry.error();
   if (*entry) return **entry;  // cached, or not raced now
 
-  // The gemv's candidates (KB_GEMM_RACE=cublaslt: the rule plan alone), then cuBLASLt last.
+  // The gemv's candidates, then cuBLASLt last.
   GemvPlan plans[kGemvRaceMaxPlans] = {rule};
-  const int gemvs = env_is("KB_GEMM_RACE", "cublaslt") ? 1 : gemv_race_plans(p, key.scratch_bytes, rule, plans);
+  const int gemvs = gemv_race_plans(p, key.scratch_bytes, rule, plans);
   const auto race_start = std::chrono::steady_clock::now();  // the first call's cost, in the note
   // cuBLASLt's first call of the problem plans and autotunes its algorithms,
   // outside the race's samples. If cuBLASLt cannot run it the gemv's

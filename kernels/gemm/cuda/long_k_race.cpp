@@ -32,15 +32,7 @@ std::map<RaceKey, LongKForm>& choices() {
   return *m;
 }
 
-// KB_GEMM_LONG_K's form, if it names one.
-std::optional<LongKForm> forced_form() {
-  if (env_is("KB_GEMM_LONG_K", "chunks")) return LongKForm::chunks;
-  if (env_is("KB_GEMM_LONG_K", "sequential")) return LongKForm::sequential_chunks;
-  if (env_is("KB_GEMM_LONG_K", "wgmma")) return LongKForm::wgmma;
-  if (env_is("KB_GEMM_LONG_K", "wgmma-c2")) return LongKForm::wgmma_c2;
-  if (env_is("KB_GEMM_LONG_K", "wgmma-n168")) return LongKForm::wgmma_n168;
-  return std::nullopt;
-}
+thread_local const ForcedLongKForm* t_forced = nullptr;
 
 // kb's wgmma kernel on p with clusters of `cluster` CTAs and tiles `tile_n`
 // columns wide; `not_applicable` set (nothing run) where the kernel does not
@@ -65,7 +57,6 @@ Status run_wgmma(const GemmProblem& p, int cluster, int tile_n, bool* not_applic
   args.workspace = *ws;
   args.cluster = cluster;
   args.tile_n = tile_n;
-  args.release_early = env_is("KB_WGMMA_EXPERIMENT", "release-early");  // timing experiments (long_k_race.hpp)
   const int e = wgmma_gemm(args);
   if (e == cudaErrorNotSupported) {
     *not_applicable = true;
@@ -79,11 +70,11 @@ Status run_wgmma(const GemmProblem& p, int cluster, int tile_n, bool* not_applic
   return ok_status();
 }
 
-// The form a KB_GEMM_RACE_FILE line names; an error naming the line if none.
+// The form a race file line names; an error naming the line if none.
 Result<LongKForm> form_of(const RaceFileEntry& e, const std::string& path) {
   for (LongKForm f : kLongKForms)
     if (e.choice == long_k_form_label(f)) return f;
-  return make_error(Code::invalid_data, fmt::format("KB_GEMM_RACE_FILE {}:{}: \"choice\" \"{}\" is not one of kb's "
+  return make_error(Code::invalid_data, fmt::format("gemm race file {}:{}: \"choice\" \"{}\" is not one of kb's "
                                                     "long-K forms", path, e.line, e.choice));
 }
 
@@ -94,6 +85,10 @@ LongKForm static_form(const GemmProblem& p) {
 }
 
 }  // namespace
+
+ForcedLongKForm::ForcedLongKForm(LongKForm form) noexcept : form_(form), prev_(t_forced) { t_forced = this; }
+ForcedLongKForm::~ForcedLongKForm() { t_forced = prev_; }
+const LongKForm* ForcedLongKForm::current() noexcept { return t_forced ? &t_forced->form_ : nullptr; }
 
 const char* long_k_form_label(LongKForm form) {
   switch (form) {
@@ -127,7 +122,7 @@ Status run_long_k(const GemmProblem& p, LongKForm form, bool* not_applicable) {
 }
 
 Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
-  if (auto forced = forced_form()) return *forced;
+  if (const LongKForm* forced = ForcedLongKForm::current()) return *forced;
   int device = 0;
   KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));
   const RaceKey key = race_key(device, p, 0);
@@ -135,8 +130,8 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
   if (auto cached = race_cached(choices(), key)) return *cached;  // the common path: a map lookup, no allocation
 
   const LongKForm rule = static_form(p);
-  // A problem raced by an earlier process on this machine (KB_GEMM_RACE_FILE): its winner, even under
-  // capture or KB_GEMM_RACE=0, where this process could not race it.
+  // A problem raced by an earlier process on this machine (the race file): its winner, even under
+  // capture or gemm_race=0, where this process could not race it.
   const std::string file = race_file_path();
   if (!file.empty()) {
     auto found = race_file_find(file, kRaceLongK, key);
@@ -145,9 +140,10 @@ Result<LongKForm> gemm_long_k_choice(const GemmProblem& p) {
       auto form = form_of(**found, file);
       if (!form) return form.error();
       race_remember(choices(), key, *form);
-      if (cublaslt_log_enabled())
-        fmt::print(stderr, "kb gemm race: {} M={} N={} K={}: {}, from KB_GEMM_RACE_FILE {}:{} (not raced)\n",
-                   dtype_name(p.dtype), p.M, p.N, p.K, long_k_form_label(*form), file, (*found)->line);
+      if (log::enabled(log::LogLevel::info))
+        log::emit(log::LogLevel::info,
+                  fmt::format("kb gemm race: {} M={} N={} K={}: {}, from the race file {}:{} (not raced)",
+                              dtype_name(p.dtype), p.M, p.N, p.K, long_k_form_label(*form), file, (*found)->line));
       return *form;
     }
   }

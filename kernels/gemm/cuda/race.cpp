@@ -5,9 +5,8 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <cstdio>
 
-#include "../../common/tuning_env.hpp"
+#include "common/tuning.hpp"
 
 namespace kb::kernels::gemm_cuda {
 
@@ -36,7 +35,7 @@ std::mutex& gemm_race_mutex(int device) {
 std::mutex& gemm_race_cache_mutex() { return race_log().cache; }
 
 void add_gemm_race_note(std::string note) {
-  if (cublaslt_log_enabled()) fmt::print(stderr, "kb gemm race: {}\n", note);
+  if (log::enabled(log::LogLevel::info)) log::emit(log::LogLevel::info, "kb gemm race: " + note);
   std::lock_guard<std::mutex> lock(gemm_race_cache_mutex());
   race_log().notes.push_back(std::move(note));
 }

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/result.hpp"
-#include "../../common/tuning_env.hpp"
+#include "common/tuning.hpp"
 #include "gemm_problem.hpp"
 
 namespace kb::kernels::gemm_cuda {
@@ -97,7 +97,7 @@ void race_remember(Cache& cache, const typename Cache::key_type& key, const type
 
 // A race's entry, shared by both races: the choice cached for `key` if there
 // is one; else `static_choice`, uncached, where the problem is not raced now
-// (KB_GEMM_RACE=0, read only here, for problems not yet raced; or a stream
+// (the tuning setting gemm_race=0, read only here, for problems not yet raced; or a stream
 // being captured, as `capturing()` says: the race runs on a later, uncaptured
 // call); else nothing, with `race_lock` holding key.device's race lock and
 // the cache looked at again under it (another thread may have raced the
@@ -108,7 +108,7 @@ auto race_entry(const Cache& cache, const RaceKey& key, const typename Cache::ma
     -> Result<std::optional<typename Cache::mapped_type>> {
   using Choice = std::optional<typename Cache::mapped_type>;
   if (auto cached = race_cached(cache, key)) return Choice(std::move(cached));
-  if (env_is("KB_GEMM_RACE", "0")) return Choice(static_choice);
+  if (!tuning::current().gemm_race) return Choice(static_choice);
   auto captured = capturing();
   if (!captured) return captured.error();
   if (*captured) return Choice(static_choice);
@@ -116,8 +116,8 @@ auto race_entry(const Cache& cache, const RaceKey& key, const typename Cache::ma
   return Choice(race_cached(cache, key));
 }
 
-// Records one race's note (takes gemm_race_cache_mutex()); printed to stderr
-// with KB_CUBLASLT_LOG=1.
+// Records one race's note (takes gemm_race_cache_mutex()) and emits it as an
+// info diagnostic (common/tuning.hpp, kb::log).
 void add_gemm_race_note(std::string note);
 
 // "<label 0> X us (rule), <label 1> Y us, ...": each candidate's median (ms

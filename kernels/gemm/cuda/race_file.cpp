@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "common/append_line.hpp"
+#include "common/tuning.hpp"
 #include "json/json.hpp"
 #include "schema/dtype.hpp"
 
@@ -171,27 +172,9 @@ bool same_problem(std::string_view race, const RaceKey& a, const RaceKey& b) {
          (race != kRaceSmallM || a.scratch_bytes == b.scratch_bytes);
 }
 
-// set_race_file_path's path, under files_mutex(); none: KB_GEMM_RACE_FILE.
-std::optional<std::string>& path_set() {
-  static auto* p = new std::optional<std::string>;  // leaked on purpose, like the files
-  return *p;
-}
-
 }  // namespace
 
-std::string race_file_path() {
-  {
-    std::lock_guard<std::mutex> lock(files_mutex());
-    if (path_set()) return *path_set();
-  }
-  const char* env = std::getenv("KB_GEMM_RACE_FILE");
-  return env ? env : "";
-}
-
-void set_race_file_path(std::string path) {
-  std::lock_guard<std::mutex> lock(files_mutex());
-  path_set() = std::move(path);
-}
+std::string race_file_path() { return tuning::current().gemm_race_file; }
 
 Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, const RaceMachine& machine,
                                                       std::string_view race, const RaceKey& key) {
@@ -207,7 +190,7 @@ Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, c
 Status race_file_record(const std::string& path, const RaceFileEntry& e) {
   std::lock_guard<std::mutex> lock(files_mutex());
   auto start = append_line(path, race_file_line(e));
-  if (!start) return make_error(start.error().code, "KB_GEMM_RACE_FILE " + start.error().message);
+  if (!start) return make_error(start.error().code, "gemm race file " + start.error().message);
   // The line's number, for messages about it: one more than the newlines before it (other processes may have
   // appended since this one read the file).
   RaceFileEntry written = e;

@@ -1,4 +1,5 @@
-// KB_GEMM_RACE_FILE: kb_cuda_gemm's race winners kept on disk, so that a
+// The gemm race file (the tuning setting gemm_race_file, KB_GEMM_RACE_FILE;
+// common/tuning.hpp): kb_cuda_gemm's race winners kept on disk, so that a
 // process does not race a problem another process already raced on the same
 // machine (an engine warming up many batch sizes pays 0.1-0.3 s per small-M
 // problem and 0.2-7 s per long-K one otherwise; gemv_or_cublaslt.hpp,
@@ -21,11 +22,10 @@
 // line follows it (a machine that went down mid-write) it is an error like
 // any other: delete it. Where a problem has several lines for this machine,
 // the last one counts. Lookups happen before the race, and also under stream
-// capture and KB_GEMM_RACE=0, where kb_cuda_gemm could not race: the file's
+// capture and gemm_race=0, where kb_cuda_gemm could not race: the file's
 // winner instead of the static rule. A choice the race could not have made
-// here (a hand-edited line) is an error naming the line. Races run with a
-// form forced for experiments (KB_GEMM_LONG_K, the gemv's KB_GEMV_* forms,
-// KB_GEMM_RACE=cublaslt) neither read nor write the file. The parsing has no
+// here (a hand-edited line) is an error naming the line. A long-K form forced
+// by a test (ForcedLongKForm) neither reads nor writes the file. The parsing has no
 // CUDA (built in every build, tested in tests/kernels/test_launch_rules.cpp
 // and fuzzed by tests/fuzz/fuzz_race_file.cpp); race_file_find and
 // race_file_keep, at the end, are in CUDA builds only.
@@ -86,12 +86,9 @@ Result<std::optional<RaceFileEntry>> race_file_lookup(const std::string& path, c
 // O_APPEND write, then fsync: common/append_line.hpp). Errors name the file.
 Status race_file_record(const std::string& path, const RaceFileEntry& e);
 
-// The file this process keeps its races in: the last path given to
-// set_race_file_path (kb_gemm_race_file_set in the C ABI), else
-// KB_GEMM_RACE_FILE; empty where there is none.
+// The file the current call keeps its races in: the tuning setting
+// gemm_race_file (common/tuning.hpp); empty where there is none.
 std::string race_file_path();
-// Replaces KB_GEMM_RACE_FILE for the rest of the process; "" keeps no file.
-void set_race_file_path(std::string path);
 
 // ---- CUDA builds only (race_file_cuda.cpp): the file of this process ----
 

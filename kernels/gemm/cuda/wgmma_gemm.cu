@@ -39,10 +39,9 @@
 //    Each stream-K piece runs its K blocks last to first, which puts all
 //    groups at two K positions at a time, so they share loads in L2 as the
 //    whole waves do (descending_stream_k in the header has the figures).
-//    (Stream-K over all the work instead had each group at its own K
-//    offset, so nothing was shared in L2: 10x the ideal memory traffic,
-//    about 5.7 GB at 8192 x 28672, M = 2048, which bound the kernel by
-//    memory bandwidth; Nsight Compute, session 19.) A tile whose K range is
+//    (Stream-K over all the work would put each group at its own K offset,
+//    sharing nothing in L2: about 10x the ideal memory traffic at 8192 x
+//    28672, M = 2048, bound by memory bandwidth.) A tile whose K range is
 //    split between groups is finished by the group that ran its first K
 //    block (its "owner"): the others, for which it is their first piece of
 //    stream-K work, write their fp32 sums to the workspace (one 128 x 256 slot per
@@ -209,15 +208,12 @@ inline int whole_waves(int supertiles, int groups, int min_last_wave_percent) {
   return full + (rest > 0 && rest * 100 >= min_last_wave_percent * groups ? 1 : 0);
 }
 
-// The CTA groups the grid holds, and with them the whole waves before stream-K
-// (none under the stream-K-only experiment). Set where the grid is chosen and
-// again where launch caps a cluster grid to what fits.
+// The CTA groups the grid holds, and with them the whole waves before stream-K.
+// Set where the grid is chosen and again where launch caps a cluster grid to
+// what fits.
 inline void set_groups(Schedule& s, int groups, const WgmmaGemmArgs& a) {
   s.groups = groups;
-  s.dp_waves = a.experiment_stream_k_only ? 0 : whole_waves(s.supertiles, groups, a.min_last_wave_percent);
-  // Where a stream-K part follows, it may take in the last whole waves too (fewer hand-overs per tile).
-  if (s.dp_waves * groups < s.supertiles && a.stream_k_extra_waves > 0)
-    s.dp_waves = s.dp_waves > a.stream_k_extra_waves ? s.dp_waves - a.stream_k_extra_waves : 0;
+  s.dp_waves = whole_waves(s.supertiles, groups, a.min_last_wave_percent);
 }
 
 // Calls f(cta) for each CTA whose partial sum of super-tile st the owner
@@ -280,8 +276,7 @@ __device__ __forceinline__ void promote(float (&d)[ACC], std::uint32_t (&hi)[ACC
 
 // How the epilogue stores C (the kernel's store_mode).
 constexpr int kStoreVector = 0;  // 16-byte stores after a transpose within each quad of lanes (C 16-byte aligned)
-constexpr int kStoreScalar = 1;  // one 4-byte store per pair of columns, as the accumulators lie
-constexpr int kStoreNone = 2;    // timing experiment: no stores (wrong results)
+constexpr int kStoreScalar = 1;  // one 4-byte store per pair of columns, as the accumulators lie (C 4-byte aligned)
 
 // Two fp32 values as one 4-byte pair of f16 / bf16 (round to nearest even).
 template <bool BF16>
@@ -317,9 +312,7 @@ template <bool BF16, int CL, int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       void* __restrict__ c_out, int M, int N, Schedule s, int promote_every, bool stagger,
-                      bool release_early, bool skip_fixup, int prefetch_ahead, int mc_mode, int store_mode,
-                      float* __restrict__ partials,
-                      unsigned* __restrict__ flags) {
+                      int prefetch_ahead, int store_mode, float* __restrict__ partials, unsigned* __restrict__ flags) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tile<BN>;
   constexpr int kStages = T::kStages, kBN = BN, kAcc = T::kAcc, kQuads = T::kQuads;
@@ -331,9 +324,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto empty = [&](int st) { return bars + 8u * (kStages + st); };
   auto stage_a = [&](int st) { return base + st * kStageBytes; };
   auto stage_b = [&](int st) { return base + st * kStageBytes + kABytes; };
-  // (clusters only) 1: halves of B multicast to both CTAs; 0: each CTA loads its whole B block (experiment);
-  // 2: each CTA loads both halves with the multicast instruction, to itself only (experiment).
-  const bool mc = CL > 1 && mc_mode == 1;
+  // In a cluster, each CTA loads half of the B block and multicasts it to both.
+  constexpr bool mc = CL > 1;
 
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) {
@@ -380,12 +372,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_arrive_expect_tx(full(stage), kStageBytes);
           const int kblock = seg.block(k);
           tma_load_2d(stage_a(stage), &map_a, kblock * kBK, tm * kBM, full(stage));
-          if (CL == 1 || mc_mode == 0) {
+          if constexpr (CL == 1) {
             tma_load_2d(stage_b(stage), &map_b, kblock * kBK, tn * kBN, full(stage));
-          } else if (mc_mode == 2) {
-            for (int h = 0; h < CL; ++h)
-              tma_load_2d_multicast(stage_b(stage) + h * (kBBytes / CL), &map_b, kblock * kBK,
-                                    tn * kBN + h * (kBN / CL), full(stage), static_cast<std::uint16_t>(1u << rank));
           } else {
             constexpr int kHalf = kBN / CL;
             tma_load_2d_multicast(stage_b(stage) + rank * (kBBytes / CL), &map_b, kblock * kBK,
@@ -407,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // producer multicasts into this CTA's copy of the stage too.
     auto release = [&](int st) {
       if (lane != 0) return;
-      if (!mc) {
+      if constexpr (!mc) {
         mbar_arrive(empty(st));
       } else {
         for (std::uint32_t r = 0; r < CL; ++r) mbar_arrive_cluster(empty(st), r);
@@ -433,14 +421,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_m64k16<BN, BF16>(d, desc_add(da, ks * 32), desc_add(db, ks * 32));
         }
         wgmma_commit();
-        if (release_early) {
-          wgmma_wait<0>();
-          release(stage);
-        } else {
-          wgmma_wait<1>();
-          if (pending >= 0) release(pending);
-          pending = stage;
-        }
+        // One block's MMAs stay in flight; the stage before it is free once they are done.
+        wgmma_wait<1>();
+        if (pending >= 0) release(pending);
+        pending = stage;
         if (++stage == kStages) stage = 0, phase ^= 1u;
         if (promote_every > 0 && ++since == promote_every) {
           since = 0;
@@ -465,7 +449,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       float4* slot = reinterpret_cast<float4*>(partials);
       if (seg.k0 > 0) {
         // Not the owner: this is the CTA's first stream-K segment; hand the sum to the owner.
-        if (skip_fixup) return;
         float4* mine = slot + static_cast<std::size_t>(blockIdx.x) * (kMaxTileFloats / 4);
 #pragma unroll
         for (int q = 0; q < kQuads; ++q)
@@ -476,7 +459,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         return;
       }
       // The owner: add the later groups' sums of this tile, in K order.
-      if (seg.k1 < s.iters && !skip_fixup) {
+      if (seg.k1 < s.iters) {
         for_each_contributor(s, g, seg.st, row_in_group, [&](int cta) {
           if (ct == 0) {
             while (ld_acquire(flags + cta) == 0u) {
@@ -494,7 +477,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       // Store: rows r0 and r0 + 8; lane l holds columns 8j + 2 (l % 4) + {0, 1} of both (the wgmma layout).
       const int r0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
-      if (store_mode == kStoreNone) return;  // timing experiment: the epilogue's stores left out
       constexpr int kVecJ = kAcc / 16 * 4;  // leading 8-column blocks stored 16 bytes at a time (whole groups of 4)
       if (store_mode == kStoreVector) {
         // Each quad of lanes holds 4 consecutive 8-column blocks of a row as 4-byte pairs; a transpose within
@@ -612,18 +594,13 @@ cudaError_t launch(const WgmmaGemmArgs& a, const CUtensorMap& map_a, const CUten
   }
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t config = launch_config<CL>(ctas, Tile<BN>::kSmemBytes, a.stream, &attr);
-  int store_mode = reinterpret_cast<std::uintptr_t>(a.C) % 16 == 0 ? kStoreVector : kStoreScalar;
-  if (a.experiment_store == 1) store_mode = kStoreScalar;
-  if (a.experiment_store == 2) store_mode = kStoreNone;
+  const int store_mode = reinterpret_cast<std::uintptr_t>(a.C) % 16 == 0 ? kStoreVector : kStoreScalar;
   // Flags first, sized for the caller's grid (a.ctas), so they stay where they were whatever grid runs.
   auto* flags = static_cast<unsigned*>(a.workspace);
   auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + flag_bytes(a.ctas));
   return cudaLaunchKernelEx(&config, wgmma_gemm_kernel<BF16, CL, BN>, map_a, map_b, a.C, static_cast<int>(a.M),
-                            static_cast<int>(a.N), s, a.promote_every, a.stagger, a.release_early,
-                            a.experiment_skip_fixup,
-                            a.prefetch_ahead,
-                            a.experiment_cluster_without_multicast ? 0 : a.experiment_multicast_to_self ? 2 : 1,
-                            store_mode, partials, flags);
+                            static_cast<int>(a.N), s, a.promote_every, a.stagger, a.prefetch_ahead, store_mode,
+                            partials, flags);
 }
 
 }  // namespace
@@ -666,7 +643,7 @@ int wgmma_gemm(const WgmmaGemmArgs& a) {
   CUtensorMap map_a, map_b;
   if (!encode_k_major(&map_a, a.A, static_cast<std::uint64_t>(a.M), static_cast<std::uint64_t>(a.K), kBM, a.bf16) ||
       !encode_k_major(&map_b, a.B, static_cast<std::uint64_t>(a.N), static_cast<std::uint64_t>(a.K),
-                      static_cast<std::uint32_t>(a.experiment_cluster_without_multicast ? kBN : kBN / args.cluster),
+                      static_cast<std::uint32_t>(kBN / args.cluster),
                       a.bf16))
     return cudaErrorNotSupported;
   Schedule s;

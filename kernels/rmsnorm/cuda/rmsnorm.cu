@@ -21,7 +21,6 @@
 
 #include "../../common/half_bits.cuh"
 #include "../../common/issue_order_load.cuh"
-#include "../../common/tuning_env.hpp"
 #include "rmsnorm_cuda.hpp"
 
 namespace kb::kernels {
@@ -323,8 +322,7 @@ int round_up(std::int64_t v, int m) { return static_cast<int>((v + m - 1) / m * 
 //    latency, not bandwidth: a thread's chain of dependent work (unpack, 8
 //    FFMAs per vector into one sum) is 4x shorter than with 4 vectors, the
 //    longer block reduction (up to 32 partials) costs less than that. Cold,
-//    side by side (benchmarks/h100-2026-11-25-s11/batch1_floor.txt, kb's
-//    method): kb's 128 x 4 logic 4.51 us, the same with every load issued
+//    on an H100: 128 x 4 vectors 4.51 us, the same with every load issued
 //    first 4.38, 512 x 1 4.19, a kernel that only reads the row and the
 //    weight and writes the row 4.06, an empty kernel 3.01.
 //  * nvec <= 4096 (hidden <= 32768): N = 8 and as many threads as needed
@@ -332,12 +330,12 @@ int round_up(std::int64_t v, int m) { return static_cast<int>((v + m - 1) / m * 
 //  * longer rows, hidden % 8 != 0 or unaligned pointers: the two-pass loop
 //    kernel, 16-byte accesses where possible, else scalar; 256 threads (or
 //    fewer for short rows) so one block per row still has loads in flight.
-RmsnormConfig rmsnorm_launch_config(std::int64_t hidden, std::int64_t rows, bool vectorizable, bool wide_few_rows) {
+RmsnormConfig rmsnorm_launch_config(std::int64_t hidden, std::int64_t rows, bool vectorizable) {
   using P = RmsnormConfig::Path;
   RmsnormConfig c;
   const std::int64_t nvec = hidden / 8;
   if (vectorizable && hidden % 8 == 0 && nvec >= 1) {
-    if (wide_few_rows && rows <= kRmsnormWideRows && nvec > 128 && nvec <= 1024) {
+    if (rows <= kRmsnormWideRows && nvec > 128 && nvec <= 1024) {
       c.path = P::block;
       c.vector_width = 8;
       c.vecs_per_thread = 1;
@@ -394,9 +392,7 @@ Status launch_rmsnorm(const void* hidden_states, const void* residual, const voi
     return make_error(Code::invalid_argument, "kb_cuda_rmsnorm: null tensor pointer");
   const bool vec = hidden % 8 == 0 && aligned16(hidden_states) && aligned16(weight) && aligned16(output) &&
                    (!residual || aligned16(residual));
-  // KB_RMSNORM_WIDE=0: no wide blocks for few rows (to measure both side by side in one run).
-  static const bool wide = !env_is("KB_RMSNORM_WIDE", "0");
-  const RmsnormConfig c = rmsnorm_launch_config(hidden, rows, vec, wide);
+  const RmsnormConfig c = rmsnorm_launch_config(hidden, rows, vec);
   if (c.grid > 0x7fffffff) return make_error(Code::unsupported, "kb_cuda_rmsnorm: too many rows for one launch");
   const Args a{hidden_states, residual, weight, output, rows, hidden, static_cast<float>(eps)};
   auto s = static_cast<cudaStream_t>(stream);

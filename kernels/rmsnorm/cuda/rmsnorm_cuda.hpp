@@ -31,10 +31,8 @@ inline constexpr std::int64_t kRmsnormWideRows = 64;
 
 // The launch shape for `rows` rows of `hidden` elements; `vectorizable` is
 // false when 16-byte accesses are impossible (hidden % 8 != 0 or a pointer
-// not 16-byte aligned); `wide_few_rows` false keeps few rows on the
-// bandwidth shapes (the KB_RMSNORM_WIDE=0 switch).
-RmsnormConfig rmsnorm_launch_config(std::int64_t hidden, std::int64_t rows, bool vectorizable,
-                                    bool wide_few_rows = true);
+// not 16-byte aligned).
+RmsnormConfig rmsnorm_launch_config(std::int64_t hidden, std::int64_t rows, bool vectorizable);
 
 // output[r, :] = (x * inv_rms) * weight, x = hidden_states[r, :] (+ residual[r, :]),
 // inv_rms = 1 / sqrt(mean(x^2) + eps); fp32 math, rounded once to `dtype`.

@@ -230,13 +230,11 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 // blocks on 6 SMs and finishes in about one memory round trip; prefill gives
 // tokens x that many blocks, or tokens / 2 x that many once there are 4096 or
 // more (a thread then takes two tokens, to have more loads in flight; four
-// tokens ran 5-12% slower on an H100, s14 benchmarks/h100-2026-11-27-s14/
-// rope_tokens_trial.md).
-// grid.y is capped at 65535; the kernel strides over the rest. Tried and
-// dropped (s14, H200, benchmarks/h200-2026-11-27-s14/rope_waves.md): capping
+// tokens ran 5-12% slower on an H100).
+// grid.y is capped at 65535; the kernel strides over the rest. Capping
 // the grid at 1, 2, 4 or 8 waves of resident blocks that stride over the
 // tokens: level with this grid (80-85% of copy bandwidth at 16384-32768
-// tokens of 32 + 8 heads either way). Each thread
+// tokens of 32 + 8 heads either way, on an H200). Each thread
 // moves 16-32 bytes a token; the cos/sin row (256 bytes) is read once per
 // head from L1/L2.
 RopeConfig rope_launch_config(std::int64_t tokens, std::int64_t qo_heads, std::int64_t kv_heads, std::int64_t head_size,

@@ -16,7 +16,6 @@
 #include <string>
 
 #include "../../common/half_bits.cuh"
-#include "../../common/tuning_env.hpp"
 #include "silu_and_mul_cuda.hpp"
 
 namespace kb::kernels {
@@ -35,7 +34,7 @@ __device__ __forceinline__ float silu_mul(float g, float u) {
 // x is read once: 16-byte loads that skip L1 (ld.global.nc.L1::no_allocate).
 // No L2 policy: evict_first on the loads, the stores or both (the gemv's and
 // paged decode's rule, l2_stream_policy.cuh) measured level or up to 3%
-// slower here (benchmarks/h200-2026-11-28-s21/silu_and_mul_variants.md).
+// slower here (H200).
 __device__ __forceinline__ uint4 load_stream(const std::uint16_t* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -126,8 +125,7 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 // bytes in flight per thread) streamed at 93-94% of copy bandwidth at 16384
 // tokens and 86-89% at 4096 (300-450 MB); two rows 101-102% and 93-97%, four
 // 101-102% and 91-96%, and two rows are level or faster at 1024 tokens too
-// (H200, side by side in one run: benchmarks/h200-2026-11-28-s21/
-// silu_and_mul_variants.md).
+// (H200, measured side by side).
 SiluAndMulConfig silu_and_mul_launch_config(std::int64_t rows, std::int64_t d, bool vectorizable) {
   SiluAndMulConfig c;
   c.vector_width = vectorizable && d % 8 == 0 ? 8 : 1;
@@ -136,10 +134,7 @@ SiluAndMulConfig silu_and_mul_launch_config(std::int64_t rows, std::int64_t d, b
   c.block_threads = static_cast<int>(threads < 32 ? 32 : threads);
   const std::int64_t gx = (vpr + c.block_threads - 1) / c.block_threads;
   c.grid_x = static_cast<unsigned>(gx < 1 ? 1 : gx > 65535 ? 65535 : gx);
-  // KB_SILU_ROWS=1|2|4 forces the rows per thread (to measure them side by side).
-  static const int forced_rows = env_is("KB_SILU_ROWS", "1") ? 1 : env_is("KB_SILU_ROWS", "2") ? 2
-                                 : env_is("KB_SILU_ROWS", "4") ? 4 : 0;
-  c.rows_per_thread = c.vector_width == 8 ? (forced_rows ? forced_rows : 2) : 1;
+  c.rows_per_thread = c.vector_width == 8 ? 2 : 1;
   const std::int64_t gy = (rows + c.rows_per_thread - 1) / c.rows_per_thread;
   c.grid_y = static_cast<unsigned>(gy < 1 ? 1 : gy > 65535 ? 65535 : gy);
   return c;
