@@ -12,6 +12,7 @@
 #include "cuda/timing.hpp"
 #include "harness/cost.hpp"
 #include "harness/cupti_report.hpp"
+#include "harness/measurement.hpp"
 #include "harness/sampling_judge.hpp"
 #include "harness/timing_report.hpp"
 #include "harness/torch_reference.hpp"
@@ -305,6 +306,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
 
   // Other-stream check: one more call on trial 0's inputs, on a stream held
   // shut by a gate kernel, its outputs poisoned again.
+  StreamCheck stream_check = StreamCheck::same_stream;
   {
     auto& outs = output_sets[0];
     std::vector<cuda::DeviceTensor> views;
@@ -327,6 +329,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       return done(std::move(ev), log + "stream check: " + sc.error().message, sc.error().message);
     }
     log += sc->detail + "\n";
+    stream_check = sc->verdict == cuda::StreamVerdict::inconclusive ? StreamCheck::inconclusive : StreamCheck::same_stream;
     if (sc->verdict == cuda::StreamVerdict::other_stream) {
       ev.status = EvalStatus::runtime_error;
       return done(std::move(ev), log, sc->detail);
@@ -378,19 +381,18 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     const double mma = cuda::measured_mma_tflops(stream.get());
     std::string implausible =
         cuda::implausible_speed(cost.bytes, cost.flops, t->median_ms, ceilings.copy_bandwidth_gbs, mma);
-    perf.latency_ms = t->median_ms;
+    Measurement meas;
+    meas.cuda_device = device;
+    meas.pci_bus_id = pci_bus_id;
+    meas.input_sets = input_sets.size();
+    meas.rotations_checked = output_sets.size();
+    meas.stream_check = stream_check;
+    record_gpu_timer(meas, *t);
+    record_cost(meas, cost);
+    record_ceilings(meas, ceilings, mma, implausible);
     // CUPTI's kernel time beside the events (--cupti): the kernels alone.
-    std::string cupti_json;
-    if (opt.cupti) {
-      CuptiReport cr = cupti_report(cuda::time_kernels_cupti(run_rotated, stream.get()));
-      cupti_json = std::move(cr.extra_fields);
-      log += cr.log_line;
-    }
-    perf.extra = fmt::format(
-        R"({{"cuda_device":{},"pci_bus_id":{},"timing":"cuda_events","l2_flushed":true,"input_sets":{},)"
-        R"("rotations_checked":{},"stream_check":true,{}{}}})",
-        device, json::quote(pci_bus_id), input_sets.size(), output_sets.size(),
-        timing_extra_fields(*t, cost, ceilings, mma, implausible), cupti_json);
+    if (opt.cupti) log += record_cupti(meas, cuda::time_kernels_cupti(run_rotated, stream.get()));
+    record(meas, perf);
     log += "timing: " + t->method() + "\n";
     log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", output_sets.size());
     if (!implausible.empty()) {
