@@ -17,7 +17,6 @@
 #include "harness/timing_report.hpp"
 #include "harness/torch_reference.hpp"
 #include "inputs/inputs.hpp"
-#include "json/json.hpp"
 #include "oracle/gpu_oracle.hpp"
 
 namespace kb {
@@ -261,10 +260,14 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       max_rel = std::max(max_rel, v.max_rel);
       if (v.status != EvalStatus::passed) {
         ev.status = v.status;
-        if (v.status == EvalStatus::incorrect_numerical)
-          ev.correctness = Correctness{bad ? 1e8 : max_rel, bad ? 1.0 : max_abs,
-                                       fmt::format(R"({{"tvd":{},"tvd_threshold":{},"out_of_support":{},"trials_run":{}}})",
-                                                   v.max_tvd, v.tvd_threshold, bad.has_value(), trial + 1)};
+        if (v.status == EvalStatus::incorrect_numerical) {
+          JudgeCounts counts;
+          counts.tvd = v.max_tvd;
+          counts.tvd_threshold = v.tvd_threshold;
+          counts.out_of_support = bad.has_value();
+          counts.trials_run = trial + 1;
+          ev.correctness = Correctness{bad ? 1e8 : max_rel, bad ? 1.0 : max_abs, write_judge_counts(counts)};
+        }
         std::string where = fmt::format("trial {}: {}", trial, v.detail);
         return done(std::move(ev), log + where, where);
       }
@@ -291,8 +294,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       total += c.total;
       if (c.verdict != Comparison::Verdict::match) {
         ev.status = EvalStatus::incorrect_numerical;
-        ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                                   mismatched, total, trial + 1)};
+        ev.correctness = Correctness{max_rel, max_abs,
+            write_judge_counts(JudgeCounts::elementwise(mismatched, total, trial + 1))};
         std::string where = fmt::format("trial {}: output \"{}\": {}", trial, d.outputs[i].name, c.detail);
         return done(std::move(ev), log + where, where);
       }
@@ -329,7 +332,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       return done(std::move(ev), log + "stream check: " + sc.error().message, sc.error().message);
     }
     log += sc->detail + "\n";
-    stream_check = sc->verdict == cuda::StreamVerdict::inconclusive ? StreamCheck::inconclusive : StreamCheck::same_stream;
+    stream_check =
+        sc->verdict == cuda::StreamVerdict::inconclusive ? StreamCheck::inconclusive : StreamCheck::same_stream;
     if (sc->verdict == cuda::StreamVerdict::other_stream) {
       ev.status = EvalStatus::runtime_error;
       return done(std::move(ev), log, sc->detail);
@@ -337,8 +341,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
   }
 
   ev.status = EvalStatus::passed;
-  ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                             mismatched, total, std::max(1, opt.trials))};
+  ev.correctness = Correctness{max_rel, max_abs,
+      write_judge_counts(JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials)))};
   Performance perf;
   if (opt.time) {
     // Rotate the trials' input and output sets: consecutive samples see

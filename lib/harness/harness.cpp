@@ -13,7 +13,6 @@
 #include "harness/measurement.hpp"
 #include "harness/timing_report.hpp"
 #include "inputs/inputs.hpp"
-#include "json/json.hpp"
 #if KB_HAVE_CUDA
 #include "harness/gpu_eval.hpp"
 #endif
@@ -193,8 +192,13 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   std::optional<Materialized> last;
   std::vector<Tensor> last_outputs;
   auto sampling_extra = [&](int trials_run) {
-    return fmt::format(R"({{"tvd":{},"tvd_threshold":{},"bins":{},"draws":{},"trials_run":{}}})", json::format_double(max_tvd),
-                       json::format_double(tvd_threshold), max_bins, opt.sampling.draws, trials_run);
+    JudgeCounts counts;
+    counts.tvd = max_tvd;
+    counts.tvd_threshold = tvd_threshold;
+    counts.bins = max_bins;
+    counts.draws = opt.sampling.draws;
+    counts.trials_run = trials_run;
+    return write_judge_counts(counts);
   };
 
   for (int trial = 0; trial < std::max(1, opt.trials); ++trial) {
@@ -242,12 +246,15 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
                                 : fmt::format("trial {}: {}", trial, v.detail);
         ev.status = v.status;
         if (v.status == EvalStatus::incorrect_numerical) {
-          if (bad)  // a sample the reference can never draw: FlashInfer-Bench records inf; JSON has none
-            ev.correctness = Correctness{1e8, 1.0,
-                                         fmt::format(R"({{"out_of_support":true,"draws":{},"trials_run":{}}})",
-                                                     opt.sampling.draws, trial + 1)};
-          else
+          if (bad) {  // a sample the reference can never draw: FlashInfer-Bench records inf; JSON has none
+            JudgeCounts counts;
+            counts.draws = opt.sampling.draws;
+            counts.out_of_support = true;
+            counts.trials_run = trial + 1;
+            ev.correctness = Correctness{1e8, 1.0, write_judge_counts(counts)};
+          } else {
             ev.correctness = Correctness{max_rel, max_abs, sampling_extra(trial + 1)};
+          }
         }
         ev.log = log + where;
         return finish(std::move(ev), where);
@@ -292,8 +299,8 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
       total += c.total;
       if (c.verdict == Comparison::Verdict::wrong_values) {
         ev.status = EvalStatus::incorrect_numerical;
-        ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                                   mismatched, total, trial + 1)};
+        ev.correctness = Correctness{max_rel, max_abs,
+            write_judge_counts(JudgeCounts::elementwise(mismatched, total, trial + 1))};
         ev.log = log + where + c.detail;
         return finish(std::move(ev), where + c.detail);
       }
@@ -305,8 +312,8 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   ev.status = EvalStatus::passed;
   ev.correctness = Correctness{max_rel, max_abs,
                                sampling ? sampling_extra(std::max(1, opt.trials))
-                                        : fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})", mismatched,
-                                                      total, std::max(1, opt.trials))};
+                                        : write_judge_counts(
+                                              JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials)))};
   Performance perf;
   if (opt.time) {
     rebind_args(*last);

@@ -267,6 +267,21 @@ Result<std::optional<Measurement>> read_measurement(const Trace& t, std::string_
   return std::optional<Measurement>(std::move(m));
 }
 
+std::string write_judge_counts(const JudgeCounts& c) {
+  json::Writer w;
+  w.begin_object();
+  if (c.tvd) w.key("tvd").number(*c.tvd);
+  if (c.tvd_threshold) w.key("tvd_threshold").number(*c.tvd_threshold);
+  if (c.bins) w.key("bins").integer(*c.bins);
+  if (c.draws) w.key("draws").integer(*c.draws);
+  if (c.out_of_support) w.key("out_of_support").boolean(*c.out_of_support);
+  if (c.mismatched) w.key("mismatched").integer(*c.mismatched);
+  if (c.total) w.key("total").integer(*c.total);
+  w.key("trials_run").integer(c.trials_run);
+  w.end_object();
+  return w.take();
+}
+
 std::string latency_cell(const Measurement& m) {
   return fmt::format("{:.4f}{}", m.median_ms, m.throttled.value_or(false) ? "*" : "");
 }

@@ -57,12 +57,14 @@ struct Measurement {
   std::optional<double> rel_noise;       // "rel_noise": stdev / mean
 
   // SM clocks and throttling (CUDA events; cuda::TimingResult).
-  std::optional<std::pair<std::uint64_t, std::uint64_t>> sm_clock_mhz;  // "sm_clock_mhz": [before, after] (NVML)
-  std::optional<std::uint64_t> sm_clock_max_mhz;                         // "sm_clock_max_mhz"
-  std::optional<std::uint64_t> sm_clock_lowest_kept_mhz;                 // "sm_clock_lowest_kept_mhz": 0 where batches were not checked
-  std::optional<bool> throttled;                                         // "throttled"
-  std::optional<std::uint64_t> throttled_samples_set_aside;              // "throttled_samples_set_aside"
-  std::optional<std::string> throttle_reasons;                           // "throttle_reasons": NVML's names, "" for none
+  // "sm_clock_mhz": [before, after] the samples (NVML).
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> sm_clock_mhz;
+  std::optional<std::uint64_t> sm_clock_max_mhz;  // "sm_clock_max_mhz"
+  // "sm_clock_lowest_kept_mhz": the lowest average over a kept batch; 0 where batches were not checked.
+  std::optional<std::uint64_t> sm_clock_lowest_kept_mhz;
+  std::optional<bool> throttled;  // "throttled": the set-aside samples had to be used
+  std::optional<std::uint64_t> throttled_samples_set_aside;  // "throttled_samples_set_aside"
+  std::optional<std::string> throttle_reasons;               // "throttle_reasons": NVML's names, "" for none
 
   // The call's ideal cost (cost.hpp) and the speed it implies.
   std::optional<double> bytes;            // "bytes": every input and output moved once
@@ -119,6 +121,33 @@ Result<Measurement> read_extra(std::string_view extra_json, std::string_view ori
 // rest from `extra` (absent: only median_ms). nullopt when the trace holds no
 // performance (not evaluated, or not PASSED). `origin`: "file:line" for errors.
 Result<std::optional<Measurement>> read_measurement(const Trace& t, std::string_view origin);
+
+// correctness.extra: the judge's counts beside max_absolute_error and
+// max_relative_error. Elementwise judging fills mismatched and total;
+// sampling, judged by distribution, fills tvd, tvd_threshold, bins and draws,
+// or out_of_support for a sample the reference can never draw.
+struct JudgeCounts {
+  std::optional<double> tvd;            // "tvd": the largest total variation distance over the rows
+  std::optional<double> tvd_threshold;  // "tvd_threshold": the distance the judge allowed there
+  std::optional<std::int64_t> bins;     // "bins"
+  std::optional<std::int64_t> draws;    // "draws": calls per trial
+  std::optional<bool> out_of_support;   // "out_of_support"
+  std::optional<std::int64_t> mismatched;  // "mismatched": elements outside the tolerance
+  std::optional<std::int64_t> total;       // "total": elements compared
+  std::int64_t trials_run = 0;             // "trials_run"
+  bool operator==(const JudgeCounts&) const = default;
+
+  static JudgeCounts elementwise(std::int64_t mismatched, std::int64_t total, std::int64_t trials_run) {
+    JudgeCounts c;
+    c.mismatched = mismatched;
+    c.total = total;
+    c.trials_run = trials_run;
+    return c;
+  }
+};
+
+// correctness.extra's JSON object (minified) for `c`.
+std::string write_judge_counts(const JudgeCounts& c);
 
 // Table cells every printer shares ("-" where the record holds no value).
 // The median in ms, 4 decimals ("0.0123"); "*" appended when throttled (the

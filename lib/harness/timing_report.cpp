@@ -55,7 +55,8 @@ void record_cost(Measurement& m, const CallCost& cost) {
   m.achieved_tflops = seconds > 0 ? cost.flops / seconds / 1e12 : 0;
 }
 
-void record_ceilings(Measurement& m, const cuda::Ceilings& ceilings, double mma_tflops, const std::string& implausible) {
+void record_ceilings(Measurement& m, const cuda::Ceilings& ceilings, double mma_tflops,
+                     const std::string& implausible) {
   if (ceilings.copy_bandwidth_gbs > 0) {
     m.copy_bandwidth_gbs = ceilings.copy_bandwidth_gbs;
     m.fraction_of_copy_bandwidth = m.achieved_gbs.value_or(0) / ceilings.copy_bandwidth_gbs;

@@ -16,7 +16,6 @@
 #include "harness/sampling_judge.hpp"
 #include "harness/timing_report.hpp"
 #include "inputs/inputs.hpp"
-#include "json/json.hpp"
 #include "plugin/build.hpp"
 
 namespace kb::plugin {
@@ -284,16 +283,17 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
           total += c.total;
         }
         if (c.verdict == Comparison::Verdict::wrong_values) {
-          ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                                     mismatched + (pass ? c.mismatched : 0),
-                                                                     total + (pass ? c.total : 0), k + 1)};
+          ev.correctness = Correctness{
+              max_rel, max_abs,
+              write_judge_counts(JudgeCounts::elementwise(mismatched + (pass ? c.mismatched : 0),
+                                                          total + (pass ? c.total : 0), static_cast<std::int64_t>(k) + 1))};
           return finish(EvalStatus::incorrect_numerical,
                         where + c.detail + (pass ? " (results reused across calls, or work skipped in timed calls)" : ""));
         }
       }
   ev.status = EvalStatus::passed;
-  ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                             mismatched, total, trials)};
+  ev.correctness = Correctness{max_rel, max_abs,
+      write_judge_counts(JudgeCounts::elementwise(mismatched, total, static_cast<std::int64_t>(trials)))};
   std::string summary = "ok";
   if (r.timing) {
     const worker::WorkerTiming& t = *r.timing;

@@ -367,3 +367,20 @@ TEST_CASE("CUPTI's kernel time, or the reason it could not record, in the record
   CHECK(kb::write_extra(no) == R"({"cupti":"no CUPTI here"})");
   CHECK(kb::cupti_cell(no) == "n/a");
 }
+
+TEST_CASE("correctness.extra: the judge's counts, the keys of each kind of judging") {
+  CHECK(kb::write_judge_counts(kb::JudgeCounts::elementwise(3, 4096, 2)) ==
+        R"({"mismatched":3,"total":4096,"trials_run":2})");
+  kb::JudgeCounts sampled;
+  sampled.tvd = 0.015;
+  sampled.tvd_threshold = 0.02;
+  sampled.bins = 33;
+  sampled.draws = 20000;
+  sampled.trials_run = 3;
+  CHECK(kb::write_judge_counts(sampled) == R"({"tvd":0.015,"tvd_threshold":0.02,"bins":33,"draws":20000,"trials_run":3})");
+  kb::JudgeCounts outside;
+  outside.draws = 100;
+  outside.out_of_support = true;
+  outside.trials_run = 1;
+  CHECK(kb::write_judge_counts(outside) == R"({"draws":100,"out_of_support":true,"trials_run":1})");
+}
