@@ -235,21 +235,31 @@ Result<std::map<std::string, std::map<std::size_t, double>>> read_baseline(const
 }
 
 Status write_saved_lines(const RunReport& report, const std::string& device, const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) return make_error(Code::io_error, fmt::format("{}: cannot write", path));
-  fmt::print(f, "{{\"format\": \"kb-backendbench-lines-1\", \"device\": {}, \"lines\": [", json::quote(device));
-  bool first = true;
+  json::Writer w(true);
+  w.begin_object().key("format").string("kb-backendbench-lines-1").key("device").string(device);
+  w.key("lines").begin_array();
   for (const LineOutcome& l : report.lines) {
     if (l.problem.rfind("not run", 0) == 0) continue;
-    fmt::print(f, "{}\n{{\"op\": {}, \"index\": {}, \"source_line\": {}, \"passed\": {}, \"kb_ms\": {}, "
-                  "\"baseline_ms\": {}, \"by_reference\": {}, \"problem\": {}}}",
-               first ? "" : ",", json::quote(l.op), l.index, l.source_line, l.passed, l.kb_ms,
-               l.baseline_ms ? fmt::format("{}", *l.baseline_ms) : std::string("null"), l.by_reference,
-               json::quote(l.problem));
-    first = false;
+    w.begin_object();
+    w.key("op").string(l.op);
+    w.key("index").integer(static_cast<std::int64_t>(l.index));
+    w.key("source_line").integer(static_cast<std::int64_t>(l.source_line));
+    w.key("passed").boolean(l.passed);
+    w.key("kb_ms").number(l.kb_ms);
+    w.key("baseline_ms");
+    if (l.baseline_ms)
+      w.number(*l.baseline_ms);
+    else
+      w.null();
+    w.key("by_reference").boolean(l.by_reference);
+    w.key("problem").string(l.problem);
+    w.end_object();
   }
-  fmt::print(f, "\n]}}\n");
-  const bool failed = std::ferror(f) != 0;
+  w.end_array().end_object();
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return make_error(Code::io_error, fmt::format("{}: cannot write", path));
+  const std::string& text = w.str();
+  const bool failed = std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fputc('\n', f) == EOF;
   if (std::fclose(f) != 0 || failed) return make_error(Code::io_error, fmt::format("{}: write failed", path));
   return ok_status();
 }

@@ -12,11 +12,11 @@
 #include "cuda/timing.hpp"
 #include "harness/cost.hpp"
 #include "harness/cupti_report.hpp"
+#include "harness/measurement.hpp"
 #include "harness/sampling_judge.hpp"
 #include "harness/timing_report.hpp"
 #include "harness/torch_reference.hpp"
 #include "inputs/inputs.hpp"
-#include "json/json.hpp"
 #include "oracle/gpu_oracle.hpp"
 
 namespace kb {
@@ -260,10 +260,14 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       max_rel = std::max(max_rel, v.max_rel);
       if (v.status != EvalStatus::passed) {
         ev.status = v.status;
-        if (v.status == EvalStatus::incorrect_numerical)
-          ev.correctness = Correctness{bad ? 1e8 : max_rel, bad ? 1.0 : max_abs,
-                                       fmt::format(R"({{"tvd":{},"tvd_threshold":{},"out_of_support":{},"trials_run":{}}})",
-                                                   v.max_tvd, v.tvd_threshold, bad.has_value(), trial + 1)};
+        if (v.status == EvalStatus::incorrect_numerical) {
+          JudgeCounts counts;
+          counts.tvd = v.max_tvd;
+          counts.tvd_threshold = v.tvd_threshold;
+          counts.out_of_support = bad.has_value();
+          counts.trials_run = trial + 1;
+          ev.correctness = Correctness{bad ? 1e8 : max_rel, bad ? 1.0 : max_abs, write_judge_counts(counts)};
+        }
         std::string where = fmt::format("trial {}: {}", trial, v.detail);
         return done(std::move(ev), log + where, where);
       }
@@ -290,8 +294,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       total += c.total;
       if (c.verdict != Comparison::Verdict::match) {
         ev.status = EvalStatus::incorrect_numerical;
-        ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                                   mismatched, total, trial + 1)};
+        ev.correctness = Correctness{max_rel, max_abs,
+            write_judge_counts(JudgeCounts::elementwise(mismatched, total, trial + 1))};
         std::string where = fmt::format("trial {}: output \"{}\": {}", trial, d.outputs[i].name, c.detail);
         return done(std::move(ev), log + where, where);
       }
@@ -305,6 +309,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
 
   // Other-stream check: one more call on trial 0's inputs, on a stream held
   // shut by a gate kernel, its outputs poisoned again.
+  StreamCheck stream_check = StreamCheck::same_stream;
   {
     auto& outs = output_sets[0];
     std::vector<cuda::DeviceTensor> views;
@@ -327,6 +332,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       return done(std::move(ev), log + "stream check: " + sc.error().message, sc.error().message);
     }
     log += sc->detail + "\n";
+    stream_check =
+        sc->verdict == cuda::StreamVerdict::inconclusive ? StreamCheck::inconclusive : StreamCheck::same_stream;
     if (sc->verdict == cuda::StreamVerdict::other_stream) {
       ev.status = EvalStatus::runtime_error;
       return done(std::move(ev), log, sc->detail);
@@ -334,8 +341,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
   }
 
   ev.status = EvalStatus::passed;
-  ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                             mismatched, total, std::max(1, opt.trials))};
+  ev.correctness = Correctness{max_rel, max_abs,
+      write_judge_counts(JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials)))};
   Performance perf;
   if (opt.time) {
     // Rotate the trials' input and output sets: consecutive samples see
@@ -378,19 +385,18 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     const double mma = cuda::measured_mma_tflops(stream.get());
     std::string implausible =
         cuda::implausible_speed(cost.bytes, cost.flops, t->median_ms, ceilings.copy_bandwidth_gbs, mma);
-    perf.latency_ms = t->median_ms;
+    Measurement meas;
+    meas.cuda_device = device;
+    meas.pci_bus_id = pci_bus_id;
+    meas.input_sets = input_sets.size();
+    meas.rotations_checked = output_sets.size();
+    meas.stream_check = stream_check;
+    record_gpu_timer(meas, *t);
+    record_cost(meas, cost);
+    record_ceilings(meas, ceilings, mma, implausible);
     // CUPTI's kernel time beside the events (--cupti): the kernels alone.
-    std::string cupti_json;
-    if (opt.cupti) {
-      CuptiReport cr = cupti_report(cuda::time_kernels_cupti(run_rotated, stream.get()));
-      cupti_json = std::move(cr.extra_fields);
-      log += cr.log_line;
-    }
-    perf.extra = fmt::format(
-        R"({{"cuda_device":{},"pci_bus_id":{},"timing":"cuda_events","l2_flushed":true,"input_sets":{},)"
-        R"("rotations_checked":{},"stream_check":true,{}{}}})",
-        device, json::quote(pci_bus_id), input_sets.size(), output_sets.size(),
-        timing_extra_fields(*t, cost, ceilings, mma, implausible), cupti_json);
+    if (opt.cupti) log += record_cupti(meas, cuda::time_kernels_cupti(run_rotated, stream.get()));
+    record(meas, perf);
     log += "timing: " + t->method() + "\n";
     log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", output_sets.size());
     if (!implausible.empty()) {

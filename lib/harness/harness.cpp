@@ -9,8 +9,10 @@
 #include <fstream>
 
 #include "cuda/device.hpp"
+#include "harness/cost.hpp"
+#include "harness/measurement.hpp"
+#include "harness/timing_report.hpp"
 #include "inputs/inputs.hpp"
-#include "json/json.hpp"
 #if KB_HAVE_CUDA
 #include "harness/gpu_eval.hpp"
 #endif
@@ -83,15 +85,10 @@ std::optional<Failure> checked_call(const Implementation& impl, const Definition
   return std::nullopt;
 }
 
-double median_ms(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Median CPU wall time of `impl` on fixed inputs (no checks inside timing).
-Result<std::pair<double, std::size_t>> time_cpu(const Implementation& impl, const Definition& d, Materialized& m,
-                                                std::vector<Tensor>& outputs, const BenchOptions& opt) {
+// CPU wall time of `impl` on fixed inputs, every sample in ms (no checks
+// inside timing).
+Result<std::vector<double>> time_cpu(const Implementation& impl, const Definition& d, Materialized& m,
+                                     std::vector<Tensor>& outputs, const BenchOptions& opt) {
   for (int i = 0; i < opt.warmup; ++i) KB_TRY(impl.run(ImplementationCall{d, m.axes, m.args, outputs, opt.seed}));
   std::vector<double> samples;
   auto start = Clock::now();
@@ -104,7 +101,7 @@ Result<std::pair<double, std::size_t>> time_cpu(const Implementation& impl, cons
     bool enough = static_cast<int>(samples.size()) >= opt.min_samples && elapsed >= opt.min_time_s;
     if (enough || static_cast<int>(samples.size()) >= opt.max_samples || elapsed >= opt.max_time_s) break;
   }
-  return std::pair{median_ms(samples), samples.size()};
+  return samples;
 }
 
 EvaluationResult finish(Evaluation ev, std::string summary) {
@@ -195,8 +192,13 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   std::optional<Materialized> last;
   std::vector<Tensor> last_outputs;
   auto sampling_extra = [&](int trials_run) {
-    return fmt::format(R"({{"tvd":{},"tvd_threshold":{},"bins":{},"draws":{},"trials_run":{}}})", json::format_double(max_tvd),
-                       json::format_double(tvd_threshold), max_bins, opt.sampling.draws, trials_run);
+    JudgeCounts counts;
+    counts.tvd = max_tvd;
+    counts.tvd_threshold = tvd_threshold;
+    counts.bins = max_bins;
+    counts.draws = opt.sampling.draws;
+    counts.trials_run = trials_run;
+    return write_judge_counts(counts);
   };
 
   for (int trial = 0; trial < std::max(1, opt.trials); ++trial) {
@@ -244,12 +246,15 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
                                 : fmt::format("trial {}: {}", trial, v.detail);
         ev.status = v.status;
         if (v.status == EvalStatus::incorrect_numerical) {
-          if (bad)  // a sample the reference can never draw: FlashInfer-Bench records inf; JSON has none
-            ev.correctness = Correctness{1e8, 1.0,
-                                         fmt::format(R"({{"out_of_support":true,"draws":{},"trials_run":{}}})",
-                                                     opt.sampling.draws, trial + 1)};
-          else
+          if (bad) {  // a sample the reference can never draw: FlashInfer-Bench records inf; JSON has none
+            JudgeCounts counts;
+            counts.draws = opt.sampling.draws;
+            counts.out_of_support = true;
+            counts.trials_run = trial + 1;
+            ev.correctness = Correctness{1e8, 1.0, write_judge_counts(counts)};
+          } else {
             ev.correctness = Correctness{max_rel, max_abs, sampling_extra(trial + 1)};
+          }
         }
         ev.log = log + where;
         return finish(std::move(ev), where);
@@ -294,8 +299,8 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
       total += c.total;
       if (c.verdict == Comparison::Verdict::wrong_values) {
         ev.status = EvalStatus::incorrect_numerical;
-        ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                                   mismatched, total, trial + 1)};
+        ev.correctness = Correctness{max_rel, max_abs,
+            write_judge_counts(JudgeCounts::elementwise(mismatched, total, trial + 1))};
         ev.log = log + where + c.detail;
         return finish(std::move(ev), where + c.detail);
       }
@@ -307,8 +312,8 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   ev.status = EvalStatus::passed;
   ev.correctness = Correctness{max_rel, max_abs,
                                sampling ? sampling_extra(std::max(1, opt.trials))
-                                        : fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})", mismatched,
-                                                      total, std::max(1, opt.trials))};
+                                        : write_judge_counts(
+                                              JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials)))};
   Performance perf;
   if (opt.time) {
     rebind_args(*last);
@@ -319,22 +324,27 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
       ev.log = log + "while timing: " + t.error().message;
       return finish(std::move(ev), t.error().message);
     }
-    perf.latency_ms = t->first;
+    Measurement meas;
+    record_wall_clock(meas, *t);
+    record_cost(meas, ideal_cost(d, last->axes));
+    record(meas, perf);
     if (no_oracle.empty()) {
       auto ref_outputs = allocate_outputs(d, last->axes);
       if (!ref_outputs) return ref_outputs.error();
       auto r = time_cpu(oracle, d, *last, *ref_outputs, opt);
       if (!r) return r.error();
-      perf.reference_latency_ms = r->first;
+      Measurement ref;
+      record_wall_clock(ref, *r);
+      perf.reference_latency_ms = ref.median_ms;
       log += fmt::format("timing: CPU wall time (steady_clock), median of {} samples; reference (kb oracle) median of {}\n",
-                         t->second, r->second);
+                         t->size(), r->size());
     } else {
       perf.reference_latency_ms = torch_ms;
       log += fmt::format("timing: CPU wall time (steady_clock), median of {} samples; reference: one call of the "
                          "PyTorch reference inside python3 (last trial)\n",
-                         t->second);
+                         t->size());
     }
-    perf.speedup_factor = t->first > 0 ? perf.reference_latency_ms / t->first : 0;
+    perf.speedup_factor = meas.median_ms > 0 ? perf.reference_latency_ms / meas.median_ms : 0;
   }
   ev.performance = perf;
   ev.log = log;

@@ -1,28 +1,73 @@
 #include "harness/timing_report.hpp"
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <cmath>
 
 #include "cuda/nvml.hpp"
-#include "json/json.hpp"
 
 namespace kb {
 
-std::string timing_extra_fields(const cuda::TimingResult& t, const CallCost& cost, const cuda::Ceilings& ceilings,
-                                double mma_tflops, const std::string& implausible) {
-  const double seconds = t.median_ms * 1e-3;
-  const double gbs = seconds > 0 ? cost.bytes / seconds / 1e9 : 0;
-  const double bw = ceilings.copy_bandwidth_gbs;
-  return fmt::format(
-      R"("graph":{},"samples":{},"min_ms":{},"max_ms":{},"rel_noise":{},"sm_clock_mhz":[{},{}],"sm_clock_max_mhz":{},)"
-      R"("sm_clock_lowest_kept_mhz":{},"throttled":{},"throttled_samples_set_aside":{},"throttle_reasons":{},)"
-      R"("bytes":{},"achieved_gbs":{},"copy_bandwidth_gbs":{},"fraction_of_copy_bandwidth":{},"flops":{},)"
-      R"("achieved_tflops":{},"mma_bf16_tflops":{},"empty_kernel_ms":{},"one_read_kernel_ms":{},"implausible":{},)"
-      R"("l2_flush":"{}")",
-      t.graph, t.samples, t.min_ms, t.max_ms, t.rel_noise, t.sm_clock_mhz_before, t.sm_clock_mhz_after,
-      t.sm_clock_mhz_max, t.sm_clock_mhz_lowest_kept, t.throttled, t.throttled_samples_set_aside,
-      json::quote(cuda::clock_event_reason_names(t.throttle_reasons)), cost.bytes, gbs, bw, bw > 0 ? gbs / bw : 0,
-      cost.flops, seconds > 0 ? cost.flops / seconds / 1e12 : 0, mma_tflops, ceilings.empty_kernel_ms,
-      ceilings.one_read_kernel_ms, json::quote(implausible), t.l2_flush_name());
+void record_gpu_timer(Measurement& m, const cuda::TimingResult& t) {
+  m.timing = TimingMethod::cuda_events;
+  m.median_ms = t.median_ms;
+  m.graph = t.graph;
+  m.samples = t.samples;
+  m.min_ms = t.min_ms;
+  m.max_ms = t.max_ms;
+  m.mean_ms = t.mean_ms;
+  m.rel_noise = t.rel_noise;
+  m.sm_clock_mhz = std::pair<std::uint64_t, std::uint64_t>{t.sm_clock_mhz_before, t.sm_clock_mhz_after};
+  m.sm_clock_max_mhz = t.sm_clock_mhz_max;
+  m.sm_clock_lowest_kept_mhz = t.sm_clock_mhz_lowest_kept;
+  m.throttled = t.throttled;
+  m.throttled_samples_set_aside = t.throttled_samples_set_aside;
+  m.throttle_reasons = cuda::clock_event_reason_names(t.throttle_reasons);
+  m.l2_flushed = t.l2_flushed;
+  m.l2_flush = !t.l2_flushed ? L2FlushMode::none
+               : t.l2_flush == cuda::L2Flush::clean ? L2FlushMode::clean
+                                                    : L2FlushMode::write;
+}
+
+void record_wall_clock(Measurement& m, const std::vector<double>& samples_ms) {
+  m.timing = TimingMethod::wall_clock;
+  m.samples = samples_ms.size();
+  if (samples_ms.empty()) return;
+  std::vector<double> v = samples_ms;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  m.median_ms = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  m.min_ms = v.front();
+  m.max_ms = v.back();
+  double sum = 0;
+  for (double x : v) sum += x;
+  const double mean = sum / static_cast<double>(n);
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  m.mean_ms = mean;
+  m.rel_noise = n > 1 && mean > 0 ? std::sqrt(ss / static_cast<double>(n - 1)) / mean : 0.0;
+}
+
+void record_cost(Measurement& m, const CallCost& cost) {
+  const double seconds = m.median_ms * 1e-3;
+  m.bytes = cost.bytes;
+  m.achieved_gbs = seconds > 0 ? cost.bytes / seconds / 1e9 : 0;
+  m.flops = cost.flops;
+  m.achieved_tflops = seconds > 0 ? cost.flops / seconds / 1e12 : 0;
+}
+
+void record_ceilings(Measurement& m, const cuda::Ceilings& ceilings, double mma_tflops,
+                     const std::string& implausible) {
+  if (ceilings.copy_bandwidth_gbs > 0) {
+    m.copy_bandwidth_gbs = ceilings.copy_bandwidth_gbs;
+    m.fraction_of_copy_bandwidth = m.achieved_gbs.value_or(0) / ceilings.copy_bandwidth_gbs;
+  }
+  if (mma_tflops > 0) {
+    m.mma_bf16_tflops = mma_tflops;
+    m.fraction_of_mma_bf16 = m.achieved_tflops.value_or(0) / mma_tflops;
+  }
+  if (ceilings.empty_kernel_ms > 0) m.empty_kernel_ms = ceilings.empty_kernel_ms;
+  if (ceilings.one_read_kernel_ms > 0) m.one_read_kernel_ms = ceilings.one_read_kernel_ms;
+  m.implausible = implausible;
 }
 
 }  // namespace kb

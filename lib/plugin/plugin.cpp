@@ -13,10 +13,10 @@
 #include "cuda/plausible.hpp"
 #include "harness/cost.hpp"
 #include "harness/cupti_report.hpp"
+#include "harness/measurement.hpp"
 #include "harness/sampling_judge.hpp"
 #include "harness/timing_report.hpp"
 #include "inputs/inputs.hpp"
-#include "json/json.hpp"
 #include "plugin/build.hpp"
 
 namespace kb::plugin {
@@ -284,16 +284,17 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
           total += c.total;
         }
         if (c.verdict == Comparison::Verdict::wrong_values) {
-          ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                                     mismatched + (pass ? c.mismatched : 0),
-                                                                     total + (pass ? c.total : 0), k + 1)};
+          ev.correctness = Correctness{
+              max_rel, max_abs,
+              write_judge_counts(JudgeCounts::elementwise(mismatched + (pass ? c.mismatched : 0),
+                                                          total + (pass ? c.total : 0), static_cast<std::int64_t>(k) + 1))};
           return finish(EvalStatus::incorrect_numerical,
                         where + c.detail + (pass ? " (results reused across calls, or work skipped in timed calls)" : ""));
         }
       }
   ev.status = EvalStatus::passed;
-  ev.correctness = Correctness{max_rel, max_abs, fmt::format(R"({{"mismatched":{},"total":{},"trials_run":{}}})",
-                                                             mismatched, total, trials)};
+  ev.correctness = Correctness{max_rel, max_abs,
+      write_judge_counts(JudgeCounts::elementwise(mismatched, total, static_cast<std::int64_t>(trials)))};
   std::string summary = "ok";
   if (r.timing) {
     const worker::WorkerTiming& t = *r.timing;
@@ -302,22 +303,35 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
                                   ? cuda::implausible_speed(cost.bytes, cost.flops, t.timer.median_ms,
                                                             t.ceilings.copy_bandwidth_gbs, t.mma_tflops)
                                   : std::string();
-    CuptiReport cupti;  // --cupti: the kernels alone, timed in the worker
-    if (t.cupti) cupti = cupti_report(*t.cupti);
+    Measurement m;
+    if (r.cuda_device >= 0) {
+      m.cuda_device = r.cuda_device;
+      m.pci_bus_id = r.pci_bus_id;
+    }
+    m.worker = true;
+    m.input_sets = trials;
+    m.rotations_checked = trials;
+    m.stream_check = r.stream == worker::StreamCheck::same           ? StreamCheck::same_stream
+                     : r.stream == worker::StreamCheck::inconclusive ? StreamCheck::inconclusive
+                                                                     : StreamCheck::not_checked;
+    if (impl.device == Device::cuda) {
+      record_gpu_timer(m, t.timer);
+      record_cost(m, cost);
+      record_ceilings(m, t.ceilings, t.mma_tflops, implausible);
+    } else {
+      // The worker's wall-clock timer reports its median, extremes and count.
+      m.timing = TimingMethod::wall_clock;
+      m.median_ms = t.timer.median_ms;
+      m.l2_flushed = false;
+      m.samples = t.timer.samples;
+      m.min_ms = t.timer.min_ms;
+      m.max_ms = t.timer.max_ms;
+      record_cost(m, cost);
+    }
+    if (t.cupti) log += record_cupti(m, *t.cupti);  // --cupti: the kernels alone, timed in the worker
     Performance perf;
-    perf.latency_ms = t.timer.median_ms;
-    perf.extra = fmt::format(
-        R"({{{}"timing":"{}","worker":true,"l2_flushed":{},"input_sets":{},"rotations_checked":{},"stream_check":"{}",)"
-        R"({}{}}})",
-        r.cuda_device >= 0 ? fmt::format(R"("cuda_device":{},"pci_bus_id":{},)", r.cuda_device, json::quote(r.pci_bus_id))
-                           : std::string(),
-        impl.device == Device::cuda ? "cuda_events" : "wall_clock", impl.device == Device::cuda, trials, trials,
-        r.stream == worker::StreamCheck::same           ? "same_stream"
-        : r.stream == worker::StreamCheck::inconclusive ? "inconclusive"
-                                                        : "not_checked",
-        timing_extra_fields(t.timer, cost, t.ceilings, t.mma_tflops, implausible), cupti.extra_fields);
+    record(m, perf);
     ev.performance = perf;
-    log += cupti.log_line;
     log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", trials);
     if (!implausible.empty()) {
       log += "IMPLAUSIBLE speed: " + implausible + "\n";

@@ -13,8 +13,6 @@
 
 #include "harness/harness.hpp"
 #include "harness/trace_writer.hpp"
-#include "harness/timing_report.hpp"
-#include "json/json.hpp"
 #include "inputs/inputs.hpp"
 #include "schema/io.hpp"
 #include "tensor/convert.hpp"
@@ -256,73 +254,6 @@ TEST_CASE("tolerance policy precedence: definition over op_type over default, fl
   CHECK(p.for_definition("gemm", "x").atol == 0.01);
   p.atol = 0.5;
   CHECK(p.for_definition("gemm", "x").atol == 0.5);
-}
-
-TEST_CASE("the timing fields of performance.extra: one writer, valid JSON, the figures derived right") {
-  kb::cuda::TimingResult t;
-  t.median_ms = 0.5;
-  t.min_ms = 0.25;
-  t.max_ms = 2.0;
-  t.rel_noise = 0.01;
-  t.samples = 40;
-  t.graph = true;
-  t.sm_clock_mhz_before = 1980, t.sm_clock_mhz_after = 1755, t.sm_clock_mhz_max = 1980;
-  t.sm_clock_mhz_lowest_kept = 1512;
-  t.throttled = true;
-  t.throttled_samples_set_aside = 7;
-  t.throttle_reasons = 0x4;  // NVML's software power cap
-  t.l2_flushed = true;
-  t.l2_flush = kb::cuda::L2Flush::clean;
-  const kb::CallCost cost{2e9, 4e12};  // bytes, flops
-  kb::cuda::Ceilings c;
-  c.copy_bandwidth_gbs = 8000;
-  c.empty_kernel_ms = 0.003;
-  c.one_read_kernel_ms = 0.004;
-  const std::string fields = kb::timing_extra_fields(t, cost, c, 900, "faster than \"copy\"");
-  auto doc = kb::json::parse("{" + fields + "}", "timing fields");
-  REQUIRE_MESSAGE(doc, fields);
-  const auto root = doc->root();
-  auto number = [&](const char* key) {
-    double v = -1;
-    kb::json::Element e;
-    REQUIRE_MESSAGE(root.at_key(key).get(e) == simdjson::SUCCESS, key);
-    if (e.is_int64()) v = static_cast<double>(int64_t(e.get_int64()));
-    else if (e.is_uint64()) v = static_cast<double>(uint64_t(e.get_uint64()));
-    else v = double(e.get_double());
-    return v;
-  };
-  CHECK(number("samples") == 40);
-  CHECK(number("throttled_samples_set_aside") == 7);
-  CHECK(number("sm_clock_lowest_kept_mhz") == 1512);
-  CHECK(number("achieved_gbs") == doctest::Approx(4000));   // 2e9 bytes in 0.5 ms
-  CHECK(number("fraction_of_copy_bandwidth") == doctest::Approx(0.5));
-  CHECK(number("achieved_tflops") == doctest::Approx(8000));  // 4e12 flops in 0.5 ms
-  CHECK(number("mma_bf16_tflops") == 900);
-  CHECK(number("one_read_kernel_ms") == doctest::Approx(0.004));
-  bool throttled = false, graph = false;
-  CHECK(root["throttled"].get(throttled) == simdjson::SUCCESS);
-  CHECK(root["graph"].get(graph) == simdjson::SUCCESS);
-  CHECK((throttled && graph));
-  std::string_view implausible, flush;
-  CHECK(root["implausible"].get(implausible) == simdjson::SUCCESS);
-  CHECK(root["l2_flush"].get(flush) == simdjson::SUCCESS);
-  CHECK(flush == "clean");
-  CHECK(implausible == "faster than \"copy\"");
-  std::string_view reasons;
-  CHECK(root["throttle_reasons"].get(reasons) == simdjson::SUCCESS);
-  CHECK(reasons == "sw_power_cap");
-  kb::json::Array clocks;
-  REQUIRE(root["sm_clock_mhz"].get(clocks) == simdjson::SUCCESS);
-  CHECK(clocks.size() == 2);
-
-  // Nothing measured (a CPU solution's worker timing): no division by zero.
-  kb::cuda::TimingResult cpu;
-  const std::string empty = kb::timing_extra_fields(cpu, cost, kb::cuda::Ceilings{}, 0, "");
-  auto doc2 = kb::json::parse("{" + empty + "}", "cpu timing fields");
-  REQUIRE_MESSAGE(doc2, empty);
-  double frac = -1;
-  CHECK(doc2->root()["fraction_of_copy_bandwidth"].get(frac) == simdjson::SUCCESS);
-  CHECK(frac == 0);
 }
 
 TEST_CASE("trace files: a line torn by a killed run stays apart from the next one appended") {
