@@ -13,7 +13,6 @@
 
 #include "backendbench/trace.hpp"
 #include "backendbench/run.hpp"
-#include "cuda/device.hpp"
 
 namespace bb = kb::backendbench;
 using bb::Kind;
