@@ -1073,8 +1073,8 @@ typedef struct kb_bench_event {
   size_t struct_size;         /* sizeof(kb_bench_event) of the libkb that calls */
   kb_bench_event_kind kind;
   const kb_result* result;    /* EVALUATED: read it with kb_result_get() / kb_result_json(); else NULL.
-                                 Borrowed: copy what you keep (kb_result_json() and kb_result_load()
-                                 make an owned copy). */
+                                 Borrowed: to keep it, kb_result_load() its kb_result_json() line,
+                                 which gives an owned copy. */
   const char* message;        /* SKIPPED, PROBLEM: one line; else NULL */
   const char* definition;     /* STARTED, EVALUATED, and PROBLEM about one evaluation; else NULL */
   const char* solution;       /* as definition */
@@ -1109,7 +1109,8 @@ typedef struct kb_bench_summary {
  *   opts     (in) the run; dataset and out_dir are required. Not kept.
  *   on_event (in, nullable) called for each event; NULL: none are reported.
  *   user     (in, nullable) passed to on_event unchanged.
- *   out      (out, nullable) filled (its struct_size set) when the run completes; unchanged otherwise.
+ *   out      (out, nullable) a kb_bench_summary whose struct_size the caller set, filled when the run
+ *            completes; unchanged otherwise.
  * Every evaluation passed when out->failed, out->errors and out->problems are all 0. With "cuda:N" the
  * run makes device N current on the calling thread and restores the caller's device before it returns.
  * GPU timing flushes the L2 and leaves it clean, or as the environment's KB_L2_FLUSH=write|clean says.
