@@ -1028,6 +1028,155 @@ KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out);
  * running keeps the file it started with. Since 0.1. */
 KB_API kb_status kb_gemm_race_file_set(const char* path);
 
+/* ==== Benchmark a dataset ====================================================================== */
+
+/* What `kb bench` does, for an engine's build system or a script: every selected definition of a
+ * dataset, each of its workloads, each solution that handles it on the chosen device (kb's own, the
+ * plugins', and the dataset's Solution JSON in cpp or cuda, built into the cache), judged as
+ * kb_benchmark_run() judges one, timed, and appended as one Trace line to
+ * out_dir/traces/<author>/<op_type>/<definition>.jsonl (written whole and fsync'ed before the next
+ * evaluation starts, so an interrupted run loses nothing already measured). Outside solutions run in
+ * worker processes as with kb_plugin_load(). Since 0.1. */
+
+/* Where expected outputs come from. Values pinned. Since 0.1. */
+typedef enum kb_bench_reference {
+  KB_BENCH_REFERENCE_NATIVE = 0, /* kb's oracles */
+  KB_BENCH_REFERENCE_TORCH = 1,  /* each definition's PyTorch `reference`, run by python3 on the CPU ($KB_PYTHON
+                                    names another interpreter; it needs torch). Definitions without a kb
+                                    oracle become evaluable, and kb's oracle is judged too, as the solution
+                                    "reference". Sampling is always judged by distribution against kb's oracle. */
+  KB_BENCH_REFERENCE_FORCE_32BIT = 0x7fffffff
+} kb_bench_reference;
+
+/* Options of kb_bench_run(). Strings are read during the call only. Since 0.1. */
+typedef struct kb_bench_options {
+  size_t struct_size;        /* sizeof(kb_bench_options) */
+  const char* dataset;       /* a FlashInfer-Bench dataset directory (definitions/, workloads/, solutions/,
+                                blob/), or any folder of definitions and workload files, searched
+                                recursively. Required. */
+  const char* out_dir;       /* where traces go (created as needed). Required. */
+  const char* definitions;   /* nullable: comma-separated definition names; NULL or "": every definition.
+                                A name the dataset does not hold is KB_ERROR_NOT_FOUND. */
+  const char* solutions;     /* nullable: comma-separated solution names; NULL or "": every solution that
+                                handles a selected definition */
+  const char* device;        /* nullable: "cpu"; "cuda" (the calling thread's current device); "cuda:N"
+                                (device N, numbered as CUDA_VISIBLE_DEVICES leaves them). NULL: "cuda" when
+                                a CUDA device is usable, else "cpu". Solutions of the other kind are
+                                skipped. */
+  int trials;                /* correctness trials per workload, fresh seeded inputs each; >= 1 (default 3) */
+  uint64_t seed;             /* trial t uses seed + t (default 27490) */
+  int time;                  /* nonzero: time each solution that passes (default 1) */
+  int cupti;                 /* nonzero: CUDA solutions are also timed from CUPTI's kernel records, as in
+                                kb_benchmark_options (default 0) */
+  int resume;                /* nonzero: leave out (definition, workload, solution) already recorded under
+                                out_dir, so an interrupted run continues where it stopped (default 0) */
+  size_t max_workloads;      /* at most this many workloads per definition, the smallest first (by input
+                                elements); 0: all (default 0) */
+  uint32_t shard_index;      /* with shard_count > 1: only the shard_index-th (1-based) of shard_count
+                                slices of the selected definitions (their names sorted, every
+                                shard_count-th from the shard_index-th), so that shard_count processes
+                                cover a dataset between them without writing the same trace file */
+  uint32_t shard_count;      /* 0 or 1: no sharding (default 1) */
+  kb_bench_reference reference; /* default KB_BENCH_REFERENCE_NATIVE */
+  int sampling_draws;        /* sampling definitions: calls per trial (the TVD threshold follows from it);
+                                0: 1000 (default 0) */
+  const char* tolerances;    /* nullable: a tolerance config file (default, op_type and definition
+                                sections) over kb's policy */
+  double atol;               /* applied on top of everything; negative: as the policy says (default -1) */
+  double rtol;
+  double required_matched_ratio;
+  const char* const* plugins; /* nullable when n_plugins is 0: paths of plugin libraries
+                                 (kb_plugin_entry_v1) whose solutions are judged too */
+  size_t n_plugins;
+  const kb_plugin_options* plugin_options; /* nullable: timeout, worker and build cache of outside solutions
+                                              (plugins and Solution JSON); NULL: KB_PLUGIN_OPTIONS_INIT */
+  uint32_t flags;            /* reserved: must be 0 */
+} kb_bench_options;
+
+#define KB_BENCH_OPTIONS_INIT                                                                                \
+  {sizeof(kb_bench_options), NULL, NULL, NULL, NULL, NULL, 3, 27490, 1, 0, 0, 0, 1, 1,                       \
+   KB_BENCH_REFERENCE_NATIVE, 0, NULL, -1.0, -1.0, -1.0, NULL, 0, NULL, 0u}
+
+/* What a run reports as it goes. Values pinned. Since 0.1. */
+typedef enum kb_bench_event_kind {
+  KB_BENCH_EVENT_STARTED = 0,   /* an evaluation starts: definition, solution, workload_uuid, index, total */
+  KB_BENCH_EVENT_EVALUATED = 1, /* it ended: result holds the Trace record, already in its trace file (its
+                                   status may be any kb_eval_status); definition ... total as for STARTED */
+  KB_BENCH_EVENT_SKIPPED = 2,   /* message: something not evaluated, and why: a definition without an
+                                   oracle or without workloads, a solution for the other device kind, a
+                                   solution that declined a workload's shapes, Solution JSON in a language
+                                   kb cannot run */
+  KB_BENCH_EVENT_PROBLEM = 3,   /* message: something left out because it is broken: a dataset file that
+                                   breaks the format ("file:line: json.path: what"), an outside solution that
+                                   cannot be used (a duplicate name, a build that cannot start), a workload
+                                   that cannot be evaluated (definition, solution and workload_uuid say
+                                   which). The run goes on; the summary counts it */
+  KB_BENCH_EVENT_KIND_FORCE_32BIT = 0x7fffffff
+} kb_bench_event_kind;
+
+/* One event. Everything it points to is borrowed for the duration of the callback. Later versions
+ * may append fields: struct_size is the size of the struct kb passes. Since 0.1. */
+typedef struct kb_bench_event {
+  size_t struct_size;         /* sizeof(kb_bench_event) of the libkb that calls */
+  kb_bench_event_kind kind;
+  const kb_result* result;    /* EVALUATED: read it with kb_result_get() / kb_result_json(); else NULL.
+                                 Borrowed: to keep it, kb_result_load() its kb_result_json() line,
+                                 which gives an owned copy. */
+  const char* message;        /* SKIPPED, PROBLEM: one line; else NULL */
+  const char* definition;     /* STARTED, EVALUATED, and PROBLEM about one evaluation; else NULL */
+  const char* solution;       /* as definition */
+  const char* workload_uuid;  /* as definition */
+  size_t index;               /* STARTED, EVALUATED: 0-based position among `total` evaluations */
+  size_t total;               /* the evaluations of the run (what resume leaves out is not counted) */
+} kb_bench_event;
+
+/* The callback of kb_bench_run(): called on the thread that called kb_bench_run(), one event at a
+ * time, in order. It may call any kb function (kb_result_get(), kb_result_json(), ...). It must
+ * return normally: no longjmp, and from C++ no exception (one is caught and ends the run with
+ * KB_ERROR_INTERNAL). `user` is kb_bench_run()'s argument. Since 0.1. */
+typedef void (*kb_bench_event_fn)(void* user, const kb_bench_event* event);
+
+/* What a run did. Since 0.1. */
+typedef struct kb_bench_summary {
+  size_t struct_size;       /* in: sizeof(kb_bench_summary) */
+  size_t evaluations;       /* out: evaluations the run planned (STARTED events) */
+  size_t passed;            /* out: EVALUATED with KB_EVAL_PASSED */
+  size_t failed;            /* out: EVALUATED with any other status */
+  size_t errors;            /* out: workloads that could not be evaluated (PROBLEM events) */
+  size_t skipped;           /* out: SKIPPED events */
+  size_t already_recorded;  /* out: evaluations resume left out */
+  size_t problems;          /* out: PROBLEM events about the dataset or outside solutions */
+  int cuda;                 /* out: 1 when solutions ran on a CUDA device, 0 on the CPU */
+} kb_bench_summary;
+
+#define KB_BENCH_SUMMARY_INIT {sizeof(kb_bench_summary), 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* Runs a dataset as `kb bench` does (the command is built on the same code).
+ *   ctx      (in) a context.
+ *   opts     (in) the run; dataset and out_dir are required. Not kept.
+ *   on_event (in, nullable) called for each event; NULL: none are reported.
+ *   user     (in, nullable) passed to on_event unchanged.
+ *   out      (out, nullable) a kb_bench_summary whose struct_size the caller set, filled when the run
+ *            completes; unchanged otherwise.
+ * Every evaluation passed when out->failed, out->errors and out->problems are all 0. With "cuda:N" the
+ * run makes device N current on the calling thread and restores the caller's device before it returns.
+ * GPU timing flushes the L2 and leaves it clean, or as the environment's KB_L2_FLUSH=write|clean says.
+ * Returns KB_OK when the run completed, whatever the evaluations' statuses; otherwise the error that
+ * stopped it (evaluations already recorded stay in their files): KB_ERROR_INVALID_ARGUMENT (NULL ctx or
+ * opts, NULL dataset or out_dir, short struct_size, nonzero flags, trials < 1, a shard_index outside
+ * 1..shard_count, sampling_draws too few for the TVD test, a device that is not "cpu", "cuda" or
+ * "cuda:N", an ordinal past the last device, n_plugins > 0 with NULL plugins); KB_ERROR_NOT_FOUND (a
+ * definition name the dataset does not hold); KB_ERROR_NO_CUDA_DEVICE or KB_ERROR_UNSUPPORTED (a CUDA
+ * device asked for, none usable or kb built without CUDA); the statuses of kb_plugin_load() for a plugin
+ * that does not load; KB_ERROR_IO, KB_ERROR_PARSE or KB_ERROR_INVALID_DATA for a tolerance file that
+ * cannot be used; the torch reference's status when python3 or torch cannot start; KB_ERROR_IO when a
+ * trace file cannot be read (resume) or written. Messages name the option ("kb_bench_run:
+ * opts->device \"cuda:7\": ..."). Thread-safe; runs in parallel that share an out_dir should be shards
+ * of one selection (as kb bench processes are), and runs timed on one GPU disturb each other's times.
+ * Since 0.1. */
+KB_API kb_status kb_bench_run(kb_context* ctx, const kb_bench_options* opts, kb_bench_event_fn on_event, void* user,
+                              kb_bench_summary* out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,5 +1,6 @@
-// Tests of lib/backendbench: the trace grammar, its errors, the writer, the
-// parse command, and the real TritonBench trace file from the shared folder.
+// Tests of lib/backendbench: the trace grammar, its errors, the writer, and the
+// real TritonBench trace file from the shared folder. The `kb backendbench`
+// command is tested by tests/cli.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,10 +11,8 @@
 #include <sstream>
 #include <string>
 
-#include "backendbench/command.hpp"
 #include "backendbench/trace.hpp"
 #include "backendbench/run.hpp"
-#include "cuda/device.hpp"
 
 namespace bb = kb::backendbench;
 using bb::Kind;
@@ -354,49 +353,6 @@ TEST_CASE("parse_file: missing file, first error") {
   std::remove(path.c_str());
 }
 
-TEST_CASE("parse command") {
-  const std::string good = "test_backendbench_good.txt";
-  const std::string bad = "test_backendbench_bad.txt";
-  {
-    std::ofstream(good) << "Operator: aten.x\ncnt: 1, ((1,), {})\n";
-    std::ofstream(bad) << "Operator: aten.x\ncnt: 1, ((1,), {})\ncnt: 1, ((1), {})\n";
-  }
-  auto run = [](std::vector<std::string> a, std::string& out, std::string& err) {
-    std::FILE* o = std::tmpfile();
-    std::FILE* e = std::tmpfile();
-    const int rc = bb::run_parse_command(a, o, e);
-    auto slurp = [](std::FILE* f) {
-      std::string s;
-      std::rewind(f);
-      int c;
-      while ((c = std::fgetc(f)) != EOF) s += static_cast<char>(c);
-      std::fclose(f);
-      return s;
-    };
-    out = slurp(o);
-    err = slurp(e);
-    return rc;
-  };
-  std::string out, err;
-  CHECK(run({"parse", good}, out, err) == 0);
-  CHECK(out == "parsed 1 of 1 lines\n");
-  CHECK(err.empty());
-  CHECK(run({"parse", bad}, out, err) == 1);
-  CHECK(out == "parsed 1 of 2 lines\n");
-  CHECK(err == bad + ":3:10: a 1-tuple needs a trailing comma: (x,)\n");
-  CHECK(run({"parse", "/nonexistent/x.txt"}, out, err) == 1);
-  CHECK(run({"parse", "--help"}, out, err) == 0);
-  CHECK(out.rfind("usage: kb backendbench parse FILE", 0) == 0);
-  CHECK(run({"--help"}, out, err) == 0);
-  CHECK(run({}, out, err) == 2);
-  CHECK(run({"parse"}, out, err) == 2);
-  CHECK(run({"parse", good, bad}, out, err) == 2);
-  CHECK(run({"parse", "--frobnicate", good}, out, err) == 2);
-  CHECK(run({"frobnicate"}, out, err) == 2);
-  std::remove(good.c_str());
-  std::remove(bad.c_str());
-}
-
 TEST_CASE("the real TritonBench trace file parses and round-trips") {
   const std::string path = shared_file();
   const std::string text = read_all(path);
@@ -444,50 +400,6 @@ TEST_CASE("the real TritonBench trace file parses and round-trips") {
   auto whole = bb::parse_file(path);
   REQUIRE(whole.ok());
   CHECK(whole->arg_line_count() == 12740);
-}
-
-// The CUDA side as far as a machine without a GPU can see it: the operator
-// list, and --device cuda failing cleanly (the GPU test is tests/gpu/test_backendbench_cuda).
-TEST_CASE("ops and run --device cuda without a device") {
-  auto run = [](std::vector<std::string> a, std::string& out, std::string& err) {
-    std::FILE* o = std::tmpfile();
-    std::FILE* e = std::tmpfile();
-    const int rc = bb::run_parse_command(a, o, e);
-    auto slurp = [](std::FILE* f) {
-      std::string s;
-      std::rewind(f);
-      int c;
-      while ((c = std::fgetc(f)) != EOF) s += static_cast<char>(c);
-      std::fclose(f);
-      return s;
-    };
-    out = slurp(o);
-    err = slurp(e);
-    return rc;
-  };
-  std::string out, err;
-  CHECK(run({"ops"}, out, err) == 0);
-  CHECK(out.find("aten.add.Tensor,") != std::string::npos);
-  CHECK(run({"ops", "--device", "cuda"}, out, err) == 0);
-  const auto cuda_ops = static_cast<std::size_t>(std::count(out.begin(), out.end(), ',')) + (out.size() > 1 ? 1 : 0);
-  if (bb::cuda_runs_available()) {
-    CHECK(cuda_ops >= 100);  // elementwise, copy, reductions, softmax, norms, matmuls
-    CHECK(out.find("aten.mm.default") != std::string::npos);
-  } else {
-    CHECK(out == "\n");
-  }
-  CHECK(run({"ops", "--bogus"}, out, err) == 2);
-  const std::string file = "test_backendbench_cuda_run.txt";
-  std::ofstream(file) << "Operator: aten.relu.default\ncnt: 1, ((T([4], f32),), {})\n";
-  int devices = 0;
-  auto count = kb::cuda::device_count();
-  if (count) devices = *count;
-  if (devices == 0) {
-    CHECK(run({"run", file, "--device", "cuda"}, out, err) == 1);
-    CHECK((err.find("no CUDA device") != std::string::npos || err.find("built without CUDA") != std::string::npos));
-  }
-  CHECK(run({"run", file, "--device", "cuda", "--oracle-limit", "x"}, out, err) == 2);
-  std::remove(file.c_str());
 }
 
 TEST_CASE("saved lines: write, read back, refuse bad files") {

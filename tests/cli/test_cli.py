@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The kb command as a user meets it: exit codes, help, summaries, and the
-done-criterion of issue 2: the shipped FlashInfer-Bench dataset validates with
-132 definitions, 663 workloads and 0 errors.
+shipped FlashInfer-Bench dataset, which validates with 132 definitions, 663
+workloads and 0 errors.
 
 usage: test_cli.py KB SHARED_DIR PROJECT_DIR
 """
@@ -113,7 +113,7 @@ check("unknown option exits 2", rc == 2 and "unknown option --frob" in err, err)
 rc, out, err = run()
 check("no command exits 2 with usage", rc == 2 and "usage: kb" in err, err)
 
-# BackendBench: every real trace line parses (issue 5).
+# BackendBench: every real trace line parses.
 rc, out, err = run("backendbench", "parse", os.path.join(shared, "backendbench", "tritonbench-op-traces.txt"))
 check("backendbench parse of the real file", rc == 0 and out.strip() == "parsed 12740 of 12740 lines", out + err[-500:])
 with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
@@ -122,8 +122,37 @@ with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
 rc, out, err = run("backendbench", "parse", bad)
 check("backendbench parse reports the line and column", rc == 1 and "parsed 1 of 2 lines" in out and ":3:" in err, out + err)
 os.unlink(bad)
+with tempfile.TemporaryDirectory() as tmp:
+    good, bad = os.path.join(tmp, "good.txt"), os.path.join(tmp, "bad.txt")
+    with open(good, "w") as f:
+        f.write("Operator: aten.x\ncnt: 1, ((1,), {})\n")
+    with open(bad, "w") as f:
+        f.write("Operator: aten.x\ncnt: 1, ((1,), {})\ncnt: 1, ((1), {})\n")
+    rc, out, err = run("backendbench", "parse", good)
+    check("backendbench parse of a good file", rc == 0 and out == "parsed 1 of 1 lines\n" and err == "", out + err)
+    rc, out, err = run("backendbench", "parse", bad)
+    check("backendbench parse names the bad line", rc == 1 and out == "parsed 1 of 2 lines\n" and
+          err == bad + ":3:10: a 1-tuple needs a trailing comma: (x,)\n", out + err)
+    rc, out, err = run("backendbench", "parse", os.path.join(tmp, "missing.txt"))
+    check("backendbench parse of a missing file exits 1", rc == 1 and "missing.txt" in err, err)
+    for args in (["--help"], ["parse", "--help"], ["help"]):
+        rc, out, err = run("backendbench", *args)
+        check(f"backendbench {' '.join(args)}", rc == 0 and out.startswith("usage: kb backendbench parse FILE"), out + err)
+    relu = os.path.join(tmp, "relu.txt")
+    with open(relu, "w") as f:
+        f.write("Operator: aten.relu.default\ncnt: 1, ((T([4], f32),), {})\n")
+    for args in ([], ["parse"], ["parse", good, bad], ["parse", "--frobnicate", good], ["frobnicate"],
+                 ["ops", "--device"], ["ops", "--bogus"], ["run", relu, "--device", "cuda", "--oracle-limit", "x"]):
+        rc, out, err = run("backendbench", *args)
+        check(f"backendbench {' '.join(args) or '(nothing)'} is a usage error", rc == 2 and "usage: kb backendbench" in err
+              or rc == 2 and "unknown subcommand" in err, err)
+rc, out, err = run("backendbench", "ops")
+check("backendbench ops lists the overloads kb implements", rc == 0 and "aten.add.Tensor," in out, out + err)
+rc, out, err = run("backendbench", "ops", "--device", "cuda")
+check("backendbench ops --device cuda: none without a device, else elementwise, copy, reductions, norms, matmuls",
+      rc == 0 and (out == "\n" or (out.count(",") + 1 >= 100 and "aten.mm.default" in out)), out + err)
 
-# BackendBench import and run (issue 5): the whole file as a dataset kb validate accepts, and a
+# BackendBench import and run: the whole file as a dataset kb validate accepts, and a
 # per-operator sample run on the CPU (the smallest line of each implemented operator).
 trace_file = os.path.join(shared, "backendbench", "tritonbench-op-traces.txt")
 with tempfile.TemporaryDirectory() as tmp:
@@ -230,6 +259,9 @@ check("bench --l2-flush write runs", rc == 0 and " 0 failed" in out, out + err)
 for args, env in [(["--l2-flush", "dirty"], None), (["--l2-flush"], None), ([], {"KB_L2_FLUSH": "Clean"})]:
     rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--no-time", *args, env=env)
     check(f"bench {args} {env} is a usage error", rc == 2 and ("clean or write" in err or "needs a value" in err), err)
+rc, out, err = run("bench", "--device", "cpu", "--definitions", "rmsnorm_h4096,no_such_definition", "--no-time")
+check("bench --definitions with a name no dataset has is a usage error", rc == 2 and
+      'kb bench: --definitions: no definition "no_such_definition" in ' in err and "evaluations" not in out, out + err)
 for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
     rc, out, err = run("bench", "--device", "cpu", "--shard", bad)
     check(f"bench --shard {bad} is a usage error", rc == 2 and "--shard is K/N" in err, err)

@@ -1,5 +1,5 @@
-#include "backendbench/command.hpp"
-
+// `kb backendbench parse|import|ops|run`: BackendBench / TritonBench operator traces from the command
+// line, over lib/backendbench.
 #include <fmt/core.h>
 #include <fmt/format.h>
 
@@ -11,11 +11,13 @@
 #include "backendbench/ops.hpp"
 #include "backendbench/run.hpp"
 #include "backendbench/trace.hpp"
+#include "commands.hpp"
 #include "cuda/device.hpp"
 
 namespace kb::backendbench {
+namespace {
 
-const char* const kParseUsage = R"USAGE(usage: kb backendbench parse FILE
+constexpr const char* kParseUsage = R"USAGE(usage: kb backendbench parse FILE
        kb backendbench import FILE --out DIR
        kb backendbench ops [--device cuda]
        kb backendbench run FILE [--ops A,B] [--device cpu|cuda|cuda:N] [--limit-per-op N]
@@ -52,14 +54,13 @@ run     Run the operators kb implements on the file's lines and print the
         after S seconds are reported as not run (the report is still written).
         --save-lines FILE writes every line's outcome (not the lines not
         run) as JSON; --resume FILE,... (--device cuda) takes the lines saved
-        there as they are (with the baseline times of their own session) and
+        there as they are (with the baseline times of the run that saved them) and
         runs the others: a run cut by --time-limit continues in a new call.
         Exit 0 when every line run passed, 1 otherwise.
 Exit status 2 on bad usage.
 )USAGE";
 
-namespace {
-bool is_help(const std::string& a) { return a == "--help" || a == "-h" || a == "help"; }
+bool asks_help(const std::string& a) { return a == "--help" || a == "-h" || a == "help"; }
 
 int usage_error(std::FILE* err, const std::string& msg) {
   fmt::print(err, "kb backendbench: {}\n", msg);
@@ -87,7 +88,7 @@ bool parse_u64(const std::string& s, std::uint64_t& v) {
 int run_import_command(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
   std::string file, dir;
   for (std::size_t i = 1; i < args.size(); ++i) {
-    if (is_help(args[i])) {
+    if (asks_help(args[i])) {
       std::fputs(kParseUsage, out);
       return 0;
     }
@@ -141,7 +142,7 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
       (void)what;
       return &args[++i];
     };
-    if (is_help(a)) {
+    if (asks_help(a)) {
       std::fputs(kParseUsage, out);
       return 0;
     } else if (a == "--ops") {
@@ -400,14 +401,13 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   std::fflush(out);
   return all_passed ? 0 : 1;
 }
-}  // namespace
 
-int run_parse_command(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
+int run_command(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
   if (args.empty()) {
     std::fputs(kParseUsage, err);
     return 2;
   }
-  if (is_help(args[0])) {
+  if (asks_help(args[0])) {
     std::fputs(kParseUsage, out);
     return 0;
   }
@@ -429,7 +429,7 @@ int run_parse_command(const std::vector<std::string>& args, std::FILE* out, std:
   std::vector<std::string> files;
   for (std::size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (is_help(a)) {
+    if (asks_help(a)) {
       std::fputs(kParseUsage, out);
       return 0;
     }
@@ -456,4 +456,9 @@ int run_parse_command(const std::vector<std::string>& args, std::FILE* out, std:
   return rep->ok() ? 0 : 1;
 }
 
+}  // namespace
 }  // namespace kb::backendbench
+
+int cmd_backendbench(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
+  return kb::backendbench::run_command(args, out, err);
+}
