@@ -33,7 +33,7 @@
 //    tile j while the tensor cores do P(j-1) V(j-1) (two wgmma groups in
 //    flight). A warpgroup whose rows see fewer tiles than the CTA loads (the
 //    first 64 rows, one tile fewer on the diagonal) only waits and releases
-//    the rest. tools/gpu/wgmma_pipeline_model.py models this protocol.
+//    the rest.
 //  * the configurations kb runs (dispatch.cuh) add, by
 //    OPT bits (WgmmaConfig below): K / V by TMA boxes from one producer thread
 //    (kWgTma), and a persistent grid (kWgPersistent: one CTA an SM takes
@@ -74,8 +74,6 @@
 // {0, 1}, as d[4j + {0, 1}] and d[4j + {2, 3}] -- per 8 columns exactly the
 // mma.sync m16n8 layout, so P converts to the register A operand as in
 // prefill.cuh (a[i] = bf16x2 of d[8k + 2i], d[8k + 2i + 1] for k-step k).
-// tools/gpu/wgmma_layout_model.py replays the stores and descriptors against
-// the PTX ISA's canonical layouts on the host.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (the encoder is fetched at run time: no -lcuda)

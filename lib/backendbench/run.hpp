@@ -8,7 +8,7 @@
 // dtypes and materialization; judging numerical correctness needs a second
 // implementation (a CUDA kernel, judged against the oracle with
 // BackendBench's tolerances in score.hpp). With a baseline file (from
-// tools/backendbench/torch_baseline.py) each passing line gets a speedup.
+// bench/torch_baseline.py) each passing line gets a speedup.
 #pragma once
 
 #include <cstdint>
@@ -84,7 +84,7 @@ struct RunReport {
 
 // --device cuda: lines of the operators with a CUDA kernel (kernels/aten/*/cuda/)
 // judged against the CPU oracle (score.hpp) and timed with CUDA events like
-// tools/backendbench/torch_baseline.py: warm, `warmup` untimed calls, then the
+// bench/torch_baseline.py: warm, `warmup` untimed calls, then the
 // median of `reps` calls each between its own event pair (run_cuda.cpp).
 struct CudaRunOptions {
   int warmup = 3;
@@ -133,7 +133,7 @@ Result<RunReport> run_cpu_trace(const TraceFile& trace, const RunOptions& option
 Status write_saved_lines(const RunReport& report, const std::string& device, const std::string& path);
 Result<std::map<std::pair<std::string, std::size_t>, LineOutcome>> read_saved_lines(const std::string& path);
 
-// Reads a baseline JSON written by tools/backendbench/torch_baseline.py:
+// Reads a baseline JSON written by bench/torch_baseline.py:
 //   {"format": "kb-backendbench-baseline-1", "device": "...", "times_ms": {"aten.add.Tensor": {"0": 0.01, ...}}}
 // (null times, for lines torch could not run, are skipped).
 Result<std::map<std::string, std::map<std::size_t, double>>> read_baseline(const std::string& path);

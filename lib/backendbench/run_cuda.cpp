@@ -1,6 +1,6 @@
 // `kb backendbench run --device cuda` (see run.hpp): every line of the
 // operators that have a CUDA kernel, judged against the fp64 CPU oracle with
-// BackendBench's tolerances and timed like tools/backendbench/torch_baseline.py.
+// BackendBench's tolerances and timed like bench/torch_baseline.py.
 //
 // Per line: the CPU side (seeded materialization exactly as the CPU run,
 // valid indices, the oracle's meta call for output specs and its real call

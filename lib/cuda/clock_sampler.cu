@@ -11,7 +11,7 @@
 // The grid is twice the SM count, so nearly every SM writes both slots.
 //
 // Built into kb, and (with KB_CLOCK_SAMPLER_C_API) as a small shared library
-// that tools/gpu/torch_timing.py loads, so torch is measured the same way.
+// that bench/torch_timing.py loads, so torch is measured the same way.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -58,7 +58,7 @@ double average_sm_clock_mhz(const unsigned long long* start, const unsigned long
 }  // namespace kb::cuda
 
 #ifdef KB_CLOCK_SAMPLER_C_API
-// For ctypes (tools/gpu/torch_timing.py): slots is a device buffer of
+// For ctypes (bench/torch_timing.py): slots is a device buffer of
 // 2 * kb_clock_sampler_slots() 64-bit words, zeroed by the caller.
 extern "C" {
 int kb_clock_sampler_slots() { return kb::cuda::kClockSamplerSlots; }

@@ -11,8 +11,7 @@ namespace kb::cuda {
 namespace {
 // One 16-byte vector per thread, one pass, no grid-stride loop: on an H100
 // this measured 3003 GB/s where a grid-stride loop with four loads in flight
-// per thread measured 2791-2818 GB/s and torch's b.copy_(a) 2879-3000
-// (tools/gpu/copy_variants.cu).
+// per thread measured 2791-2818 GB/s and torch's b.copy_(a) 2879-3000.
 // Does nothing: kb times it like any solution (graph replay, L2 flushed
 // before each sample) to record the floor a launch costs in kb's own method.
 __global__ void empty_kernel() {}

@@ -55,7 +55,7 @@ inline double default_throttle_threshold() { return tuning::current().throttle_t
 // 1.08-1.18 on decode gemms of 21-116 us (whose events also hold the launch).
 // The tuning setting l2_flush (common/tuning.hpp) is the default; its
 // environment variable KB_L2_FLUSH also reaches kb's worker processes and
-// tools/gpu/torch_timing.py.
+// bench/torch_timing.py.
 // Inline, like default_throttle_threshold: builds without CUDA (no timing.cpp)
 // still write the traces' timing fields.
 using L2Flush = tuning::L2Flush;

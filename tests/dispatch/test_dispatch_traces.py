@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """kb_dispatch on traces `kb bench` just wrote on this machine's CPU, checked by
-tools/gpu/dispatch_check.py (which works the choices out from the trace files
-itself). tools/gpu/on_device.sh does the same on the GPU, where several of kb's
-solutions compete.
+bench/dispatch_check.py (which works the choices out from the trace files
+itself).
 
 usage: test_dispatch_traces.py KB LIBKB DATASET DEFINITION.json DISPATCH_CHECK.py
 """

@@ -21,7 +21,7 @@
 //   --gpu-oracle: judge kb's attention GPU oracle
 //     (kernels/attention/gpu_oracle.cpp) instead of the solutions
 //   --shard K/N: run only items K, K + N, K + 2N, ... of the edge cases and
-//     shipped workloads together (tools/gpu/on_device.sh attn-check runs N
+//     shipped workloads together (tests/gpu/meson.build runs N
 //     processes side by side: the CPU side, random inputs and the fp64
 //     oracle, dominates the run time)
 // Exit codes: 0 all passed, 1 a failure, 77 skipped (no usable CUDA device).

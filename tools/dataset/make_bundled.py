@@ -142,7 +142,7 @@ def silu_and_mul(i, models):
 
 
 # Small enough that the CPU oracle judges the whole set in well under two
-# minutes on 2 cores; the GPU benchmark (tools/gpu/) uses large batches.
+# minutes on 2 cores; the GPU benchmarks (bench/) use large batches.
 BATCHES = [1, 7, 32]
 # gemm adds M = 16, the largest decode batch kb's gemv serves (kernels/gemm/cuda/gemv.hpp), so
 # that a dispatch built from a run of this set (kb_dispatch) has a record there rather than

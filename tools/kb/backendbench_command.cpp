@@ -41,7 +41,7 @@ run     Run the operators kb implements on the file's lines and print the
         operators kb does not implement. --ops names operators
         (aten.add.Tensor); --limit-per-op N takes each operator's N lines with
         the smallest inputs; --baseline reads times from
-        tools/backendbench/torch_baseline.py; --lines lists every line run.
+        bench/torch_baseline.py; --lines lists every line run.
         --device cuda runs kb's CUDA kernels (operators that have one) and
         judges them against the CPU oracles (cuda:N: on device N); --reps
         sets the timed calls per line (20); --markdown writes the
@@ -264,7 +264,7 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
     fmt::print(out,
                "device: {} (kb's CUDA kernels, judged against kb's fp64 CPU oracles: atol = rtol = 1e-2, NaN == NaN,\n"
                "dtype and shape must match). kb ms: median of {} calls after {} warm-up calls, each call between its\n"
-               "own CUDA events, L2 warm: the policy of tools/backendbench/torch_baseline.py.\n",
+               "own CUDA events, L2 warm: the policy of bench/torch_baseline.py.\n",
                device_name, copt.reps, copt.warmup);
     if (!rep->fatal.empty()) fmt::print(out, "STOPPED EARLY: {}\n", rep->fatal);
     const DevicePhases& ph = rep->phases;
@@ -364,7 +364,7 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
     fmt::print(md, "- trace: `{}`\n- device: {}\n", file, device_name);
     if (device == "cuda")
       fmt::print(md, "- timing: median of {} calls after {} warm-up calls, each between its own CUDA events, L2 warm "
-                     "(kb and tools/backendbench/torch_baseline.py alike)\n", copt.reps, copt.warmup);
+                     "(kb and bench/torch_baseline.py alike)\n", copt.reps, copt.warmup);
     fmt::print(md, "- judge: kb's fp64 CPU oracle, atol = rtol = 1e-2, NaN == NaN, dtype and shape must match\n");
     fmt::print(md, "- operators run: {}, fully correct: {}; geomean speedup over them: {:.3f}\n", sm.ops,
                pct(sm.fraction_correct, 1.0), sm.geomean);

@@ -14,6 +14,8 @@
 
 #include "bench/run.hpp"
 #include "commands.hpp"
+#include "common/tuning.hpp"
+#include "harness/measurement.hpp"
 #include "cuda/device.hpp"
 #include "cuda/timing.hpp"
 
@@ -91,10 +93,11 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 // The table: a header, then one row per evaluation.
-constexpr const char* kRowFormat = "{:<34} {:<24} {:<24} {:<20} {:>9} {:>9} {:>11} {:>8}\n";
+constexpr const char* kRowFormat = "{:<34} {:<24} {:<24} {:<20} {:>9} {:>9} {:>11} {:>8} {:>6} {:>9}\n";
 
 void print_header() {
-  fmt::print(kRowFormat, "definition", "axes", "solution", "status", "max_abs", "max_rel", "latency_ms", "speedup");
+  fmt::print(kRowFormat, "definition", "axes", "solution", "status", "max_abs", "max_rel", "latency_ms", "speedup", "noise",
+             "achieved");
 }
 
 // An evaluation and, for a failure (or a pass faster than the measured ceilings allow), the line that
@@ -103,11 +106,19 @@ void print_row(const kb::Definition& d, const kb::Workload& w, const kb::Impleme
                const kb::EvaluationResult& r, bool timed) {
   const auto& ev = r.evaluation;
   auto num = [](double v) { return fmt::format("{:.3g}", v); };
+  // The timing cells render the evaluation's one measurement record, as every printer does.
+  std::optional<kb::Measurement> m;
+  if (ev.performance && timed) {
+    if (!ev.performance->extra) m.emplace();
+    else if (auto read = kb::read_extra(*ev.performance->extra, d.name, "evaluation.performance.extra")) m = *read;
+    if (m) m->median_ms = ev.performance->latency_ms;
+  }
+  const bool has_speedup = m && ev.performance->speedup_factor > 0;
   fmt::print(kRowFormat, d.name, kb::bench::axes_text(w), solution.name, kb::eval_status_name(ev.status),
              ev.correctness ? num(ev.correctness->max_absolute_error) : "-",
-             ev.correctness ? num(ev.correctness->max_relative_error) : "-",
-             ev.performance && timed ? fmt::format("{:.4f}", ev.performance->latency_ms) : "-",
-             ev.performance && timed ? fmt::format("{:.2f}x", ev.performance->speedup_factor) : "-");
+             ev.correctness ? num(ev.correctness->max_relative_error) : "-", m ? kb::latency_cell(*m) : "-",
+             has_speedup ? fmt::format("{:.2f}x", ev.performance->speedup_factor) : "-",
+             m ? kb::noise_cell(*m) : "-", m ? kb::achieved_cell(*m) : "-");
   if (ev.status != kb::EvalStatus::passed || r.summary.find("IMPLAUSIBLE") != std::string::npos)
     fmt::print("    {}\n", r.summary);
   std::fflush(stdout);
@@ -234,8 +245,11 @@ int cmd_bench(const std::vector<std::string>& args) {
         fmt::print(stderr, "kb bench: --l2-flush is clean or write, got \"{}\"\n", *v);
         return 2;
       }
-      // Through the environment: kb's timer reads it once (lib/cuda/timing.hpp
-      // L2Flush), and it reaches the worker processes that time plugins.
+      // The process default is what kb's own timer reads; the environment
+      // carries the choice to the worker processes that time outside solutions.
+      kb::tuning::Settings s = kb::tuning::process_default();
+      (void)kb::tuning::set(s, "l2_flush", *v);
+      kb::tuning::set_process_default(s);
       setenv("KB_L2_FLUSH", v->c_str(), 1);
     } else if (a == "--list") {
       list = true;
@@ -259,10 +273,6 @@ int cmd_bench(const std::vector<std::string>& args) {
     } else {
       o.datasets.push_back(a);
     }
-  }
-  if (const char* flush = std::getenv("KB_L2_FLUSH"); flush && !kb::cuda::parse_l2_flush(flush)) {
-    fmt::print(stderr, "kb bench: the environment's KB_L2_FLUSH is \"{}\"; it must be clean or write\n", flush);
-    return 2;
   }
   if (o.datasets.empty()) o.datasets.push_back(KB_BUNDLED_DATASET);
   o.max_workloads = smallest ? 1 : static_cast<std::size_t>(max_workloads);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "common/tuning.hpp"
 #include "cuda/device.hpp"
 #include "cuda/nvml.hpp"
 #include "dataset/dataset.hpp"
@@ -39,6 +40,7 @@ commands:
   format FILE...       rewrite definitions, solutions and trace lines as kb writes them
   devices              list the CUDA devices kb can use
   dispatch DEF TRACES  what kb_dispatch chooses per call from recorded traces
+  tuning               the tuning settings, their values and defaults (KB_* variables)
   backendbench CMD FILE  parse, import or run BackendBench operator traces (CMD: parse, import, run)
 
 options:
@@ -452,8 +454,34 @@ int cmd_devices(const std::vector<std::string>& args) {
 
 }  // namespace
 
+// The library never prints: its diagnostics reach the command through this sink.
+void print_diagnostic(kb::tuning::LogLevel level, const char* message, void*) {
+  fmt::print(stderr, "kb: {}: {}\n", kb::log::level_name(level), message);
+}
+
+int cmd_tuning(const std::vector<std::string>& args) {
+  if (!args.empty() && is_help(args.front())) {
+    std::fputs("usage: kb tuning\n\nPrints kb's tuning settings: each one's environment variable, allowed values,\n"
+               "default and what it changes. kb_context_options.tuning sets them per context.\n", stdout);
+    return 0;
+  }
+  if (!args.empty()) {
+    fmt::print(stderr, "kb tuning: takes no arguments\n");
+    return 2;
+  }
+  std::fputs(kb::tuning::table().c_str(), stdout);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  kb::log::set_process_sink(print_diagnostic, nullptr);
+  if (auto settings = kb::tuning::from_environment()) {
+    kb::tuning::set_process_default(*settings);
+  } else {
+    fmt::print(stderr, "kb: {}\n", settings.error().message);
+    return 2;
+  }
   if (args.empty()) {
     std::fputs(kUsage, stderr);
     return 2;
@@ -475,6 +503,7 @@ int main(int argc, char** argv) {
     if (cmd == "devices") return cmd_devices(rest);
     if (cmd == "format") return cmd_format(rest);
     if (cmd == "dispatch") return cmd_dispatch(rest);
+    if (cmd == "tuning") return cmd_tuning(rest);
     if (cmd == "backendbench") return cmd_backendbench(rest, stdout, stderr);
   } catch (const std::exception& e) {
     fmt::print(stderr, "kb {}: internal error: {}\n", cmd, e.what());

@@ -294,10 +294,10 @@ void destroy_plan(const Plan& p) {
 }
 
 // Cluster-shape variants of the heuristic's first few algorithms, for the autotuner to time beside them. On an
-// H200 at M = 256 (tools/gpu/gemm_candidates --sweep over all 3138 configurations cuBLASLt accepts
+// H200 at M = 256 (a sweep over all 3138 configurations cuBLASLt accepts
 // for N = K = 4096) the 12 fastest configurations were the heuristic's own algorithm 66 kernels with an
 // explicit cluster shape (1x1x1, 2x1x1, 1x2x1), the best 3% faster than the best of the heuristic's 8 in that
-// tool's timing. Only for problems of at most about two waves of 128 x 128 output tiles (M x N <= 4M
+// sweep's timing. Only for problems of at most about two waves of 128 x 128 output tiles (M x N <= 4M
 // elements): where the tiles are few, how they are grouped into clusters decides how the SMs share the weight
 // reads; larger problems keep the heuristic's list, whose autotuning already costs several milliseconds a
 // candidate there.

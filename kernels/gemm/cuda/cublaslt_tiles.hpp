@@ -3,7 +3,7 @@
 // types here, so the rule is tested without a GPU (tests/kernels/test_launch_rules.cpp).
 //
 // Why: at M = 256 on an H200, kb_cuda_gemm ran 3072 x 6144 at 1.03x torch.matmul with the heuristic's list, and
-// a sweep over every configuration cuBLASLt accepts (tools/gpu/gemm_candidates --sweep) found the
+// a sweep over every configuration cuBLASLt accepts found the
 // heuristic's own algorithm 66 fastest with a 96 x 64 tile (6% faster than the heuristic's first): 32 x 4 = 128
 // tiles on 132 SMs, one wave nearly full, where a 128 x 64 tile leaves 36 SMs idle. Of the four problems swept
 // at M = 128 / 256 (N x K = 3072 x 6144, 6144 x 4096, 2048 x 4096, 16384 x 3072), the fastest tile was the one

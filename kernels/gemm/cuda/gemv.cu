@@ -47,7 +47,7 @@
 //    of resident blocks better, 16 on a tie; at 2 <= M <= 8 it compares the
 //    two finished plans, split included, and mostly takes 32 (gemv.hpp,
 //    gemv_small_m_rows: up to 12% faster on an H200). Why 16 at all: a read-only
-//    kernel with this load pattern (tools/gpu/gemv_read_ceiling.cu, H100)
+//    kernel with this load pattern (H100)
 //    reads 4096 x 14336 at 81% of copy bandwidth with 16-row blocks and 75%
 //    with 32-row ones (more blocks, more SMs streaming); in the gemv, side by
 //    side: 16384 x 3072 M = 1 41.8 against 43.8 us, 4096 x 14336 M = 16 51.4
@@ -106,8 +106,7 @@
 //      kernel at M = 1, 52 SMs with four blocks and 80 with three): slower
 //      on every shape, 7168 x 5120 M = 1 33.0 -> 35.8-37.6 us.
 //    * The rows spread evenly over a multiple of the SMs or of the slots
-//      (GemvBalance in gemv.hpp; tools/gpu/gemv_ab.cpp times them side by
-//      side), so every SM gets as many rows (7168 x 5120: 528 blocks of 13-14
+//      (GemvBalance in gemv.hpp; the tests check each), so every SM gets as many rows (7168 x 5120: 528 blocks of 13-14
 //      rows, four on each SM): level or up to 2% slower on H100 and H200
 //      (7168 x 5120 M = 1 32.5 against 33.0 us on the H100), except 10240 x
 //      8192 at M <= 8 (1-2% faster on the H100 only); the idle SMs at the end
@@ -161,7 +160,7 @@
 // plain __ldg.
 //
 // What bounds a cold sample. The L2 flush before it (kb's timer, and torch's
-// in tools/gpu/compare_torch.py) is a memset, which leaves L2 full of dirty
+// in bench/compare_torch.py) is a memset, which leaves L2 full of dirty
 // lines: a read that allocates a line in place of one makes L2 write it back
 // first. H200 (copy 4.24 TB/s read + write, 60 MiB L2, empty kernel 3.1 us),
 // reading the 33.6 MB of 4096 x 4096: 3.1 + 33.6 / 4.24 = 11.0 us without
@@ -504,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, M <= 8 ? 3 : 0) gemv_kernel(const Pa
 // a ring guarded by mbarriers (full: the stage's bytes arrived; empty: all 8
 // consumer warps have copied theirs to registers). Consumers read the gemv's
 // register pattern from shared memory. Why: on an H200 the read-only bulk
-// readers of tools/gpu/gemv_read_ceiling reach 82-83% of copy bandwidth on
+// readers of a read-only ceiling kernel reach 82-83% of copy bandwidth on
 // 4096 x 14336 and 16384 x 3072 where the gemv's own load pattern reaches
 // 78-80%: bytes in flight that cost no registers. What makes it pay where a
 // simpler form (level or slower on an H100) did not:

@@ -181,7 +181,7 @@ inline int gemv_bulk_rows(std::int64_t M, std::int64_t N, std::int64_t K, const 
 // blocks per SM), so every wave is full. kb uses `off`: the others measured
 // level or up to 2% slower on H100 and H200 (the idle SMs at the end do not
 // cost what their count suggests). gemv_plan takes the balance as a
-// parameter (tests, tools/gpu/gemv_ab.cpp).
+// parameter (the tests check every balance).
 enum class GemvBalance { off, sm, wave };
 
 // Blocks along N for `tiles` blocks of whole tiles under `balance`, on
@@ -198,8 +198,7 @@ inline std::int64_t gemv_balanced_blocks(std::int64_t tiles, int sm_count, int s
 // the gemv preconditions: 1 <= M <= kGemvMaxM, K % 8 == 0). Returns a
 // cudaError_t value: 0 on success.
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvPlan* out);
-// The same with the row balance given (tests and tools/gpu/gemv_ab.cpp time
-// and check the balances), and rows per block forced to 16 or 32 (0: kb's
+// The same with the row balance given (the tests check the balances), and rows per block forced to 16 or 32 (0: kb's
 // rule, gemv_rows_per_block).
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, GemvPlan* out);
 int gemv_plan(const GemmProblem& p, std::size_t scratch_bytes, GemvBalance balance, int rows, GemvPlan* out);

@@ -21,7 +21,7 @@
 // M = 128-8192 on an H100, up to 2% slower at M = 2048). What is left at M =
 // 512 (1.05-1.08x of torch.matmul, which keeps no fp32 buffer) is mostly the
 // buffer's traffic: parts written, read and rounded, ~50 MB.
-// Not taken, all measured slower on H100 or H200 (tools/gpu/long_k_variants.cu):
+// Not taken, all measured slower on H100 or H200:
 // cuBLASLt's own split-K (2-4 splits, fp32 reduction in its workspace;
 // 1.09-1.17 of one full-K product against 1.058 for the batch); more,
 // shorter chunks in the batch (one more fp32 part each: 1.125 with 3 chunks,
