@@ -15,10 +15,17 @@
  *   - CUDA device discovery                         kb_cuda_device_count, kb_cuda_device_get
  *   - outside solutions: plugins and built Solution JSON, run in a watched worker process
  *                                                   kb_plugin_load, kb_plugin_benchmark_run, ...
+ *   - running kb's solutions on caller tensors         kb_solution_run (CPU, or CUDA on a caller's stream)
+ *   - judging and timing one workload                  kb_benchmark_run
+ *   - running a whole dataset as `kb bench` does       kb_bench_run, one event per result
+ *   - dispatch for engines: the fastest PASSED solution for a call's shapes, from recorded traces
+ *                                                   kb_dispatch_create, kb_dispatch_run
+ *   - per-context tuning settings and a log callback   kb_context_options.tuning, .log
  *
- * PLANNED (later issues; not in ABI version 1 yet)
- *   - running solutions on caller tensors (kb_solution_run) with an explicit CUDA stream;
- *   - dispatch for engines (kb_dispatch): the fastest PASSED solution for a call's shapes.
+ * PLANNED (not in ABI version 1 yet)
+ *   - model-level records: Kernel Calling Records, Benchmark Results and Agent traces, read, validated
+ *     and written, and an estimate of a model step's time from a calling record and traces;
+ *   - loading a definition by name from a dataset directory.
  *   They will be added as new functions; nothing declared here changes meaning.
  *
  * CONVENTIONS (they hold for every declaration below unless it says otherwise)
@@ -1015,7 +1022,7 @@ typedef struct kb_cuda_device_info {
 KB_API kb_status kb_cuda_device_get(int ordinal, kb_cuda_device_info* out);
 
 /* Where kb_cuda_gemm keeps the winners of its races across processes (the gemv plans or cuBLASLt at
- * M <= 16, the long-K forms; README, "Engine warm-up"): sets the process defaults' gemm_race_file
+ * M <= 16, the long-K forms; docs/performance/gemm.md): sets the process defaults' gemm_race_file
  * (kb_context_options.tuning), which contexts without a tuning string follow from their next call.
  *   path (in, nullable) a JSON-lines file, created when the first race is kept; copied. NULL or "" keeps
  *        no file (races are still cached in the process).

@@ -236,7 +236,10 @@ Result<Measurement> read_extra(std::string_view extra_json, std::string_view ori
                                                       json::describe(doc->root())));
   Reader reader(origin, std::string(path));
   Measurement m;
-  for (auto [key, value] : o) {
+  for (auto field_kv : o) {
+    // Named copies: lambdas below capture them (structured bindings cannot be captured before clang 16).
+    std::string_view key = field_kv.key;
+    auto value = field_kv.value;
     bool known = false;
     Status st = ok_status();
     for_each_field(m, [&](std::string_view k, auto& field) {

@@ -20,7 +20,7 @@
 //   --dry-run: no GPU; materialize and run the oracle only (times the CPU side)
 //   --gpu-oracle: judge kb's attention GPU oracle
 //     (kernels/attention/gpu_oracle.cpp) instead of the solutions
-//   --shard K/N: run only items K, K + N, K + 2N, ... of the edge cases and
+//   --shard K/N: run only items K, K + N, K + 2N, ... (K from 0) of the edge cases and
 //     shipped workloads together (tests/gpu/meson.build runs N
 //     processes side by side: the CPU side, random inputs and the fp64
 //     oracle, dominates the run time)

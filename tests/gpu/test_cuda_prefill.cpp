@@ -29,7 +29,7 @@
 //   --gpu-oracle: parts 1 and 2 judge kb's attention GPU oracle
 //     (kernels/attention/gpu_oracle.cpp) instead of the solutions;
 //     1b and 1c, which call the solutions' launchers, are left out
-//   --shard K/N: run only items K, K + N, ... (tests/gpu/meson.build runs
+//   --shard K/N: run only items K, K + N, ... (K from 0; tests/gpu/meson.build runs
 //     N processes side by side: the CPU oracle dominates)
 // Exit codes: 0 all passed, 1 a failure, 77 skipped (no usable CUDA device).
 // Needs KB_SHARED_DIR (FlashInfer-Bench's definitions and workloads).
