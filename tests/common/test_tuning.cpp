@@ -34,13 +34,14 @@ TEST_CASE("every entry parses its default, and the defaults are Settings{}") {
 
 TEST_CASE("bad values and unknown names are refused with a message naming the variable") {
   Settings s;
-  for (auto [name, value] : std::vector<std::pair<const char*, const char*>>{{"gemm_race", "yes"},
-                                                                              {"cublaslt_autotune", "2"},
-                                                                              {"l2_flush", "dirty"},
-                                                                              {"throttle_threshold", "1.5"},
-                                                                              {"throttle_threshold", "0.5x"},
-                                                                              {"log", "debug"},
-                                                                              {"python", ""}}) {
+  for (auto item : std::vector<std::pair<const char*, const char*>>{{"gemm_race", "yes"},
+                                                                        {"cublaslt_autotune", "2"},
+                                                                        {"l2_flush", "dirty"},
+                                                                        {"throttle_threshold", "1.5"},
+                                                                        {"throttle_threshold", "0.5x"},
+                                                                        {"log", "debug"},
+                                                                        {"python", ""}}) {
+    const std::string name = item.first, value = item.second;  // CAPTURE needs a variable, not a binding
     CAPTURE(name);
     auto r = kb::tuning::set(s, name, value);
     REQUIRE_FALSE(r.ok());
