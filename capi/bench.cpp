@@ -43,8 +43,9 @@ kb_status read_options(const kb_bench_options* in, kb::bench::RunOptions& o) {
   if (in->n_plugins > 0 && !in->plugins) return kb::capi::null_argument("kb_bench_run", "opts->plugins");
   if (in->flags != 0) return invalid("opts->flags must be 0");
   if (in->trials < 1) return invalid(fmt::format("opts->trials is {}; it must be at least 1", in->trials));
-  if (in->reference != KB_BENCH_REFERENCE_NATIVE && in->reference != KB_BENCH_REFERENCE_TORCH)
-    return invalid(fmt::format("opts->reference is {}, not a kb_bench_reference", static_cast<int>(in->reference)));
+  const std::int64_t reference = kb::capi::enum_bits(in->reference);
+  if (reference != KB_BENCH_REFERENCE_NATIVE && reference != KB_BENCH_REFERENCE_TORCH)
+    return invalid(fmt::format("opts->reference is {}, not a kb_bench_reference", reference));
   const std::uint32_t shards = in->shard_count == 0 ? 1 : in->shard_count;
   if (shards > 1 && (in->shard_index < 1 || in->shard_index > shards))
     return invalid(fmt::format("opts->shard_index is {}; with shard_count {} it must be in 1..{}", in->shard_index,
@@ -63,7 +64,7 @@ kb_status read_options(const kb_bench_options* in, kb::bench::RunOptions& o) {
   o.bench.seed = in->seed;
   o.bench.time = in->time != 0;
   o.bench.cupti = in->cupti != 0;
-  o.bench.reference = in->reference == KB_BENCH_REFERENCE_TORCH ? kb::ReferenceSource::torch : kb::ReferenceSource::native;
+  o.bench.reference = reference == KB_BENCH_REFERENCE_TORCH ? kb::ReferenceSource::torch : kb::ReferenceSource::native;
   if (in->sampling_draws != 0) {
     o.bench.sampling.draws = in->sampling_draws;
     if (in->sampling_draws < kb::minimum_sampling_draws(o.bench.sampling))

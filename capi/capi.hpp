@@ -131,6 +131,22 @@ T guarded_value(const char* function, T fallback, F&& body) noexcept {
   }
 }
 
+// An enum field or parameter that came from the caller, as its underlying
+// integer. A C caller may store any integer in it, and loading a value outside
+// the enum's range as the enum type is undefined behaviour; the bytes are
+// copied instead, as the signed integer a C caller stores (C enums are int),
+// and the caller validates the integer before using it as E.
+template <class E>
+std::int64_t enum_bits(const E& value) noexcept {
+  static_assert(std::is_enum_v<E>);
+  std::make_signed_t<std::underlying_type_t<E>> bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return static_cast<std::int64_t>(bits);
+}
+
+// The DLPack device type of a caller's tensor, read as enum_bits does.
+inline std::int64_t device_type_of(const DLTensor& t) noexcept { return enum_bits(t.device.device_type); }
+
 // Reading JSON from the caller: (pointer, length) -> string_view, refusing NULL.
 constexpr std::string_view memory_origin = "<memory>";
 

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "capi.hpp"
@@ -83,16 +84,25 @@ std::string dlpack_type_text(DLDataType d) {
   return fmt::format("DLPack type {{code {}, bits {}, lanes {}}}", d.code, d.bits, d.lanes);
 }
 
-std::string device_text(DLDevice d) {
-  switch (d.device_type) {
+// DLPack's device types (dlpack.h 1.x): a value outside them is not a device a
+// caller can mean, and is refused before the field is used as DLDeviceType.
+bool is_dlpack_device_type(std::int64_t t) {
+  return (t >= 1 && t <= 4) || (t >= 7 && t <= 17);
+}
+
+std::string device_text(const DLTensor& x) {
+  switch (kb::capi::device_type_of(x)) {
     case kDLCPU: return "the CPU";
-    case kDLCUDA: return fmt::format("CUDA device {}", d.device_id);
+    case kDLCUDA: return fmt::format("CUDA device {}", x.device.device_id);
     case kDLCUDAHost: return "CUDA host memory";
-    default: return fmt::format("device type {}", static_cast<int>(d.device_type));
+    default: return fmt::format("device type {}", kb::capi::device_type_of(x));
   }
 }
 
-bool host_readable(DLDevice d) { return d.device_type == kDLCPU || d.device_type == kDLCUDAHost; }
+bool host_readable(const DLTensor& x) {
+  const std::int64_t t = kb::capi::device_type_of(x);
+  return t == kDLCPU || t == kDLCUDAHost;
+}
 
 // Reads an integer or bool element at `offset` elements past data + byte_offset.
 std::optional<std::int64_t> read_integer(const DLTensor& x, std::int64_t offset) {
@@ -119,7 +129,7 @@ std::optional<std::int64_t> read_integer(const DLTensor& x, std::int64_t offset)
 
 // The value of a Python scalar passed as a 0-D host tensor.
 std::optional<Value> read_scalar(const DLTensor& x) {
-  if (!x.data || x.ndim != 0 || !host_readable(x.device) || x.dtype.lanes != 1) return std::nullopt;
+  if (!x.data || x.ndim != 0 || !host_readable(x) || x.dtype.lanes != 1) return std::nullopt;
   const char* p = static_cast<const char*>(x.data) + x.byte_offset;
   if (x.dtype.code == kDLFloat && x.dtype.bits == 32) {
     float v;
@@ -198,7 +208,7 @@ class CallEnvironment final : public kb::expr::Environment {
     auto k = call_.find(name);
     if (!k || call_.spec(*k).is_scalar()) return std::nullopt;
     const DLTensor* x = call_.tensor(*k);
-    if (!x || !x->data || !host_readable(x->device)) return std::nullopt;
+    if (!x || !x->data || !host_readable(*x)) return std::nullopt;
     if (index.size() != static_cast<std::size_t>(x->ndim)) return std::nullopt;
     // Strides are compact row-major or size-1 dims (checked), so the
     // compact formula is right unless explicit strides say otherwise.
@@ -224,7 +234,7 @@ bool reads_device_data(const Call& c, const kb::expr::Expression& e) {
   for (const std::string& name : e.data_tensor_names()) {
     auto k = c.find(name);
     const DLTensor* x = k ? c.tensor(*k) : nullptr;
-    if (!x || !x->data || !host_readable(x->device)) return true;
+    if (!x || !x->data || !host_readable(*x)) return true;
   }
   return false;
 }
@@ -247,6 +257,21 @@ void fill_axes(const Call& c, const SmallBuf<Binding, 32>& axes, kb_check_result
   std::size_t n = c.h.def.axes.size();
   if (!out->axis_values || out->axis_capacity < n) return;
   for (std::size_t a = 0; a < n; ++a) out->axis_values[a] = axes[a].tensor == -1 ? -1 : axes[a].value;
+}
+
+// The bytes [data + byte_offset, data + byte_offset + extent) must be addresses:
+// a byte_offset (or extent) that wraps past the end of the address space would
+// make kb read or write below data. Checked before any pointer arithmetic.
+kb_status check_extent(const Call& c, std::size_t k, const DLTensor& x, std::int64_t extent) {
+  const auto base = reinterpret_cast<std::uintptr_t>(x.data);
+  std::uintptr_t first = 0, end = 0;
+  if (x.byte_offset > std::numeric_limits<std::uintptr_t>::max() ||
+      __builtin_add_overflow(base, static_cast<std::uintptr_t>(x.byte_offset), &first) ||
+      __builtin_add_overflow(first, static_cast<std::uintptr_t>(extent), &end))
+    return invalid(c, fmt::format("{}: byte_offset {} plus its extent of {} bytes overflows the address space "
+                                  "past data",
+                                  c.label(k), x.byte_offset, extent));
+  return KB_OK;
 }
 
 kb_status check(const Call& c, kb_check_result* out) {
@@ -273,20 +298,25 @@ kb_status check(const Call& c, kb_check_result* out) {
   for (std::size_t k = 0; k < c.count(); ++k) {
     const kb::TensorSpec& spec = c.spec(k);
     const DLTensor* x = c.tensor(k);
+    if (x && !is_dlpack_device_type(kb::capi::device_type_of(*x)))
+      return invalid(c, fmt::format("{}: device.device_type is {}, not a DLPack device type", c.label(k),
+                                    kb::capi::device_type_of(*x)));
 
     if (spec.is_scalar()) {
       if (!x) continue;  // value unknown
       if (x->ndim != 0)
         return invalid(c, fmt::format("{} is a scalar: pass NULL or a 0-D tensor, not a tensor of rank {}",
                                       c.label(k), x->ndim));
-      if (!host_readable(x->device))
+      if (!host_readable(*x))
         return invalid(c, fmt::format("{} is a scalar: its 0-D tensor must be in host memory (kDLCPU or "
                                       "kDLCUDAHost), not on {}",
-                                      c.label(k), device_text(x->device)));
+                                      c.label(k), device_text(*x)));
       if (!scalar_dtype_ok(spec.dtype, x->dtype))
         return invalid(c, fmt::format("{}: dtype is {} but the definition says {}", c.label(k),
                                       dlpack_type_text(x->dtype), kb::dtype_name(spec.dtype)));
       if (!x->data) return invalid(c, fmt::format("{}: data is NULL", c.label(k)));
+      if (kb_status s = check_extent(c, k, *x, (std::int64_t{x->dtype.bits} * x->dtype.lanes + 7) / 8); s != KB_OK)
+        return s;
       continue;
     }
 
@@ -318,7 +348,10 @@ kb_status check(const Call& c, kb_check_result* out) {
     for (std::int32_t dim = 0; dim < x->ndim; ++dim) {
       std::int64_t n = x->shape[dim];
       if (n < 0) return invalid(c, fmt::format("{}: dim {} is {}", c.label(k), dim, n));
-      if (__builtin_mul_overflow(elements, n, &elements) || elements > kb::limits::max_tensor_elements)
+      if (__builtin_mul_overflow(elements, n, &elements))
+        return invalid(c, fmt::format("{}: shape {}: the product of its dims overflows int64", c.label(k),
+                                      dims_text(x->shape, x->ndim)));
+      if (elements > kb::limits::max_tensor_elements)
         return fail(KB_ERROR_LIMIT, fmt::format("{}: {}: shape {} has more than {} elements", d.name, c.label(k),
                                                 dims_text(x->shape, x->ndim), kb::limits::max_tensor_elements));
       int a = dim_axis[static_cast<std::size_t>(dim)];
@@ -340,20 +373,20 @@ kb_status check(const Call& c, kb_check_result* out) {
     }
 
     // device
-    switch (x->device.device_type) {
+    switch (kb::capi::device_type_of(*x)) {
       case kDLCPU:
         if (first_cuda)
           return invalid(c, fmt::format("{} is on the CPU but {} is on {} (CPU and CUDA tensors cannot be mixed)",
-                                        c.label(k), c.label(*first_cuda), device_text(c.tensor(*first_cuda)->device)));
+                                        c.label(k), c.label(*first_cuda), device_text(*c.tensor(*first_cuda))));
         if (!first_cpu) first_cpu = k;
         break;
       case kDLCUDA:
         if (first_cpu)
           return invalid(c, fmt::format("{} is on {} but {} is on the CPU (CPU and CUDA tensors cannot be mixed)",
-                                        c.label(k), device_text(x->device), c.label(*first_cpu)));
+                                        c.label(k), device_text(*x), c.label(*first_cpu)));
         if (first_cuda && c.tensor(*first_cuda)->device.device_id != x->device.device_id)
-          return invalid(c, fmt::format("{} is on {} but {} is on {}", c.label(k), device_text(x->device),
-                                        c.label(*first_cuda), device_text(c.tensor(*first_cuda)->device)));
+          return invalid(c, fmt::format("{} is on {} but {} is on {}", c.label(k), device_text(*x),
+                                        c.label(*first_cuda), device_text(*c.tensor(*first_cuda))));
         if (!first_cuda) first_cuda = k;
         break;
       case kDLCUDAHost:
@@ -361,7 +394,7 @@ kb_status check(const Call& c, kb_check_result* out) {
       default:
         return fail(KB_ERROR_UNSUPPORTED,
                     fmt::format("{}: {} is on {}; kb supports kDLCPU, kDLCUDA and kDLCUDAHost", d.name, c.label(k),
-                                device_text(x->device)));
+                                device_text(*x)));
     }
 
     // layout: compact row-major (size-1 dims may have any stride)
@@ -384,6 +417,7 @@ kb_status check(const Call& c, kb_check_result* out) {
     }
 
     if (elements > 0 && !x->data) return invalid(c, fmt::format("{}: data is NULL", c.label(k)));
+    if (kb_status s = check_extent(c, k, *x, kb::dtype_storage_bytes(spec.dtype, elements)); s != KB_OK) return s;
   }
 
   if (out) fill_axes(c, axes, out);
@@ -426,12 +460,12 @@ extern "C" {
 
 KB_API kb_status kb_dtype_to_dlpack(kb_dtype dtype, DLDataType* out) {
   KB_CAPI_REQUIRE(out);
-  int v = static_cast<int>(dtype);
+  const std::int64_t v = kb::capi::enum_bits(dtype);
   if (v < 0 || v >= kb::dtype_count)
     return kb::capi::guarded(__func__, [&] {
       return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("kb_dtype_to_dlpack: {} is not a kb_dtype", v));
     });
-  *out = expected_dlpack(static_cast<DType>(v));
+  *out = expected_dlpack(static_cast<DType>(static_cast<int>(v)));
   return KB_OK;
 }
 

@@ -27,7 +27,7 @@ namespace {
 
 bool on_cuda(const DLTensor* const* tensors, size_t n) {
   for (size_t i = 0; i < n; ++i)
-    if (tensors[i] && tensors[i]->device.device_type == kDLCUDA) return true;
+    if (tensors[i] && kb::capi::device_type_of(*tensors[i]) == kDLCUDA) return true;
   return false;
 }
 

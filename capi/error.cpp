@@ -155,7 +155,7 @@ KB_API const char* kb_last_error(void) {
 }
 
 KB_API const char* kb_dtype_name(kb_dtype dtype) {
-  int v = static_cast<int>(dtype);
+  const std::int64_t v = kb::capi::enum_bits(dtype);
   if (v < 0 || v >= kb::dtype_count) {
     kb::capi::guarded(__func__, [&] {
       return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("kb_dtype_name: {} is not a kb_dtype", v));
@@ -163,7 +163,7 @@ KB_API const char* kb_dtype_name(kb_dtype dtype) {
     return nullptr;
   }
   // dtype_name returns views of string literals, so data() is NUL-terminated.
-  return kb::dtype_name(static_cast<kb::DType>(v)).data();
+  return kb::dtype_name(static_cast<kb::DType>(static_cast<int>(v))).data();
 }
 
 KB_API kb_status kb_dtype_from_name(const char* name, kb_dtype* out) {

@@ -235,7 +235,7 @@ KB_API kb_status kb_solution_source(const kb_solution* solution, size_t index, k
 // ---- Results -------------------------------------------------------------------
 
 KB_API const char* kb_eval_status_name(kb_eval_status status) {
-  int v = static_cast<int>(status);
+  const std::int64_t v = kb::capi::enum_bits(status);
   if (v < KB_EVAL_PASSED || v > KB_EVAL_TIMEOUT) {
     kb::capi::guarded(__func__, [&] {
       return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("kb_eval_status_name: {} is not a kb_eval_status", v));
@@ -243,7 +243,7 @@ KB_API const char* kb_eval_status_name(kb_eval_status status) {
     return nullptr;
   }
   // eval_status_name returns views of string literals, so data() is NUL-terminated.
-  return kb::eval_status_name(static_cast<kb::EvalStatus>(v)).data();
+  return kb::eval_status_name(static_cast<kb::EvalStatus>(static_cast<int>(v))).data();
 }
 
 KB_API kb_status kb_result_load(kb_context* ctx, const char* json_line, size_t len, kb_result** out) {

@@ -29,9 +29,13 @@ const kb::Implementation* find_solution(const char* name, kb::Implementation& re
   return kb::builtin_registry().find(name);
 }
 
-bool is_host(const DLTensor* t) { return t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost; }
+bool is_host(const DLTensor* t) {
+  const std::int64_t type = kb::capi::device_type_of(*t);
+  return type == kDLCPU || type == kDLCUDAHost;
+}
 
-// A host tensor's bytes (contiguous: kb_definition_check_tensors checked the layout).
+// A host tensor's bytes (contiguous, and data + byte_offset + its extent within the address space:
+// kb_definition_check_tensors checked both).
 const std::byte* host_bytes(const DLTensor* t) {
   return static_cast<const std::byte*>(t->data) + t->byte_offset;
 }
@@ -199,12 +203,12 @@ kb_status run_checked(const char* function, const kb::Definition& d, std::span<c
       args[i].scalar = scalar_of(d.inputs[i], t);
       continue;
     }
-    if (t->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the GPU but input \"{}\" is not in device memory", function, impl->name, d.inputs[i].name));
+    if (kb::capi::device_type_of(*t) != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the GPU but input \"{}\" is not in device memory", function, impl->name, d.inputs[i].name));
     view(in_views[i], t, d.inputs[i].dtype);
     args[i].tensor = &in_views[i];
   }
   for (std::size_t i = 0; i < n_outputs; ++i) {
-    if (outputs[i]->device.device_type != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the GPU but output \"{}\" is not in device memory", function, impl->name, d.outputs[i].name));
+    if (kb::capi::device_type_of(*outputs[i]) != kDLCUDA) return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} runs on the GPU but output \"{}\" is not in device memory", function, impl->name, d.outputs[i].name));
     view(out_views[i], outputs[i], d.outputs[i].dtype);
   }
   // The solution runs on its tensors' device (DLPack device_id; check_tensors made them agree), as a

@@ -396,10 +396,14 @@ typedef struct kb_check_result {
  *      - rank: ndim equals the number of axes in the definition's shape;
  *      - const axes: the dimension equals the axis value;
  *      - var axes: every dimension naming the same axis has the same size, across all tensors;
+ *      - device_type: one of DLPack's device types (read as an integer: any other value is
+ *        refused before it is used);
  *      - device: kDLCPU, kDLCUDA or kDLCUDAHost; CPU and CUDA tensors are not mixed (CUDA host
  *        memory goes with either), and all kDLCUDA tensors are on one device_id;
  *      - layout: strides NULL, or compact row-major (dimensions of size 1 may have any stride);
- *      - data: not NULL when the tensor has elements.
+ *      - data: not NULL when the tensor has elements;
+ *      - extent: the product of the dims fits int64, and data + byte_offset + the tensor's size in
+ *        bytes does not wrap past the end of the address space.
  *   3. constraints: each is evaluated (Python semantics) over the bound axes, the tensors' shapes,
  *      the values of scalar inputs, and elements of int8/int16/int32/int64/bool tensors in host
  *      memory (kDLCPU, kDLCUDAHost; byte_offset respected). Elements of kDLCUDA tensors are never
@@ -420,7 +424,10 @@ typedef struct kb_check_result {
  *   gqa_paged_decode_h16_kv2_d128_ps64: input "q": dim 2 is 64 but axis head_dim is const 128
  *   gqa_paged_decode_h16_kv2_d128_ps64: input "v_cache": axis num_pages is 10 here but 12 in input "k_cache" dim 0
  *   gqa_paged_decode_h16_kv2_d128_ps64: constraint "len_indptr == batch_size + 1" violated: 5 == 4 is false (...)
- * KB_ERROR_UNSUPPORTED for a device type other than those above; KB_ERROR_LIMIT for a rank above 16
+ *   gqa_paged_decode_h16_kv2_d128_ps64: input "k_cache": device.device_type is 99, not a DLPack device type
+ *   gqa_paged_decode_h16_kv2_d128_ps64: input "k_cache": byte_offset 18446744073709551607 plus its extent of
+ *     98304 bytes overflows the address space past data
+ * KB_ERROR_UNSUPPORTED for a DLPack device type other than those above; KB_ERROR_LIMIT for a rank above 16
  * or more than 2^40 elements; KB_ERROR_OUT_OF_MEMORY.
  * Reads tensor metadata and, for constraints, host-memory elements only; never touches device
  * memory and never synchronizes a GPU. Allocates nothing on the success path except what

@@ -37,7 +37,31 @@ bool OpInfo::inplace() const {
   return last != std::string_view::npos && last > 0 && n[last - 1] == '_';
 }
 
+namespace {
+
+// PyTorch refuses to write through a tensor in which several elements share
+// one memory location (at::assert_no_internal_overlap: a dimension of size > 1
+// with stride 0), since the result would depend on the order of the writes.
+// An in-place operator writes `self`.
+Status check_written_overlap(const OpInfo& info, const Call& call) {
+  if (!info.inplace()) return ok_status();
+  const CallArg* self = call.find(0, "self");
+  if (!self || !self->tensor) return ok_status();
+  const HostTensor& t = *self->tensor;
+  for (std::size_t d = 0; d < t.rank(); ++d)
+    if (t.shape[d] > 1 && t.strides[d] == 0)
+      return make_error(Code::invalid_argument,
+                        fmt::format("{}: unsupported operation: more than one element of the written-to tensor "
+                                    "refers to a single memory location (self has stride 0 in dimension {} of size "
+                                    "{}); PyTorch refuses the write",
+                                    info.name, d, t.shape[d]));
+  return ok_status();
+}
+
+}  // namespace
+
 Result<std::vector<HostTensor>> run_cpu(const OpInfo& info, Call& call) {
+  if (auto st = check_written_overlap(info, call); !st) return std::move(st).error();
   try {
     return info.cpu(call);
   } catch (const aten::OpError& e) {

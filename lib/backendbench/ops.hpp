@@ -77,6 +77,10 @@ std::span<const OpInfo> aten_ops();
 // The row for a canonical overload name, or null.
 const OpInfo* find_aten_op(std::string_view name);
 // Runs `info.cpu` (exceptions inside a kernel become Errors naming the op).
+// An in-place operator whose `self` has a stride-0 dimension of size > 1 is
+// refused as PyTorch refuses it ("unsupported operation: more than one element
+// of the written-to tensor refers to a single memory location"); both the CPU
+// and the CUDA runs meet this on their meta call, so such a line never passes.
 Result<std::vector<HostTensor>> run_cpu(const OpInfo& info, Call& call);
 // Runs `info.prepare` when there is one (valid indices for index arguments).
 Status prepare_call(const OpInfo& info, Call& call, Rng& rng);

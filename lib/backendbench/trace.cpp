@@ -220,6 +220,7 @@ class Parser {
   bool parse_value(Value& out, std::size_t depth) {
     skip_ws();
     if (at_end()) return expected("a value");
+    if (!count_value()) return false;
     out.offset = pos_;
     const char c = s_[pos_];
     if (c == '(' || c == '[') {
@@ -252,6 +253,15 @@ class Parser {
     return s_.substr(start, pos_ - start);
   }
 
+  // One more value on this line; refused past limits::max_backendbench_line_values.
+  bool count_value() {
+    if (values_ == limits::max_backendbench_line_values)
+      return fail(pos_, Code::limit_exceeded,
+                  "more than " + std::to_string(limits::max_backendbench_line_values) + " values on one line");
+    ++values_;
+    return true;
+  }
+
   bool check_depth(std::size_t at, std::size_t depth) {
     if (depth > max_depth)
       return fail(at, Code::limit_exceeded, "nesting deeper than " + std::to_string(max_depth));
@@ -267,6 +277,12 @@ class Parser {
       return true;
     }
     while (true) {
+      if (out.children.size() == limits::max_backendbench_list_elements) {
+        skip_ws();
+        return fail(pos_, Code::limit_exceeded,
+                    std::string(close == ']' ? "list" : "tuple") + " of more than " +
+                        std::to_string(limits::max_backendbench_list_elements) + " elements");
+      }
       Value child;
       if (!parse_value(child, depth + 1)) return false;
       out.children.push_back(std::move(child));
@@ -299,6 +315,7 @@ class Parser {
       skip_ws();
       Kwarg kw;
       if (peek() != '\'' && peek() != '"') return expected("a quoted keyword name");
+      if (!count_value()) return false;
       kw.key.offset = pos_;
       if (!parse_string(kw.key)) return false;
       const std::string& name = kw.key.str_value;
@@ -579,6 +596,7 @@ class Parser {
   }
 
   std::string_view s_;
+  std::size_t values_ = 0;  // values parsed on this line (count_value)
   std::size_t pos_ = 0;
   Failure fail_;
 };
@@ -722,6 +740,12 @@ ParseReport parse_text(std::string_view text, std::string_view origin) {
     start = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.size() > limits::max_backendbench_line_bytes) {
+      error(limits::max_backendbench_line_bytes, Code::limit_exceeded,
+            "line of " + std::to_string(line.size()) + " bytes is longer than the limit of " +
+                std::to_string(limits::max_backendbench_line_bytes) + " bytes");
+      continue;
+    }
     std::size_t i = 0;
     while (i < line.size() && is_ws(line[i])) ++i;
     if (i == line.size()) continue;  // blank

@@ -14,8 +14,12 @@
 // Hostile input is refused with an error naming line and column: nesting
 // deeper than max_depth, tensors of rank > limits::max_tensor_rank, negative
 // dims or strides, dims or element counts or buffer spans above
-// limits::max_tensor_elements, dims that do not fit int64. Numbers of any
-// length are kept as text. The parser recurses only to max_depth.
+// limits::max_tensor_elements, dims that do not fit int64, lines longer than
+// limits::max_backendbench_line_bytes (refused before parsing), lists or
+// tuples of more than limits::max_backendbench_list_elements and lines of more
+// than limits::max_backendbench_line_values values (parsing stops there, so a
+// line's AST stays bounded whatever its text). Numbers of any length are kept
+// as text. The parser recurses only to max_depth.
 #pragma once
 
 #include <cstddef>

@@ -20,6 +20,15 @@ inline constexpr std::int64_t max_tensor_elements = std::int64_t{1} << 40;
 // Constraint expression text and its nesting.
 inline constexpr std::size_t max_expression_chars = 4096;
 inline constexpr std::size_t max_expression_depth = 64;
+// Longest line of a BackendBench trace that is parsed; longer lines are
+// refused before parsing (real traces' lines are a few KiB).
+inline constexpr std::size_t max_backendbench_line_bytes = std::size_t{16} << 20;  // 16 MiB
+// Most elements of one list or tuple of a BackendBench line, and most values
+// (scalars, containers, keyword arguments) in all of one line. Parsing stops at
+// the first one past either bound, so what a line's parse holds (about 200
+// bytes per value) stays under half a GB whatever the text.
+inline constexpr std::size_t max_backendbench_list_elements = 1'000'000;
+inline constexpr std::size_t max_backendbench_line_values = 2'000'000;
 // safetensors header (the format itself caps it at 100 MB).
 inline constexpr std::size_t max_safetensors_header_bytes = std::size_t{100} << 20;
 

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #if KB_HAVE_CUDA
@@ -611,12 +612,16 @@ int main(int argc, char** argv) {
       std::memcpy(d.description, s.description, n);
       d.description[n] = '\0';
     }
-    if (s.device != KB_PLUGIN_DEVICE_CPU && s.device != KB_PLUGIN_DEVICE_CUDA) {
-      set_message(msg, sizeof msg, "malformed table: solutions[%u] (\"%s\").device is %d (expected 0 = cpu or 1 = cuda)",
-                  i, d.name, static_cast<int>(s.device));
+    // Read as its integer: a plugin may store any value there, and loading one outside the enum's
+    // range as kb_plugin_device is undefined behaviour.
+    std::underlying_type_t<kb_plugin_device> device;
+    std::memcpy(&device, &s.device, sizeof device);
+    if (device != KB_PLUGIN_DEVICE_CPU && device != KB_PLUGIN_DEVICE_CUDA) {
+      set_message(msg, sizeof msg, "malformed table: solutions[%u] (\"%s\").device is %lld (expected 0 = cpu or 1 = cuda)",
+                  i, d.name, static_cast<long long>(device));
       return fail_load(kLoadInvalid, msg);
     }
-    d.device = static_cast<std::uint32_t>(s.device);
+    d.device = static_cast<std::uint32_t>(device);
     if (!s.run) {
       set_message(msg, sizeof msg, "malformed table: solutions[%u] (\"%s\").run is NULL", i, d.name);
       return fail_load(kLoadInvalid, msg);

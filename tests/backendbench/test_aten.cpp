@@ -201,6 +201,37 @@ TEST_CASE("in-place ops write through self's strides and return self") {
   check_values(m.out(), {10, 200, 30, 400});
 }
 
+TEST_CASE("in-place ops refuse a self whose elements share memory, as PyTorch does") {
+  Fixture r("aten.relu_.default", "((T([2, 3], f32, stride=(0, 1)),), {})");
+  CHECK(r.outs.empty());
+  CHECK(r.error ==
+        "aten.relu_.default: unsupported operation: more than one element of the written-to tensor refers to a single "
+        "memory location (self has stride 0 in dimension 0 of size 2); PyTorch refuses the write");
+  Fixture m("aten.mul_.Tensor", "((T([4, 2], f16, stride=(1, 0)), T([2], f16)), {})");
+  CHECK(m.error.find("(self has stride 0 in dimension 1 of size 2)") != std::string::npos);
+  // A stride-0 dimension of size 1 shares nothing; a functional op may read overlapping inputs.
+  Fixture one("aten.relu_.default", "((T([1, 2], f32, stride=(0, 1)),), {})", {{-1, 2}});
+  check_values(one.out(), {0, 2});
+  Fixture f("aten.relu.default", "((T([2, 2], f32, stride=(0, 1)),), {})", {{-1, 2}});
+  check_values(f.out(), {0, 2, 0, 2});
+
+  // A trace line of it is reported with the reason, not passed.
+  bb::ParseReport rep = bb::parse_text(
+      "Operator: aten.relu_.default\n"
+      "cnt: 1, ((T([3, 4], f32, stride=(0, 1)),), {})\n"
+      "cnt: 1, ((T([3, 4], f32),), {})\n",
+      "overlap.txt");
+  REQUIRE(rep.ok());
+  auto run = bb::run_cpu_trace(rep.trace, bb::RunOptions{});
+  REQUIRE(run.ok());
+  REQUIRE(run->lines.size() == 2);
+  CHECK_FALSE(run->lines[0].passed);
+  CHECK(run->lines[0].problem ==
+        "meta: aten.relu_.default: unsupported operation: more than one element of the written-to tensor refers to a "
+        "single memory location (self has stride 0 in dimension 0 of size 3); PyTorch refuses the write");
+  CHECK_MESSAGE(run->lines[1].passed, run->lines[1].problem);
+}
+
 TEST_CASE("activations and their backwards") {
   const double x = 0.5;
   Fixture s("aten.sigmoid.default", "((T([1], f32),), {})", {{x}});

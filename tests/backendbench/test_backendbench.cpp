@@ -2,6 +2,7 @@
 // real TritonBench trace file from the shared folder. The `kb backendbench`
 // command is tested by tests/cli.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "backendbench/trace.hpp"
+#include "common/limits.hpp"
 #include "backendbench/run.hpp"
 
 namespace bb = kb::backendbench;
@@ -277,6 +279,84 @@ TEST_CASE("nesting is limited to 64") {
   // Far deeper input is refused, not a stack overflow.
   CHECK_FALSE(bb::parse_value(std::string(1000000, '(')).ok());
   CHECK_FALSE(bb::parse_args("((" + std::string(100000, '[')).ok());
+}
+
+namespace {
+
+// Peak resident memory of this process so far, in bytes.
+std::int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<std::int64_t>(u.ru_maxrss) * 1024;
+}
+
+// "cnt: 1, (([0,0,...],), {})" with `n` zeros.
+std::string long_list_line(std::size_t n) {
+  std::string line = "cnt: 1, (([";
+  line.reserve(line.size() + 2 * n + 16);
+  for (std::size_t i = 0; i < n; ++i) line += "0,";
+  line += "],), {})";
+  return line;
+}
+
+}  // namespace
+
+TEST_CASE("a list past the element bound is refused at its place, in bounded memory") {
+  static_assert(kb::limits::max_backendbench_list_elements == 1'000'000);
+  // 5M elements (10 MB of text, under the line bound): parsed whole it would hold about 1.6 GB.
+  const std::string text = "Operator: aten.x.default\n" + long_list_line(5'000'000) + "\n";
+  const std::int64_t before = peak_rss_bytes();
+  bb::ParseReport rep = bb::parse_text(text, "long.txt");
+  const std::int64_t grown = peak_rss_bytes() - before;
+  REQUIRE(rep.errors.size() == 1);
+  CHECK(rep.errors[0].code == kb::Code::limit_exceeded);
+  // The 1,000,001st element starts at column 12 + 2 * 1,000,000.
+  CHECK(rep.format_error(rep.errors[0]) == "long.txt:2:2000012: list of more than 1000000 elements");
+  CHECK(rep.arg_lines_parsed == 0);
+  INFO("peak memory grew by " << grown << " bytes");
+  CHECK(grown < (std::int64_t{1} << 30));
+
+  // Exactly at the bound: parsed.
+  bb::ParseReport at = bb::parse_text("Operator: aten.x.default\n" + long_list_line(1'000'000) + "\n", "at.txt");
+  CHECK(at.ok());
+  REQUIRE(at.trace.operators.size() == 1);
+  CHECK(at.trace.operators[0].lines[0].args.positional[0].children.size() == 1'000'000);
+
+  // Lists each under the bound but more values than a line may hold; a tuple past the bound.
+  std::string many = "cnt: 1, ((";
+  for (int k = 0; k < 3; ++k) {
+    many += '[';
+    for (int i = 0; i < 900'000; ++i) many += "0,";
+    many += "], ";
+  }
+  many += "), {})";
+  const std::string err = line_error(many);
+  CHECK(err.find("t.txt:2:") == 0);
+  CHECK(err.find(": more than 2000000 values on one line") != std::string::npos);
+  std::string tuple = "cnt: 1, ((";
+  for (int i = 0; i < 1'000'001; ++i) tuple += "1,";
+  tuple += "), {})";
+  CHECK(line_error(tuple) == "t.txt:2:2000011: tuple of more than 1000000 elements");
+}
+
+TEST_CASE("a line past the length bound is refused before parsing") {
+  static_assert(kb::limits::max_backendbench_line_bytes == std::size_t{16} << 20);
+  // 24 MiB of one list: refused at the bound's column without parsing a value.
+  std::string line = "cnt: 1, (([";
+  line.append((std::size_t{24} << 20) - line.size(), '1');
+  line += "],), {})";
+  const std::string text = "Operator: aten.x.default\n" + line + "\nOperator: aten.y.default\ncnt: 2, ((1,), {})\n";
+  const std::int64_t before = peak_rss_bytes();
+  bb::ParseReport rep = bb::parse_text(text, "wide.txt");
+  CHECK(peak_rss_bytes() - before < (std::int64_t{64} << 20));
+  REQUIRE(rep.errors.size() == 1);
+  CHECK(rep.errors[0].code == kb::Code::limit_exceeded);
+  CHECK(rep.format_error(rep.errors[0]) ==
+        "wide.txt:2:16777217: line of " + std::to_string(line.size()) + " bytes is longer than the limit of 16777216 bytes");
+  // The lines after it are still read.
+  CHECK(rep.arg_lines_parsed == 1);
+  REQUIRE(rep.trace.operators.size() == 2);
+  CHECK(rep.trace.operators[1].lines.size() == 1);
 }
 
 TEST_CASE("trace text: operators, counts, blank lines, SymInt") {

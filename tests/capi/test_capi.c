@@ -161,6 +161,10 @@ static void test_dtypes(void) {
   poison_last_error();
   CHECK(kb_dtype_name((kb_dtype)11) == NULL);
   CHECK(contains(kb_last_error(), "not a kb_dtype"));
+  /* integers far outside the enum are read as integers, never loaded as kb_dtype */
+  CHECK(kb_dtype_name((kb_dtype)1000) == NULL);
+  CHECK(contains(kb_last_error(), "kb_dtype_name: 1000 is not a kb_dtype"));
+  EXPECT_FAIL(kb_dtype_to_dlpack((kb_dtype)-5, &d), KB_ERROR_INVALID_ARGUMENT, "kb_dtype_to_dlpack: -5 is not a kb_dtype");
 
   EXPECT_OK(kb_dtype_to_dlpack(KB_DTYPE_BFLOAT16, &d));
   CHECK(d.code == kDLBfloat && d.bits == 16 && d.lanes == 1);
@@ -645,6 +649,74 @@ static void test_check_tensors_errors(const kb_definition* def) {
   EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_LIMIT, "rank 40 exceeds the limit");
 }
 
+/* Hostile DLTensor fields: each is refused before kb reads the field as an enum or does pointer
+ * arithmetic with it (the sanitized build runs this too). */
+static void test_check_tensors_hostile(const kb_definition* def) {
+  Call c;
+  kb_check_result r = KB_CHECK_RESULT_INIT;
+  int64_t strides_k[4];
+  double scale64 = 0.125;
+  DLTensor s;
+
+  /* a device_type outside DLDeviceType, on a tensor and on a scalar's 0-D tensor */
+  make_call(&c, 2, 3);
+  c.in[2].device.device_type = (DLDeviceType)99;
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_INVALID_ARGUMENT,
+              "input \"v_cache\": device.device_type is 99, not a DLPack device type");
+  make_call(&c, 2, 3);
+  c.in[6].device.device_type = (DLDeviceType)-1;
+  c.inputs[6] = &c.in[6];
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_INVALID_ARGUMENT,
+              "input \"sm_scale\": device.device_type is -1, not a DLPack device type");
+
+  /* a byte_offset that wraps data past the end of the address space */
+  make_call(&c, 2, 3);
+  c.in[1].byte_offset = UINT64_MAX - 8;
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_INVALID_ARGUMENT,
+              "input \"k_cache\": byte_offset 18446744073709551607 plus its extent of 98304 bytes overflows the "
+              "address space past data");
+  make_call(&c, 2, 3);
+  c.in[3].byte_offset = UINT64_MAX - 8; /* an index tensor, whose elements constraints read */
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_INVALID_ARGUMENT, "input \"kv_indptr\": byte_offset 18446744073709551607");
+  make_call(&c, 2, 3);
+  s = tensor(&scale64, 0, NULL, kDLFloat, 64);
+  s.byte_offset = UINT64_MAX - 3;
+  c.inputs[6] = &s;
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_INVALID_ARGUMENT,
+              "input \"sm_scale\": byte_offset 18446744073709551612 plus its extent of 8 bytes overflows");
+
+  /* dims whose product overflows int64 (each alone is below it) */
+  make_call(&c, 2, 3);
+  set_shape(c.shapes[1], INT64_C(1) << 40, INT64_C(1) << 40, 2, 128);
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_INVALID_ARGUMENT,
+              "input \"k_cache\": shape [1099511627776, 1099511627776, 2, 128]: the product of its dims overflows "
+              "int64");
+  make_call(&c, 2, 3);
+  set_shape(c.shapes[1], INT64_MAX, 2, 2, 128); /* one dim past kb's element limit: refused there */
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_LIMIT,
+              "input \"k_cache\": shape [9223372036854775807, 2, 2, 128] has more than 1099511627776 elements");
+  make_call(&c, 2, 3);
+  set_shape(c.shapes[1], INT64_MIN, 64, 2, 128);
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_INVALID_ARGUMENT,
+              "input \"k_cache\": dim 0 is -9223372036854775808");
+
+  /* strides that would overflow an element offset: refused as not compact */
+  make_call(&c, 2, 3);
+  strides_k[0] = INT64_MAX;
+  strides_k[1] = INT64_MAX / 2;
+  strides_k[2] = 128;
+  strides_k[3] = 1;
+  c.in[1].strides = strides_k;
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_INVALID_ARGUMENT,
+              "input \"k_cache\": strides [9223372036854775807, 4611686018427387903, 128, 1] are not compact "
+              "row-major for shape [3, 64, 2, 128] (expected [16384, 256, 128, 1])");
+  strides_k[0] = 16384;
+  strides_k[1] = 256;
+  strides_k[2] = 128;
+  strides_k[3] = -1;
+  EXPECT_FAIL(run_check(def, &c, &r), KB_ERROR_INVALID_ARGUMENT, "are not compact row-major");
+}
+
 /* A definition with a float4 input and an optional tensor, loaded from memory. */
 static void test_check_tensors_fp4_optional(kb_context* ctx) {
   static const char* json =
@@ -867,6 +939,8 @@ static void test_results(kb_context* ctx) {
   CHECK(str_eq(kb_eval_status_name(KB_EVAL_TIMEOUT), "TIMEOUT"));
   poison_last_error();
   CHECK(kb_eval_status_name((kb_eval_status)7) == NULL);
+  CHECK(kb_eval_status_name((kb_eval_status)999) == NULL);
+  CHECK(contains(kb_last_error(), "kb_eval_status_name: 999 is not a kb_eval_status"));
   CHECK(contains(kb_last_error(), "not a kb_eval_status"));
 
   EXPECT_OK(kb_result_load(ctx, passed, strlen(passed), &r));
@@ -1292,6 +1366,21 @@ static void test_running(kb_context* ctx) {
   os[1] = 7; /* wrong output shape: refused before running */
   CHECK(kb_solution_run(ctx, def, "reference", ins, 1, outs, 1, NULL) == KB_ERROR_INVALID_ARGUMENT);
   os[1] = 8;
+  /* an input or output whose byte_offset wraps past the end of the address space: refused before
+   * kb copies from or into it */
+  tx.byte_offset = UINT64_MAX - 8;
+  EXPECT_FAIL(kb_solution_run(ctx, def, "kb_cpu_silu_and_mul", ins, 1, outs, 1, NULL), KB_ERROR_INVALID_ARGUMENT,
+              "input \"x\": byte_offset 18446744073709551607 plus its extent of 128 bytes overflows the address "
+              "space past data");
+  tx.byte_offset = 0;
+  to.byte_offset = UINT64_MAX - 8;
+  EXPECT_FAIL(kb_solution_run(ctx, def, "reference", ins, 1, outs, 1, NULL), KB_ERROR_INVALID_ARGUMENT,
+              "output \"out\": byte_offset 18446744073709551607");
+  to.byte_offset = 0;
+  to.device.device_type = (DLDeviceType)99;
+  EXPECT_FAIL(kb_solution_run(ctx, def, "kb_cpu_silu_and_mul", ins, 1, outs, 1, NULL), KB_ERROR_INVALID_ARGUMENT,
+              "output \"out\": device.device_type is 99, not a DLPack device type");
+  to.device.device_type = kDLCPU;
   CHECK(kb_solution_run(ctx, def, "nope", ins, 1, outs, 1, NULL) == KB_ERROR_NOT_FOUND);
   CHECK(kb_solution_run(ctx, def, NULL, ins, 1, outs, 1, NULL) == KB_ERROR_INVALID_ARGUMENT);
   kb_definition_destroy(def);
@@ -1546,6 +1635,7 @@ int main(int argc, char** argv) {
     test_definition_inspect(ctx, def);
     test_check_tensors_ok(def);
     test_check_tensors_errors(def);
+    test_check_tensors_hostile(def);
     test_workloads(ctx, def);
     test_threads(def);
   }

@@ -177,6 +177,12 @@ int main(int argc, char** argv) {
   CHECK(strstr(kb_last_error(), "kb_bench_run: opts->device \"cuda:4095\": ") != NULL);
   opts.device = "cpu";
 
+  /* an integer outside kb_bench_reference: read as an integer and refused, never loaded as the enum */
+  opts.reference = (kb_bench_reference)99;
+  CHECK(kb_bench_run(ctx, &opts, NULL, NULL, NULL) == KB_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(kb_last_error(), "kb_bench_run: opts->reference is 99, not a kb_bench_reference") != NULL);
+  opts.reference = KB_BENCH_REFERENCE_NATIVE;
+
   opts.trials = 0;
   CHECK(kb_bench_run(ctx, &opts, NULL, NULL, NULL) == KB_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(kb_last_error(), "opts->trials") != NULL);
