@@ -326,7 +326,14 @@ Result<RunSummary> run_dataset(const RunOptions& options, const EventFn& on_even
     t.workload = *job.wl;
     t.solution = job.impl->name;
     t.evaluation = r->evaluation;
-    KB_TRY(writer.append(job.impl->author, *job.def, t));
+    // A trace that cannot be written safely is this evaluation's error; the run goes on.
+    if (auto st = writer.append(job.impl->author, *job.def, t); !st) {
+      ++summary.errors;
+      e.kind = RunEvent::Kind::evaluation_error;
+      e.message = fmt::format("{}: {}", job.impl->name, st.error().message);
+      event(e);
+      continue;
+    }
     (r->evaluation.status == EvalStatus::passed ? summary.passed : summary.failed)++;
     e.kind = RunEvent::Kind::evaluated;
     e.result = &*r;

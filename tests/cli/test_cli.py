@@ -266,6 +266,38 @@ for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
     rc, out, err = run("bench", "--device", "cpu", "--shard", bad)
     check(f"bench --shard {bad} is a usage error", rc == 2 and "--shard is K/N" in err, err)
 
+# Names that would put a trace outside --out are refused by validate and bench; the rest of the run goes on.
+with tempfile.TemporaryDirectory() as tmp:
+    ds, out_dir, target = os.path.join(tmp, "ds"), os.path.join(tmp, "out"), os.path.join(tmp, "target")
+    os.makedirs(os.path.join(ds, "definitions", "rmsnorm"))
+    os.makedirs(os.path.join(ds, "workloads", "rmsnorm"))
+    os.makedirs(target)
+    with open(os.path.join(shared, "flashinfer-trace", "definitions", "rmsnorm", "rmsnorm_h128.json")) as f:
+        good = json.load(f)
+    hostile = [("abs_def", os.path.join(target, "abs_def")),
+               ("escaped_def", "../" * 12 + os.path.join(target, "escaped_def").lstrip("/"))]
+    for stem, name in [("rmsnorm_h128", "rmsnorm_h128"), *hostile]:
+        with open(os.path.join(ds, "definitions", "rmsnorm", stem + ".json"), "w") as g:
+            json.dump({**good, "name": name}, g)
+        with open(os.path.join(ds, "workloads", "rmsnorm", stem + ".jsonl"), "w") as g:
+            g.write(json.dumps({"definition": name, "solution": None, "evaluation": None, "workload": {
+                "uuid": "one", "axes": {"batch_size": 2},
+                "inputs": {"hidden_states": {"type": "random"}, "weight": {"type": "random"}}}}) + "\n")
+    # Messages cut a long name after 64 bytes.
+    said = lambda err, name: (f'definition.name: "{name[:64]}' in err and
+                              "is not usable as a file name: it contains '/'" in err)
+    rc, out, err = run("validate", ds)
+    for stem, name in hostile:
+        check(f"validate refuses the definition name {stem}", rc == 1 and said(err, name), err)
+    rc, out, err = run("bench", ds, "--device", "cpu", "--no-time", "--trials", "1", "--out", out_dir)
+    check("bench reports the hostile names and exits non-zero", rc == 1 and
+          all(said(err, name) for _, name in hostile), out + err)
+    check("bench still runs the good definition", " 1 passed, 0 failed" in out and
+          os.path.isfile(os.path.join(out_dir, "traces", "kb", "rmsnorm", "rmsnorm_h128.jsonl")), out + err)
+    written = [os.path.join(r, f) for r, _, fs in os.walk(tmp) for f in fs]
+    check("bench writes nothing outside --out", os.listdir(target) == [] and
+          all(p.startswith(out_dir + os.sep) or p.startswith(ds + os.sep) for p in written), written)
+
 # kb dispatch: what kb_dispatch would choose, from traces a timed kb bench just wrote (and from untimed ones).
 with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1", "--out", tmp)
