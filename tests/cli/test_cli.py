@@ -195,6 +195,10 @@ with tempfile.TemporaryDirectory() as tmp:
 rc, out, err = run("backendbench", "run", trace_file, "--ops", "aten.add.Tensor,aten.nope.default", "--limit-per-op", "1")
 check("backendbench run --ops with an unknown operator exits 2", rc == 2 and
       "aten.nope.default: kb does not implement this operator" in err, err)
+rc, out, err = run("backendbench", "run", trace_file, "--ops", "aten.relu.defualt")
+check("backendbench run --ops with a typo names the near matches before running", rc == 2 and
+      "--ops aten.relu.defualt: kb does not implement this operator; did you mean aten.relu.default, " in err
+      and out == "", out + err)
 rc, out, err = run("backendbench", "run", trace_file, "--device", "cuda")
 # here (no GPU) either the build lacks CUDA or there is no device: both a clear error, exit 1
 check("backendbench run --device cuda without a GPU is a clear error", rc == 1 and
@@ -262,6 +266,16 @@ for args, env in [(["--l2-flush", "dirty"], None), (["--l2-flush"], None), ([], 
 rc, out, err = run("bench", "--device", "cpu", "--definitions", "rmsnorm_h4096,no_such_definition", "--no-time")
 check("bench --definitions with a name no dataset has is a usage error", rc == 2 and
       'kb bench: --definitions: no definition "no_such_definition" in ' in err and "evaluations" not in out, out + err)
+rc, out, err = run("bench", "--device", "cpu", "--definitions", "rmsnorm_h409", "--no-time")
+check("bench --definitions with a typo names the near matches", rc == 2 and
+      err.endswith("; did you mean rmsnorm_h4096?\n"), err)
+rc, out, err = run("bench", "--device", "cpu", "--solutions", "nope", "--no-time")
+check("bench --solutions with an unknown name is a usage error naming what is known", rc == 2 and
+      'kb bench: --solutions: no solution "nope" in kb, its plugins or ' in err and "; known: kb_cpu_gemm, " in err
+      and "evaluations" not in out, out + err)
+rc, out, err = run("bench", "--device", "cpu", "--solutions", "kb_cpu_rmsnorm,kb_cpu_gem", "--no-time")
+check("bench --solutions with a typo names the near matches", rc == 2 and
+      'no solution "kb_cpu_gem" in ' in err and err.endswith("; did you mean kb_cpu_gemm?\n"), err)
 for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
     rc, out, err = run("bench", "--device", "cpu", "--shard", bad)
     check(f"bench --shard {bad} is a usage error", rc == 2 and "--shard is K/N" in err, err)
