@@ -7,6 +7,7 @@
 
 #include "common/append_line.hpp"
 #include "common/path_component.hpp"
+#include "common/regular_file.hpp"
 #include "schema/io.hpp"
 
 namespace kb {
@@ -64,7 +65,11 @@ Result<std::set<std::tuple<std::string, std::string, std::string>>> TraceWriter:
   if (!fs::is_directory(root, ec)) return keys;
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
-    if (it->path().extension() != ".jsonl") continue;
+    std::error_code kind_ec;
+    if (it->path().extension() != ".jsonl" || it->is_directory(kind_ec)) continue;
+    // Only regular files are read: a FIFO here would block --resume forever.
+    if (std::string kind = non_regular_kind(it->path().string()); !kind.empty())
+      return make_error(Code::io_error, fmt::format("{}: not a regular file ({})", it->path().string(), kind));
     std::ifstream f(it->path());
     std::string line;
     while (std::getline(f, line)) {

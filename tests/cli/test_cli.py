@@ -280,6 +280,41 @@ for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
     rc, out, err = run("bench", "--device", "cpu", "--shard", bad)
     check(f"bench --shard {bad} is a usage error", rc == 2 and "--shard is K/N" in err, err)
 
+# Only regular files are read: a FIFO or device, given or found in a dataset, is an error at once (a
+# regression would block on the FIFO; the short timeout turns that into a failure).
+with tempfile.TemporaryDirectory() as tmp:
+    ds = os.path.join(tmp, "ds")
+    os.makedirs(os.path.join(ds, "definitions", "rmsnorm"))
+    os.makedirs(os.path.join(ds, "workloads", "rmsnorm"))
+    with open(os.path.join(shared, "flashinfer-trace", "definitions", "rmsnorm", "rmsnorm_h128.json")) as f, \
+            open(os.path.join(ds, "definitions", "rmsnorm", "rmsnorm_h128.json"), "w") as g:
+        g.write(f.read())
+    fifo = os.path.join(ds, "workloads", "rmsnorm", "rmsnorm_h128.jsonl")
+    os.mkfifo(fifo)
+    device = os.path.join(ds, "workloads", "rmsnorm", "zero.jsonl")
+    os.symlink("/dev/zero", device)
+    loose = os.path.join(tmp, "loose.json")
+    os.mkfifo(loose)
+    out_dir = os.path.join(tmp, "out")
+    os.makedirs(os.path.join(out_dir, "traces", "kb", "rmsnorm"))
+    os.mkfifo(os.path.join(out_dir, "traces", "kb", "rmsnorm", "rmsnorm_h128.jsonl"))
+    for name, args, says in [
+            ("validate of a FIFO", ["validate", loose], [f"{loose}: not a regular file (a FIFO)"]),
+            ("validate of a dataset holding a FIFO and a device link", ["validate", ds],
+             [f"{fifo}: not a regular file (a FIFO)", f"{device}: not a regular file (a character device)"]),
+            ("bench of a dataset holding a FIFO and a device link",
+             ["bench", ds, "--device", "cpu", "--no-time", "--out", os.path.join(tmp, "out2")],
+             [f"{fifo}: not a regular file (a FIFO)", f"{device}: not a regular file (a character device)"]),
+            ("bench --resume over a FIFO among the traces",
+             ["bench", "--device", "cpu", "--no-time", "--definitions", "rmsnorm_h4096", "--resume", "--out", out_dir],
+             ["rmsnorm_h128.jsonl: not a regular file (a FIFO)"])]:
+        try:
+            p = subprocess.run([kb, *args], capture_output=True, text=True, timeout=60)
+            check(f"{name} is refused at once", p.returncode == 1 and all(s in p.stderr for s in says),
+                  p.stdout + p.stderr)
+        except subprocess.TimeoutExpired:
+            check(f"{name} is refused at once", False, "kb blocked (timed out after 60 s)")
+
 # Names that would put a trace outside --out are refused by validate and bench; the rest of the run goes on.
 with tempfile.TemporaryDirectory() as tmp:
     ds, out_dir, target = os.path.join(tmp, "ds"), os.path.join(tmp, "out"), os.path.join(tmp, "target")
