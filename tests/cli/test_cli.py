@@ -7,6 +7,7 @@ usage: test_cli.py KB SHARED_DIR PROJECT_DIR
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -295,6 +296,11 @@ with tempfile.TemporaryDirectory() as tmp:
     os.symlink("/dev/zero", device)
     loose = os.path.join(tmp, "loose.json")
     os.mkfifo(loose)
+    blob_ds = os.path.join(tmp, "blob_ds")  # a workload's safetensors blob that is a FIFO
+    shutil.copytree(os.path.join(project, "tests", "malformed", "good", "tiny_dataset_blob"), blob_ds)
+    blob = glob.glob(os.path.join(blob_ds, "blob", "**", "*.safetensors"), recursive=True)[0]
+    os.remove(blob)
+    os.mkfifo(blob)
     out_dir = os.path.join(tmp, "out")
     os.makedirs(os.path.join(out_dir, "traces", "kb", "rmsnorm"))
     os.mkfifo(os.path.join(out_dir, "traces", "kb", "rmsnorm", "rmsnorm_h128.jsonl"))
@@ -305,6 +311,8 @@ with tempfile.TemporaryDirectory() as tmp:
             ("bench of a dataset holding a FIFO and a device link",
              ["bench", ds, "--device", "cpu", "--no-time", "--out", os.path.join(tmp, "out2")],
              [f"{fifo}: not a regular file (a FIFO)", f"{device}: not a regular file (a character device)"]),
+            ("validate of a dataset whose safetensors blob is a FIFO", ["validate", blob_ds],
+             [f"{blob}: cannot read: not a regular file"]),
             ("bench --resume over a FIFO among the traces",
              ["bench", "--device", "cpu", "--no-time", "--definitions", "rmsnorm_h4096", "--resume", "--out", out_dir],
              ["rmsnorm_h128.jsonl: not a regular file (a FIFO)"])]:
