@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "common/near_match.hpp"
 #include "cuda/device.hpp"
 #include "dataset/dataset.hpp"
 #include "harness/trace_writer.hpp"
@@ -111,8 +112,9 @@ Status prepare(const RunOptions& o, bool listing, const EventFn& on_event, Optio
     for (const auto& name : o.definitions)
       if (!all.count(name))
         return about(option, Option::definitions,
-                     make_error(Code::not_found, fmt::format("no definition \"{}\" in {}", name,
-                                                             fmt::join(o.datasets, ", "))));
+                     make_error(Code::not_found,
+                                fmt::format("no definition \"{}\" in {}{}", name, fmt::join(o.datasets, ", "),
+                                            suggestion_text(name, {all.begin(), all.end()}))));
     s.selected_definitions = names.size();
     s.sharded = o.shard_count > 1;
     long i = 0;
@@ -171,6 +173,28 @@ Status prepare(const RunOptions& o, bool listing, const EventFn& on_event, Optio
       }
       add_outside(plugin::implementations(*p), e.file);
     }
+
+  // A name in --solutions must name something: kb's solutions in this build, a plugin's, a dataset's
+  // Solution JSON (runnable or not), or the PyTorch reference under --reference torch.
+  if (!o.solutions.empty()) {
+    std::set<std::string> known;
+    for (const auto& impl : s.registry.all()) known.insert(impl.name);
+    for (const auto& ds : s.datasets)
+      for (const auto& e : ds.solutions) known.insert(e.solution.name);
+    if (s.bench.reference == ReferenceSource::torch) known.insert(reference_implementation().name);
+    bool has_cuda = false;
+    for (const auto& impl : s.registry.all()) has_cuda |= impl.device == Device::cuda;
+    for (const auto& name : o.solutions)
+      if (!known.count(name))
+        return about(option, Option::solutions,
+                     make_error(Code::not_found,
+                                fmt::format("no solution \"{}\" in kb, its plugins or {}{}{}", name,
+                                            fmt::join(o.datasets, ", "),
+                                            !has_cuda && name.rfind("kb_cuda_", 0) == 0
+                                                ? " (kb's CUDA solutions need a kb built with CUDA)"
+                                                : "",
+                                            suggestion_text(name, {known.begin(), known.end()}))));
+  }
   return ok_status();
 }
 
@@ -326,7 +350,14 @@ Result<RunSummary> run_dataset(const RunOptions& options, const EventFn& on_even
     t.workload = *job.wl;
     t.solution = job.impl->name;
     t.evaluation = r->evaluation;
-    KB_TRY(writer.append(job.impl->author, *job.def, t));
+    // A trace that cannot be written safely is this evaluation's error; the run goes on.
+    if (auto st = writer.append(job.impl->author, *job.def, t); !st) {
+      ++summary.errors;
+      e.kind = RunEvent::Kind::evaluation_error;
+      e.message = fmt::format("{}: {}", job.impl->name, st.error().message);
+      event(e);
+      continue;
+    }
     (r->evaluation.status == EvalStatus::passed ? summary.passed : summary.failed)++;
     e.kind = RunEvent::Kind::evaluated;
     e.result = &*r;

@@ -52,7 +52,7 @@ struct RunOptions {
 };
 
 // Which option an error of run_dataset() or list_solutions() is about.
-enum class Option { none, device, reference, tolerances, definitions, plugin };
+enum class Option { none, device, reference, tolerances, definitions, solutions, plugin };
 
 // What happens during a run, in this order: reference (torch only), then dataset_error, solution_error,
 // building/built, not_runnable and skipped while the run is planned, then planned, then per evaluation

@@ -17,14 +17,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Regular files under dir with the extension, sorted for stable output.
+// Everything but directories under dir with the extension, sorted for stable
+// output. A FIFO, device, socket or dangling link is listed too, so that
+// reading it reports it (json::read_text_file refuses it without opening it)
+// instead of the dataset silently lacking it.
 std::vector<std::string> files_under(const fs::path& dir, std::string_view ext) {
   std::vector<std::string> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
   for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_regular_file(ec) && it->path().extension() == ext) out.push_back(it->path().string());
+    std::error_code kind_ec;
+    if (!it->is_directory(kind_ec) && it->path().extension() == ext) out.push_back(it->path().string());
   }
   std::sort(out.begin(), out.end());
   return out;

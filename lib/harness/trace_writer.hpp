@@ -18,6 +18,10 @@ class TraceWriter {
 
   // traces/<author>/<op_type>/<definition>.jsonl under the output directory.
   std::string path_for(const std::string& author, const Definition& d) const;
+  // Appends `t` to path_for(author, d). Refused (Code::invalid_argument) when
+  // the author, op_type or definition name is not a single path component, or
+  // when the file, after resolving links, does not lie under the output
+  // directory; nothing is written then.
   Status append(const std::string& author, const Definition& d, const Trace& t);
 
   // Keys (definition, workload uuid, solution) already recorded under the

@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "common/limits.hpp"
+#include "common/regular_file.hpp"
 
 namespace kb::json {
 
@@ -235,8 +238,14 @@ Result<Document> parse(std::string_view text, std::string_view origin) {
 }
 
 Result<std::string> read_text_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return make_error(Code::io_error, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  auto fd = open_regular_file(path);
+  if (!fd) return fd.error();
+  std::FILE* f = ::fdopen(*fd, "rb");
+  if (!f) {
+    int saved = errno;
+    ::close(*fd);
+    return make_error(Code::io_error, fmt::format("{}: cannot open: {}", path, std::strerror(saved)));
+  }
   std::string out;
   char buf[1 << 16];
   std::size_t n;

@@ -39,7 +39,9 @@ Result<Document> parse(std::string_view text, std::string_view origin);
 // is well-formed. Used to explain simdjson's failures.
 std::optional<std::string> find_syntax_error(std::string_view text);
 
-// Reads a whole file as text (refusing files over limits::max_json_file_bytes).
+// Reads a whole file as text (refusing files over limits::max_json_file_bytes,
+// and, without opening them, FIFOs, devices and sockets: see
+// common/regular_file.hpp).
 Result<std::string> read_text_file(const std::string& path);
 
 // "object", "array", "string", "integer", "number", "boolean", "null".

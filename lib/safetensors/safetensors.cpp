@@ -524,8 +524,10 @@ Status read_exact(const std::string& path, int fd, void* dst, std::size_t n, std
 }
 
 Result<std::uint64_t> open_file(const std::string& path, Fd& fd) {
+  // O_NONBLOCK: opening a FIFO returns at once (and is refused below) instead
+  // of waiting for a writer; reads of a regular file are unaffected.
   do {
-    fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   } while (fd.fd < 0 && errno == EINTR);
   if (fd.fd < 0) return io_fail(path, "open", errno);
   struct stat st {};

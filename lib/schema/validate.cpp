@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/limits.hpp"
+#include "common/path_component.hpp"
 #include "expr/expr.hpp"
 #include "json/json.hpp"
 #include "safetensors/safetensors.hpp"
@@ -20,6 +21,18 @@ namespace {
 
 std::string sub(const std::string& base, std::string_view key) { return json::member_path(base, key); }
 std::string idx(const std::string& base, std::size_t i) { return json::index_path(base, i); }
+
+// A name that becomes a component of OUT/traces/<author>/<op_type>/<definition>.jsonl
+// must be a single path component; an empty name is reported by its own rule.
+void check_file_name(const std::string& name, const std::string& origin, const std::string& path,
+                     Diagnostics& diags) {
+  if (name.empty()) return;
+  if (std::string why = path_component_problem(name); !why.empty())
+    diags.error(origin, path,
+                fmt::format("{} is not usable as a file name: it {} (kb writes traces to "
+                            "OUT/traces/<author>/<op_type>/<definition>.jsonl)",
+                            quote_name(name), why));
+}
 
 // Constraint text for messages, cut short when very long.
 std::string brief_text(const std::string& s) { return s.size() <= 120 ? s : s.substr(0, 117) + "..."; }
@@ -337,6 +350,8 @@ void validate_definition(const Definition& d, const CheckContext& ctx, Diagnosti
   const std::string& o = ctx.origin;
   std::size_t errors_before = diags.error_count();
   if (d.name.empty()) diags.error(o, sub(p, "name"), "must not be empty");
+  check_file_name(d.name, o, sub(p, "name"), diags);
+  check_file_name(d.op_type, o, sub(p, "op_type"), diags);
   if (d.op_type.empty()) {
     if (d.dialect == Dialect::seed001) diags.warning(o, sub(p, "op_type"), "missing (seed-001 dialect has none)");
     else diags.error(o, sub(p, "op_type"), "must not be empty");
@@ -590,6 +605,7 @@ void validate_solution(const Solution& s, const CheckContext& ctx, Diagnostics& 
   for (auto [field, value] : {std::pair{"name", &s.name}, std::pair{"definition", &s.definition},
                               std::pair{"author", &s.author}})
     if (value->empty()) diags.error(o, sub(p, field), "must not be empty");
+    else check_file_name(*value, o, sub(p, field), diags);
   std::string sp = sub(p, "spec");
   static const std::set<std::string_view> kLanguages = {"python", "triton", "cpp", "cuda", "tilelang"};
   if (!kLanguages.count(s.spec.language))

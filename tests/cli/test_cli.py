@@ -7,6 +7,7 @@ usage: test_cli.py KB SHARED_DIR PROJECT_DIR
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -195,6 +196,10 @@ with tempfile.TemporaryDirectory() as tmp:
 rc, out, err = run("backendbench", "run", trace_file, "--ops", "aten.add.Tensor,aten.nope.default", "--limit-per-op", "1")
 check("backendbench run --ops with an unknown operator exits 2", rc == 2 and
       "aten.nope.default: kb does not implement this operator" in err, err)
+rc, out, err = run("backendbench", "run", trace_file, "--ops", "aten.relu.defualt")
+check("backendbench run --ops with a typo names the near matches before running", rc == 2 and
+      "--ops aten.relu.defualt: kb does not implement this operator; did you mean aten.relu.default, " in err
+      and out == "", out + err)
 rc, out, err = run("backendbench", "run", trace_file, "--device", "cuda")
 # here (no GPU) either the build lacks CUDA or there is no device: both a clear error, exit 1
 check("backendbench run --device cuda without a GPU is a clear error", rc == 1 and
@@ -262,9 +267,93 @@ for args, env in [(["--l2-flush", "dirty"], None), (["--l2-flush"], None), ([], 
 rc, out, err = run("bench", "--device", "cpu", "--definitions", "rmsnorm_h4096,no_such_definition", "--no-time")
 check("bench --definitions with a name no dataset has is a usage error", rc == 2 and
       'kb bench: --definitions: no definition "no_such_definition" in ' in err and "evaluations" not in out, out + err)
+rc, out, err = run("bench", "--device", "cpu", "--definitions", "rmsnorm_h409", "--no-time")
+check("bench --definitions with a typo names the near matches", rc == 2 and
+      err.endswith("; did you mean rmsnorm_h4096?\n"), err)
+rc, out, err = run("bench", "--device", "cpu", "--solutions", "nope", "--no-time")
+check("bench --solutions with an unknown name is a usage error naming what is known", rc == 2 and
+      'kb bench: --solutions: no solution "nope" in kb, its plugins or ' in err and "; known: kb_cpu_gemm, " in err
+      and "evaluations" not in out, out + err)
+rc, out, err = run("bench", "--device", "cpu", "--solutions", "kb_cpu_rmsnorm,kb_cpu_gem", "--no-time")
+check("bench --solutions with a typo names the near matches", rc == 2 and
+      'no solution "kb_cpu_gem" in ' in err and err.endswith("; did you mean kb_cpu_gemm?\n"), err)
 for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
     rc, out, err = run("bench", "--device", "cpu", "--shard", bad)
     check(f"bench --shard {bad} is a usage error", rc == 2 and "--shard is K/N" in err, err)
+
+# Only regular files are read: a FIFO or device, given or found in a dataset, is an error at once (a
+# regression would block on the FIFO; the short timeout turns that into a failure).
+with tempfile.TemporaryDirectory() as tmp:
+    ds = os.path.join(tmp, "ds")
+    os.makedirs(os.path.join(ds, "definitions", "rmsnorm"))
+    os.makedirs(os.path.join(ds, "workloads", "rmsnorm"))
+    with open(os.path.join(shared, "flashinfer-trace", "definitions", "rmsnorm", "rmsnorm_h128.json")) as f, \
+            open(os.path.join(ds, "definitions", "rmsnorm", "rmsnorm_h128.json"), "w") as g:
+        g.write(f.read())
+    fifo = os.path.join(ds, "workloads", "rmsnorm", "rmsnorm_h128.jsonl")
+    os.mkfifo(fifo)
+    device = os.path.join(ds, "workloads", "rmsnorm", "zero.jsonl")
+    os.symlink("/dev/zero", device)
+    loose = os.path.join(tmp, "loose.json")
+    os.mkfifo(loose)
+    blob_ds = os.path.join(tmp, "blob_ds")  # a workload's safetensors blob that is a FIFO
+    shutil.copytree(os.path.join(project, "tests", "malformed", "good", "tiny_dataset_blob"), blob_ds)
+    blob = glob.glob(os.path.join(blob_ds, "blob", "**", "*.safetensors"), recursive=True)[0]
+    os.remove(blob)
+    os.mkfifo(blob)
+    out_dir = os.path.join(tmp, "out")
+    os.makedirs(os.path.join(out_dir, "traces", "kb", "rmsnorm"))
+    os.mkfifo(os.path.join(out_dir, "traces", "kb", "rmsnorm", "rmsnorm_h128.jsonl"))
+    for name, args, says in [
+            ("validate of a FIFO", ["validate", loose], [f"{loose}: not a regular file (a FIFO)"]),
+            ("validate of a dataset holding a FIFO and a device link", ["validate", ds],
+             [f"{fifo}: not a regular file (a FIFO)", f"{device}: not a regular file (a character device)"]),
+            ("bench of a dataset holding a FIFO and a device link",
+             ["bench", ds, "--device", "cpu", "--no-time", "--out", os.path.join(tmp, "out2")],
+             [f"{fifo}: not a regular file (a FIFO)", f"{device}: not a regular file (a character device)"]),
+            ("validate of a dataset whose safetensors blob is a FIFO", ["validate", blob_ds],
+             [f"{blob}: cannot read: not a regular file"]),
+            ("bench --resume over a FIFO among the traces",
+             ["bench", "--device", "cpu", "--no-time", "--definitions", "rmsnorm_h4096", "--resume", "--out", out_dir],
+             ["rmsnorm_h128.jsonl: not a regular file (a FIFO)"])]:
+        try:
+            p = subprocess.run([kb, *args], capture_output=True, text=True, timeout=60)
+            check(f"{name} is refused at once", p.returncode == 1 and all(s in p.stderr for s in says),
+                  p.stdout + p.stderr)
+        except subprocess.TimeoutExpired:
+            check(f"{name} is refused at once", False, "kb blocked (timed out after 60 s)")
+
+# Names that would put a trace outside --out are refused by validate and bench; the rest of the run goes on.
+with tempfile.TemporaryDirectory() as tmp:
+    ds, out_dir, target = os.path.join(tmp, "ds"), os.path.join(tmp, "out"), os.path.join(tmp, "target")
+    os.makedirs(os.path.join(ds, "definitions", "rmsnorm"))
+    os.makedirs(os.path.join(ds, "workloads", "rmsnorm"))
+    os.makedirs(target)
+    with open(os.path.join(shared, "flashinfer-trace", "definitions", "rmsnorm", "rmsnorm_h128.json")) as f:
+        good = json.load(f)
+    hostile = [("abs_def", os.path.join(target, "abs_def")),
+               ("escaped_def", "../" * 12 + os.path.join(target, "escaped_def").lstrip("/"))]
+    for stem, name in [("rmsnorm_h128", "rmsnorm_h128"), *hostile]:
+        with open(os.path.join(ds, "definitions", "rmsnorm", stem + ".json"), "w") as g:
+            json.dump({**good, "name": name}, g)
+        with open(os.path.join(ds, "workloads", "rmsnorm", stem + ".jsonl"), "w") as g:
+            g.write(json.dumps({"definition": name, "solution": None, "evaluation": None, "workload": {
+                "uuid": "one", "axes": {"batch_size": 2},
+                "inputs": {"hidden_states": {"type": "random"}, "weight": {"type": "random"}}}}) + "\n")
+    # Messages cut a long name after 64 bytes.
+    said = lambda err, name: (f'definition.name: "{name[:64]}' in err and
+                              "is not usable as a file name: it contains '/'" in err)
+    rc, out, err = run("validate", ds)
+    for stem, name in hostile:
+        check(f"validate refuses the definition name {stem}", rc == 1 and said(err, name), err)
+    rc, out, err = run("bench", ds, "--device", "cpu", "--no-time", "--trials", "1", "--out", out_dir)
+    check("bench reports the hostile names and exits non-zero", rc == 1 and
+          all(said(err, name) for _, name in hostile), out + err)
+    check("bench still runs the good definition", " 1 passed, 0 failed" in out and
+          os.path.isfile(os.path.join(out_dir, "traces", "kb", "rmsnorm", "rmsnorm_h128.jsonl")), out + err)
+    written = [os.path.join(r, f) for r, _, fs in os.walk(tmp) for f in fs]
+    check("bench writes nothing outside --out", os.listdir(target) == [] and
+          all(p.startswith(out_dir + os.sep) or p.startswith(ds + os.sep) for p in written), written)
 
 # kb dispatch: what kb_dispatch would choose, from traces a timed kb bench just wrote (and from untimed ones).
 with tempfile.TemporaryDirectory() as tmp:

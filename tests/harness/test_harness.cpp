@@ -285,3 +285,47 @@ TEST_CASE("trace files: a line torn by a killed run stays apart from the next on
   CHECK(second->workload.uuid == "w4");
   fs::remove_all(out);
 }
+
+TEST_CASE("trace files: a name that is not one path component, or a link out of --out, writes nothing") {
+  namespace fs = std::filesystem;
+  const fs::path base = fs::temp_directory_path() / ("kb_trace_escape_" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  const fs::path out = base / "out", elsewhere = base / "elsewhere";
+  fs::create_directories(elsewhere);
+  kb::TraceWriter writer(out.string());
+  kb::Trace t;
+  t.workload = workload(3);
+  auto refused = [&](const std::string& author, const kb::Definition& d, const std::string& says) {
+    auto st = writer.append(author, d, t);
+    REQUIRE_MESSAGE(!st.ok(), says);
+    CHECK_MESSAGE(st.error().message.find(says) != std::string::npos, st.error().message);
+  };
+  kb::Definition d = definition();
+  refused("../../elsewhere", d, "author name \"../../elsewhere\" contains '/'");
+  refused("..", d, "author name \"..\" is \"..\"");
+  refused("a\nb", d, "contains control character 0x0a");
+  refused(std::string(256, 'a'), d, "is 256 bytes long (at most 255)");
+  d.name = (elsewhere / "abs_def").string();
+  refused("test", d, "definition name");
+  d = definition();
+  d.op_type = "../../../elsewhere";
+  refused("test", d, "op_type name");
+  // traces/ is a link to a directory outside the output directory.
+  fs::create_directories(out);
+  fs::create_directory_symlink(elsewhere, out / "traces");
+  refused("test", definition(), "outside the output directory");
+  CHECK(fs::is_empty(elsewhere));
+  // The trace file itself is a link to a file outside.
+  fs::remove(out / "traces");
+  const std::string path = writer.path_for("test", definition());
+  fs::create_directories(fs::path(path).parent_path());
+  fs::create_symlink(elsewhere / "victim.jsonl", path);
+  refused("test", definition(), "cannot resolve");  // dangling: opening it would create the target
+  CHECK(fs::is_empty(elsewhere));
+  std::ofstream(elsewhere / "victim.jsonl").put('\n');
+  refused("test", definition(), "outside the output directory");
+  CHECK(fs::file_size(elsewhere / "victim.jsonl") == 1);
+  fs::remove(path);
+  CHECK(writer.append("test", definition(), t).ok());
+  fs::remove_all(base);
+}

@@ -265,6 +265,12 @@ def make_cases():
     d("def_empty_name", setter("name", ""))
     d("def_no_outputs", setter("outputs", {}))
 
+    # Names that become file names (OUT/traces/<author>/<op_type>/<definition>.jsonl).
+    d("def_name_absolute_path", setter("name", "/tmp/kb_escape/abs_def"))
+    d("def_name_escapes_out", setter("name", "../../../../../../tmp/kb_escape/escaped_def"))
+    d("def_name_control_character", setter("name", "rms\x1bnorm"))
+    d("def_op_type_dotdot", setter("op_type", ".."))
+
     # Semantic definition rules.
     d("def_unknown_shape_axis", setter("inputs", "x", "shape", ["batch_size", "hidden_dim"]))
     d("def_bad_dtype", setter("inputs", "x", "dtype", "float17"))
@@ -492,6 +498,9 @@ def make_cases():
     sol_case("sol_duplicate_source_path",
              lambda s: s["sources"].append({"path": "main.py", "content": "def run(*a): pass\n"}))
     sol_case("sol_unknown_language", setter("spec", "language", "rust"))
+    sol_case("sol_name_escapes_out", setter("name", "../../../tmp/kb_escape/sol"))
+    sol_case("sol_author_absolute_path", setter("author", "/tmp/kb_escape"))
+    sol_case("sol_definition_backslash", setter("definition", "..\\..\\def"))
     sol_case("sol_no_sources", setter("sources", []))
     sol_case("sol_missing_spec", deleter("spec"))
     sol_case("sol_source_content_not_string", setter("sources", [{"path": "main.py", "content": None}]))

@@ -202,8 +202,12 @@ TEST_CASE("hostile definitions are refused without allocating their sizes") {
         "x.json: definition.axes.N.value: integer 18446744073709551615 is too large");
   CHECK(definition_error(with(kGemm, "\"value\": 8", "\"value\": 100000000000000000000")).find("x.json: invalid JSON") == 0);
   CHECK(definition_error(std::string(5000, '[')).find("x.json: invalid JSON") == 0);
-  std::string long_name(1 << 20, 'x');
-  CHECK(definition_error(with(kGemm, "gemm_small", long_name)).empty());  // long but legal
+  // A name becomes a file name: at most 255 bytes, and a long one is cut in the message.
+  CHECK(definition_error(with(kGemm, "gemm_small", std::string(255, 'x'))).empty());
+  CHECK(definition_error(with(kGemm, "gemm_small", std::string(1 << 20, 'x'))) ==
+        "x.json: definition.name: \"" + std::string(64, 'x') +
+            "\"... is not usable as a file name: it is 1048576 bytes long (at most 255) (kb writes traces to "
+            "OUT/traces/<author>/<op_type>/<definition>.jsonl)");
 }
 
 TEST_CASE("workloads are checked against their definition") {

@@ -12,6 +12,7 @@
 #include "backendbench/run.hpp"
 #include "backendbench/trace.hpp"
 #include "commands.hpp"
+#include "common/near_match.hpp"
 #include "cuda/device.hpp"
 
 namespace kb::backendbench {
@@ -238,6 +239,25 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   if (!trace) {
     fmt::print(err, "kb backendbench run: {}\n", trace.error().message);
     return 1;
+  }
+  // Every --ops name must be an operator kb implements and the file holds, before anything runs.
+  {
+    std::vector<std::string> implemented, in_file;
+    for (const OpInfo& op : aten_ops()) implemented.emplace_back(op.name);
+    for (const Operator& op : trace->operators)
+      if (find_aten_op(op.name)) in_file.push_back(op.name);
+    std::sort(in_file.begin(), in_file.end());
+    in_file.erase(std::unique(in_file.begin(), in_file.end()), in_file.end());
+    bool unknown = false;
+    for (const std::string& o : opt.ops) {
+      bool kb_has = find_aten_op(o) != nullptr;
+      if (kb_has && std::find(in_file.begin(), in_file.end(), o) != in_file.end()) continue;
+      unknown = true;
+      fmt::print(err, "kb backendbench run: --ops {}: {}{}\n", o,
+                 kb_has ? "not in this file" : "kb does not implement this operator",
+                 suggestion_text(o, kb_has ? in_file : implemented));
+    }
+    if (unknown) return 2;
   }
   if (!baseline_path.empty()) {
     auto b = read_baseline(baseline_path);

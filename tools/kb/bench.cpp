@@ -325,6 +325,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       case Option::plugin: fmt::print(stderr, "kb bench: --plugin {}\n", error.message); return 1;
       case Option::tolerances: fmt::print(stderr, "kb bench: {}\n", error.message); return 2;
       case Option::definitions: fmt::print(stderr, "kb bench: --definitions: {}\n", error.message); return 2;
+      case Option::solutions: fmt::print(stderr, "kb bench: --solutions: {}\n", error.message); return 2;
       case Option::none: break;
     }
     fmt::print(stderr, "kb bench: {}\n", error.message);
