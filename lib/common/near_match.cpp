@@ -54,8 +54,10 @@ std::vector<std::string> near_matches(std::string_view name, const std::vector<s
 
 std::string suggestion_text(std::string_view name, const std::vector<std::string>& known) {
   if (auto near = near_matches(name, known); !near.empty()) return fmt::format("; did you mean {}?", fmt::join(near, ", "));
-  if (!known.empty() && known.size() <= 20) return fmt::format("; known: {}", fmt::join(known, ", "));
-  return {};
+  if (known.empty()) return {};
+  if (known.size() <= 20) return fmt::format("; known: {}", fmt::join(known, ", "));
+  // A long list is cut: the message stays one readable line.
+  return fmt::format("; known: {}, and {} more", fmt::join(known.begin(), known.begin() + 20, ", "), known.size() - 20);
 }
 
 }  // namespace kb

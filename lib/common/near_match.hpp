@@ -16,7 +16,8 @@ std::vector<std::string> near_matches(std::string_view name, const std::vector<s
                                       std::size_t limit = 5);
 
 // For an error message: "; did you mean a, b?" when there are near matches;
-// otherwise "; known: x, y, z" when `known` has at most 20 names; otherwise "".
+// otherwise "; known: x, y, z" (the first 20 names, then "and N more"); "" when
+// `known` is empty.
 std::string suggestion_text(std::string_view name, const std::vector<std::string>& known);
 
 }  // namespace kb

@@ -272,7 +272,7 @@ check("bench --definitions with a typo names the near matches", rc == 2 and
       err.endswith("; did you mean rmsnorm_h4096?\n"), err)
 rc, out, err = run("bench", "--device", "cpu", "--solutions", "nope", "--no-time")
 check("bench --solutions with an unknown name is a usage error naming what is known", rc == 2 and
-      'kb bench: --solutions: no solution "nope" in kb, its plugins or ' in err and "; known: kb_cpu_gemm, " in err
+      'kb bench: --solutions: no solution "nope" in kb, its plugins or ' in err and "; known: kb_" in err
       and "evaluations" not in out, out + err)
 rc, out, err = run("bench", "--device", "cpu", "--solutions", "kb_cpu_rmsnorm,kb_cpu_gem", "--no-time")
 check("bench --solutions with a typo names the near matches", rc == 2 and

@@ -34,5 +34,10 @@ TEST_CASE("near matches: a shared prefix or at most 3 edits, closest first") {
   CHECK(kb::near_matches(std::string(1 << 20, 'k'), known).empty());
   CHECK(kb::suggestion_text("kb_cpu_gem", known) == "; did you mean kb_cpu_gemm?");
   CHECK(kb::suggestion_text("nope", known) == "; known: kb_cpu_gemm, kb_cpu_rmsnorm, kb_cpu_rope, gemm_n128_k2048");
-  CHECK(kb::suggestion_text("nope", std::vector<std::string>(21, "x")) == "");
+  std::vector<std::string> many;
+  for (int i = 0; i < 22; ++i) many.push_back("name" + std::to_string(i));
+  const std::string cut = kb::suggestion_text("zzz", many);
+  CHECK(cut.rfind("; known: name0, name1, ", 0) == 0);
+  CHECK(cut.find("name19, and 2 more") != std::string::npos);
+  CHECK(cut.find("name20") == std::string::npos);
 }
