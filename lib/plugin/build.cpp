@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -82,11 +84,28 @@ bool write_file(const std::string& path, std::string_view content) {
   return static_cast<bool>(f.flush());
 }
 
+// A build log as kept in memory and in reports: at most the first and the last
+// kMaxLogKeep bytes of the file, with what was cut counted between them (a
+// compiler may write up to the output limit).
+constexpr std::size_t kMaxLogKeep = 256 * 1024;
+
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return {};
+  auto end = f.tellg();
+  std::size_t size = end > 0 ? static_cast<std::size_t>(end) : 0;
+  auto read_at = [&](std::size_t off, std::size_t n) {
+    std::string out(n, '\0');
+    f.seekg(static_cast<std::streamoff>(off));
+    f.read(out.data(), static_cast<std::streamsize>(n));
+    out.resize(static_cast<std::size_t>(f.gcount()));
+    return out;
+  };
+  if (size <= 2 * kMaxLogKeep) return read_at(0, size);
+  std::string head = read_at(0, kMaxLogKeep);
+  f.clear();
+  std::string tail = read_at(size - kMaxLogKeep, kMaxLogKeep);
+  return head + fmt::format("\n[kb: {} bytes of the log left out]\n", size - 2 * kMaxLogKeep) + tail;
 }
 
 bool exists(const std::string& p) {
@@ -141,14 +160,24 @@ struct Run {
   int status = 0;
 };
 
-// Runs argv (PATH lookup) in `cwd` with stdout and stderr appended to `log`.
-Run run_logged(const std::vector<std::string>& argv, const std::string& log, const std::string& cwd, double timeout_s) {
+void set_limit(int resource, rlim_t value) {
+  struct rlimit r{value, value};
+  ::setrlimit(resource, &r);
+}
+
+// Runs argv (PATH lookup) in `cwd` with stdout and stderr appended to `log`,
+// in its own process group under `limits`. The group is killed past the wall
+// limit, and after the compiler exits (nothing it started outlives the build).
+Run run_logged(const std::vector<std::string>& argv, const std::string& log, const std::string& cwd,
+               const BuildLimits& limits) {
+  // limits.memory_bytes is resolved (non-zero) by build_solution.
   Run r;
   int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return r;
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  auto cpu = static_cast<rlim_t>(limits.cpu_seconds > 1 ? limits.cpu_seconds : 1);
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fd);
@@ -156,6 +185,10 @@ Run run_logged(const std::vector<std::string>& argv, const std::string& log, con
   }
   if (pid == 0) {
     ::setpgid(0, 0);  // the compiler and its children: one group to kill
+    set_limit(RLIMIT_AS, static_cast<rlim_t>(limits.memory_bytes));
+    set_limit(RLIMIT_CPU, cpu);
+    set_limit(RLIMIT_FSIZE, static_cast<rlim_t>(limits.output_bytes));
+    set_limit(RLIMIT_CORE, 0);
     if (::chdir(cwd.c_str()) != 0) ::_exit(126);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, 0);
@@ -167,9 +200,10 @@ Run run_logged(const std::vector<std::string>& argv, const std::string& log, con
     (void)ignored;
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // also here, so the group exists before any kill below
   ::close(fd);
   r.started = true;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limits.wall_seconds);
   while (true) {
     pid_t w = ::waitpid(pid, &r.status, WNOHANG);
     if (w == pid) break;
@@ -183,7 +217,46 @@ Run run_logged(const std::vector<std::string>& argv, const std::string& log, con
     }
     ::usleep(20000);
   }
+  ::kill(-pid, SIGKILL);
   return r;
+}
+
+std::string human_bytes(std::uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return fmt::format("{} GiB", b >> 30);
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= (1ull << 10) && b % (1ull << 10) == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} bytes", b);
+}
+
+std::string limits_text(const BuildLimits& l) {
+  return fmt::format("{} s wall, {} s CPU and {} of address space per compiler process, {} per file written",
+                     l.wall_seconds, l.cpu_seconds, human_bytes(l.memory_bytes), human_bytes(l.output_bytes));
+}
+
+// Why a compiler run that ended by a signal ended, in words.
+std::string signal_reason(int sig, const BuildLimits& l) {
+  if (sig == SIGXCPU) return fmt::format("it used more than {} s of CPU (the build's limit)", l.cpu_seconds);
+  if (sig == SIGXFSZ) return fmt::format("it wrote a file larger than {} (the build's limit)", human_bytes(l.output_bytes));
+  if (sig == SIGKILL) return "it was killed (SIGKILL: the machine's memory, or the build's limits)";
+  return fmt::format("signal {} ({})", sig, strsignal(sig));
+}
+
+// Include-like directives and what they name; see refused_include().
+bool escapes(std::string_view target, int depth) {
+  if (!target.empty() && target[0] == '/') return true;
+  std::size_t i = 0;
+  while (i <= target.size()) {
+    std::size_t j = target.find('/', i);
+    if (j == std::string_view::npos) j = target.size();
+    std::string_view part = target.substr(i, j - i);
+    if (part == "..") {
+      if (--depth < 0) return true;
+    } else if (!part.empty() && part != ".") {
+      ++depth;
+    }
+    i = j + 1;
+  }
+  return false;
 }
 
 std::string c_string_literal(std::string_view s) {
@@ -228,6 +301,55 @@ std::vector<std::string> compiler_command(bool cuda) {
 }
 
 }  // namespace
+
+std::string refused_include(const std::string& path, std::string_view content) {
+  int file_depth = 0;  // directories between src/ and the file
+  for (char c : path) file_depth += c == '/';
+  std::size_t line_no = 0, pos = 0;
+  auto refuse = [&](std::string_view what, std::string_view target) {
+    std::string shown(target.substr(0, 200));
+    for (char& c : shown)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    return fmt::format("src/{}:{}: {} \"{}\" names a path outside the solution; a solution includes its own files "
+                       "(relative paths inside it) and the system's headers only",
+                       path, line_no, what, shown);
+  };
+  while (pos <= content.size()) {
+    ++line_no;
+    std::size_t end = content.find('\n', pos);
+    if (end == std::string_view::npos) end = content.size();
+    std::string_view line = content.substr(pos, end - pos);
+    pos = end + 1;
+    std::size_t i = line.find_first_not_of(" \t");
+    if (i != std::string_view::npos && line[i] == '#') {
+      i = line.find_first_not_of(" \t", i + 1);
+      if (i != std::string_view::npos) {
+        std::size_t w = i;
+        while (w < line.size() && (std::isalnum(static_cast<unsigned char>(line[w])) || line[w] == '_')) ++w;
+        std::string_view word = line.substr(i, w - i);
+        if (word == "include" || word == "include_next" || word == "import" || word == "embed") {
+          std::size_t q = line.find_first_not_of(" \t", w);
+          if (q != std::string_view::npos && (line[q] == '"' || line[q] == '<')) {
+            char close = line[q] == '"' ? '"' : '>';
+            std::size_t e = line.find(close, q + 1);
+            std::string_view target = line.substr(q + 1, (e == std::string_view::npos ? line.size() : e) - q - 1);
+            if (escapes(target, close == '"' ? file_depth : 0)) return refuse(fmt::format("#{}", word), target);
+          }
+        }
+      }
+    }
+    for (std::size_t k = line.find(".incbin"); k != std::string_view::npos; k = line.find(".incbin", k + 1)) {
+      std::size_t q = line.find_first_of("\"'", k + 7);
+      if (q == std::string_view::npos) continue;
+      std::size_t skip = q + 1;  // in a C string the quotes are \" : the name ends at the next quote or backslash
+      std::size_t e = line.find_first_of("\"'\\", skip);
+      std::string_view target = line.substr(skip, (e == std::string_view::npos ? line.size() : e) - skip);
+      if (escapes(target, 0)) return refuse(".incbin", target);
+    }
+    if (end == content.size()) break;
+  }
+  return {};
+}
 
 std::string sha256_hex(std::string_view data) {
   std::array<std::uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -372,10 +494,19 @@ Result<BuildResult> build_solution(const Solution& s, const Definition& d, const
                       fmt::format("solution {}: a cuda solution needs a kb built with CUDA (nvcc and a CUDA kb-worker)", s.name));
   if (options.cache_dir.empty()) return make_error(Code::invalid_argument, "build_solution: no cache directory");
   std::vector<std::string> cmd = compiler_command(cuda);
+  BuildLimits limits = options.limits;
+  if (limits.memory_bytes == 0) {
+    long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    std::uint64_t half = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2 : 0;
+    limits.memory_bytes = half > 0 && half < (8ull << 30) ? half : (8ull << 30);
+  }
 
   std::string key_text = fmt::format("kb solution build 1\nkb {}\nplugin abi {}\n", KB_PLUGIN_KB_VERSION,
                                      KB_PLUGIN_ABI_VERSION_NUMBER);
   for (const auto& a : cmd) key_text += a + "\n";
+  // A build that failed at the memory or output limit is cached as failed; it
+  // is tried again under other limits.
+  key_text += fmt::format("limits {} {}\n", limits.memory_bytes, limits.output_bytes);
   key_text += to_json(d, false) + "\n" + to_json(s, false);
   std::string key = sha256_hex(key_text);
   std::string root = options.cache_dir + "/solutions";
@@ -462,6 +593,7 @@ Result<BuildResult> build_solution(const Solution& s, const Definition& d, const
   std::vector<std::string> compiled;
   for (const auto& f : s.sources) {
     if (!safe_relative(f.path)) return compile_failure(fmt::format("source path \"{}\" is not a safe relative path", f.path), true);
+    if (auto why = refused_include(f.path, f.content); !why.empty()) return compile_failure("kb: " + why, true);
     std::string p = tmp + "/src/" + f.path;
     std::size_t slash = p.rfind('/');
     if (!make_dirs(p.substr(0, slash))) return io_fail(f.path);
@@ -481,19 +613,29 @@ Result<BuildResult> build_solution(const Solution& s, const Definition& d, const
   argv.push_back("libsolution.so");
   std::string line;
   for (const auto& a : argv) line += (line.empty() ? "" : " ") + a;
-  write_file(log_path, "$ " + line + "\n");
+  write_file(log_path, "$ " + line + "\n# limits: " + limits_text(limits) + "\n");
   auto t0 = std::chrono::steady_clock::now();
-  Run r = run_logged(argv, log_path, tmp, options.timeout_s);
+  Run r = run_logged(argv, log_path, tmp, limits);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r.started) return compile_failure("kb: could not start the compiler", false);
-  if (r.timed_out) return compile_failure(fmt::format("kb: the build ran longer than {} s and was killed", options.timeout_s), false);
+  if (r.timed_out)
+    return compile_failure(
+        fmt::format("kb: the build ran longer than {} s (the build's limit) and was killed", limits.wall_seconds),
+        false);
+  if (WIFSIGNALED(r.status))
+    return compile_failure(fmt::format("kb: the compiler failed: {}", signal_reason(WTERMSIG(r.status), limits)),
+                           false);
   if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127)
     return compile_failure(fmt::format("kb: compiler {} not found (set {})", cmd[0], cuda ? "NVCC" : "CXX"), false);
-  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
-    return compile_failure(fmt::format("kb: the compiler failed ({})",
-                                       WIFEXITED(r.status) ? fmt::format("exit status {}", WEXITSTATUS(r.status))
-                                                           : fmt::format("signal {}", WTERMSIG(r.status))),
-                           true);
+  if (WEXITSTATUS(r.status) != 0) {
+    std::string out = read_file(log_path);
+    std::string hint;
+    if (out.find("out of memory") != std::string::npos || out.find("std::bad_alloc") != std::string::npos)
+      hint = fmt::format(": out of memory under the build's limit of {} of address space", human_bytes(limits.memory_bytes));
+    else if (out.find("File size limit exceeded") != std::string::npos)
+      hint = fmt::format(": a file outgrew the build's limit of {}", human_bytes(limits.output_bytes));
+    return compile_failure(fmt::format("kb: the compiler failed (exit status {}){}", WEXITSTATUS(r.status), hint), true);
+  }
   if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
     // Another process finished first (a build without our lock): use its result.
     if (auto again = reuse()) return *again;

@@ -12,6 +12,7 @@
 // that outran its limit is not.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -20,10 +21,29 @@
 
 namespace kb::plugin {
 
-struct BuildOptions {
-  std::string cache_dir;   // required
-  double timeout_s = 600;  // one compiler run
+// Each compiler run is a child in its own process group under these limits;
+// past one it is killed (the whole group) or fails, and the build is a
+// COMPILE_ERROR naming the limit. They bound what a hostile source can cost
+// the machine: `#include "/dev/zero"` behind a macro meets memory_bytes.
+struct BuildLimits {
+  double wall_seconds = 600;                    // the whole compiler run
+  double cpu_seconds = 600;                     // RLIMIT_CPU of each compiler process
+  std::uint64_t memory_bytes = 0;               // RLIMIT_AS of each compiler process; 0: half the machine's memory, at most 8 GiB
+  std::uint64_t output_bytes = 512ull << 20;    // RLIMIT_FSIZE: any one file a compiler process writes
 };
+
+struct BuildOptions {
+  std::string cache_dir;  // required
+  BuildLimits limits;
+};
+
+// Sources may include their own files and the system's headers, never a path
+// outside the solution: an absolute path (/dev/zero, /proc/self/..., /etc/...)
+// or one whose '..' climbs out of src/ in #include, #include_next, #import,
+// #embed or an assembler .incbin. Returns "" or what is refused, with the file
+// and line ("src/a.cpp:3: ..."). Macros can still compute a path; the limits
+// above bound what that costs.
+std::string refused_include(const std::string& path, std::string_view content);
 
 struct BuildResult {
   std::string library;  // the built plugin; "" when the build failed

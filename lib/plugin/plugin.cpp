@@ -98,6 +98,7 @@ Result<std::shared_ptr<Plugin>> load_solution(const Solution& s, const Definitio
                       fmt::format("solution {} implements {}, not {}", s.name, s.definition, d.name));
   BuildOptions bo;
   bo.cache_dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
+  bo.limits = options.build_limits;
   auto built = build_solution(s, d, bo);
   if (!built) return std::move(built).error();
   if (!built->ok()) {

@@ -14,6 +14,7 @@
 #include "common/result.hpp"
 #include "harness/harness.hpp"
 #include "harness/implementation.hpp"
+#include "plugin/build.hpp"
 #include "schema/model.hpp"
 #include "worker/worker.hpp"
 
@@ -25,6 +26,7 @@ struct Options {
   std::string worker_path;  // "" = $KB_WORKER or the kb-worker built/installed with kb
   std::string cache_dir;    // Solution JSON builds; "" = default_cache_dir()
   int cuda_device = -1;     // the worker's CUDA device (kb bench: the one it runs on); -1: the worker's default
+  BuildLimits build_limits;  // each compiler run of a Solution JSON build
 };
 
 // A loaded library and its worker; shared by the Implementations of its solutions.

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -246,6 +247,8 @@ TEST_CASE("Solution JSON: built from sources, judged, or refused with the right 
       {"cpp_missing_symbol", kb::EvalStatus::compile_error, "rmsnorm_run"},
       {"cpp_wrong_arity", kb::EvalStatus::compile_error,
        "kb: entry point rmsnorm_run must take 3 parameters (hidden_states, weight, output)"},
+      {"cpp_include_device", kb::EvalStatus::compile_error,
+       "src/dev.cpp:2: #include \"/dev/zero\" names a path outside the solution"},
       {"cpp_segfault", kb::EvalStatus::runtime_error, "killed by SIGSEGV"},
       {"cpp_nonzero_return", kb::EvalStatus::runtime_error, "rmsnorm_run returned 7"},
   };
@@ -263,6 +266,84 @@ TEST_CASE("Solution JSON: built from sources, judged, or refused with the right 
   REQUIRE(bad_again.ok());
   CHECK((*bad_again)->build_error);
   CHECK((*bad_again)->build_note.find("cached") != std::string::npos);
+}
+
+TEST_CASE("includes of paths outside the solution are refused before the compiler runs") {
+  using kb::plugin::refused_include;
+  CHECK(refused_include("a.cpp", "#include <vector>\n#include \"b.h\"\n#include \"sub/c.h\"\n").empty());
+  CHECK(refused_include("sub/a.cpp", "#include \"../b.h\"\n").empty());
+  CHECK(refused_include("a.cpp", "asm(\".incbin \\\"table.bin\\\"\");\n").empty());
+  CHECK(refused_include("a.cpp", "int x; // #include \"/dev/zero\" in a comment\n").empty());
+  struct Case {
+    const char* path;
+    const char* content;
+    const char* needle;
+  };
+  for (const Case& c : {Case{"a.cpp", "int x;\n  #  include \"/dev/zero\"\n", "src/a.cpp:2: #include \"/dev/zero\""},
+                        Case{"a.cpp", "#include </proc/self/environ>\n", "#include \"/proc/self/environ\""},
+                        Case{"a.cpp", "#include \"../include/kb/kb.h\"\n", "#include \"../include/kb/kb.h\""},
+                        Case{"sub/a.cpp", "#include \"../../x.h\"\n", "src/sub/a.cpp:1:"},
+                        Case{"a.cpp", "#include <../../../etc/passwd>\n", "etc/passwd"},
+                        Case{"a.cpp", "#include_next \"/etc/hosts\"\n", "#include_next"},
+                        Case{"a.cpp", "#embed \"/dev/urandom\"\n", "#embed \"/dev/urandom\""},
+                        Case{"a.cu", "asm(\".incbin \\\"/dev/zero\\\"\");\n", ".incbin \"/dev/zero\""}}) {
+    CAPTURE(c.content);
+    std::string why = refused_include(c.path, c.content);
+    CHECK_MESSAGE(why.find(c.needle) != std::string::npos, why);
+    CHECK(why.find("names a path outside the solution") != std::string::npos);
+  }
+}
+
+TEST_CASE("a build is bounded: memory, output size and wall time, each a COMPILE_ERROR naming the limit") {
+  auto d = definition();
+  kb::Solution base = solution("cpp_good");
+  std::string cache = temp_dir("limits");
+  auto build = [&](const std::string& name, const std::string& source, kb::plugin::BuildLimits limits) {
+    kb::Solution s = base;
+    s.name = name;
+    s.spec.entry_point = "main.cpp::rmsnorm_run";
+    s.sources = {{"main.cpp", source}};
+    kb::plugin::BuildOptions bo;
+    bo.cache_dir = cache;
+    bo.limits = limits;
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = kb::plugin::build_solution(s, d, bo);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    CHECK_FALSE(r->ok());
+    CHECK_MESSAGE(r->log.find("# limits: ") != std::string::npos, r->log);
+    return std::make_pair(*r, secs);
+  };
+  // A macro hides the path from the include check; the address-space limit stops the compiler.
+  kb::plugin::BuildLimits small;
+  small.memory_bytes = 1ull << 30;
+  auto [mem, mem_s] = build("zero_by_macro", "#define Z \"/dev/zero\"\n#include Z\n", small);
+  CHECK(mem_s < 60);
+  CHECK_MESSAGE(mem.log.find("out of memory under the build's limit of 1 GiB") != std::string::npos, mem.log);
+  CHECK_MESSAGE(mem.log.find("kb: the compiler failed") != std::string::npos, mem.log);
+  // The wall-time limit kills the compiler's whole process group.
+  kb::plugin::BuildLimits quick;
+  quick.wall_seconds = 0.2;
+  auto [slow, slow_s] = build("too_slow",
+                              "template <int N> struct F { static constexpr long v = F<N - 1>::v + F<N - 2>::v; };\n"
+                              "template <> struct F<1> { static constexpr long v = 1; };\n"
+                              "template <> struct F<0> { static constexpr long v = 0; };\n"
+                              "#include <dlpack/dlpack.h>\n#include <regex>\n#include <iostream>\n#include <random>\n"
+                              "void rmsnorm_run(const DLTensor*, const DLTensor*, DLTensor*) {}\n",
+                              quick);
+  CHECK(slow_s < 20);
+  CHECK_MESSAGE(slow.log.find("ran longer than 0.2 s (the build's limit) and was killed") != std::string::npos, slow.log);
+  // The output limit: a source whose object file outgrows 64 KiB.
+  kb::plugin::BuildLimits tiny_output;
+  tiny_output.output_bytes = 64 * 1024;
+  auto [big, big_s] = build("big_output",
+                            "#include <dlpack/dlpack.h>\nstatic volatile char table[1 << 20] = {1};\n"
+                            "void rmsnorm_run(const DLTensor*, const DLTensor*, DLTensor* y) { table[0] = 2; (void)y; }\n",
+                            tiny_output);
+  CHECK(big_s < 60);
+  CHECK_MESSAGE(big.log.find("64 KiB per file written") != std::string::npos, big.log);
+  CHECK_MESSAGE(big.log.find("a file outgrew the build's limit of 64 KiB") != std::string::npos, big.log);
+  CHECK_MESSAGE(big.log.find("kb: the compiler failed") != std::string::npos, big.log);
 }
 
 TEST_CASE("Solution JSON in languages kb cannot run is refused by name") {

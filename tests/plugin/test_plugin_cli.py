@@ -55,7 +55,7 @@ try:
         "hostile_error": "RUNTIME_ERROR", "hostile_chatty": "PASSED", "example_c_rmsnorm_h64": "PASSED",
         "kb_cpu_rmsnorm": "PASSED", "cpp_good": "PASSED", "cpp_two_files": "PASSED",
         "cpp_compile_error": "COMPILE_ERROR", "cpp_missing_symbol": "COMPILE_ERROR",
-        "cpp_wrong_arity": "COMPILE_ERROR", "cpp_segfault": "RUNTIME_ERROR", "cpp_nonzero_return": "RUNTIME_ERROR",
+        "cpp_wrong_arity": "COMPILE_ERROR", "cpp_include_device": "COMPILE_ERROR", "cpp_segfault": "RUNTIME_ERROR", "cpp_nonzero_return": "RUNTIME_ERROR",
     }
     recs = traces(out)
     got = {t["solution"]: t["evaluation"] for t in recs}
