@@ -85,9 +85,16 @@ std::optional<Failure> checked_call(const Implementation& impl, const Definition
   return std::nullopt;
 }
 
-// CPU wall time of `impl` on fixed inputs, every sample in ms (no checks
-// inside timing).
-Result<std::vector<double>> time_cpu(const Implementation& impl, const Definition& d, Materialized& m,
+EvaluationResult finish(Evaluation ev, std::string summary) {
+  EvaluationResult r;
+  r.evaluation = std::move(ev);
+  r.summary = std::move(summary);
+  return r;
+}
+
+}  // namespace
+
+Result<std::vector<double>> time_wall_clock(const Implementation& impl, const Definition& d, Materialized& m,
                                      std::vector<Tensor>& outputs, const BenchOptions& opt) {
   for (int i = 0; i < opt.warmup; ++i) KB_TRY(impl.run(ImplementationCall{d, m.axes, m.args, outputs, opt.seed}));
   std::vector<double> samples;
@@ -104,14 +111,6 @@ Result<std::vector<double>> time_cpu(const Implementation& impl, const Definitio
   return samples;
 }
 
-EvaluationResult finish(Evaluation ev, std::string summary) {
-  EvaluationResult r;
-  r.evaluation = std::move(ev);
-  r.summary = std::move(summary);
-  return r;
-}
-
-}  // namespace
 
 std::string iso_timestamp_now() {
   auto now = std::chrono::system_clock::now();
@@ -317,7 +316,7 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   Performance perf;
   if (opt.time) {
     rebind_args(*last);
-    auto t = time_cpu(impl, d, *last, last_outputs, opt);
+    auto t = time_wall_clock(impl, d, *last, last_outputs, opt);
     if (!t) {
       ev.status = EvalStatus::runtime_error;
       ev.correctness.reset();
@@ -331,7 +330,7 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
     if (no_oracle.empty()) {
       auto ref_outputs = allocate_outputs(d, last->axes);
       if (!ref_outputs) return ref_outputs.error();
-      auto r = time_cpu(oracle, d, *last, *ref_outputs, opt);
+      auto r = time_wall_clock(oracle, d, *last, *ref_outputs, opt);
       if (!r) return r.error();
       Measurement ref;
       record_wall_clock(ref, *r);

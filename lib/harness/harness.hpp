@@ -16,6 +16,7 @@
 #include "harness/judge.hpp"
 #include "harness/sampling_judge.hpp"
 #include "harness/torch_reference.hpp"
+#include "inputs/inputs.hpp"
 #include "schema/model.hpp"
 
 namespace kb {
@@ -59,6 +60,13 @@ struct EvaluationResult {
 // evaluated (invalid workload, no oracle): nothing is recorded for it.
 Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const Implementation& impl,
                                   const BenchOptions& opt);
+
+// CPU wall time of `impl` on fixed inputs, every sample in ms: opt.warmup
+// calls, then samples until opt's minimums are met or a cap is hit (no checks
+// inside timing). For kb's own implementations and oracles; outside solutions
+// are timed in their worker on fresh inputs (plugin.hpp).
+Result<std::vector<double>> time_wall_clock(const Implementation& impl, const Definition& d, Materialized& m,
+                                            std::vector<Tensor>& outputs, const BenchOptions& opt);
 
 // The environment block kb records (hardware name, library versions).
 EvalEnvironment current_environment(Device device);

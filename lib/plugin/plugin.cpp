@@ -12,6 +12,7 @@
 #include "common/tuning.hpp"
 #include "cuda/plausible.hpp"
 #include "harness/cost.hpp"
+#include "harness/cpu_floor.hpp"
 #include "harness/cupti_report.hpp"
 #include "harness/measurement.hpp"
 #include "harness/sampling_judge.hpp"
@@ -199,45 +200,67 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
     r.summary = std::move(what);
     return r;
   };
-  const std::size_t trials = static_cast<std::size_t>(std::clamp(opt.trials, 1, 64 /* worker::kMaxSets */));
-  std::vector<Materialized> ms;
-  std::vector<std::vector<Tensor>> expected, got, timed;
+  const bool cpu = impl.device == Device::cpu;
+  // A CPU solution is timed once on each timed set (worker_main.cpp): at least
+  // kCpuTimedSets of them, so the median has samples enough; the checked
+  // trials match their number (the wire format pairs them).
+  constexpr int kCpuTimedSets = 5;
+  const int wanted = opt.time && cpu ? std::max(opt.trials, kCpuTimedSets) : opt.trials;
+  const std::size_t trials = static_cast<std::size_t>(std::clamp(wanted, 1, 64 /* worker::kMaxSets */));
+  if (static_cast<int>(trials) != opt.trials) log += fmt::format("trials: {} (one per timed input set)\n", trials);
+  // The timed pass runs on other draws than the checked one: seeds
+  // seed + kTimedSeedOffset + k, so a result cached from a checked call
+  // cannot answer a timed one.
+  constexpr std::uint64_t kTimedSeedOffset = std::uint64_t{1} << 32;
+  const std::size_t passes_drawn = opt.time ? 2 : 1;
+  std::vector<Materialized> ms, timed_ms;
+  std::vector<std::vector<Tensor>> expected, expected_timed, got, timed;
   ms.reserve(trials);
-  for (std::size_t trial = 0; trial < trials; ++trial) {
-    MaterializeOptions mo{opt.seed + trial, opt.dataset_root};
-    auto m = materialize(d, w, mo);
-    if (!m) return m.error();
-    ms.push_back(std::move(*m));
-    rebind_args(ms.back());
-    auto unchecked = check_constraints_on(d, ms.back());
-    if (!unchecked) return unchecked.error();
-    if (trial == 0) {
-      for (const auto& n : ms.back().notes) log += n + "\n";
-      for (const auto& n : *unchecked) log += n + "\n";
+  timed_ms.reserve(trials);
+  double torch_ms = 0;
+  for (std::size_t pass = 0; pass < passes_drawn; ++pass)
+    for (std::size_t trial = 0; trial < trials; ++trial) {
+      MaterializeOptions mo{opt.seed + trial + (pass ? kTimedSeedOffset : 0), opt.dataset_root};
+      auto m = materialize(d, w, mo);
+      if (!m) return m.error();
+      auto& into = pass ? timed_ms : ms;
+      into.push_back(std::move(*m));
+      Materialized& cur = into.back();
+      rebind_args(cur);
+      auto unchecked = check_constraints_on(d, cur);
+      if (!unchecked) return unchecked.error();
+      if (trial == 0 && pass == 0) {
+        for (const auto& n : cur.notes) log += n + "\n";
+        for (const auto& n : *unchecked) log += n + "\n";
+      }
+      auto e = allocate_outputs(d, cur.axes);
+      if (!e) return e.error();
+      if (use_torch) {
+        auto tr = run_torch_reference(d, cur.args, *e, opt.torch);
+        if (!tr) return tr.error();
+        if (trial == 0 && pass == 0)
+          log += fmt::format("reference: the definition's PyTorch reference (torch {}, CPU)\n", tr->torch_version);
+        if (trial == 0 && pass == 0) torch_ms = tr->reference_ms;
+      } else {
+        KB_TRY(oracle.run(ImplementationCall{d, cur.axes, cur.args, *e, mo.seed}));
+        if (trial == 0 && pass == 0) log += "reference: kb CPU oracle\n";
+      }
+      (pass ? expected_timed : expected).push_back(std::move(*e));
+      auto g = allocate_outputs(d, cur.axes);
+      if (!g) return g.error();
+      (pass ? timed : got).push_back(std::move(*g));
     }
-    auto e = allocate_outputs(d, ms.back().axes);
-    if (!e) return e.error();
-    if (use_torch) {
-      auto tr = run_torch_reference(d, ms.back().args, *e, opt.torch);
-      if (!tr) return tr.error();
-      if (trial == 0) log += fmt::format("reference: the definition's PyTorch reference (torch {}, CPU)\n", tr->torch_version);
-    } else {
-      KB_TRY(oracle.run(ImplementationCall{d, ms.back().axes, ms.back().args, *e, mo.seed}));
-      if (trial == 0) log += "reference: kb CPU oracle\n";
-    }
-    expected.push_back(std::move(*e));
-    auto g = allocate_outputs(d, ms.back().axes);
-    if (!g) return g.error();
-    got.push_back(std::move(*g));
-    auto t = allocate_outputs(d, ms.back().axes);
-    if (!t) return t.error();
-    timed.push_back(std::move(*t));
-  }
+  if (opt.time)
+    log += fmt::format("timed inputs: other draws than the checked ones (seeds {} + 2^32 + k), each judged again after "
+                       "timing\n", opt.seed);
   std::vector<worker::SetArgs> sets(trials);
   for (std::size_t k = 0; k < trials; ++k) {
     sets[k].inputs = in_args(ms[k].args);
     sets[k].outputs = out_args(got[k]);
-    sets[k].timed_outputs = out_args(timed[k]);
+    if (opt.time) {
+      sets[k].timed_inputs = in_args(timed_ms[k].args);
+      sets[k].timed_outputs = out_args(timed[k]);
+    }
   }
   std::vector<std::string> in_names, out_names;
   for (const auto& t : d.inputs) in_names.push_back(t.name);
@@ -245,7 +268,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   worker::EvaluateOptions eo;
   eo.time = opt.time;
   eo.stream_check = impl.device == Device::cuda;
-  eo.cupti = opt.cupti;
+  eo.cupti = opt.cupti && !cpu;  // CUPTI times CUDA kernels; a CPU solution has none
   worker::EvaluateResult r;
   {
     std::lock_guard<std::mutex> lock(p.mutex);
@@ -272,10 +295,9 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
     for (std::size_t k = 0; k < trials; ++k)
       for (std::size_t i = 0; i < d.outputs.size(); ++i) {
         const Tensor& out = pass == 0 ? got[k][i] : timed[k][i];
-        Comparison c = compare(out, expected[k][i], tol);
+        Comparison c = compare(out, pass == 0 ? expected[k][i] : expected_timed[k][i], tol);
         std::string where = pass == 0 ? fmt::format("trial {}: output \"{}\": ", k, d.outputs[i].name)
-                                      : fmt::format("after timing, rotation {} (trial {}'s inputs): output \"{}\": ",
-                                                    k, k, d.outputs[i].name);
+                                      : fmt::format("after timing, timed set {}: output \"{}\": ", k, d.outputs[i].name);
         if (c.verdict == Comparison::Verdict::wrong_shape) return finish(EvalStatus::incorrect_shape, where + c.detail);
         if (c.verdict == Comparison::Verdict::wrong_dtype) return finish(EvalStatus::incorrect_dtype, where + c.detail);
         max_abs = std::max(max_abs, c.max_abs);
@@ -290,20 +312,20 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
               write_judge_counts(JudgeCounts::elementwise(mismatched + (pass ? c.mismatched : 0),
                                                           total + (pass ? c.total : 0), static_cast<std::int64_t>(k) + 1))};
           return finish(EvalStatus::incorrect_numerical,
-                        where + c.detail + (pass ? " (results reused across calls, or work skipped in timed calls)" : ""));
+                        where + c.detail + (pass ? " (work skipped or results reused in timed calls)" : ""));
         }
       }
   ev.status = EvalStatus::passed;
   ev.correctness = Correctness{max_rel, max_abs,
       write_judge_counts(JudgeCounts::elementwise(mismatched, total, static_cast<std::int64_t>(trials)))};
   std::string summary = "ok";
+  ev.performance = Performance{};  // untimed: zeros, as FlashInfer-Bench requires one when PASSED
   if (r.timing) {
     const worker::WorkerTiming& t = *r.timing;
     CallCost cost = ideal_cost(d, ms[0].axes);
-    std::string implausible = impl.device == Device::cuda
-                                  ? cuda::implausible_speed(cost.bytes, cost.flops, t.timer.median_ms,
-                                                            t.ceilings.copy_bandwidth_gbs, t.mma_tflops)
-                                  : std::string();
+    std::string implausible = cpu ? implausible_cpu_latency(cost.bytes, t.timer.median_ms)
+                                  : cuda::implausible_speed(cost.bytes, cost.flops, t.timer.median_ms,
+                                                            t.ceilings.copy_bandwidth_gbs, t.mma_tflops);
     Measurement m;
     if (r.cuda_device >= 0) {
       m.cuda_device = r.cuda_device;
@@ -315,7 +337,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
     m.stream_check = r.stream == worker::StreamCheck::same           ? StreamCheck::same_stream
                      : r.stream == worker::StreamCheck::inconclusive ? StreamCheck::inconclusive
                                                                      : StreamCheck::not_checked;
-    if (impl.device == Device::cuda) {
+    if (!cpu) {
       record_gpu_timer(m, t.timer);
       record_cost(m, cost);
       record_ceilings(m, t.ceilings, t.mma_tflops, implausible);
@@ -327,16 +349,36 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
       m.samples = t.timer.samples;
       m.min_ms = t.timer.min_ms;
       m.max_ms = t.timer.max_ms;
+      m.implausible = implausible;
       record_cost(m, cost);
     }
     if (t.cupti) log += record_cupti(m, *t.cupti);  // --cupti: the kernels alone, timed in the worker
     Performance perf;
     record(m, perf);
+    if (cpu) {
+      // The reference's CPU time on the first checked set: kb's oracle timed
+      // here, or the PyTorch reference's own call.
+      if (use_torch) {
+        perf.reference_latency_ms = torch_ms;
+      } else {
+        auto ref_outputs = allocate_outputs(d, ms[0].axes);
+        if (!ref_outputs) return ref_outputs.error();
+        auto rt = time_wall_clock(oracle, d, ms[0], *ref_outputs, opt);
+        if (!rt) return rt.error();
+        Measurement ref;
+        record_wall_clock(ref, *rt);
+        perf.reference_latency_ms = ref.median_ms;
+      }
+      perf.speedup_factor = m.median_ms > 0 ? perf.reference_latency_ms / m.median_ms : 0;
+    }
     ev.performance = perf;
-    log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", trials);
+    log += fmt::format("anti-gaming: {} timed sets judged after timing\n", trials);
     if (!implausible.empty()) {
-      log += "IMPLAUSIBLE speed: " + implausible + "\n";
-      summary = "ok, but IMPLAUSIBLE: " + implausible;
+      // An outside solution faster than physics allows did not do the work it
+      // was timed for: its timing is not a result.
+      ev.correctness = Correctness{max_rel, max_abs,
+          write_judge_counts(JudgeCounts::elementwise(mismatched, total, static_cast<std::int64_t>(trials)))};
+      return finish(EvalStatus::runtime_error, "IMPLAUSIBLE timing: " + implausible);
     }
   }
   ev.log = log;
@@ -381,7 +423,7 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   // the worker: all trials in one request, device buffers with guards,
   // poisoned outputs, a stream check, cold-L2 event timing rotating through
   // the trials, every rotation judged again. Sampling stays call by call.
-  if (impl.device == Device::cuda && !judged_by_distribution(d)) {
+  if (!judged_by_distribution(d)) {
     auto r = evaluate_in_worker(d, w, impl, opt);
     std::string output;
     if (p.worker) {

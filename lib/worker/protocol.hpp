@@ -10,13 +10,14 @@
 //     RunRequest (argument layout)      ->
 //                                       <-   RunReply
 //   kOpRun: one call on the tensors at args[].offset.
-//   kOpEvaluate: n_sets argument sets (trials' inputs, poisoned outputs), set
-//     s of pass p at (p * n_sets + s) * set_stride + args[].offset. The worker
-//     calls the solution once per set, optionally once more on set 0 behind a
-//     stream gate (kFlagStreamCheck), writes pass 0 back; with kFlagTime it
-//     poisons every output again, times calls rotating through the sets (CUDA:
-//     events, cold L2, lib/cuda/timing.hpp) and writes pass 1 back. The parent
-//     judges both passes of every set against the oracle.
+//   kOpEvaluate: n_sets argument sets per pass (inputs and poisoned outputs,
+//     written by the parent), set s of pass p at (p * n_sets + s) * set_stride
+//     + args[].offset; pass 1's inputs may be other draws than pass 0's. The
+//     worker calls the solution once per pass-0 set, optionally once more on
+//     set 0 behind a stream gate (kFlagStreamCheck), writes pass 0 back; with
+//     kFlagTime it times calls on pass 1 (CPU: one call per set; CUDA: poisoned
+//     again, events, cold L2, rotating through the sets, lib/cuda/timing.hpp)
+//     and writes pass 1 back. The parent judges both passes of every set.
 //     ... (EOF on the socket: the worker exits)
 //
 // Nothing the worker sends is trusted: the parent checks every field.
@@ -31,7 +32,7 @@
 namespace kb::worker {
 
 inline constexpr std::uint32_t kMagic = 0x6b62776bu;  // "kbwk"
-inline constexpr std::uint32_t kProtocolVersion = 7;
+inline constexpr std::uint32_t kProtocolVersion = 8;
 inline constexpr int kControlFd = 3;  // in the worker
 inline constexpr int kShmFd = 4;      // in the worker
 inline constexpr std::size_t kMaxArgs = 64;

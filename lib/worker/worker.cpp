@@ -587,10 +587,14 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
   if (ni + no > kMaxArgs) return fail(Outcome::failed, fmt::format("more than {} arguments", kMaxArgs));
   for (const auto& s : sets) {
     bool same = s.inputs.size() == ni && s.outputs.size() == no && (!eo.time || s.timed_outputs.size() == no);
-    for (std::size_t i = 0; same && i < ni; ++i)
-      same = s.inputs[i].is_tensor == first.inputs[i].is_tensor && s.inputs[i].shape == first.inputs[i].shape &&
-             s.inputs[i].dtype == first.inputs[i].dtype && s.inputs[i].nbytes == first.inputs[i].nbytes &&
-             s.inputs[i].scalar == first.inputs[i].scalar;
+    same = same && (s.timed_inputs.empty() || s.timed_inputs.size() == ni);
+    for (std::size_t p = 0; p < 2; ++p)
+      for (std::size_t i = 0; same && i < ni; ++i) {
+        const InArg& in = s.pass_inputs(p)[i];
+        same = in.is_tensor == first.inputs[i].is_tensor && in.shape == first.inputs[i].shape &&
+               in.dtype == first.inputs[i].dtype && in.nbytes == first.inputs[i].nbytes &&
+               in.scalar == first.inputs[i].scalar;
+      }
     for (std::size_t i = 0; same && i < no; ++i)
       same = s.outputs[i].shape == first.outputs[i].shape && s.outputs[i].nbytes == first.outputs[i].nbytes;
     if (!same) return fail(Outcome::failed, "the argument sets differ in layout (kb's fault)");
@@ -655,8 +659,9 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
     for (std::size_t s = 0; s < sets.size(); ++s) {
       for (std::size_t i = 0; i < ni; ++i) {
         if (!first.inputs[i].is_tensor) continue;
-        write_guards(at(p, s, i), sets[s].inputs[i].nbytes, i);
-        if (sets[s].inputs[i].nbytes) std::memcpy(at(p, s, i), sets[s].inputs[i].data, sets[s].inputs[i].nbytes);
+        const InArg& in = sets[s].pass_inputs(p)[i];
+        write_guards(at(p, s, i), in.nbytes, i);
+        if (in.nbytes) std::memcpy(at(p, s, i), in.data, in.nbytes);
       }
       for (std::size_t i = 0; i < no; ++i) {
         write_guards(at(p, s, ni + i), sets[s].outputs[i].nbytes, ni + i);
@@ -720,9 +725,9 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
       for (std::size_t i = 0; i < ni; ++i) {
         if (!first.inputs[i].is_tensor) continue;
         std::string name = i < input_names.size() ? input_names[i] : fmt::format("#{}", i);
-        bool guards = guards_intact(at(p, s, i), sets[s].inputs[i].nbytes, i);
-        if (!guards || (sets[s].inputs[i].nbytes &&
-                        std::memcmp(at(p, s, i), sets[s].inputs[i].data, sets[s].inputs[i].nbytes) != 0)) {
+        const InArg& in = sets[s].pass_inputs(p)[i];
+        bool guards = guards_intact(at(p, s, i), in.nbytes, i);
+        if (!guards || (in.nbytes && std::memcmp(at(p, s, i), in.data, in.nbytes) != 0)) {
           r.failed_set = static_cast<int>(s);
           r.while_timing = p == 1;
           return fail(Outcome::failed, when + (guards ? fmt::format("modified input \"{}\"", name)

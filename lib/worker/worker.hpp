@@ -81,10 +81,19 @@ struct CallResult {
 // worker can check the solution's stream discipline and time it rotating
 // through the sets (CUDA: events, cold L2) with every set's outputs returned
 // twice: after the checked calls and after timing.
+//
+// The timed pass runs on `timed_inputs` when given: inputs drawn fresh (other
+// seeds), so a solution that caches results by a fingerprint of its inputs
+// meets inputs it has not seen. CPU solutions are timed once per set (every
+// sample a first visit, so such a cache never hits); CUDA solutions rotate.
 struct SetArgs {
   std::vector<InArg> inputs;
   std::vector<OutArg> outputs;        // after the checked call (poison copied in)
+  std::vector<InArg> timed_inputs;    // the timed pass's inputs (same layout); empty: `inputs`
   std::vector<OutArg> timed_outputs;  // after timing (same shapes; used when timing)
+  const std::vector<InArg>& pass_inputs(std::size_t pass) const {
+    return pass == 1 && !timed_inputs.empty() ? timed_inputs : inputs;
+  }
 };
 struct EvaluateOptions {
   bool time = false;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cuda/plausible.hpp"
+#include "harness/cpu_floor.hpp"
 #include "harness/trace_writer.hpp"
 #include "plugin/build.hpp"
 #include "plugin/plugin.hpp"
@@ -75,6 +76,44 @@ std::string read_text(const std::string& p) {
 
 }  // namespace
 
+TEST_CASE("timing an outside solution cannot be gamed: timed calls run on fresh inputs and are judged") {
+  auto p = kb::plugin::load(KB_TEST_HOSTILE_PLUGIN, options(5.0));
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  auto impls = kb::plugin::implementations(*p);
+  auto d = definition();
+  kb::BenchOptions timed = bench(3);
+  timed.time = true;
+  // Correct while checked, then returns without writing: its timed outputs are still poison.
+  auto lazy = kb::plugin::evaluate(d, workload(4), find(impls, "hostile_lazy"), timed);
+  REQUIRE_MESSAGE(lazy.ok(), lazy.error().message);
+  CHECK_MESSAGE(lazy->evaluation.status == kb::EvalStatus::incorrect_numerical, lazy->evaluation.log);
+  CHECK_MESSAGE(lazy->evaluation.log.find("after timing, timed set 0") != std::string::npos, lazy->evaluation.log);
+  CHECK_FALSE(lazy->evaluation.performance.has_value());
+  // Results kept by a fingerprint of the inputs: every timed call meets an input it has not
+  // seen, so the latency is that of the work (at least the 2 ms it adds when computing).
+  auto memo = kb::plugin::evaluate(d, workload(4), find(impls, "hostile_memo"), timed);
+  REQUIRE_MESSAGE(memo.ok(), memo.error().message);
+  CHECK_MESSAGE(memo->evaluation.status == kb::EvalStatus::passed, memo->evaluation.log);
+  REQUIRE(memo->evaluation.performance.has_value());
+  CHECK_MESSAGE(memo->evaluation.performance->latency_ms >= 1.9, memo->evaluation.log);
+  CHECK(memo->evaluation.log.find("one call on each of 5 fresh input sets") != std::string::npos);
+  // An honest solution passes with a speedup against the timed oracle.
+  auto good = kb::plugin::evaluate(d, workload(4), find(impls, "hostile_good"), timed);
+  REQUIRE_MESSAGE(good.ok(), good.error().message);
+  CHECK_MESSAGE(good->evaluation.status == kb::EvalStatus::passed, good->evaluation.log);
+  REQUIRE(good->evaluation.performance.has_value());
+  CHECK(good->evaluation.performance->latency_ms > 0);
+  CHECK(good->evaluation.performance->reference_latency_ms > 0);
+  CHECK(good->evaluation.performance->speedup_factor > 0);
+}
+
+TEST_CASE("a CPU latency under the host's copy time for the bytes moved is implausible") {
+  CHECK(kb::implausible_cpu_latency(64e6, 0.0).find("no measurable work") != std::string::npos);
+  CHECK(kb::implausible_cpu_latency(64e6, 1e-6).find("faster than the host copies") != std::string::npos);
+  CHECK(kb::implausible_cpu_latency(4096, 10.0).empty());
+  CHECK(kb::implausible_cpu_latency(64e6, 1000.0).empty());
+}
+
 TEST_CASE("plugins that cannot be loaded are refused with a clear error") {
   struct Case {
     std::string lib;
@@ -130,7 +169,7 @@ TEST_CASE("the example plugin loads and passes") {
   CHECK_MESSAGE(r->evaluation.status == kb::EvalStatus::passed, r->evaluation.log);
   REQUIRE(r->evaluation.performance);
   CHECK(r->evaluation.performance->latency_ms > 0);
-  CHECK(r->evaluation.log.find("timed there") != std::string::npos);
+  CHECK(r->evaluation.log.find("one call on each of 5 fresh input sets") != std::string::npos);
 }
 
 TEST_CASE("hostile solutions each earn their status and kb carries on") {
@@ -148,7 +187,7 @@ TEST_CASE("hostile solutions each earn their status and kb carries on") {
   std::vector<Case> cases = {
       {"hostile_segfault", kb::EvalStatus::runtime_error, "killed by SIGSEGV"},
       {"hostile_abort", kb::EvalStatus::runtime_error, "killed by SIGABRT"},
-      {"hostile_hang", kb::EvalStatus::timeout, "longer than the 1 s limit"},
+      {"hostile_hang", kb::EvalStatus::timeout, "ran longer than the limit (1 s a call"},
       {"hostile_write_past_output", kb::EvalStatus::runtime_error, "wrote outside output \"output\" (guard bytes changed)"},
       {"hostile_write_input", kb::EvalStatus::runtime_error, "modified input \"hidden_states\""},
       {"hostile_stale", kb::EvalStatus::incorrect_numerical, "trial 1"},
@@ -387,7 +426,7 @@ TEST_CASE("two builders of one solution at once: one compiles, both load the sam
   CHECK(tmp_left == 0);
 }
 
-TEST_CASE("all trials in one worker request: rotations judged again after timing (the CUDA path's protocol, on CPU)") {
+TEST_CASE("all trials in one worker request: the timed sets judged again after timing") {
   auto p = kb::plugin::load(KB_TEST_HOSTILE_PLUGIN, options());
   REQUIRE(p.ok());
   auto impls = kb::plugin::implementations(*p);
@@ -398,7 +437,7 @@ TEST_CASE("all trials in one worker request: rotations judged again after timing
     kb::EvalStatus status;
     const char* needle;
   } cases[] = {
-      {"hostile_good", kb::EvalStatus::passed, "rotations re-checked after timing"},
+      {"hostile_good", kb::EvalStatus::passed, "5 timed sets judged after timing"},
       {"hostile_stale", kb::EvalStatus::incorrect_numerical, "trial 1: output \"output\""},  // remembers call 0
       {"hostile_write_input", kb::EvalStatus::runtime_error, "modified input"},
       {"hostile_write_past_output", kb::EvalStatus::runtime_error, "wrote outside output"},
@@ -418,7 +457,7 @@ TEST_CASE("all trials in one worker request: rotations judged again after timing
     if (c.status == kb::EvalStatus::passed) {
       REQUIRE(r->evaluation.performance);
       CHECK(r->evaluation.performance->latency_ms > 0);
-      CHECK(r->evaluation.performance->extra->find("\"rotations_checked\":3") != std::string::npos);
+      CHECK(r->evaluation.performance->extra->find("\"rotations_checked\":5") != std::string::npos);
     }
   }
 }

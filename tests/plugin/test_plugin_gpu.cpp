@@ -3,7 +3,7 @@
 // plugin's run functions behind an adapter): a kernel that never ends
 // (TIMEOUT, worker killed), an illegal address (RUNTIME_ERROR naming the CUDA
 // error, worker replaced), a write past the output (guard bytes), a result
-// remembered from an earlier call (rotations re-judged after timing), work on
+// remembered from an earlier call (the timed sets, fresh draws, judged after timing), work on
 // another stream (the gated stream check); a good plugin solution and a cuda
 // Solution JSON built with nvcc pass after each fault.
 // Prints "skipped: no CUDA device" and exits 77 without one.
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   };
 
   // Outside solutions, in kb-worker.
-  (void)expect("hostile_cuda_good", timed, "PASSED", "rotations re-checked after timing");
+  (void)expect("hostile_cuda_good", timed, "PASSED", "timed sets judged after timing");
   pid_t before = (*plugin)->worker->pid();
   (void)expect("hostile_cuda_kernel_hang", untimed, "TIMEOUT", "was killed");
   check((*plugin)->worker->pid() != before, "the hung worker was replaced");
