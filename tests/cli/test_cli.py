@@ -167,6 +167,10 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(ds, "backendbench", "lines.jsonl")) as f:
         first = __import__("json").loads(f.readline())
     check("lines.jsonl keeps the original line", first["text"].startswith("cnt: ") and first["line"] >= 2, first)
+    rc, out, err = run("backendbench", "ops", trace_file)
+    check("backendbench ops FILE: every operator with its lines, cnt and where kb runs it",
+          rc == 0 and out.startswith("operator ") and "12740 lines" in out
+          and sum(1 for l in out.splitlines() if l.startswith("aten.")) >= 166, out[-3000:] + err)
     rc, out, err = run("backendbench", "run", trace_file, "--limit-per-op", "1")
     table = out.split("\nscore over")[0]
     rows = [l.split() for l in table.splitlines() if l.startswith("aten.") and len(l.split()) == 4]

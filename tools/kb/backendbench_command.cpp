@@ -21,6 +21,7 @@ namespace {
 constexpr const char* kParseUsage = R"USAGE(usage: kb backendbench parse FILE
        kb backendbench import FILE --out DIR
        kb backendbench ops [--device cuda]
+       kb backendbench ops FILE
        kb backendbench run FILE [--ops A,B] [--device cpu|cuda|cuda:N] [--limit-per-op N]
                                 [--baseline JSON] [--seed N] [--lines] [--reps N]
                                 [--markdown FILE] [--oracle-limit N] [--oracle-flops N]
@@ -36,7 +37,10 @@ import  Write the file as a FlashInfer Trace dataset under DIR: one definition
         backendbench/lines.jsonl (uuid -> operator, line, cnt, original text)
         and backendbench/skipped.tsv (lines the format cannot hold).
 ops     Print the operator overloads kb implements (with --device cuda: those
-        with a CUDA kernel), comma-separated.
+        with a CUDA kernel), comma-separated. With FILE: every operator of the
+        file, most lines first, with its lines, the sum of its cnt and
+        whether kb runs it on the CPU (a CPU oracle) and on CUDA (a CUDA
+        kernel), then the totals and what is left, weighted by lines.
 run     Run the operators kb implements on the file's lines and print the
         per-operator table, BackendBench's score and a coverage table of the
         operators kb does not implement. --ops names operators
@@ -422,6 +426,49 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   return all_passed ? 0 : 1;
 }
 
+// `kb backendbench ops FILE`: each operator of the file with its lines and whether kb runs it.
+int run_ops_file(const std::string& file, std::FILE* out, std::FILE* err) {
+  auto trace = parse_file(file);
+  if (!trace) {
+    fmt::print(err, "kb backendbench ops: {}\n", trace.error().message);
+    return 1;
+  }
+  struct Row {
+    std::string op;
+    std::size_t lines = 0;
+    std::uint64_t count = 0;
+    bool cpu = false, cuda = false;
+  };
+  std::vector<Row> rows;
+  std::size_t total_lines = 0;
+  for (const Operator& op : merge_operators(*trace)) {
+    Row r{op.name, op.lines.size(), 0, find_aten_op(op.name) != nullptr, has_cuda_kernel(op.name)};
+    for (const ArgLine& l : op.lines) r.count += l.count;
+    total_lines += r.lines;
+    rows.push_back(std::move(r));
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.lines > b.lines; });
+  fmt::print(out, "{:<56} {:>6} {:>7} {:>8} {:>4} {:>5}\n", "operator", "lines", "% lines", "cnt", "cpu", "cuda");
+  std::size_t cpu_ops = 0, cpu_lines = 0, cuda_ops = 0, cuda_lines = 0;
+  for (const Row& r : rows) {
+    fmt::print(out, "{:<56} {:>6} {:>7} {:>8} {:>4} {:>5}\n", r.op, r.lines,
+               pct(static_cast<double>(r.lines), static_cast<double>(total_lines)), r.count, r.cpu ? "yes" : "no",
+               r.cuda ? "yes" : "no");
+    cpu_ops += r.cpu;
+    cpu_lines += r.cpu ? r.lines : 0;
+    cuda_ops += r.cuda;
+    cuda_lines += r.cuda ? r.lines : 0;
+  }
+  fmt::print(out, "\n{} operators, {} lines. CPU: {} operators, {} lines ({}); left: {} operators, {} lines ({}).\n"
+                  "CUDA: {} operators, {} lines ({}); left: {} operators, {} lines ({}).\n",
+             rows.size(), total_lines, cpu_ops, cpu_lines, pct(static_cast<double>(cpu_lines), static_cast<double>(total_lines)),
+             rows.size() - cpu_ops, total_lines - cpu_lines,
+             pct(static_cast<double>(total_lines - cpu_lines), static_cast<double>(total_lines)), cuda_ops, cuda_lines,
+             pct(static_cast<double>(cuda_lines), static_cast<double>(total_lines)), rows.size() - cuda_ops,
+             total_lines - cuda_lines, pct(static_cast<double>(total_lines - cuda_lines), static_cast<double>(total_lines)));
+  return 0;
+}
+
 int run_command(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
   if (args.empty()) {
     std::fputs(kParseUsage, err);
@@ -433,9 +480,10 @@ int run_command(const std::vector<std::string>& args, std::FILE* out, std::FILE*
   }
   if (args[0] == "import") return run_import_command(args, out, err);
   if (args[0] == "run") return run_run_command(args, out, err);
+  if (args[0] == "ops" && args.size() == 2 && !args[1].empty() && args[1][0] != '-') return run_ops_file(args[1], out, err);
   if (args[0] == "ops") {  // the overloads kb implements, comma-separated (for torch_baseline.py --ops)
     bool cuda_only = args.size() == 3 && args[1] == "--device" && args[2] == "cuda";
-    if (args.size() != 1 && !cuda_only) return usage_error(err, "ops: takes only --device cuda");
+    if (args.size() != 1 && !cuda_only) return usage_error(err, "ops: takes only --device cuda, or one FILE");
     std::vector<std::string_view> names;
     for (const OpInfo& o : aten_ops())
       if (!cuda_only || has_cuda_kernel(o.name)) names.emplace_back(o.name);
