@@ -287,6 +287,7 @@ struct DeviceLine {
   double ms = 0;
   bool fatal = false;  // the context is unusable: stop the run
   bool by_reference = false;
+  std::optional<double> max_abs_error, max_rel_error;  // set once the outputs were judged
   DevicePhases phases;
 };
 
@@ -374,6 +375,8 @@ DeviceLine device_side(const OpInfo& info, aten::CudaPlanFn plan_fn, HostSide& h
       j = parallel_judge(h.expected, *actual, std::min(jt, 64u));
     }
     d.phases.judge_s = seconds_since(t0);
+    d.max_abs_error = j.max_abs_error;
+    d.max_rel_error = j.max_rel_error;
     if (j.verdict != Verdict::passed) {
       d.problem = fmt::format("{}: {} (max abs error {:.3g}, max rel error {:.3g})", verdict_name(j.verdict), j.detail,
                               j.max_abs_error, j.max_rel_error);
@@ -509,6 +512,7 @@ Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& optio
     row.op = op.name;
     row.lines += op.lines.size();
     row.count += cnt;
+    row.cpu_oracle = info != nullptr && cinfo == nullptr;
     if (!info || !cinfo || (!wanted.empty() && !wanted.count(op.name))) continue;
     seen.insert(op.name);
     std::vector<LineScore> scores;
@@ -572,6 +576,8 @@ Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& optio
           o.problem = d.problem;
           o.kb_ms = d.ms;
           o.by_reference = d.by_reference;
+          o.max_abs_error = d.max_abs_error;
+          o.max_rel_error = d.max_rel_error;
           r.phases.add(d.phases);
           if (d.fatal) {
             stop_all = true;

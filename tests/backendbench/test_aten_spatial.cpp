@@ -5,12 +5,15 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "backendbench/report.hpp"
+#include "backendbench/run.hpp"
 #include "fixture.hpp"
 #include "json/json.hpp"
 
@@ -267,4 +270,68 @@ TEST_CASE("convolution, pooling and upsampling agree with PyTorch on f64 cases")
     ++n;
   }
   CHECK(n >= 30);
+}
+
+TEST_CASE("BackendBench's output files: summary, per-operator CSV, full and failed results, overhead flags") {
+  auto rep = bb::parse_text(
+      "Operator: aten.relu.default\n"
+      "cnt: 1, ((T([4, 4], f16),), {})\n"
+      "cnt: 1, ((T([8], f16),), {})\n"
+      "Operator: aten.gather.default\n"
+      "cnt: 1, ((T([3, 5], f16), 7, T([3, 2], i64)), {})\n"
+      "Operator: aten._cudnn_rnn.default\n"
+      "cnt: 1, ((T([1], f16),), {})\n",
+      "t.txt");
+  REQUIRE(rep.ok());
+  bb::RunOptions opt;
+  opt.baseline["aten.relu.default"][0] = 1000.0;  // far above an empty call
+  opt.baseline["aten.relu.default"][1] = 1e-9;    // below it: overhead-dominated
+  auto r = bb::run_cpu_trace(rep.trace, opt);
+  REQUIRE(r.ok());
+  REQUIRE(r->empty_call_ms.has_value());
+  const std::string dir = (std::filesystem::temp_directory_path() / "kb_test_bb_outputs").string();
+  std::filesystem::remove_all(dir);
+  bb::OutputInfo info{"kb backendbench run t.txt", "cpu", 1.0, 1e-6};
+  REQUIRE(bb::write_outputs(*r, rep.trace, info, dir).ok());
+  auto read = [&](const char* name) {
+    auto t = kb::json::read_text_file(dir + "/" + name);
+    REQUIRE_MESSAGE(t.ok(), name);
+    return *t;
+  };
+  const std::string csv = read("operator_summary.csv");
+  CHECK(csv.rfind("operator,total_tests,passed_tests,failed_tests,correctness_rate,avg_speedup,geomean_speedup,"
+                  "max_absolute_error,max_relative_error\n", 0) == 0);
+  CHECK(csv.find("\naten.relu.default,2,2,0,1,") != std::string::npos);
+  CHECK(csv.find("\naten.gather.default,1,0,1,0,") != std::string::npos);  // dim 7 of a 2-D tensor fails
+  auto full = kb::json::parse(read("full_results.json"), "full_results.json");
+  REQUIRE(full.ok());
+  kb::json::Array entries;
+  REQUIRE(!full->root().get_array().get(entries));
+  std::size_t correctness = 0, performance = 0, overhead = 0;
+  for (auto e : entries) {
+    std::string_view type;
+    REQUIRE(!e["test_type"].get_string().get(type));
+    correctness += type == "correctness";
+    if (type == "performance") {
+      ++performance;
+      bool flagged = false;
+      REQUIRE(!e["overhead_dominated"].get_bool().get(flagged));
+      overhead += flagged;
+    }
+  }
+  CHECK(correctness == 3);
+  CHECK(performance == 2);
+  CHECK(overhead == 1);
+  auto failed = kb::json::parse(read("failed_tests.json"), "failed_tests.json");
+  REQUIRE(failed.ok());
+  kb::json::Array failed_entries;
+  REQUIRE(!failed->root().get_array().get(failed_entries));
+  CHECK(failed_entries.size() == 1);
+  const std::string md = read("OVERALL_SUMMARY.md");
+  CHECK(md.rfind("# BackendBench Run Summary\n", 0) == 0);
+  CHECK(md.find("| Correctness Score | 0.50 |") != std::string::npos);
+  CHECK(md.find("| Perf@1.0 Score |") != std::string::npos);
+  CHECK(md.find("under 1.3x an empty call") != std::string::npos);
+  CHECK(md.find("| aten._cudnn_rnn.default | 1 | kb does not implement it |") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
