@@ -17,5 +17,8 @@ std::span<const OpInfo> batch_norm_ops();
 std::span<const OpInfo> matmul_ops();
 std::span<const OpInfo> copy_ops();
 std::span<const OpInfo> index_ops();
+std::span<const OpInfo> convolution_ops();
+std::span<const OpInfo> pooling_ops();
+std::span<const OpInfo> upsample_ops();
 
 }  // namespace kb::backendbench::aten

@@ -14,7 +14,8 @@ namespace {
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> all;
   for (auto fam : {aten::elementwise_ops(), aten::reduction_ops(), aten::softmax_ops(), aten::layer_norm_ops(),
-                   aten::batch_norm_ops(), aten::matmul_ops(), aten::copy_ops(), aten::index_ops()})
+                   aten::batch_norm_ops(), aten::matmul_ops(), aten::copy_ops(), aten::index_ops(),
+                   aten::convolution_ops(), aten::pooling_ops(), aten::upsample_ops()})
     all.insert(all.end(), fam.begin(), fam.end());
   return all;
 }

@@ -130,6 +130,20 @@ LineOutcome run_line(const OpInfo& info, const ArgLine& line, std::size_t index,
   return o;
 }
 
+// The median over many calls of the CPU runner's timer around a call that does nothing.
+double empty_call_ms() {
+  volatile int sink = 0;
+  auto nothing = [&sink] { sink = sink + 1; };
+  std::vector<double> ms(1001);
+  for (double& m : ms) {
+    auto t0 = std::chrono::steady_clock::now();
+    nothing();
+    m = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::nth_element(ms.begin(), ms.begin() + 500, ms.end());
+  return ms[500];
+}
+
 }  // namespace
 
 std::vector<Operator> merge_operators(const TraceFile& trace) {
@@ -195,6 +209,7 @@ Result<RunReport> run_cpu_trace(const TraceFile& trace, const RunOptions& option
   std::stable_sort(r.unimplemented.begin(), r.unimplemented.end(),
                    [](const CoverageRow& a, const CoverageRow& b) { return a.lines > b.lines; });
   r.summary = summarize(r.ops);
+  r.empty_call_ms = empty_call_ms();
   return r;
 }
 

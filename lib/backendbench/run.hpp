@@ -40,12 +40,15 @@ struct LineOutcome {
   double kb_ms = 0;
   std::optional<double> baseline_ms;
   bool by_reference = false;    // --device cuda: judged against the GPU fp64 reference, not the CPU oracle
+  std::optional<double> max_abs_error;  // the judge's, where a line was compared against a reference
+  std::optional<double> max_rel_error;
 };
 
 struct CoverageRow {
   std::string op;
   std::size_t lines = 0;
   std::uint64_t count = 0;  // sum of cnt
+  bool cpu_oracle = false;  // unimplemented on a --device cuda run, yet kb has its CPU oracle: not run on CUDA
 };
 
 // Where a --device cuda run spent its time (seconds, summed over lines): the
@@ -80,6 +83,10 @@ struct RunReport {
   std::string fatal;                       // a CUDA run stopped early (the context broke): why
   DevicePhases phases;                     // --device cuda
   std::size_t resumed_lines = 0;           // taken from CudaRunOptions::resume, not run
+  // The time of an empty call through the run's own timing (CPU: the timer
+  // around a call that does nothing, median of many), for BackendBench's
+  // overhead-dominated flag; unset where the run did not measure one.
+  std::optional<double> empty_call_ms;
 };
 
 // --device cuda: lines of the operators with a CUDA kernel (kernels/aten/*/cuda/)

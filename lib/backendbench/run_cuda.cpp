@@ -287,6 +287,7 @@ struct DeviceLine {
   double ms = 0;
   bool fatal = false;  // the context is unusable: stop the run
   bool by_reference = false;
+  std::optional<double> max_abs_error, max_rel_error;  // set once the outputs were judged
   DevicePhases phases;
 };
 
@@ -374,6 +375,8 @@ DeviceLine device_side(const OpInfo& info, aten::CudaPlanFn plan_fn, HostSide& h
       j = parallel_judge(h.expected, *actual, std::min(jt, 64u));
     }
     d.phases.judge_s = seconds_since(t0);
+    d.max_abs_error = j.max_abs_error;
+    d.max_rel_error = j.max_rel_error;
     if (j.verdict != Verdict::passed) {
       d.problem = fmt::format("{}: {} (max abs error {:.3g}, max rel error {:.3g})", verdict_name(j.verdict), j.detail,
                               j.max_abs_error, j.max_rel_error);
@@ -451,6 +454,27 @@ std::string over_budget(std::string_view op, const ArgLine& l, const CudaRunOpti
   if (copt.oracle_elements > 0 && n > copt.oracle_elements)
     return fmt::format("not judged: {} input elements exceed the CPU oracle budget of {} (--oracle-limit)", n,
                        copt.oracle_elements);
+  // convolution and its backward: 2 * N * weight elements * positions of the
+  // non-transposed convolution's output side, per computed gradient.
+  if (copt.oracle_flops > 0 && (op == "aten.convolution.default" || op == "aten.convolution_backward.default")) {
+    const bool backward = op == "aten.convolution_backward.default";
+    const auto& a = l.args.positional;
+    const std::size_t tr_at = backward ? 7 : 6;
+    if (a.size() > tr_at && a[0].kind == Kind::tensor && a[1].kind == Kind::tensor && a[backward ? 2 : 1].kind == Kind::tensor &&
+        a[0].shape.size() >= 3) {
+      const bool transposed = a[tr_at].kind == Kind::boolean && a[tr_at].text == "True";
+      // The tensor on the non-transposed output side: grad_output (or, transposed, input) of the
+      // backward; the forward's input when transposed. A non-transposed forward's output is
+      // bounded by its input's positions.
+      const Value& side = backward ? (transposed ? a[1] : a[0]) : a[0];
+      double flops = 2.0 * static_cast<double>(a[backward ? 2 : 1].numel()) * static_cast<double>(side.shape[0]);
+      for (std::size_t d = 2; d < side.shape.size(); ++d) flops *= static_cast<double>(side.shape[d]);
+      if (backward) flops *= 2;
+      if (flops > copt.oracle_flops)
+        return fmt::format("not judged: {:.3g} convolution FLOPs exceed the CPU oracle budget of {:.3g} (--oracle-flops)",
+                           flops, copt.oracle_flops);
+    }
+  }
   if (copt.oracle_flops > 0 && (op == "aten.mm.default" || op == "aten.bmm.default" || op == "aten.addmm.default")) {
     std::vector<std::vector<std::int64_t>> shapes;
     for (const Value& v : l.args.positional) tensor_shapes(v, shapes);
@@ -509,6 +533,7 @@ Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& optio
     row.op = op.name;
     row.lines += op.lines.size();
     row.count += cnt;
+    row.cpu_oracle = info != nullptr && cinfo == nullptr;
     if (!info || !cinfo || (!wanted.empty() && !wanted.count(op.name))) continue;
     seen.insert(op.name);
     std::vector<LineScore> scores;
@@ -572,6 +597,8 @@ Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& optio
           o.problem = d.problem;
           o.kb_ms = d.ms;
           o.by_reference = d.by_reference;
+          o.max_abs_error = d.max_abs_error;
+          o.max_rel_error = d.max_rel_error;
           r.phases.add(d.phases);
           if (d.fatal) {
             stop_all = true;

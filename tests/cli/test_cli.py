@@ -167,6 +167,10 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(ds, "backendbench", "lines.jsonl")) as f:
         first = __import__("json").loads(f.readline())
     check("lines.jsonl keeps the original line", first["text"].startswith("cnt: ") and first["line"] >= 2, first)
+    rc, out, err = run("backendbench", "ops", trace_file)
+    check("backendbench ops FILE: every operator with its lines, cnt and where kb runs it",
+          rc == 0 and out.startswith("operator ") and "12740 lines" in out
+          and sum(1 for l in out.splitlines() if l.startswith("aten.")) >= 166, out[-3000:] + err)
     rc, out, err = run("backendbench", "run", trace_file, "--limit-per-op", "1")
     table = out.split("\nscore over")[0]
     rows = [l.split() for l in table.splitlines() if l.startswith("aten.") and len(l.split()) == 4]
@@ -178,8 +182,9 @@ with tempfile.TemporaryDirectory() as tmp:
     import re as _re
     m = _re.search(r"\(([0-9.]+)%\)", cov[0]) if cov else None
     check("backendbench run: coverage of at least 45% of the lines", m and float(m.group(1)) >= 45.0, cov)
-    check("backendbench run: coverage table lists convolution", "aten.convolution.default" in out.split(
-        "not implemented, by lines:")[-1], out[-1500:])
+    left = out.split("not implemented, by lines:")[-1]
+    check("backendbench run: the coverage table lists what is left, not convolution",
+          "aten._cudnn_rnn.default" in left and "aten.convolution.default" not in left, out[-1500:])
     base = os.path.join(tmp, "baseline.json")
     with open(base, "w") as f:
         __import__("json").dump({"format": "kb-backendbench-baseline-1", "device": "test",

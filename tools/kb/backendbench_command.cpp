@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <set>
 
 #include "backendbench/import.hpp"
 #include "backendbench/ops.hpp"
+#include "backendbench/report.hpp"
 #include "backendbench/run.hpp"
 #include "backendbench/trace.hpp"
 #include "commands.hpp"
@@ -21,11 +25,13 @@ namespace {
 constexpr const char* kParseUsage = R"USAGE(usage: kb backendbench parse FILE
        kb backendbench import FILE --out DIR
        kb backendbench ops [--device cuda]
+       kb backendbench ops FILE
        kb backendbench run FILE [--ops A,B] [--device cpu|cuda|cuda:N] [--limit-per-op N]
                                 [--baseline JSON] [--seed N] [--lines] [--reps N]
                                 [--markdown FILE] [--oracle-limit N] [--oracle-flops N]
                                 [--gpu-reference] [--time-limit S]
                                 [--save-lines FILE] [--resume FILE,...]
+                                [--out DIR] [--empty-kernel-ms MS]
 parse   Parse a BackendBench / TritonBench operator trace file ("Operator: NAME"
         lines, each followed by "cnt: N, ((args...), {kwargs})" lines). Prints
         every line that does not parse as FILE:LINE:COL: message, then
@@ -36,7 +42,10 @@ import  Write the file as a FlashInfer Trace dataset under DIR: one definition
         backendbench/lines.jsonl (uuid -> operator, line, cnt, original text)
         and backendbench/skipped.tsv (lines the format cannot hold).
 ops     Print the operator overloads kb implements (with --device cuda: those
-        with a CUDA kernel), comma-separated.
+        with a CUDA kernel), comma-separated. With FILE: every operator of the
+        file, most lines first, with its lines, the sum of its cnt and
+        whether kb runs it on the CPU (a CPU oracle) and on CUDA (a CUDA
+        kernel), then the totals and what is left, weighted by lines.
 run     Run the operators kb implements on the file's lines and print the
         per-operator table, BackendBench's score and a coverage table of the
         operators kb does not implement. --ops names operators
@@ -57,6 +66,13 @@ run     Run the operators kb implements on the file's lines and print the
         run) as JSON; --resume FILE,... (--device cuda) takes the lines saved
         there as they are (with the baseline times of the run that saved them) and
         runs the others: a run cut by --time-limit continues in a new call.
+        --out DIR writes BackendBench's output files there: OVERALL_SUMMARY.md,
+        operator_summary.csv, full_results.json and failed_tests.json, with
+        lines whose baseline time is under 1.3x an empty call flagged as
+        overhead-dominated (the CPU run measures its own empty call;
+        --empty-kernel-ms gives the device's, e.g. an empty CUDA kernel's
+        time from the baseline's machine). Operators without a CUDA kernel
+        are listed on a --device cuda run as not run on CUDA.
         Exit 0 when every line run passed, 1 otherwise.
 Exit status 2 on bad usage.
 )USAGE";
@@ -133,7 +149,8 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   int cuda_device = -1;  // --device cuda:N; -1: the current device
   RunOptions opt;
   CudaRunOptions copt;
-  std::string markdown_path, save_path;
+  std::string markdown_path, save_path, out_dir;
+  std::optional<double> empty_kernel_ms;
   std::vector<std::string> resume_paths;
   bool list_lines = false;
   for (std::size_t i = 1; i < args.size(); ++i) {
@@ -198,6 +215,17 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
       auto v = value("--resume");
       if (!v) return usage_error(err, "run: --resume needs files");
       resume_paths = split_commas(*v);
+    } else if (a == "--out") {
+      auto v = value("--out");
+      if (!v) return usage_error(err, "run: --out needs a directory");
+      out_dir = *v;
+    } else if (a == "--empty-kernel-ms") {
+      auto v = value("--empty-kernel-ms");
+      char* end = nullptr;
+      double ms = v ? std::strtod(v->c_str(), &end) : 0.0;
+      if (!v || v->empty() || *end != '\0' || !(ms > 0) || !std::isfinite(ms))
+        return usage_error(err, "run: --empty-kernel-ms needs a positive number of ms");
+      empty_kernel_ms = ms;
     } else if (a == "--gpu-reference") {
       copt.gpu_reference = true;
     } else if (a == "--reps") {
@@ -274,7 +302,9 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   }
   for (const auto& u : rep->unknown_ops)
     fmt::print(err, "kb backendbench run: --ops {}: {}\n", u,
-               find_aten_op(u) ? "not in this file" : "kb does not implement this operator");
+               !find_aten_op(u)                          ? "kb does not implement this operator"
+               : device == "cuda" && !has_cuda_kernel(u) ? "not run on CUDA: kb has its CPU oracle and no CUDA kernel"
+                                                         : "not in this file");
   if (!rep->unknown_ops.empty()) return 2;
 
   std::string device_name = "cpu";
@@ -414,12 +444,74 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
     }
     std::fclose(md);
   }
+  if (!out_dir.empty()) {
+    std::string command = "kb backendbench";
+    for (const std::string& a : args) command += " " + a;
+    OutputInfo oi{command, device_name, 1.0, empty_kernel_ms};
+    if (auto st = write_outputs(*rep, *trace, oi, out_dir); !st) {
+      fmt::print(err, "kb backendbench run: {}\n", st.error().message);
+      return 1;
+    }
+    fmt::print(out, "\nBackendBench's output files written to {}\n", out_dir);
+  }
   fmt::print(out, "\nnot implemented, by lines:\n{:<56} {:>6} {:>7} {:>10}\n", "operator", "lines", "% lines", "cnt");
   for (const auto& c : rep->unimplemented)
-    fmt::print(out, "{:<56} {:>6} {:>7} {:>10}\n", c.op, c.lines,
-               pct(static_cast<double>(c.lines), static_cast<double>(rep->total_lines)), c.count);
+    if (!c.cpu_oracle)
+      fmt::print(out, "{:<56} {:>6} {:>7} {:>10}\n", c.op, c.lines,
+                 pct(static_cast<double>(c.lines), static_cast<double>(rep->total_lines)), c.count);
+  if (std::any_of(rep->unimplemented.begin(), rep->unimplemented.end(), [](const CoverageRow& c) { return c.cpu_oracle; })) {
+    fmt::print(out, "\nnot run on CUDA (kb has the CPU oracle, no CUDA kernel), by lines:\n{:<56} {:>6} {:>7} {:>10}\n",
+               "operator", "lines", "% lines", "cnt");
+    for (const auto& c : rep->unimplemented)
+      if (c.cpu_oracle)
+        fmt::print(out, "{:<56} {:>6} {:>7} {:>10}\n", c.op, c.lines,
+                   pct(static_cast<double>(c.lines), static_cast<double>(rep->total_lines)), c.count);
+  }
   std::fflush(out);
   return all_passed ? 0 : 1;
+}
+
+// `kb backendbench ops FILE`: each operator of the file with its lines and whether kb runs it.
+int run_ops_file(const std::string& file, std::FILE* out, std::FILE* err) {
+  auto trace = parse_file(file);
+  if (!trace) {
+    fmt::print(err, "kb backendbench ops: {}\n", trace.error().message);
+    return 1;
+  }
+  struct Row {
+    std::string op;
+    std::size_t lines = 0;
+    std::uint64_t count = 0;
+    bool cpu = false, cuda = false;
+  };
+  std::vector<Row> rows;
+  std::size_t total_lines = 0;
+  for (const Operator& op : merge_operators(*trace)) {
+    Row r{op.name, op.lines.size(), 0, find_aten_op(op.name) != nullptr, has_cuda_kernel(op.name)};
+    for (const ArgLine& l : op.lines) r.count += l.count;
+    total_lines += r.lines;
+    rows.push_back(std::move(r));
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.lines > b.lines; });
+  fmt::print(out, "{:<56} {:>6} {:>7} {:>8} {:>4} {:>5}\n", "operator", "lines", "% lines", "cnt", "cpu", "cuda");
+  std::size_t cpu_ops = 0, cpu_lines = 0, cuda_ops = 0, cuda_lines = 0;
+  for (const Row& r : rows) {
+    fmt::print(out, "{:<56} {:>6} {:>7} {:>8} {:>4} {:>5}\n", r.op, r.lines,
+               pct(static_cast<double>(r.lines), static_cast<double>(total_lines)), r.count, r.cpu ? "yes" : "no",
+               r.cuda ? "yes" : "no");
+    cpu_ops += r.cpu;
+    cpu_lines += r.cpu ? r.lines : 0;
+    cuda_ops += r.cuda;
+    cuda_lines += r.cuda ? r.lines : 0;
+  }
+  fmt::print(out, "\n{} operators, {} lines. CPU: {} operators, {} lines ({}); left: {} operators, {} lines ({}).\n"
+                  "CUDA: {} operators, {} lines ({}); left: {} operators, {} lines ({}).\n",
+             rows.size(), total_lines, cpu_ops, cpu_lines, pct(static_cast<double>(cpu_lines), static_cast<double>(total_lines)),
+             rows.size() - cpu_ops, total_lines - cpu_lines,
+             pct(static_cast<double>(total_lines - cpu_lines), static_cast<double>(total_lines)), cuda_ops, cuda_lines,
+             pct(static_cast<double>(cuda_lines), static_cast<double>(total_lines)), rows.size() - cuda_ops,
+             total_lines - cuda_lines, pct(static_cast<double>(total_lines - cuda_lines), static_cast<double>(total_lines)));
+  return 0;
 }
 
 int run_command(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
@@ -433,9 +525,10 @@ int run_command(const std::vector<std::string>& args, std::FILE* out, std::FILE*
   }
   if (args[0] == "import") return run_import_command(args, out, err);
   if (args[0] == "run") return run_run_command(args, out, err);
+  if (args[0] == "ops" && args.size() == 2 && !args[1].empty() && args[1][0] != '-') return run_ops_file(args[1], out, err);
   if (args[0] == "ops") {  // the overloads kb implements, comma-separated (for torch_baseline.py --ops)
     bool cuda_only = args.size() == 3 && args[1] == "--device" && args[2] == "cuda";
-    if (args.size() != 1 && !cuda_only) return usage_error(err, "ops: takes only --device cuda");
+    if (args.size() != 1 && !cuda_only) return usage_error(err, "ops: takes only --device cuda, or one FILE");
     std::vector<std::string_view> names;
     for (const OpInfo& o : aten_ops())
       if (!cuda_only || has_cuda_kernel(o.name)) names.emplace_back(o.name);
