@@ -298,7 +298,13 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   std::string summary = "ok";
   if (r.timing) {
     const worker::WorkerTiming& t = *r.timing;
-    CallCost cost = ideal_cost(d, ms[0].axes);
+    std::vector<CallCost> costs;  // the worker's samples rotate through every trial's inputs
+    for (const Materialized& m : ms) {
+      auto c = ideal_cost(d, m.axes, m.args);
+      if (!c) return c.error();
+      costs.push_back(*c);
+    }
+    const CallCost cost = mean_cost(costs);
     std::string implausible = impl.device == Device::cuda
                                   ? cuda::implausible_speed(cost.bytes, cost.flops, t.timer.median_ms,
                                                             t.ceilings.copy_bandwidth_gbs, t.mma_tflops)
