@@ -185,7 +185,8 @@ bool is_query(std::string_view n) { return n == "q" || n == "q_nope" || n == "q_
 // gqa_paged, gqa_ragged, mla_paged, mla_ragged: decode (no qo_indptr, one
 // query per sequence) and prefill (qo_indptr; causal when the name says so,
 // as kb's oracle reads it), over a paged cache (kv_indptr ranges of
-// kv_indices, kv_last_page_len slots of the last page) or ragged K/V rows
+// kv_indices, kv_last_page_len slots of the last page; without
+// kv_last_page_len every page is full) or ragged K/V rows
 // (kv_indptr ranges). Per visible (query, key) pair and query head:
 // 2*D_qk (logits; D_qk sums q, or q_nope and q_pe) + 2*D_v (output).
 // K/V tensors count once per touched token for every KV head they hold: a
@@ -228,14 +229,16 @@ Status attention(Call& c, CallCost& cost) {
     auto v = c.values("kv_indices");
     if (!v) return v.error();
     kv_indices = std::move(*v);
-    auto l = c.values("kv_last_page_len");
-    if (!l) return l.error();
-    last_len = std::move(*l);
+    if (d.find_input("kv_last_page_len")) {  // without it every page is full (page_size 1 layouts)
+      auto l = c.values("kv_last_page_len");
+      if (!l) return l.error();
+      last_len = std::move(*l);
+    }
   }
   const std::int64_t batch = prefill ? static_cast<std::int64_t>(qo_indptr.size()) - 1 : total_q;
   if (batch < 0 || static_cast<std::int64_t>(kv_indptr->size()) < batch + 1)
     return c.bad(fmt::format("kv_indptr has {} entries for {} sequences", kv_indptr->size(), batch));
-  if (paged && static_cast<std::int64_t>(last_len.size()) < batch)
+  if (paged && d.find_input("kv_last_page_len") && static_cast<std::int64_t>(last_len.size()) < batch)
     return c.bad(fmt::format("kv_last_page_len has {} entries for {} sequences", last_len.size(), batch));
 
   std::vector<bool> q_rows(static_cast<std::size_t>(total_q));
@@ -260,7 +263,7 @@ Status attention(Call& c, CallCost& cost) {
       if (k0 < 0 || k1 > static_cast<std::int64_t>(kv_indices.size()))
         return c.bad(fmt::format("kv_indptr[{}..{}] = [{}, {}) is outside kv_indices' {} entries", b, b + 1, k0, k1,
                                  kv_indices.size()));
-      last = std::clamp<std::int64_t>(last_len[static_cast<std::size_t>(b)], 0, page_size);
+      last = last_len.empty() ? page_size : std::clamp<std::int64_t>(last_len[static_cast<std::size_t>(b)], 0, page_size);
       kv_len = (k1 - k0 - 1) * page_size + last;
     } else {
       if (k0 < 0 || k1 > num_pages)
@@ -295,8 +298,8 @@ Status attention(Call& c, CallCost& cost) {
     for (const auto& [n, t] : kvs) c.reads(n, tokens * c.row_bytes(*t, 2));
     const Tensor* idx = c.tensor("kv_indices");
     c.reads("kv_indices", static_cast<double>(count(index_entries)) * c.row_bytes(*idx));
-    const Tensor* ll = c.tensor("kv_last_page_len");
-    c.reads("kv_last_page_len", static_cast<double>(batch) * c.row_bytes(*ll));
+    if (const Tensor* ll = c.tensor("kv_last_page_len"))
+      c.reads("kv_last_page_len", static_cast<double>(batch) * c.row_bytes(*ll));
   } else {
     tokens = static_cast<double>(count(kv_rows));
     for (const auto& [n, t] : kvs) c.reads(n, tokens * c.row_bytes(*t));
