@@ -9,15 +9,6 @@
 
 namespace kb {
 
-std::string_view cost_basis_name(CostBasis b) noexcept {
-  switch (b) {
-    case CostBasis::exact: return "exact";
-    case CostBasis::upper_bound: return "upper_bound";
-    case CostBasis::tensor_sizes: return "tensor_sizes";
-  }
-  return "exact";
-}
-
 namespace {
 
 // One call's tensors by name, and the bytes the model says it reads of each

@@ -23,25 +23,17 @@
 
 #include <cstdint>
 #include <span>
-#include <string_view>
 
 #include "common/result.hpp"
+#include "harness/measurement.hpp"  // CostBasis
 #include "oracle/oracle.hpp"
 
 namespace kb {
 
-// How a cost was reached.
-enum class CostBasis {
-  exact,         // the model of the op type, on the call's index values
-  upper_bound,   // the model, but a choice made inside the call is bounded, not known (MoE routing)
-  tensor_sizes,  // an op type the model does not know: every tensor whole, flops 0
-};
-std::string_view cost_basis_name(CostBasis b) noexcept;  // "exact", "upper_bound", "tensor_sizes"
-
 struct CallCost {
   double bytes = 0;
   double flops = 0;
-  CostBasis basis = CostBasis::exact;
+  CostBasis basis = CostBasis::exact;  // measurement.hpp: recorded as "cost_basis"
 };
 
 // The cost of calling `d` on `inputs` (definition input order; an absent

@@ -157,14 +157,15 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     if (!di) return di.error();
     // Large workloads are judged against the GPU oracle (plain fp32 CUDA
     // kernels, cross-checked with the CPU oracle in tests/gpu); the rest
-    // against the CPU oracle. The line is where the single-threaded CPU
-    // oracle stops being quick: it computes in fp32 at about 1-2 GFLOP/s
-    // (attention's inner loops, a gemm's dot products) and streams about
-    // 1 GB/s through conversions, so 2 GFLOP or 64 MB is already a second or
-    // more per trial, while the GPU oracle takes milliseconds. The FLOPs are
-    // the cost model's, on this trial's index values: a causal prefill
-    // counts only the pairs its mask keeps, a paged decode only the pages
-    // its sequences read.
+    // against the CPU oracle. The line is where the CPU oracle stops being
+    // quick: it runs on one thread in fp32, a few GFLOP/s at best (a causal
+    // prefill of 86 GFLOP took it minutes), and streams every byte through
+    // dtype conversions, so 2 GFLOP or 64 MB already costs it a second or
+    // more per trial, against milliseconds on the GPU; below the line the
+    // GPU oracle's launch and download would gain little. The FLOPs are the
+    // cost model's on this trial's index values, attention included: a
+    // causal prefill counts the pairs its mask keeps, a paged decode the
+    // pages its sequences read.
     auto trial_cost = ideal_cost(d, m->axes, m->args);
     if (!trial_cost) return trial_cost.error();
     const CallCost& cost = *trial_cost;

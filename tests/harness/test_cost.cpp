@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/cost.hpp"
+#include "harness/timing_report.hpp"
 #include "inputs/inputs.hpp"
 #include "schema/io.hpp"
 
@@ -535,7 +536,10 @@ TEST_CASE("an op type the model does not know: every tensor whole, no FLOPs, and
   CHECK(c.cost().basis == kb::CostBasis::tensor_sizes);
   CHECK(c.cost().flops == 0);
   CHECK(c.cost().bytes == 2 * 4 * 4 * 2);
-  CHECK(kb::cost_basis_name(kb::CostBasis::upper_bound) == "upper_bound");
+  kb::Measurement m;
+  m.median_ms = 1;
+  kb::record_cost(m, c.cost());
+  CHECK(kb::write_extra(m).find(R"("cost_basis":"tensor_sizes")") != std::string::npos);
 }
 
 TEST_CASE("mean_cost: rotated trials average, the weakest basis wins") {
