@@ -1,9 +1,31 @@
-// The ideal cost of one call, for achieved bytes/s and FLOP/s: every input
-// and output moved once; FLOPs where the op type has a clear count (gemm).
+// The ideal cost of one call: the bytes it must move and the FLOPs it must
+// do, from which achieved bytes/s and FLOP/s follow (measurement.hpp). The
+// model reads the call's inputs, not only its axes: which pages a sequence
+// reads, how many keys a causal query sees, which experts tokens are routed
+// to are values of the index tensors.
+//
+// bytes: every input element the call reads, counted once, plus every output
+//   element, written once. kb hands a solution fresh output buffers, so every
+//   output element is written (and an input that an output copies, such as a
+//   state pool, is read whole). Gathered inputs count only what the call's
+//   indices reach: the KV-cache pages and the slots of a last page a sequence
+//   reads, the cos/sin rows of the positions given, the weights of the experts
+//   tokens are routed to, the state slots in use. Index tensors count the
+//   entries the call reads. Python scalars count 0. Re-reads are not counted
+//   (a KV page read by each query tile, a weight read by each token tile): the
+//   count is what a kernel with unbounded on-chip memory would move.
+// flops: a multiply-add is 2; an add, multiply, divide or transcendental
+//   (exp, rsqrt, sigmoid, softplus) is 1; comparisons, sorts, selections and
+//   index arithmetic are 0. Attention and MoE count their matrix products only
+//   (softmax, SwiGLU and routing are lower order); the formula of every op type
+//   is in docs/cost_model.md, next to its code here.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
+#include "common/result.hpp"
+#include "harness/measurement.hpp"  // CostBasis
 #include "oracle/oracle.hpp"
 
 namespace kb {
@@ -11,8 +33,18 @@ namespace kb {
 struct CallCost {
   double bytes = 0;
   double flops = 0;
+  CostBasis basis = CostBasis::exact;  // measurement.hpp: recorded as "cost_basis"
 };
 
-CallCost ideal_cost(const Definition& d, const AxisValues& axes);
+// The cost of calling `d` on `inputs` (definition input order; an absent
+// optional input has neither tensor nor scalar). One dispatch by op type;
+// every count is generic over the definition's constants. Errors
+// (Code::invalid_data): an input the model needs is missing, or an index
+// value points outside the tensor it indexes.
+Result<CallCost> ideal_cost(const Definition& d, const AxisValues& axes, std::span<const Arg> inputs);
+
+// The mean cost of calls timed in rotation over several input sets (one
+// sample per set in turn): mean bytes and FLOPs, the weakest basis.
+CallCost mean_cost(std::span<const CallCost> costs);
 
 }  // namespace kb

@@ -136,6 +136,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
   std::vector<std::vector<cuda::DeviceCopy>> output_sets;
   std::vector<std::vector<Tensor>> expected_sets;  // empty for sampling
   std::vector<std::vector<Tensor>> host_inputs;    // snapshots, to check inputs after timing
+  std::vector<CallCost> costs;                     // each trial's ideal cost, for the timed rotation
   AxisValues axes;
 
   for (int trial = 0; trial < std::max(1, opt.trials); ++trial) {
@@ -156,8 +157,19 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     if (!di) return di.error();
     // Large workloads are judged against the GPU oracle (plain fp32 CUDA
     // kernels, cross-checked with the CPU oracle in tests/gpu); the rest
-    // against the CPU oracle.
-    CallCost cost = ideal_cost(d, m->axes);
+    // against the CPU oracle. The line is where the CPU oracle stops being
+    // quick: it runs on one thread in fp32, a few GFLOP/s at best (a causal
+    // prefill of 86 GFLOP took it minutes), and streams every byte through
+    // dtype conversions, so 2 GFLOP or 64 MB already costs it a second or
+    // more per trial, against milliseconds on the GPU; below the line the
+    // GPU oracle's launch and download would gain little. The FLOPs are the
+    // cost model's on this trial's index values, attention included: a
+    // causal prefill counts the pairs its mask keeps, a paged decode the
+    // pages its sequences read.
+    auto trial_cost = ideal_cost(d, m->axes, m->args);
+    if (!trial_cost) return trial_cost.error();
+    const CallCost& cost = *trial_cost;
+    costs.push_back(cost);
     GpuOracleFn gpu_oracle = find_gpu_oracle(d);
     const bool use_torch = opt.reference == ReferenceSource::torch && !judged_by_distribution(d);
     bool use_gpu_oracle = !use_torch && !opt.cpu_oracle_only && gpu_oracle && (cost.flops > 2e9 || cost.bytes > 64e6);
@@ -375,7 +387,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       if (ev.status != EvalStatus::incorrect_numerical) ev.correctness.reset();
       return done(std::move(ev), log + (*bad)->what, (*bad)->what);
     }
-    CallCost cost = ideal_cost(d, axes);
+    const CallCost cost = mean_cost(costs);  // samples rotate evenly through the trials
     // The device it ran on, named by PCI bus id too (ordinals depend on CUDA_VISIBLE_DEVICES).
     int device = 0;
     KB_TRY(cuda::check(cudaGetDevice(&device), "cudaGetDevice"));

@@ -325,7 +325,9 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
     }
     Measurement meas;
     record_wall_clock(meas, *t);
-    record_cost(meas, ideal_cost(d, last->axes));
+    auto cost = ideal_cost(d, last->axes, last->args);
+    if (!cost) return cost.error();
+    record_cost(meas, *cost);
     record(meas, perf);
     if (no_oracle.empty()) {
       auto ref_outputs = allocate_outputs(d, last->axes);

@@ -44,6 +44,7 @@ void for_each_field(M& m, F&& f) {
   f("achieved_tflops", m.achieved_tflops);
   f("mma_bf16_tflops", m.mma_bf16_tflops);
   f("fraction_of_mma_bf16", m.fraction_of_mma_bf16);
+  f("cost_basis", m.cost_basis);
   f("empty_kernel_ms", m.empty_kernel_ms);
   f("one_read_kernel_ms", m.one_read_kernel_ms);
   f("implausible", m.implausible);
@@ -75,6 +76,13 @@ template <>
 struct Names<L2FlushMode> {
   static constexpr std::pair<L2FlushMode, std::string_view> list[] = {
       {L2FlushMode::clean, "clean"}, {L2FlushMode::write, "write"}, {L2FlushMode::none, "none"}};
+};
+
+template <>
+struct Names<CostBasis> {
+  static constexpr std::pair<CostBasis, std::string_view> list[] = {{CostBasis::exact, "exact"},
+                                                                    {CostBasis::upper_bound, "upper_bound"},
+                                                                    {CostBasis::tensor_sizes, "tensor_sizes"}};
 };
 
 template <class E>

@@ -30,6 +30,13 @@ enum class TimingMethod { cuda_events, wall_clock };
 enum class StreamCheck { same_stream, inconclusive, not_checked };
 // "l2_flush": how a cold sample's L2 flush left the L2 (cuda/timing.hpp's L2Flush).
 enum class L2FlushMode { clean, write, none };
+// "cost_basis": how the cost model (cost.hpp) reached `bytes` and `flops`;
+// ordered from the firmest (mean_cost keeps the weakest of its trials).
+enum class CostBasis {
+  exact,         // "exact": the op type's model, on the call's index values
+  upper_bound,   // "upper_bound": a choice made inside the call is bounded, not known (MoE routing)
+  tensor_sizes,  // "tensor_sizes": an op type the model does not know: every tensor whole, flops 0
+};
 
 struct Measurement {
   // The latency: performance.latency_ms, the median of the samples. Not in
@@ -66,15 +73,16 @@ struct Measurement {
   std::optional<std::uint64_t> throttled_samples_set_aside;  // "throttled_samples_set_aside"
   std::optional<std::string> throttle_reasons;               // "throttle_reasons": NVML's names, "" for none
 
-  // The call's ideal cost (cost.hpp) and the speed it implies.
-  std::optional<double> bytes;            // "bytes": every input and output moved once
+  // The call's ideal cost (cost.hpp, docs/cost_model.md) and the speed it implies.
+  std::optional<double> bytes;            // "bytes": the input parts read and the outputs written, each once
   std::optional<double> achieved_gbs;     // "achieved_gbs": bytes / median, GB/s
   std::optional<double> copy_bandwidth_gbs;          // "copy_bandwidth_gbs": the device's measured copy bandwidth
   std::optional<double> fraction_of_copy_bandwidth;  // "fraction_of_copy_bandwidth"
-  std::optional<double> flops;            // "flops": 0 where the op type has no clear count
+  std::optional<double> flops;            // "flops": 0 where the cost model does not know the op type
   std::optional<double> achieved_tflops;  // "achieved_tflops"
   std::optional<double> mma_bf16_tflops;  // "mma_bf16_tflops": the device's measured bf16 mma.sync rate
   std::optional<double> fraction_of_mma_bf16;  // "fraction_of_mma_bf16": achieved_tflops / mma_bf16_tflops
+  std::optional<CostBasis> cost_basis;         // "cost_basis"
   std::optional<double> empty_kernel_ms;     // "empty_kernel_ms": the launch floor, timed as solutions are
   std::optional<double> one_read_kernel_ms;  // "one_read_kernel_ms": the floor with one cold DRAM read
   std::optional<std::string> implausible;    // "implausible": why the speed beats the ceilings, "" for plausible

@@ -53,6 +53,7 @@ void record_cost(Measurement& m, const CallCost& cost) {
   m.achieved_gbs = seconds > 0 ? cost.bytes / seconds / 1e9 : 0;
   m.flops = cost.flops;
   m.achieved_tflops = seconds > 0 ? cost.flops / seconds / 1e12 : 0;
+  m.cost_basis = cost.basis;
 }
 
 void record_ceilings(Measurement& m, const cuda::Ceilings& ceilings, double mma_tflops,

@@ -322,7 +322,13 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   ev.performance = Performance{};  // untimed: zeros, as FlashInfer-Bench requires one when PASSED
   if (r.timing) {
     const worker::WorkerTiming& t = *r.timing;
-    CallCost cost = ideal_cost(d, ms[0].axes);
+    std::vector<CallCost> costs;  // the timed calls ran on the timed sets' inputs
+    for (const Materialized& m : timed_ms) {
+      auto c = ideal_cost(d, m.axes, m.args);
+      if (!c) return c.error();
+      costs.push_back(*c);
+    }
+    const CallCost cost = mean_cost(costs);
     std::string implausible = cpu ? implausible_cpu_latency(cost.bytes, t.timer.median_ms)
                                   : cuda::implausible_speed(cost.bytes, cost.flops, t.timer.median_ms,
                                                             t.ceilings.copy_bandwidth_gbs, t.mma_tflops);

@@ -31,6 +31,20 @@ def run(*args, cwd=None, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
+def speedup_cells(out):
+    """The speedup cell of each row of kb bench's table (right-aligned under its header, 8 wide)."""
+    lines = out.splitlines()
+    head = next((l for l in lines if l.startswith("definition ") and " speedup " in l), None)
+    if head is None:
+        return []
+    end = head.index(" speedup ") + len(" speedup")
+    statuses = ("PASSED", "INCORRECT_NUMERICAL", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "RUNTIME_ERROR",
+                "COMPILE_ERROR", "TIMEOUT")
+    rows = [l for l in lines[lines.index(head) + 1:]
+            if len(l) >= end and not l.startswith(" ") and any(f" {st} " in l for st in statuses)]
+    return [l[end - 8:end].strip() for l in rows]
+
+
 def check(name, cond, detail=""):
     global failures
     if cond:
@@ -364,6 +378,8 @@ with tempfile.TemporaryDirectory() as tmp:
 with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1", "--out", tmp)
     check("a timed bench for kb dispatch", rc == 0 and "4 passed" in out, out + err)
+    check("timed against the CPU oracle, each row's speedup column holds the measured ratio",
+          len(speedup_cells(out)) == 4 and all(c.endswith("x") and c != "0.00x" for c in speedup_cells(out)), out)
     rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--call", "M=24")
     rows = [l.split() for l in out.splitlines() if l.startswith("  cpu")]
     check("kb dispatch lists one entry per recorded M", rc == 0 and [r[1] for r in rows] == ["M=1", "M=7", "M=16", "M=32"] and
@@ -381,7 +397,10 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run("dispatch", "gemm_n128_k2048", tmp, "--hardware", "no such machine")
     check("kb dispatch --hardware leaves other machines' records out", rc == 0 and "(no entries" in out, out + err)
     untimed = os.path.join(tmp, "untimed")
-    run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1", "--no-time", "--out", untimed)
+    rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1", "--no-time",
+                       "--out", untimed)
+    check("nothing timed to compare against: the speedup column says -, never 0.00x",
+          rc == 0 and speedup_cells(out) == ["-"] * 4 and "0.00x" not in out, out + err)
     rc, out, err = run("dispatch", "gemm_n128_k2048", untimed)
     check("kb dispatch passes over untimed records", rc == 0 and "4 records under" in out and "(no entries" in out,
           out + err)

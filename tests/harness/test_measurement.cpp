@@ -80,6 +80,7 @@ kb::Measurement full() {
   m.achieved_tflops = 777.35;
   m.mma_bf16_tflops = 1202.8;
   m.fraction_of_mma_bf16 = 0.6463;
+  m.cost_basis = kb::CostBasis::upper_bound;
   m.empty_kernel_ms = 0.00272;
   m.one_read_kernel_ms = 0.0032;
   m.implausible = "faster than \"copy\"";
@@ -218,7 +219,8 @@ TEST_CASE("the keys kb writes today, in their order, come back byte for byte") {
       R"("throttled_samples_set_aside":16,"throttle_reasons":"sw_power_cap","bytes":507510784.5,)"
       R"("achieved_gbs":1640.2638883024276,"copy_bandwidth_gbs":4281.540474233454,)"
       R"("fraction_of_copy_bandwidth":0.38310133891612747,"flops":240518168576.5,"achieved_tflops":777.3495240563175,)"
-      R"("mma_bf16_tflops":1202.8474370790866,"fraction_of_mma_bf16":0.6462,"empty_kernel_ms":0.0027199999894946814,)"
+      R"("mma_bf16_tflops":1202.8474370790866,"fraction_of_mma_bf16":0.6462,"cost_basis":"exact",)"
+      R"("empty_kernel_ms":0.0027199999894946814,)"
       R"("one_read_kernel_ms":0.0031999999191612005,"implausible":"","l2_flush":"clean","cupti_kernel_ms":0.301,)"
       R"("cupti_min_ms":0.3,"cupti_max_ms":0.305,"cupti_samples":20,"cupti_kernels_per_call":1,"cupti_graph":true})";
   // An outside CPU solution: wall clock in the worker; CUPTI could not record.
