@@ -189,6 +189,11 @@ Result<AgentTrace> read_agent_trace_file(const std::string& path, Diagnostics* d
 std::string to_json(const CallingRecord& r, bool pretty = true);
 std::string to_json(const BenchmarkResult& r, bool pretty = true);
 std::string to_json(const AgentTrace& t, bool pretty = true);
+// Parts of an agent trace, one line: an OpenAI response, one entry (with its "type"), a message's
+// tool calls as a list.
+std::string to_json(const Response& r, bool pretty = false);
+std::string entry_json(const AgentEntry& e, bool pretty = false);
+std::string tool_calls_json(const std::vector<MessageToolCall>& calls);
 
 // A record's kernel ids against the definitions `find` knows (nullptr: no such definition), and
 // each call's axes against its definition: every axis named is a var axis of it (a const axis

@@ -12,6 +12,21 @@ void opt_string(json::Writer& w, const char* key, const std::optional<std::strin
   if (v) w.key(key).string(*v);
 }
 
+void write_tool_calls(json::Writer& w, const std::vector<MessageToolCall>& calls) {
+  w.begin_array();
+  for (const auto& c : calls) {
+    w.begin_object();
+    w.key("id").string(c.id);
+    w.key("type").string(c.type);
+    w.key("function").begin_object();
+    w.key("name").string(c.name);
+    w.key("arguments").string(c.arguments);
+    w.end_object();
+    w.end_object();
+  }
+  w.end_array();
+}
+
 void write_message(json::Writer& w, const Message& m) {
   w.begin_object();
   w.key("role").string(role_name(m.role));
@@ -22,18 +37,8 @@ void write_message(json::Writer& w, const Message& m) {
   opt_string(w, "name", m.name);
   opt_string(w, "refusal", m.refusal);
   if (!m.tool_calls.empty()) {
-    w.key("tool_calls").begin_array();
-    for (const auto& c : m.tool_calls) {
-      w.begin_object();
-      w.key("id").string(c.id);
-      w.key("type").string(c.type);
-      w.key("function").begin_object();
-      w.key("name").string(c.name);
-      w.key("arguments").string(c.arguments);
-      w.end_object();
-      w.end_object();
-    }
-    w.end_array();
+    w.key("tool_calls");
+    write_tool_calls(w, m.tool_calls);
   }
   opt_string(w, "tool_call_id", m.tool_call_id);
   w.end_object();
@@ -81,7 +86,44 @@ void write_request_fields(json::Writer& w, const LlmRequest& q) {
   }
 }
 
+void write_entry(json::Writer& w, const AgentEntry& e) {
+  if (const auto* q = std::get_if<LlmRequest>(&e)) {
+    w.begin_object();
+    w.key("type").string("llm_request");
+    write_request_fields(w, *q);
+    w.end_object();
+  } else if (const auto* c = std::get_if<ToolCall>(&e)) {
+    w.begin_object();
+    w.key("type").string("tool_call");
+    w.key("tool_name").string(c->tool_name);
+    w.key("arguments").raw(c->arguments.empty() ? "{}" : c->arguments);
+    w.key("result").string(c->result);
+    opt_string(w, "cli_output", c->cli_output);
+    w.end_object();
+  } else {
+    w.raw(std::get<Mcp>(e).json);
+  }
+}
+
 }  // namespace
+
+std::string to_json(const Response& r, bool pretty) {
+  json::Writer w(pretty);
+  write_response(w, r);
+  return w.take();
+}
+
+std::string entry_json(const AgentEntry& e, bool pretty) {
+  json::Writer w(pretty);
+  write_entry(w, e);
+  return w.take();
+}
+
+std::string tool_calls_json(const std::vector<MessageToolCall>& calls) {
+  json::Writer w(false);
+  write_tool_calls(w, calls);
+  return w.take();
+}
 
 std::string to_json(const CallingRecord& r, bool pretty) {
   json::Writer w(pretty);
@@ -151,24 +193,7 @@ std::string to_json(const AgentTrace& t, bool pretty) {
     return w.take();
   }
   w.begin_array();
-  for (const auto& e : t.entries) {
-    if (const auto* q = std::get_if<LlmRequest>(&e)) {
-      w.begin_object();
-      w.key("type").string("llm_request");
-      write_request_fields(w, *q);
-      w.end_object();
-    } else if (const auto* c = std::get_if<ToolCall>(&e)) {
-      w.begin_object();
-      w.key("type").string("tool_call");
-      w.key("tool_name").string(c->tool_name);
-      w.key("arguments").raw(c->arguments.empty() ? "{}" : c->arguments);
-      w.key("result").string(c->result);
-      opt_string(w, "cli_output", c->cli_output);
-      w.end_object();
-    } else {
-      w.raw(std::get<Mcp>(e).json);
-    }
-  }
+  for (const auto& e : t.entries) write_entry(w, e);
   w.end_array();
   return w.take();
 }
