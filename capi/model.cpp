@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "capi.hpp"
+#include "estimate/estimate.hpp"
 #include "json/json.hpp"
 #include "model/records.hpp"
 
@@ -341,6 +342,94 @@ KB_API kb_status kb_agent_trace_message(const kb_agent_trace* trace, size_t entr
   out->tool_call_count = m.tool_calls.size();
   out->tool_calls_json = calls.empty() ? nullptr : calls.c_str();
   out->tool_call_id = opt_c_str(m.tool_call_id);
+  return KB_OK;
+}
+
+}  // extern "C"
+
+// ---- Estimates ------------------------------------------------------------------------
+
+
+struct kb_estimate {
+  kb::estimate::Estimate estimate;
+  std::string json;
+};
+
+extern "C" {
+
+KB_API kb_status kb_estimate_create(kb_context* ctx, const kb_calling_record* record, const char* const* trace_paths,
+                                    size_t n_paths, const kb_estimate_options* opts, kb_estimate** out) {
+  KB_CAPI_REQUIRE(out);
+  *out = nullptr;
+  KB_CAPI_REQUIRE(ctx);
+  KB_CAPI_REQUIRE(record);
+  KB_CAPI_REQUIRE(trace_paths);
+  if (n_paths == 0) return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("{}: no traces path given (n_paths is 0)", __func__));
+  if (opts) KB_CAPI_REQUIRE_STRUCT(opts, kb_estimate_options, "KB_ESTIMATE_OPTIONS_INIT");
+  return kb::capi::guarded(__func__, [&] {
+    kb::estimate::Options o;
+    if (opts && opts->hardware) o.hardware = opts->hardware;
+    if (opts && opts->baseline) o.baseline = opts->baseline;
+    std::vector<std::string> paths;
+    for (size_t i = 0; i < n_paths; ++i) {
+      if (!trace_paths[i])
+        return fail(KB_ERROR_INVALID_ARGUMENT, fmt::format("{}: trace_paths[{}] is NULL", __func__, i));
+      paths.emplace_back(trace_paths[i]);
+    }
+    auto e = kb::estimate::estimate(record->record, paths, o);
+    if (!e) return fail(e.error());
+    auto h = std::make_unique<kb_estimate>();
+    h->estimate = std::move(e).value();
+    h->json = kb::estimate::to_json(h->estimate, true);
+    *out = h.release();
+    return KB_OK;
+  });
+}
+
+KB_API void kb_estimate_destroy(kb_estimate* estimate) { delete estimate; }
+
+KB_API const char* kb_estimate_json(const kb_estimate* estimate) {
+  KB_CAPI_REQUIRE_OR(estimate, nullptr);
+  return estimate->json.c_str();
+}
+
+KB_API kb_status kb_estimate_get(const kb_estimate* estimate, kb_estimate_info* out) {
+  KB_CAPI_REQUIRE(estimate);
+  KB_CAPI_REQUIRE(out);
+  KB_CAPI_REQUIRE_STRUCT(out, kb_estimate_info, "KB_ESTIMATE_INFO_INIT");
+  const auto& e = estimate->estimate;
+  out->hardware = e.hardware.c_str();
+  out->baseline = e.baseline.c_str();
+  out->records = e.records;
+  out->kernel_count = e.kernels.size();
+  out->measured_count = e.measured;
+  out->baseline_ms = e.baseline_ms;
+  out->best_ms = e.best_ms;
+  out->speedup = e.speedup;
+  return KB_OK;
+}
+
+KB_API kb_status kb_estimate_kernel(const kb_estimate* estimate, size_t index, kb_kernel_estimate_info* out) {
+  KB_CAPI_REQUIRE(estimate);
+  KB_CAPI_REQUIRE(out);
+  KB_CAPI_REQUIRE_STRUCT(out, kb_kernel_estimate_info, "KB_KERNEL_ESTIMATE_INFO_INIT");
+  const auto& kernels = estimate->estimate.kernels;
+  if (index >= kernels.size()) return kb::capi::bad_index(__func__, "kernel", index, kernels.size());
+  const auto& k = kernels[index];
+  out->id = k.id.c_str();
+  out->count = k.count;
+  out->measured = k.measured ? 1 : 0;
+  out->reason = k.measured ? nullptr : k.reason.c_str();
+  out->exact = k.exact ? 1 : 0;
+  out->distance = k.distance;
+  out->baseline_ms = k.baseline_ms;
+  out->best_solution = k.measured ? k.best_solution.c_str() : nullptr;
+  out->best_ms = k.best_ms;
+  out->baseline_step_ms = k.baseline_step_ms;
+  out->best_step_ms = k.best_step_ms;
+  out->baseline_share = k.baseline_share;
+  out->best_share = k.best_share;
+  out->speedup = k.speedup;
   return KB_OK;
 }
 

@@ -24,6 +24,8 @@
  *
  *   - model-level records: Kernel Calling Records, Benchmark Results and Agent traces, read,
  *     validated and written                            kb_calling_record_load, kb_agent_trace_load, ...
+ *   - a model step's estimated time, baseline against the best PASSED solutions, from a calling
+ *     record and recorded traces                     kb_estimate_create
  *
  * PLANNED (not in ABI version 1 yet)
  *   - loading a definition by name from a dataset directory.
@@ -779,6 +781,77 @@ KB_API size_t kb_agent_trace_entry_count(const kb_agent_trace* trace);
 KB_API kb_status kb_agent_trace_entry(const kb_agent_trace* trace, size_t index, kb_agent_entry_info* out);
 KB_API kb_status kb_agent_trace_message(const kb_agent_trace* trace, size_t entry, size_t message,
                                         kb_agent_message_info* out);
+
+/* An estimate of one model step from a calling record and recorded traces (what `kb estimate`
+ * prints). Per kernel of the record: the recorded workload nearest to the call's var-axis values
+ * (the dispatch rule: the sum over the call's axes of |log2 call - log2 recorded|; `exact` says
+ * whether it is the call's own), the baseline's latency there (the reference_latency_ms the
+ * PASSED records carry, their median, or a named baseline solution's latency) and the fastest
+ * PASSED solution's (a solution that failed there is out), each times the count; the step totals
+ * over the measured kernels, each kernel's share of them, and the estimated step speedup.
+ * Kernels without a usable record are kept, with the reason. Immutable. */
+typedef struct kb_estimate kb_estimate;
+
+typedef struct kb_estimate_options {
+  size_t struct_size;    /* in: sizeof(kb_estimate_options) */
+  const char* hardware;  /* NULL: every record, which must then come from one device; else only this device's */
+  const char* baseline;  /* NULL: the records' reference latency; else this solution's latency */
+} kb_estimate_options;
+
+#define KB_ESTIMATE_OPTIONS_INIT {sizeof(kb_estimate_options), NULL, NULL}
+
+/* Reads every .jsonl under the `n_paths` paths (files, or folders searched recursively) and
+ * estimates `record`. `opts` may be NULL (the defaults).
+ * Returns KB_OK; KB_ERROR_IO (a path that does not exist or cannot be read); KB_ERROR_PARSE or
+ * KB_ERROR_INVALID_DATA (a line that is not a valid Trace: "file:line: json.path: message");
+ * KB_ERROR_INVALID_ARGUMENT (NULL argument, n_paths 0, short struct_size, or records from several
+ * devices without opts->hardware: the message names them). Thread-safe. */
+KB_API kb_status kb_estimate_create(kb_context* ctx, const kb_calling_record* record, const char* const* trace_paths,
+                                    size_t n_paths, const kb_estimate_options* opts, kb_estimate** out);
+KB_API void kb_estimate_destroy(kb_estimate* estimate);
+/* The estimate as JSON (2-space indented): the totals, and per kernel the fields below plus the
+ * call's and the matched workload's axes. Borrowed; NULL for a NULL handle. */
+KB_API const char* kb_estimate_json(const kb_estimate* estimate);
+
+typedef struct kb_estimate_info {
+  size_t struct_size;     /* in: sizeof(kb_estimate_info) */
+  const char* hardware;   /* out: the device of the records used; "" when none was used */
+  const char* baseline;   /* out: "reference" or the baseline solution */
+  size_t records;         /* out: trace records read for the record's kernels */
+  size_t kernel_count;    /* out: kernels of the record */
+  size_t measured_count;  /* out: of those, the ones with a usable record */
+  double baseline_ms;     /* out: the step with the baseline, over the measured kernels */
+  double best_ms;         /* out: the step with the best PASSED solutions */
+  double speedup;         /* out: baseline_ms / best_ms; 0 when nothing was measured */
+} kb_estimate_info;
+
+#define KB_ESTIMATE_INFO_INIT {sizeof(kb_estimate_info), NULL, NULL, 0, 0, 0, 0.0, 0.0, 0.0}
+
+typedef struct kb_kernel_estimate_info {
+  size_t struct_size;         /* in: sizeof(kb_kernel_estimate_info) */
+  const char* id;             /* out: the kernel id */
+  int64_t count;              /* out: calls per step */
+  int measured;               /* out: 1 when a usable record was found; the fields below are then set */
+  const char* reason;         /* out: why not measured; NULL when measured */
+  int exact;                  /* out: 1 when the recorded workload is the call's own */
+  double distance;            /* out: the dispatch rule's distance to it */
+  double baseline_ms;         /* out: one call */
+  const char* best_solution;  /* out: NULL when not measured */
+  double best_ms;             /* out: one call */
+  double baseline_step_ms;    /* out: count x baseline_ms */
+  double best_step_ms;        /* out: count x best_ms */
+  double baseline_share;      /* out: of the step's baseline total, 0..1 */
+  double best_share;          /* out: of the step's best total, 0..1 */
+  double speedup;             /* out: baseline_ms / best_ms */
+} kb_kernel_estimate_info;
+
+#define KB_KERNEL_ESTIMATE_INFO_INIT \
+  {sizeof(kb_kernel_estimate_info), NULL, 0, 0, NULL, 0, 0.0, 0.0, NULL, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}
+
+/* The totals, and kernel `index` (the record's order). Return KB_OK or KB_ERROR_INVALID_ARGUMENT
+ * (NULL argument, index out of range, short struct_size). */
+KB_API kb_status kb_estimate_get(const kb_estimate* estimate, kb_estimate_info* out);
+KB_API kb_status kb_estimate_kernel(const kb_estimate* estimate, size_t index, kb_kernel_estimate_info* out);
 
 /* ==== Running ================================================================================== */
 

@@ -229,6 +229,96 @@ static void test_agent_trace(const char* project) {
   kb_agent_trace_destroy(NULL);
 }
 
+/* One Trace line of `def` at one var-axis value, PASSED in `latency` ms against the reference's `reference`. */
+static void put_line(FILE* f, const char* def, const char* axes, const char* solution, double latency, double reference) {
+  fprintf(f,
+          "{\"definition\": \"%s\", \"workload\": {\"uuid\": \"u\", \"axes\": {%s}, \"inputs\": {}}, "
+          "\"solution\": \"%s\", \"evaluation\": {\"status\": \"PASSED\", \"environment\": {\"hardware\": "
+          "\"GPU-A\"}, \"timestamp\": \"2025-01-01T00:00:00\", \"correctness\": {\"max_relative_error\": 0.0, "
+          "\"max_absolute_error\": 0.0}, \"performance\": {\"latency_ms\": %.17g, \"reference_latency_ms\": "
+          "%.17g, \"speedup_factor\": %.17g}}}\n",
+          def, axes, solution, latency, reference, reference / latency);
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-12 * (fabs(a) + fabs(b)) + 1e-15; }
+
+/* The hand-worked case: gemm x32 at M=32 (baseline 0.020, best s2 0.008), norm x65 at batch 48
+ * matched to the recorded batch 64 (0.006 against 0.003), attn unmeasured. Step: 0.64 + 0.39 =
+ * 1.03 ms against 0.256 + 0.195 = 0.451 ms. */
+static void test_estimate(void) {
+  static const char rec[] =
+      "{\"model\": \"m\", \"framework\": \"SGLang\", \"kernels\": [{\"id\": \"gemm\", \"count\": 32, \"axes\": {\"M\": 32}},"
+      " {\"id\": \"norm\", \"count\": 65, \"axes\": {\"batch_size\": 48}}, {\"id\": \"attn\", \"count\": 2}]}";
+  char dir[] = "/tmp/kb_capi_estimate_XXXXXX";
+  char file[sizeof dir + 32];
+  const char* paths[1];
+  FILE* f;
+  kb_calling_record* r = NULL;
+  kb_estimate* e = NULL;
+  kb_estimate_info info = KB_ESTIMATE_INFO_INIT;
+  kb_kernel_estimate_info k = KB_KERNEL_ESTIMATE_INFO_INIT;
+  kb_estimate_options opts = KB_ESTIMATE_OPTIONS_INIT;
+
+  if (!mkdtemp(dir)) {
+    CHECK(!"mkdtemp");
+    return;
+  }
+  snprintf(file, sizeof file, "%s/t.jsonl", dir);
+  f = fopen(file, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  put_line(f, "gemm", "\"M\": 32", "s1", 0.010, 0.020);
+  put_line(f, "gemm", "\"M\": 32", "s2", 0.008, 0.020);
+  put_line(f, "norm", "\"batch_size\": 32", "s1", 0.002, 0.004);
+  put_line(f, "norm", "\"batch_size\": 64", "s1", 0.003, 0.006);
+  fclose(f);
+  paths[0] = dir;
+
+  EXPECT_OK(kb_calling_record_load(g_ctx, rec, strlen(rec), &r));
+  EXPECT_OK(kb_estimate_create(g_ctx, r, paths, 1, NULL, &e));
+  if (e) {
+    EXPECT_OK(kb_estimate_get(e, &info));
+    CHECK(str_eq(info.hardware, "GPU-A") && str_eq(info.baseline, "reference"));
+    CHECK(info.records == 4 && info.kernel_count == 3 && info.measured_count == 2);
+    CHECK(near(info.baseline_ms, 32 * 0.020 + 65 * 0.006));
+    CHECK(near(info.best_ms, 32 * 0.008 + 65 * 0.003));
+    CHECK(near(info.speedup, (32 * 0.020 + 65 * 0.006) / (32 * 0.008 + 65 * 0.003)));
+    EXPECT_OK(kb_estimate_kernel(e, 0, &k));
+    CHECK(str_eq(k.id, "gemm") && k.count == 32 && k.measured && k.exact && k.reason == NULL);
+    CHECK(str_eq(k.best_solution, "s2") && near(k.best_ms, 0.008) && near(k.baseline_ms, 0.020));
+    CHECK(near(k.baseline_share, 0.64 / 1.03) && near(k.speedup, 2.5));
+    EXPECT_OK(kb_estimate_kernel(e, 1, &k));
+    CHECK(k.measured && !k.exact && near(k.distance, 6 - log2(48.0)) && near(k.best_step_ms, 65 * 0.003));
+    EXPECT_OK(kb_estimate_kernel(e, 2, &k));
+    CHECK(!k.measured && str_eq(k.reason, "no trace records of this definition") && k.best_solution == NULL);
+    EXPECT_FAIL(kb_estimate_kernel(e, 3, &k), KB_ERROR_INVALID_ARGUMENT,
+                "kb_estimate_kernel: kernel index 3 is out of range (3 present)");
+    CHECK(strstr(kb_estimate_json(e), "\"kernels_measured\": 2") != NULL);
+    kb_estimate_destroy(e);
+    e = NULL;
+  }
+  /* A named baseline solution. */
+  opts.baseline = "s1";
+  EXPECT_OK(kb_estimate_create(g_ctx, r, paths, 1, &opts, &e));
+  if (e) {
+    EXPECT_OK(kb_estimate_get(e, &info));
+    CHECK(str_eq(info.baseline, "s1") && near(info.baseline_ms, 32 * 0.010 + 65 * 0.003));
+    kb_estimate_destroy(e);
+    e = NULL;
+  }
+  paths[0] = "/nonexistent/traces";
+  EXPECT_FAIL(kb_estimate_create(g_ctx, r, paths, 1, NULL, &e), KB_ERROR_IO, "/nonexistent/traces: no such file or folder");
+  CHECK(e == NULL);
+  EXPECT_FAIL(kb_estimate_create(g_ctx, r, paths, 0, NULL, &e), KB_ERROR_INVALID_ARGUMENT,
+              "kb_estimate_create: no traces path given (n_paths is 0)");
+  EXPECT_FAIL(kb_estimate_create(g_ctx, NULL, paths, 1, NULL, &e), KB_ERROR_INVALID_ARGUMENT,
+              "kb_estimate_create: argument `record` is NULL");
+  kb_calling_record_destroy(r);
+  kb_estimate_destroy(NULL);
+  remove(file);
+  remove(dir);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s SHARED_DIR PROJECT_DIR\n", argv[0]);
@@ -239,6 +329,7 @@ int main(int argc, char** argv) {
   test_calling_record();
   test_benchmark_result();
   test_agent_trace(argv[2]);
+  test_estimate();
   kb_context_destroy(g_ctx);
   printf("%d checks, %d failed\n", g_checks, g_failures);
   return g_failures ? 1 : 0;

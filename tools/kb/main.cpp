@@ -41,6 +41,7 @@ commands:
   format FILE...       rewrite definitions, solutions and trace lines as kb writes them
   devices              list the CUDA devices kb can use
   dispatch DEF TRACES  what kb_dispatch chooses per call from recorded traces
+  estimate RECORD TRACES  a model step's time from a calling record and traces, baseline vs best
   tuning               the tuning settings, their values and defaults (KB_* variables)
   backendbench CMD FILE  parse, import or run BackendBench operator traces (CMD: parse, import, run)
 
@@ -516,6 +517,7 @@ int main(int argc, char** argv) {
     if (cmd == "dispatch") return cmd_dispatch(rest);
     if (cmd == "tuning") return cmd_tuning(rest);
     if (cmd == "backendbench") return cmd_backendbench(rest, stdout, stderr);
+    if (cmd == "estimate") return cmd_estimate(rest);
   } catch (const std::exception& e) {
     fmt::print(stderr, "kb {}: internal error: {}\n", cmd, e.what());
     return 3;
