@@ -22,9 +22,12 @@
  *                                                   kb_dispatch_create, kb_dispatch_run
  *   - per-context tuning settings and a log callback   kb_context_options.tuning, .log
  *
+ *   - model-level records: Kernel Calling Records, Benchmark Results and Agent traces, read,
+ *     validated and written                            kb_calling_record_load, kb_agent_trace_load, ...
+ *   - a model step's estimated time, baseline against the best PASSED solutions, from a calling
+ *     record and recorded traces                     kb_estimate_create
+ *
  * PLANNED (not in ABI version 1 yet)
- *   - model-level records: Kernel Calling Records, Benchmark Results and Agent traces, read, validated
- *     and written, and an estimate of a model step's time from a calling record and traces;
  *   - loading a definition by name from a dataset directory.
  *   They will be added as new functions; nothing declared here changes meaning.
  *
@@ -631,6 +634,224 @@ KB_API kb_status kb_result_get(const kb_result* result, kb_result_info* out);
 /* The result as one canonical JSONL line (no trailing newline), readable by FlashInfer-Bench.
  * Borrowed; NULL for a NULL handle. Since 0.1. */
 KB_API const char* kb_result_json(const kb_result* result);
+
+/* ==== Model-level records: Kernel Calling Records, Benchmark Results, Agent traces ============ */
+
+/* The model-level objects of the FlashInfer schema set. Their loaders report problems as
+ * "<origin>:<line>: json.path: message" (origin: the file, or "<memory>"), plus "(and N more
+ * errors)"; statuses as kb_definition_load(), with KB_ERROR_IO from the _file variants. Handles
+ * are immutable, released by their destroy function (NULL does nothing); strings are borrowed
+ * from the handle. Thread-safe. Since 0.1 (ABI version 1, added after its first release). */
+
+/* A Kernel Calling Record: a model (Hugging Face id) on a framework ("SGLang", "vLLM", "MLC-LLM"
+ * or "TRT-LLM") and how many times each kernel (a definition name) runs in one step. kb reads
+ * and writes these optional fields too: per kernel, `axes` (the var-axis values of the call,
+ * what kb_estimate matches recorded workloads against) and `notes`; per record, `step`,
+ * `description`, `source` (where the architecture numbers come from), `architecture` (the
+ * config values the counts follow from) and `notes`. */
+typedef struct kb_calling_record kb_calling_record;
+
+KB_API kb_status kb_calling_record_load(kb_context* ctx, const char* json, size_t len, kb_calling_record** out);
+KB_API kb_status kb_calling_record_load_file(kb_context* ctx, const char* path, kb_calling_record** out);
+KB_API void kb_calling_record_destroy(kb_calling_record* record);
+
+/* The model id, the framework's spelling ("SGLang", ...), and the record as canonical JSON
+ * (2-space indented; reads back to an equal record). Borrowed; NULL for a NULL handle. */
+KB_API const char* kb_calling_record_model(const kb_calling_record* record);
+KB_API const char* kb_calling_record_framework(const kb_calling_record* record);
+KB_API const char* kb_calling_record_json(const kb_calling_record* record);
+/* The optional `step` and `source` fields; NULL when absent (or for a NULL handle). Borrowed. */
+KB_API const char* kb_calling_record_step(const kb_calling_record* record);
+KB_API const char* kb_calling_record_source(const kb_calling_record* record);
+
+/* One entry of `kernels`. Strings and arrays are borrowed from the record. */
+typedef struct kb_kernel_call_info {
+  size_t struct_size;             /* in: sizeof(kb_kernel_call_info) */
+  const char* id;                 /* out: the kernel id (a definition name) */
+  int64_t count;                  /* out: calls per step, >= 1 */
+  size_t axis_count;              /* out: entries of the two arrays below (0 when no axes are given) */
+  const char* const* axis_names;  /* out: var-axis names, document order; NULL when axis_count is 0 */
+  const int64_t* axis_values;     /* out: their values; NULL when axis_count is 0 */
+  const char* notes;              /* out: NULL when absent */
+} kb_kernel_call_info;
+
+#define KB_KERNEL_CALL_INFO_INIT {sizeof(kb_kernel_call_info), NULL, 0, 0, NULL, NULL, NULL}
+
+/* Number of kernels (0 for a NULL handle), and kernel `index` (document order). Returns KB_OK or
+ * KB_ERROR_INVALID_ARGUMENT (NULL argument, index out of range, short struct_size). */
+KB_API size_t kb_calling_record_kernel_count(const kb_calling_record* record);
+KB_API kb_status kb_calling_record_kernel(const kb_calling_record* record, size_t index, kb_kernel_call_info* out);
+
+/* Checks the record against `n_defs` definitions (the array may hold NULLs, skipped): every kernel
+ * id names one of them, every axis given is an axis of it (a const axis only with its value).
+ * Returns KB_OK, or KB_ERROR_INVALID_DATA with the first problem ("path:13: kernels[1].id: no
+ * definition \"x\" among the 3 loaded; did you mean y?", plus "(and N more errors)");
+ * KB_ERROR_INVALID_ARGUMENT for a NULL record, or NULL defs with n_defs > 0. */
+KB_API kb_status kb_calling_record_check(const kb_calling_record* record, const kb_definition* const* defs,
+                                         size_t n_defs);
+
+/* A Benchmark Result: one kernel from one source on one device, compiled or not. */
+typedef struct kb_benchmark_result kb_benchmark_result;
+
+KB_API kb_status kb_benchmark_result_load(kb_context* ctx, const char* json, size_t len, kb_benchmark_result** out);
+KB_API kb_status kb_benchmark_result_load_file(kb_context* ctx, const char* path, kb_benchmark_result** out);
+KB_API void kb_benchmark_result_destroy(kb_benchmark_result* result);
+/* Canonical JSON (2-space indented). Borrowed; NULL for a NULL handle. */
+KB_API const char* kb_benchmark_result_json(const kb_benchmark_result* result);
+
+typedef struct kb_benchmark_result_info {
+  size_t struct_size;         /* in: sizeof(kb_benchmark_result_info) */
+  const char* device_name;    /* out: device.name */
+  const char* kernel_id;      /* out */
+  const char* source;         /* out */
+  int compiled;               /* out: 1 or 0 */
+  int has_time;               /* out: 1 when `time` is present; time_ms is then set, else 0 */
+  double time_ms;
+  int has_speedup;
+  double speedup;
+  int has_max_diff;
+  double max_diff;
+  const char* compile_error;  /* out: set exactly when compiled is 0 */
+} kb_benchmark_result_info;
+
+#define KB_BENCHMARK_RESULT_INFO_INIT {sizeof(kb_benchmark_result_info), NULL, NULL, NULL, 1, 0, 0.0, 0, 0.0, 0, 0.0, NULL}
+
+/* Fills `out` (whose struct_size is set). Returns KB_OK or KB_ERROR_INVALID_ARGUMENT. */
+KB_API kb_status kb_benchmark_result_get(const kb_benchmark_result* result, kb_benchmark_result_info* out);
+
+/* An Agent trace: either one conversation object ({model, annotation?, conversation}), read as a
+ * trace of one llm_request entry, or a list of entries in order: llm_request (OpenAI messages
+ * and response), tool_call, mcp (kept verbatim). */
+typedef struct kb_agent_trace kb_agent_trace;
+
+KB_API kb_status kb_agent_trace_load(kb_context* ctx, const char* json, size_t len, kb_agent_trace** out);
+KB_API kb_status kb_agent_trace_load_file(kb_context* ctx, const char* path, kb_agent_trace** out);
+KB_API void kb_agent_trace_destroy(kb_agent_trace* trace);
+/* Canonical JSON in the form it was read in (2-space indented). Borrowed; NULL for a NULL handle. */
+KB_API const char* kb_agent_trace_json(const kb_agent_trace* trace);
+/* 1 when the trace was a conversation object, 0 when a list of entries (or for a NULL handle). */
+KB_API int kb_agent_trace_is_conversation(const kb_agent_trace* trace);
+
+/* Kinds of entries. Values pinned. */
+typedef enum kb_agent_entry_kind {
+  KB_AGENT_LLM_REQUEST = 0,
+  KB_AGENT_TOOL_CALL = 1,
+  KB_AGENT_MCP = 2,
+  KB_AGENT_ENTRY_KIND_FORCE_32BIT = 0x7fffffff
+} kb_agent_entry_kind;
+
+/* One entry. Fields that do not apply to its kind are NULL / 0. Strings borrowed from the trace. */
+typedef struct kb_agent_entry_info {
+  size_t struct_size;            /* in: sizeof(kb_agent_entry_info) */
+  kb_agent_entry_kind kind;      /* out */
+  const char* json;              /* out: the entry as one-line JSON (every kind) */
+  const char* model;             /* llm_request: the model */
+  const char* annotation;        /* llm_request: NULL when absent */
+  size_t message_count;          /* llm_request: messages in `conversation` */
+  const char* response_json;     /* llm_request: the response as one-line JSON; NULL when absent */
+  const char* response_content;  /* llm_request: the first choice's message text; NULL when none */
+  const char* finish_reason;     /* llm_request: the first choice's finish_reason; NULL when none */
+  const char* tool_name;         /* tool_call */
+  const char* arguments_json;    /* tool_call: the arguments object as one-line JSON */
+  const char* result;            /* tool_call */
+  const char* cli_output;        /* tool_call: NULL when absent */
+} kb_agent_entry_info;
+
+#define KB_AGENT_ENTRY_INFO_INIT \
+  {sizeof(kb_agent_entry_info), KB_AGENT_LLM_REQUEST, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+
+/* One message of an llm_request's conversation. Strings borrowed from the trace. */
+typedef struct kb_agent_message_info {
+  size_t struct_size;              /* in: sizeof(kb_agent_message_info) */
+  const char* role;                /* out: "system", "user", "assistant" or "tool" */
+  const char* content;             /* out: the text; NULL for null content or a list of parts */
+  const char* content_parts_json;  /* out: a list of content parts as one-line JSON; NULL otherwise */
+  const char* name;                /* out: NULL when absent */
+  size_t tool_call_count;          /* out: OpenAI tool calls of an assistant message */
+  const char* tool_calls_json;     /* out: them as a one-line JSON list; NULL when there are none */
+  const char* tool_call_id;        /* out: a tool message's tool_call_id; NULL when absent */
+} kb_agent_message_info;
+
+#define KB_AGENT_MESSAGE_INFO_INIT {sizeof(kb_agent_message_info), NULL, NULL, NULL, NULL, 0, NULL, NULL}
+
+/* Number of entries (0 for a NULL handle); entry `index`; message `message` of entry `entry`
+ * (an llm_request). Return KB_OK or KB_ERROR_INVALID_ARGUMENT (NULL argument, index out of range,
+ * an entry that is not an llm_request, short struct_size). */
+KB_API size_t kb_agent_trace_entry_count(const kb_agent_trace* trace);
+KB_API kb_status kb_agent_trace_entry(const kb_agent_trace* trace, size_t index, kb_agent_entry_info* out);
+KB_API kb_status kb_agent_trace_message(const kb_agent_trace* trace, size_t entry, size_t message,
+                                        kb_agent_message_info* out);
+
+/* An estimate of one model step from a calling record and recorded traces (what `kb estimate`
+ * prints). Per kernel of the record: the recorded workload nearest to the call's var-axis values
+ * (the dispatch rule: the sum over the call's axes of |log2 call - log2 recorded|; `exact` says
+ * whether it is the call's own), the baseline's latency there (the reference_latency_ms the
+ * PASSED records carry, their median, or a named baseline solution's latency) and the fastest
+ * PASSED solution's (a solution that failed there is out), each times the count; the step totals
+ * over the measured kernels, each kernel's share of them, and the estimated step speedup.
+ * Kernels without a usable record are kept, with the reason. Immutable. */
+typedef struct kb_estimate kb_estimate;
+
+typedef struct kb_estimate_options {
+  size_t struct_size;    /* in: sizeof(kb_estimate_options) */
+  const char* hardware;  /* NULL: every record, which must then come from one device; else only this device's */
+  const char* baseline;  /* NULL: the records' reference latency; else this solution's latency */
+} kb_estimate_options;
+
+#define KB_ESTIMATE_OPTIONS_INIT {sizeof(kb_estimate_options), NULL, NULL}
+
+/* Reads every .jsonl under the `n_paths` paths (files, or folders searched recursively) and
+ * estimates `record`. `opts` may be NULL (the defaults).
+ * Returns KB_OK; KB_ERROR_IO (a path that does not exist or cannot be read); KB_ERROR_PARSE or
+ * KB_ERROR_INVALID_DATA (a line that is not a valid Trace: "file:line: json.path: message");
+ * KB_ERROR_INVALID_ARGUMENT (NULL argument, n_paths 0, short struct_size, or records from several
+ * devices without opts->hardware: the message names them). Thread-safe. */
+KB_API kb_status kb_estimate_create(kb_context* ctx, const kb_calling_record* record, const char* const* trace_paths,
+                                    size_t n_paths, const kb_estimate_options* opts, kb_estimate** out);
+KB_API void kb_estimate_destroy(kb_estimate* estimate);
+/* The estimate as JSON (2-space indented): the totals, and per kernel the fields below plus the
+ * call's and the matched workload's axes. Borrowed; NULL for a NULL handle. */
+KB_API const char* kb_estimate_json(const kb_estimate* estimate);
+
+typedef struct kb_estimate_info {
+  size_t struct_size;     /* in: sizeof(kb_estimate_info) */
+  const char* hardware;   /* out: the device of the records used; "" when none was used */
+  const char* baseline;   /* out: "reference" or the baseline solution */
+  size_t records;         /* out: trace records read for the record's kernels */
+  size_t kernel_count;    /* out: kernels of the record */
+  size_t measured_count;  /* out: of those, the ones with a usable record */
+  double baseline_ms;     /* out: the step with the baseline, over the measured kernels */
+  double best_ms;         /* out: the step with the best PASSED solutions */
+  double speedup;         /* out: baseline_ms / best_ms; 0 when nothing was measured */
+} kb_estimate_info;
+
+#define KB_ESTIMATE_INFO_INIT {sizeof(kb_estimate_info), NULL, NULL, 0, 0, 0, 0.0, 0.0, 0.0}
+
+typedef struct kb_kernel_estimate_info {
+  size_t struct_size;         /* in: sizeof(kb_kernel_estimate_info) */
+  const char* id;             /* out: the kernel id */
+  int64_t count;              /* out: calls per step */
+  int measured;               /* out: 1 when a usable record was found; the fields below are then set */
+  const char* reason;         /* out: why not measured; NULL when measured */
+  int exact;                  /* out: 1 when the recorded workload is the call's own */
+  double distance;            /* out: the dispatch rule's distance to it */
+  double baseline_ms;         /* out: one call */
+  const char* best_solution;  /* out: NULL when not measured */
+  double best_ms;             /* out: one call */
+  double baseline_step_ms;    /* out: count x baseline_ms */
+  double best_step_ms;        /* out: count x best_ms */
+  double baseline_share;      /* out: of the step's baseline total, 0..1 */
+  double best_share;          /* out: of the step's best total, 0..1 */
+  double speedup;             /* out: baseline_ms / best_ms */
+} kb_kernel_estimate_info;
+
+#define KB_KERNEL_ESTIMATE_INFO_INIT \
+  {sizeof(kb_kernel_estimate_info), NULL, 0, 0, NULL, 0, 0.0, 0.0, NULL, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}
+
+/* The totals, and kernel `index` (the record's order). Return KB_OK or KB_ERROR_INVALID_ARGUMENT
+ * (NULL argument, index out of range, short struct_size). */
+KB_API kb_status kb_estimate_get(const kb_estimate* estimate, kb_estimate_info* out);
+KB_API kb_status kb_estimate_kernel(const kb_estimate* estimate, size_t index, kb_kernel_estimate_info* out);
 
 /* ==== Running ================================================================================== */
 

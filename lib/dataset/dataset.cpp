@@ -206,6 +206,12 @@ class Loader {
       bool solution = rel.rfind("solutions/", 0) == 0;
       if (rel.rfind("definitions/", 0) != 0 && !solution) {
         auto text = json::read_text_file(file);
+        if (text) {
+          if (model::Kind kind = model::sniff(*text); kind != model::Kind::none) {
+            load_model_object(file, *text, kind);
+            return;
+          }
+        }
         solution = text && looks_like_solution(*text);
       }
       if (solution) load_solution(file);
@@ -215,7 +221,27 @@ class Loader {
     }
   }
 
-  // Definitions of the dataset a loose file lives in, for cross-checks.
+  // A calling record, benchmark result or agent trace (see model/records.hpp).
+  void load_model_object(const std::string& file, const std::string& text, model::Kind kind) {
+    switch (kind) {
+      case model::Kind::calling_record:
+        ++report_.calling_records;
+        if (auto r = model::read_calling_record(text, file, &diags_))
+          ds.calling_records.push_back({std::move(*r), file, model::Locator(text, file)});
+        return;
+      case model::Kind::benchmark_result:
+        ++report_.benchmark_results;
+        if (auto r = model::read_benchmark_result(text, file, &diags_)) ds.benchmark_results.push_back({std::move(*r), file});
+        return;
+      case model::Kind::agent_trace:
+        ++report_.agent_traces;
+        if (auto r = model::read_agent_trace(text, file, &diags_)) ds.agent_traces.push_back({std::move(*r), file});
+        return;
+      case model::Kind::none:
+        return;
+    }
+  }
+
   // Definitions and solutions of the dataset a loose file lives in, for
   // cross-checks. Problems there are reported only when those files are
   // themselves validated.
@@ -257,6 +283,28 @@ class Loader {
   std::multimap<std::string, std::string> files_by_name_;  // every definition file, by the name it holds
   std::set<std::string> invalid_;                          // names claimed by invalid definition files
 };
+
+// Every calling record's kernel ids against the definitions of every path loaded.
+void check_calling_records(const std::vector<Dataset>& sets, Diagnostics& diags) {
+  std::map<std::string, const Definition*, std::less<>> defs;
+  for (const auto& ds : sets)
+    for (const auto& d : ds.definitions) defs.emplace(d.definition.name, &d.definition);
+  std::vector<std::string> known;
+  for (const auto& [name, d] : defs) known.push_back(name);
+  auto find = [&](std::string_view name) -> const Definition* {
+    auto it = defs.find(name);
+    return it == defs.end() ? nullptr : it->second;
+  };
+  for (const auto& ds : sets)
+    for (const auto& r : ds.calling_records) {
+      if (defs.empty()) {
+        diags.warning(r.file, "kernels",
+                   "kernel ids not checked: no definitions were loaded (name a dataset too: kb validate DATASET RECORD)");
+        continue;
+      }
+      model::check_calling_record(r.record, find, known, r.where, diags);
+    }
+}
 
 }  // namespace
 
@@ -327,6 +375,7 @@ std::vector<Dataset> load_paths(const std::vector<std::string>& paths, const Loa
     }
     out.push_back(std::move(loader.ds));
   }
+  check_calling_records(out, diags);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "json/diagnostics.hpp"
+#include "model/records.hpp"
 #include "schema/model.hpp"
 #include "schema/validate.hpp"
 
@@ -31,6 +32,23 @@ struct TraceEntry {
   bool valid = true;  // false when it breaks a rule of its definition (reported)
 };
 
+// Kernel Calling Records, Benchmark Results and Agent traces met among the .json files outside
+// definitions/ and solutions/ (recognized by their fields, model::sniff). A calling record keeps
+// its Locator so its kernel ids can be checked, with lines, once every path's definitions are loaded.
+struct CallingRecordEntry {
+  model::CallingRecord record;
+  std::string file;
+  model::Locator where;
+};
+struct BenchmarkResultEntry {
+  model::BenchmarkResult result;
+  std::string file;
+};
+struct AgentTraceEntry {
+  model::AgentTrace trace;
+  std::string file;
+};
+
 struct LoadOptions {
   bool strict = false;            // missing blobs and unknown fields become errors
   bool report_unchecked = false;  // a note per constraint kb could not evaluate
@@ -42,6 +60,9 @@ struct LoadReport {
   std::size_t workloads = 0;
   std::size_t solutions = 0;
   std::size_t traces = 0;
+  std::size_t calling_records = 0;
+  std::size_t benchmark_results = 0;
+  std::size_t agent_traces = 0;
   ConstraintTally constraints;
 };
 
@@ -52,6 +73,9 @@ class Dataset {
   std::vector<SolutionEntry> solutions;
   std::vector<TraceEntry> workloads;  // from workloads/
   std::vector<TraceEntry> traces;     // from traces/
+  std::vector<CallingRecordEntry> calling_records;
+  std::vector<BenchmarkResultEntry> benchmark_results;
+  std::vector<AgentTraceEntry> agent_traces;
 
   const DefinitionEntry* find_definition(std::string_view name) const;
   const SolutionEntry* find_solution(std::string_view name) const;
@@ -66,8 +90,11 @@ Dataset load_dataset(const std::string& root, const LoadOptions& options, Diagno
                      LoadReport* report = nullptr);
 
 // `kb validate`: any mix of dataset directories, other directories (walked
-// recursively) and files (.json definitions or solutions, .jsonl traces).
-// Files inside a dataset are checked against that dataset's definitions.
+// recursively) and files (.json definitions or solutions, .jsonl traces;
+// .json calling records, benchmark results and agent traces outside
+// definitions/ and solutions/). Files inside a dataset are checked against
+// that dataset's definitions; calling records against the definitions of
+// every path given (a warning says so when no path gave any).
 // The same walk, keeping what loaded: one Dataset per path (definitions,
 // solutions, workload and trace lines that are valid).
 std::vector<Dataset> load_paths(const std::vector<std::string>& paths, const LoadOptions& options, Diagnostics& diags,

@@ -126,6 +126,8 @@ Result<Table> build_table(const Definition& def, const std::string& path, const 
   return std::move(builder).finish();
 }
 
+double log2_distance(std::int64_t a, std::int64_t b) { return std::abs(log_size(a) - log_size(b)); }
+
 const Entry* nearest(const Table& table, const std::vector<Entry>& entries, std::span<const std::int64_t> axis_values,
                      bool exact) {
   const Entry* best = nullptr;
@@ -136,7 +138,7 @@ const Entry* nearest(const Table& table, const std::vector<Entry>& entries, std:
       const std::size_t a = table.var_axes[i];
       const std::int64_t call = a < axis_values.size() ? axis_values[a] : -1;
       if (call == e.var_values[i]) continue;
-      distance += std::abs(log_size(call) - log_size(e.var_values[i]));
+      distance += log2_distance(call, e.var_values[i]);
       if (exact) distance += 1;  // any difference disqualifies
     }
     if (exact && distance > 0) continue;

@@ -88,6 +88,11 @@ class TableBuilder {
 Result<Table> build_table(const Definition& def, const std::string& path, const TableOptions& options,
                           const Registry& registry);
 
+// The distance of one var axis between a call and a recorded workload: |log2 a - log2 b| (values
+// below 1 count as 1), so batch 1 against 2 weighs as 1024 against 2048. nearest() sums it over
+// the var axes; kb estimate matches a calling record's calls by the same rule.
+double log2_distance(std::int64_t a, std::int64_t b);
+
 // The entry nearest to a call with the definition's axis values `axis_values`
 // (all axes, definition order), or nullptr when `entries` is empty or, with
 // exact, when none has the call's values. Ties go to the first in table order.

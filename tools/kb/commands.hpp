@@ -17,3 +17,6 @@ int cmd_bench(const std::vector<std::string>& args);
 
 // kb backendbench CMD ...: see backendbench_command.cpp.
 int cmd_backendbench(const std::vector<std::string>& args, std::FILE* out, std::FILE* err);
+
+// kb estimate RECORD TRACES...: see estimate_command.cpp.
+int cmd_estimate(const std::vector<std::string>& args);

@@ -35,11 +35,13 @@ constexpr const char* kUsage = R"(usage: kb <command> [options] [args]
 
 commands:
   bench [DATASET...]   judge and time solutions on every workload; write traces
-  validate [PATH...]   check definitions, workloads, solutions and traces
+  validate [PATH...]   check definitions, workloads, solutions and traces (and calling
+                       records, benchmark results and agent traces)
   show NAME|FILE       print a definition in human form
   format FILE...       rewrite definitions, solutions and trace lines as kb writes them
   devices              list the CUDA devices kb can use
   dispatch DEF TRACES  what kb_dispatch chooses per call from recorded traces
+  estimate RECORD TRACES  a model step's time from a calling record and traces, baseline vs best
   tuning               the tuning settings, their values and defaults (KB_* variables)
   backendbench CMD FILE  parse, import or run BackendBench operator traces (CMD: parse, import, run)
 
@@ -56,6 +58,11 @@ Checks FlashInfer Trace objects: dataset directories (definitions/, workloads/,
 solutions/, traces/, blob/), other directories (walked), and single files
 (.json definitions or solutions, .jsonl trace or workload lines). Files inside
 a dataset are checked against that dataset's definitions.
+
+Kernel Calling Records, Benchmark Results and Agent traces (.json files outside
+definitions/ and solutions/, recognized by their fields) are checked too; a
+calling record's kernel ids and axes against the definitions of every PATH
+given, so name a dataset beside it: kb validate ../shared/flashinfer-trace models/
 
 Prints one line per problem, then
   validated N definitions, N workloads, N solutions, N traces: N errors
@@ -139,8 +146,13 @@ int cmd_validate(const std::vector<std::string>& args) {
                file, n, n == 1 ? "" : "s");
 
   std::size_t errors = diags.error_count();
-  fmt::print("validated {} definitions, {} workloads, {} solutions, {} traces: {} error{}\n", r.definitions,
-             r.workloads, r.solutions, r.traces, errors, errors == 1 ? "" : "s");
+  // Calling records, benchmark results and agent traces are named only when some were met.
+  std::string models;
+  for (auto [n, what] : {std::pair{r.calling_records, "calling record"}, std::pair{r.benchmark_results, "benchmark result"},
+                         std::pair{r.agent_traces, "agent trace"}})
+    if (n) models += fmt::format(", {} {}{}", n, what, n == 1 ? "" : "s");
+  fmt::print("validated {} definitions, {} workloads, {} solutions, {} traces{}: {} error{}\n", r.definitions,
+             r.workloads, r.solutions, r.traces, models, errors, errors == 1 ? "" : "s");
   if (!quiet)
     fmt::print("constraints: {} held, {} violated, {} unchecked (tensor values not available{}); {} warning{}\n",
                r.constraints.held, r.constraints.violated, r.constraints.unchecked,
@@ -505,6 +517,7 @@ int main(int argc, char** argv) {
     if (cmd == "dispatch") return cmd_dispatch(rest);
     if (cmd == "tuning") return cmd_tuning(rest);
     if (cmd == "backendbench") return cmd_backendbench(rest, stdout, stderr);
+    if (cmd == "estimate") return cmd_estimate(rest);
   } catch (const std::exception& e) {
     fmt::print(stderr, "kb {}: internal error: {}\n", cmd, e.what());
     return 3;
