@@ -28,7 +28,7 @@ Result<bool> stream_is_capturing(void* stream);
 // pattern, so kernels writing out of bounds are caught.
 class DeviceBuffer {
  public:
-  static constexpr std::size_t guard_bytes = 256;
+  static constexpr std::size_t guard_bytes = 64 * 1024;  // a tile or a row past the end lands in it
   DeviceBuffer() = default;
   DeviceBuffer(DeviceBuffer&& o) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;

@@ -19,7 +19,7 @@ namespace kb {
 class Tensor {
  public:
   // Bytes of guard pattern before and after the data.
-  static constexpr std::size_t guard_bytes = 64;
+  static constexpr std::size_t guard_bytes = 4096;  // a page: a row or a block past the end lands in it
 
   Tensor() = default;
   // Zero-filled. Refuses shapes over limits::max_tensor_elements, negative

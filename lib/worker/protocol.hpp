@@ -41,9 +41,12 @@ inline constexpr std::size_t kMaxSolutions = 4096;
 inline constexpr std::size_t kMaxNameBytes = 128;
 inline constexpr std::size_t kMessageBytes = 1024;
 inline constexpr std::size_t kDescriptionBytes = 512;
-// Guard bytes before and after every buffer in shared memory, and the
-// alignment of every buffer's first byte.
-inline constexpr std::size_t kGuardBytes = 256;
+// Guard bytes before and after every buffer in shared memory (and on the
+// device for CUDA solutions), and the alignment of every buffer's first byte.
+// 64 KiB catches the overruns a kernel plausibly makes (a tile or a row past
+// the end); for CPU solutions the whole pages inside it are also unmapped for
+// the call (worker_main.cpp: GuardPages).
+inline constexpr std::size_t kGuardBytes = 64 * 1024;
 inline constexpr std::size_t kAlign = 256;
 
 // Load outcome codes (LoadReply::status); values mirror kb::Code where one fits.

@@ -273,6 +273,43 @@ cudaError_t sync_and_check(cudaStream_t s) {
 }
 #endif
 
+// While a CPU solution runs, the page-aligned interior of every guard region
+// in shared memory is inaccessible in this process: a write (or read) that
+// lands there ends the call with SIGSEGV at once, however sparse it is; the
+// guard bytes outside whole pages are compared by the parent after the call.
+// CUDA solutions never touch this mapping (their guards are on the device).
+class GuardPages {
+ public:
+  GuardPages(const RunRequest& req, char* base, std::size_t sets, std::size_t stride) {
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t n = std::size_t{req.n_inputs} + req.n_outputs;
+    const std::size_t passes = stride ? 2 : 1;
+    auto protect = [&](char* lo, char* hi) {
+      auto a = (reinterpret_cast<std::uintptr_t>(lo) + page - 1) / page * page;
+      auto b = reinterpret_cast<std::uintptr_t>(hi) / page * page;
+      if (b > a && ::mprotect(reinterpret_cast<void*>(a), b - a, PROT_NONE) == 0)
+        regions_.emplace_back(reinterpret_cast<void*>(a), b - a);
+    };
+    for (std::size_t p = 0; p < passes; ++p)
+      for (std::size_t s = 0; s < sets; ++s)
+        for (std::size_t i = 0; i < n; ++i) {
+          const ArgDesc& a = req.args[i];
+          if (a.kind != kArgTensor) continue;
+          char* data = base + (p * sets + s) * stride + a.offset;
+          protect(data - kGuardBytes, data);
+          protect(data + a.nbytes, data + a.nbytes + kGuardBytes);
+        }
+  }
+  ~GuardPages() {
+    for (auto& [p, len] : regions_) ::mprotect(p, len, PROT_READ | PROT_WRITE);
+  }
+  GuardPages(const GuardPages&) = delete;
+  GuardPages& operator=(const GuardPages&) = delete;
+
+ private:
+  std::vector<std::pair<void*, std::size_t>> regions_;
+};
+
 // kOpRun and kOpEvaluate. `base` is shared memory; returns false when the
 // parent is gone.
 bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Views& v) {
@@ -294,6 +331,7 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
   const bool cuda = sol.device == KB_PLUGIN_DEVICE_CUDA;
 
   if (!cuda) {
+    GuardPages guard_pages(req, base, sets, eval ? req.set_stride : 0);
     std::vector<char*> data(n);
     for (std::size_t s = 0; s < sets; ++s) {
       for (std::size_t i = 0; i < n; ++i) data[i] = at(0, s, i);

@@ -77,6 +77,15 @@ static kb_plugin_status write_past_output(const kb_plugin_call* call) {
   return KB_PLUGIN_OK;
 }
 
+/* Writes one float 1, 2, ... 6 KiB past the end of its output, as a kernel with a wrong row stride
+ * would: past kb's guard bytes of old, into its guard pages now. */
+static kb_plugin_status overrun_6k(const kb_plugin_call* call) {
+  compute(call);
+  const DLTensor* y = &call->outputs[0];
+  for (int k = 1; k <= 6; ++k) *(volatile float*)((char*)y->data + nbytes(y) + 1024 * k) = 42.0f;
+  return KB_PLUGIN_OK;
+}
+
 static kb_plugin_status write_input(const kb_plugin_call* call) {
   compute(call);
   float* x = (float*)call->inputs[0].tensor->data; /* casting away const: not allowed */
@@ -190,6 +199,7 @@ static const kb_plugin_solution solutions[] = {
     SOLUTION("hostile_hang", hang),
     SOLUTION("hostile_write_past_output", write_past_output),
     SOLUTION("hostile_write_input", write_input),
+    SOLUTION("hostile_overrun_6k", overrun_6k),
     SOLUTION("hostile_stale", stale),
     SOLUTION("hostile_wrong_shape", wrong_shape),
     SOLUTION("hostile_wrong_dtype", wrong_dtype),

@@ -190,6 +190,7 @@ TEST_CASE("hostile solutions each earn their status and kb carries on") {
       {"hostile_hang", kb::EvalStatus::timeout, "ran longer than the limit (1 s a call"},
       {"hostile_write_past_output", kb::EvalStatus::runtime_error, "wrote outside output \"output\" (guard bytes changed)"},
       {"hostile_write_input", kb::EvalStatus::runtime_error, "modified input \"hidden_states\""},
+      {"hostile_overrun_6k", kb::EvalStatus::runtime_error, "killed by SIGSEGV"},
       {"hostile_stale", kb::EvalStatus::incorrect_numerical, "trial 1"},
       {"hostile_wrong_shape", kb::EvalStatus::incorrect_shape, "changed its shape from [4, 64] to [4, 32]"},
       {"hostile_wrong_dtype", kb::EvalStatus::incorrect_dtype, "changed its dtype"},
@@ -211,8 +212,8 @@ TEST_CASE("hostile solutions each earn their status and kb carries on") {
     kb::Trace tg{d.name, workload(3), std::string("hostile_good"), g->evaluation};
     REQUIRE(writer.append("kb-tests", d, tg).ok());
   }
-  // segfault, abort and hang each cost a worker; the others did not.
-  CHECK((*p)->worker->starts() - starts_before == 3);
+  // segfault, abort, hang and the overrun into a guard page each cost a worker; the others did not.
+  CHECK((*p)->worker->starts() - starts_before == 4);
   // The abort's message reached the log; the trace file is valid JSONL, one line per evaluation.
   std::string text = read_text(writer.path_for("kb-tests", d));
   std::istringstream lines(text);

@@ -50,7 +50,7 @@ try:
     expected = {
         "hostile_good": "PASSED", "hostile_segfault": "RUNTIME_ERROR", "hostile_abort": "RUNTIME_ERROR",
         "hostile_hang": "TIMEOUT", "hostile_write_past_output": "RUNTIME_ERROR",
-        "hostile_write_input": "RUNTIME_ERROR", "hostile_stale": "INCORRECT_NUMERICAL",
+        "hostile_write_input": "RUNTIME_ERROR", "hostile_overrun_6k": "RUNTIME_ERROR", "hostile_stale": "INCORRECT_NUMERICAL",
         "hostile_wrong_shape": "INCORRECT_SHAPE", "hostile_wrong_dtype": "INCORRECT_DTYPE",
         "hostile_error": "RUNTIME_ERROR", "hostile_chatty": "PASSED", "example_c_rmsnorm_h64": "PASSED",
         "kb_cpu_rmsnorm": "PASSED", "cpp_good": "PASSED", "cpp_two_files": "PASSED",
