@@ -1,4 +1,4 @@
-"""Goldens for the MoE definitions: python3 tools/goldens/moe.py DEFINITIONS_DIR OUT_DIR
+"""Goldens for the MoE definitions: python3 tools/goldens/moe.py [--as-is] DEFINITIONS_DIR OUT_DIR
 
 For every DEFINITIONS_DIR/moe/*.json, runs the definition's own PyTorch `reference` on small
 inputs and writes OUT_DIR/<definition>.safetensors (golden_lib.save; OUT_DIR is usually
@@ -18,6 +18,9 @@ Inputs: weights, activations and their scales are kb-golden-v1 generated (golden
 routing_logits are stored, a random permutation of distinct values per token (so no top-k
 has a tie, whose order torch leaves unspecified); routing_bias, topk_ids (distinct experts per
 token, positive bfloat16 weights) and the scalars are stored too. seq_len = 5.
+
+--as-is: goldens of DEFINITIONS_DIR/*.json unchanged (kb's bundled MoE definitions, small
+already, whose references kb wrote: kernels/moe/definitions -> tests/goldens/moe/bundled).
 """
 import glob
 import json
@@ -120,8 +123,8 @@ def _shape(d, spec, axes):
     return [axes[a] for a in spec["shape"]]
 
 
-def make_one(d, out_dir, gen):
-    s = scaled(d)
+def make_one(d, out_dir, gen, as_is=False):
+    s = d if as_is else scaled(d)
     axes = {k: v["value"] for k, v in s["axes"].items() if v["type"] == "const"}
     axes["seq_len"] = TOKENS
     inputs, generated, scales = {}, set(), {}
@@ -174,18 +177,21 @@ def make_one(d, out_dir, gen):
     return path, float(o.abs().max()), float((o.abs() < 0.1).float().mean())
 
 
-def make(definitions_dir, out_dir):
+def make(definitions_dir, out_dir, as_is=False):
+    """Goldens of DEFINITIONS_DIR/moe/*.json (scaled down), or of DEFINITIONS_DIR/*.json as they are."""
     torch.use_deterministic_algorithms(True)
     gen = torch.Generator().manual_seed(SEED)
     os.makedirs(out_dir, exist_ok=True)
-    for f in sorted(glob.glob(os.path.join(definitions_dir, "moe", "*.json"))):
+    pattern = os.path.join(definitions_dir, "*.json") if as_is else os.path.join(definitions_dir, "moe", "*.json")
+    for f in sorted(glob.glob(pattern)):
         d = json.load(open(f))
-        path, mx, zeros = make_one(d, out_dir, gen)
+        path, mx, zeros = make_one(d, out_dir, gen, as_is)
         print(f"{os.path.basename(path)} {os.path.getsize(path)} bytes, max |out| {mx:.3g}, fraction under 0.1 {zeros:.2f}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    args = [a for a in sys.argv[1:] if a != "--as-is"]
+    if len(args) != 2:
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
         sys.exit(2)
-    make(sys.argv[1], sys.argv[2])
+    make(args[0], args[1], as_is="--as-is" in sys.argv)
