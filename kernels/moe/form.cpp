@@ -36,6 +36,11 @@ Result<std::optional<std::int64_t>> int_constant(const Definition& d, std::strin
 
 bool float_dtype(DType t) { return t == DType::float32 || t == DType::float16 || t == DType::bfloat16; }
 
+std::optional<double> scalar_number(const InputView& v) {
+  if (!v.scalar) return std::nullopt;
+  return std::visit([](auto x) { return static_cast<double>(x); }, *v.scalar);
+}
+
 }  // namespace
 
 Result<Form> read_form(const Definition& d) {
@@ -139,60 +144,73 @@ Result<Form> read_form(const Definition& d) {
 }
 
 Result<Sizes> read_sizes(const Definition& d, const Form& f, std::span<const Arg> in) {
+  std::vector<InputView> views(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    views[i].scalar = in[i].scalar;
+    if (const Tensor* t = in[i].tensor) {
+      views[i].is_tensor = true;
+      views[i].dtype = t->dtype();
+      views[i].shape = t->shape();
+    }
+  }
+  return read_sizes(d, f, views);
+}
+
+Result<Sizes> read_sizes(const Definition& d, const Form& f, std::span<const InputView> in) {
   auto fail = [&](std::string why) -> Result<Sizes> {
     return make_error(Code::invalid_argument, fmt::format("{}: moe: {}", d.name, why));
   };
   if (in.size() != d.inputs.size()) return fail("wrong number of inputs");
-  auto tensor = [&](std::optional<std::size_t> i) -> const Tensor* { return i ? in[*i].tensor : nullptr; };
-  auto shape_is = [](const Tensor* t, std::initializer_list<std::int64_t> s) {
-    return t && t->shape() == std::vector<std::int64_t>(s);
+  auto tensor = [&](std::optional<std::size_t> i) -> const InputView* { return i && in[*i].is_tensor ? &in[*i] : nullptr; };
+  auto shape_is = [](const InputView* t, std::initializer_list<std::int64_t> s) {
+    return t && t->shape == std::vector<std::int64_t>(s);
   };
-  const Tensor* x = tensor(f.hidden);
-  const Tensor* w13 = tensor(f.w13);
-  const Tensor* w2 = tensor(f.w2);
-  if (!x || !w13 || !w2 || x->rank() != 2 || w13->rank() != 3 || w2->rank() != 3)
+  const InputView* x = tensor(f.hidden);
+  const InputView* w13 = tensor(f.w13);
+  const InputView* w2 = tensor(f.w2);
+  if (!x || !w13 || !w2 || x->shape.size() != 2 || w13->shape.size() != 3 || w2->shape.size() != 3)
     return fail("hidden_states [T, H], gemm1_weights [E, 2I, H] and gemm2_weights [E, H, I] must be tensors");
   Sizes s;
-  s.tokens = x->dim(0);
-  s.hidden = x->dim(1);
-  s.local_experts = w13->dim(0);
-  s.inter = w2->dim(2);
-  if (w13->dim(1) != 2 * s.inter || w13->dim(2) != s.hidden || !shape_is(w2, {s.local_experts, s.hidden, s.inter}))
+  s.tokens = x->shape[0];
+  s.hidden = x->shape[1];
+  s.local_experts = w13->shape[0];
+  s.inter = w2->shape[2];
+  if (w13->shape[1] != 2 * s.inter || w13->shape[2] != s.hidden || !shape_is(w2, {s.local_experts, s.hidden, s.inter}))
     return fail(fmt::format("gemm1_weights [{}] and gemm2_weights [{}] do not fit hidden_states [{}]",
-                            fmt::join(w13->shape(), ", "), fmt::join(w2->shape(), ", "), fmt::join(x->shape(), ", ")));
-  for (const Tensor* t : {x, w13, w2})
-    if (!float_dtype(t->dtype()) && t->dtype() != DType::float8_e4m3fn && t->dtype() != DType::float8_e5m2)
-      return fail(fmt::format("{} activations or weights are not supported", dtype_name(t->dtype())));
+                            fmt::join(w13->shape, ", "), fmt::join(w2->shape, ", "), fmt::join(x->shape, ", ")));
+  for (const InputView* t : {x, w13, w2})
+    if (!float_dtype(t->dtype) && t->dtype != DType::float8_e4m3fn && t->dtype != DType::float8_e5m2)
+      return fail(fmt::format("{} activations or weights are not supported", dtype_name(t->dtype)));
 
   if (f.routing == Routing::packed) {
-    const Tensor* ids = tensor(f.topk_ids);
-    if (!ids || ids->dtype() != DType::int32 || !shape_is(ids, {s.tokens, f.top_k}))
+    const InputView* ids = tensor(f.topk_ids);
+    if (!ids || ids->dtype != DType::int32 || !shape_is(ids, {s.tokens, f.top_k}))
       return fail(fmt::format("topk_ids must be int32 [{}, {}]", s.tokens, f.top_k));
     s.routed_experts = s.local_experts;
   } else {
-    const Tensor* logits = tensor(f.logits);
-    if (!logits || logits->rank() != 2 || logits->dim(0) != s.tokens || !float_dtype(logits->dtype()))
+    const InputView* logits = tensor(f.logits);
+    if (!logits || logits->shape.size() != 2 || logits->shape[0] != s.tokens || !float_dtype(logits->dtype))
       return fail(fmt::format("routing_logits must be a float tensor [{}, num_experts]", s.tokens));
-    s.routed_experts = logits->dim(1);
+    s.routed_experts = logits->shape[1];
     if (f.top_k > s.routed_experts) return fail(fmt::format("top_k {} exceeds {} experts", f.top_k, s.routed_experts));
   }
   if (f.routing == Routing::deepseek) {
-    const Tensor* bias = tensor(f.bias);
-    if (!bias || bias->numel() != s.routed_experts || !float_dtype(bias->dtype()))
+    const InputView* bias = tensor(f.bias);
+    if (!bias || !shape_is(bias, {s.routed_experts}) || !float_dtype(bias->dtype))
       return fail(fmt::format("routing_bias must hold {} floats", s.routed_experts));
     if (s.routed_experts % f.n_group != 0) return fail(fmt::format("{} experts do not split into {} groups", s.routed_experts, f.n_group));
     std::int64_t group = s.routed_experts / f.n_group;
     if (f.n_group > 1 && group < 2) return fail("groups are scored by their two best experts: each needs at least 2");
     if (f.topk_group * group < f.top_k)
       return fail(fmt::format("{} kept groups of {} experts cannot hold top_k {}", f.topk_group, group, f.top_k));
-    auto rsf = f.scaling_factor ? scalar_as_double(in[*f.scaling_factor]) : std::nullopt;
+    auto rsf = f.scaling_factor ? scalar_number(in[*f.scaling_factor]) : std::nullopt;
     if (!rsf) return fail("routed_scaling_factor must be a scalar");
     s.scaling_factor = *rsf;
   } else if (s.routed_experts != s.local_experts && !f.local_offset) {
     return fail(fmt::format("routing picks among {} experts but the weights hold {}", s.routed_experts, s.local_experts));
   }
   if (f.local_offset) {
-    auto off = scalar_as_double(in[*f.local_offset]);
+    auto off = scalar_number(in[*f.local_offset]);
     if (!off || *off != std::floor(*off)) return fail("local_expert_offset must be an integer scalar");
     s.local_offset = static_cast<std::int64_t>(*off);
   }
@@ -208,10 +226,10 @@ Result<Sizes> read_sizes(const Definition& d, const Form& f, std::span<const Arg
       return fail(fmt::format("block scales must be [{}, {}], [{}, {}, {}] and [{}, {}, {}]", hb, s.tokens,
                               s.local_experts, 2 * ib, hb, s.local_experts, hb, ib));
     for (auto i : {f.hidden_scale, f.w13_scale, f.w2_scale})
-      if (!float_dtype(tensor(i)->dtype())) return fail("block scales must be float tensors");
+      if (!float_dtype(tensor(i)->dtype)) return fail("block scales must be float tensors");
   } else if (f.weights == Weights::per_expert) {
     for (auto i : {f.up_scale, f.gate_scale, f.out_scale})
-      if (!shape_is(tensor(i), {s.local_experts}) || !float_dtype(tensor(i)->dtype()))
+      if (!shape_is(tensor(i), {s.local_experts}) || !float_dtype(tensor(i)->dtype))
         return fail(fmt::format("per-expert scales must be float [{}]", s.local_experts));
   }
   return s;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/result.hpp"
 #include "oracle/oracle.hpp"
@@ -58,5 +59,24 @@ struct Sizes {
   double scaling_factor = 1.0;      // deepseek
 };
 Result<Sizes> read_sizes(const Definition& d, const Form& f, std::span<const Arg> inputs);
+// The same from the inputs' dtypes, shapes and scalar values alone (device tensors).
+struct InputView {
+  bool is_tensor = false;
+  DType dtype = DType::float32;
+  std::vector<std::int64_t> shape;
+  std::optional<ScalarValue> scalar;
+};
+Result<Sizes> read_sizes(const Definition& d, const Form& f, std::span<const InputView> inputs);
+
+// The oracle's routing (routing.cpp), shared by the CPU and GPU oracles.
+struct Choice {
+  std::int64_t expert;  // global id (packed: as given, possibly outside the local experts)
+  double weight;
+};
+// Token t's top_k choices; reads only routing_logits, routing_bias or topk_ids of `inputs`
+// (host tensors), checked by read_sizes.
+std::vector<Choice> route(const Form& f, const Sizes& s, std::span<const Arg> inputs, std::int64_t t);
+// Elements [begin, begin + n) of a float or fp8 host tensor as float32.
+void row_as_float(const Tensor& t, std::int64_t begin, std::int64_t n, float* out);
 
 }  // namespace kb::kernels::moe
