@@ -14,6 +14,7 @@ void add_gqa_paged_cpu(Registry& r);
 void add_gqa_ragged_cpu(Registry& r);
 void add_mla_paged_cpu(Registry& r);
 void add_mla_ragged_cpu(Registry& r);
+void add_moe_cpu(Registry& r);
 
 void add_cpu_solutions(Registry& r) {
   add_gemm_cpu(r);
@@ -25,6 +26,7 @@ void add_cpu_solutions(Registry& r) {
   add_gqa_ragged_cpu(r);
   add_mla_paged_cpu(r);
   add_mla_ragged_cpu(r);
+  add_moe_cpu(r);
 }
 
 }  // namespace kb::kernels

@@ -130,6 +130,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
                                 tol.atol, tol.rtol, tol.required_matched_ratio);
   double max_abs = 0, max_rel = 0;
   std::int64_t mismatched = 0, total = 0;
+  double lowest_matched = 1.0;
   // Kept for the stream check and timing, one per trial: timed samples rotate
   // through them, and each rotation's outputs are judged again afterwards.
   std::vector<DeviceInputs> input_sets;
@@ -303,11 +304,12 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       max_abs = std::max(max_abs, c.max_abs);
       max_rel = std::max(max_rel, c.max_rel);
       mismatched += c.mismatched;
+      lowest_matched = std::min(lowest_matched, c.matched_ratio());
       total += c.total;
       if (c.verdict != Comparison::Verdict::match) {
         ev.status = EvalStatus::incorrect_numerical;
         ev.correctness = Correctness{max_rel, max_abs,
-            write_judge_counts(JudgeCounts::elementwise(mismatched, total, trial + 1))};
+            write_judge_counts(JudgeCounts::elementwise(mismatched, total, trial + 1, recorded_matched_ratio(tol, lowest_matched)))};
         std::string where = fmt::format("trial {}: output \"{}\": {}", trial, d.outputs[i].name, c.detail);
         return done(std::move(ev), log + where, where);
       }
@@ -354,7 +356,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
 
   ev.status = EvalStatus::passed;
   ev.correctness = Correctness{max_rel, max_abs,
-      write_judge_counts(JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials)))};
+      write_judge_counts(JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials),
+                                                                       recorded_matched_ratio(tol, lowest_matched)))};
   Performance perf;
   if (opt.time) {
     // Rotate the trials' input and output sets: consecutive samples see

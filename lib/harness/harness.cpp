@@ -186,6 +186,7 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   if (use_torch) ev.environment.libs.emplace_back("torch", torch_version_text);
   double max_abs = 0, max_rel = 0;
   std::int64_t mismatched = 0, total = 0;
+  double lowest_matched = 1.0;
   double max_tvd = 0, tvd_threshold = 0, torch_ms = 0;
   int max_bins = 0;
   std::optional<Materialized> last;
@@ -295,11 +296,12 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
       max_abs = std::max(max_abs, c.max_abs);
       max_rel = std::max(max_rel, c.max_rel);
       mismatched += c.mismatched;
+      lowest_matched = std::min(lowest_matched, c.matched_ratio());
       total += c.total;
       if (c.verdict == Comparison::Verdict::wrong_values) {
         ev.status = EvalStatus::incorrect_numerical;
         ev.correctness = Correctness{max_rel, max_abs,
-            write_judge_counts(JudgeCounts::elementwise(mismatched, total, trial + 1))};
+            write_judge_counts(JudgeCounts::elementwise(mismatched, total, trial + 1, recorded_matched_ratio(tol, lowest_matched)))};
         ev.log = log + where + c.detail;
         return finish(std::move(ev), where + c.detail);
       }
@@ -312,7 +314,8 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   ev.correctness = Correctness{max_rel, max_abs,
                                sampling ? sampling_extra(std::max(1, opt.trials))
                                         : write_judge_counts(
-                                              JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials)))};
+                                              JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials),
+                                                                       recorded_matched_ratio(tol, lowest_matched)))};
   Performance perf;
   if (opt.time) {
     rebind_args(*last);

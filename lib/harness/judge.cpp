@@ -37,7 +37,7 @@ Comparison compare(const Tensor& got, const Tensor& expected, const Tolerance& t
     }
     if (bad && c.mismatched++ == 0) c.detail = fmt::format("element {}: {} where the reference has {}", i, x, y);
   }
-  double matched = c.total ? 1.0 - static_cast<double>(c.mismatched) / static_cast<double>(c.total) : 1.0;
+  double matched = c.matched_ratio();
   if (matched < tol.required_matched_ratio) {
     c.verdict = Comparison::Verdict::wrong_values;
     c.detail = fmt::format("{} of {} elements outside atol={} rtol={} (matched {:.4f} < {}); first: {}", c.mismatched,
@@ -48,7 +48,7 @@ Comparison compare(const Tensor& got, const Tensor& expected, const Tolerance& t
 
 TolerancePolicy::TolerancePolicy() {
   default_ = {1e-2, 1e-2, 1.0};
-  op_type_.push_back({"moe", {std::nullopt, std::nullopt, 0.95}});  // FlashInfer-Bench's fp8 MoE rule
+  name_contains_.push_back({"moe_fp8_block_scale", {std::nullopt, std::nullopt, 0.95}});
 }
 
 void TolerancePolicy::apply(Tolerance& t, const Partial& p) {
@@ -62,6 +62,8 @@ Tolerance TolerancePolicy::for_definition(std::string_view op_type, std::string_
   apply(t, default_);
   for (const auto& [k, p] : op_type_)
     if (k == op_type) apply(t, p);
+  for (const auto& [k, p] : name_contains_)
+    if (name.find(k) != std::string_view::npos) apply(t, p);
   for (const auto& [k, p] : definition_)
     if (k == name) apply(t, p);
   apply(t, {atol, rtol, required_matched_ratio});
@@ -100,18 +102,19 @@ Result<TolerancePolicy> TolerancePolicy::load(const std::string& path) {
       if (!p) return p.error();
       policy.default_ = {p->atol ? p->atol : policy.default_.atol, p->rtol ? p->rtol : policy.default_.rtol,
                          p->ratio ? p->ratio : policy.default_.ratio};
-    } else if (key == "op_type" || key == "definition") {
+    } else if (key == "op_type" || key == "name_contains" || key == "definition") {
       json::Object group;
       if (field.value.get_object().get(group) != simdjson::SUCCESS)
         return make_error(Code::invalid_data, fmt::format("{}: {}: expected an object", path, key));
       for (auto entry : group) {
         auto p = read_partial(entry.value, key + "." + std::string(entry.key));
         if (!p) return p.error();
-        (key == "op_type" ? policy.op_type_ : policy.definition_).emplace_back(std::string(entry.key), *p);
+        auto& section = key == "op_type" ? policy.op_type_ : key == "name_contains" ? policy.name_contains_ : policy.definition_;
+        section.emplace_back(std::string(entry.key), *p);
       }
     } else {
       return make_error(Code::invalid_data,
-                        fmt::format("{}: {}: unknown section (expected default, op_type, definition)", path, key));
+                        fmt::format("{}: {}: unknown section (expected default, op_type, name_contains, definition)", path, key));
     }
   }
   return policy;

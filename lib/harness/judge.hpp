@@ -28,19 +28,35 @@ struct Comparison {
   std::int64_t nonfinite_mismatched = 0;  // of `mismatched`
   std::int64_t total = 0;
   std::string detail;  // first mismatch, for the log
+  // The fraction of elements within tolerance (1 for an empty tensor).
+  double matched_ratio() const {
+    return total ? 1.0 - static_cast<double>(mismatched) / static_cast<double>(total) : 1.0;
+  }
 };
 
 Comparison compare(const Tensor& got, const Tensor& expected, const Tolerance& tol);
 
-// Tolerances per op_type and per definition, with FlashInfer-Bench's
-// precedence: definition over op_type over the defaults; flags on top.
-// File format (JSON):
+// The matched ratio a trace records (correctness.extra.matched_ratio): the
+// lowest seen, where the tolerance requires a ratio below 1; else none.
+inline std::optional<double> recorded_matched_ratio(const Tolerance& tol, double lowest) {
+  return tol.required_matched_ratio < 1.0 ? std::optional<double>(lowest) : std::nullopt;
+}
+
+// Tolerances per op_type, per part of a definition's name and per
+// definition, with FlashInfer-Bench's precedence: definition over name_contains
+// over op_type over the defaults; flags on top. File format (JSON):
 //   {"default": {"atol": 0.01, "rtol": 0.01, "required_matched_ratio": 1.0},
-//    "op_type": {"moe": {"required_matched_ratio": 0.95}},
+//    "op_type": {"gemm": {"atol": 0.02}},
+//    "name_contains": {"moe_fp8_block_scale": {"required_matched_ratio": 0.95}},
 //    "definition": {"rmsnorm_h128": {"atol": 0.02}}}
+// name_contains applies to every definition whose name contains the key (in
+// file order, later entries over earlier ones).
 class TolerancePolicy {
  public:
-  TolerancePolicy();  // built-in: 1e-2 / 1e-2 / 1.0, moe matched ratio 0.95
+  // Built-in: 1e-2 / 1e-2 / 1.0; FlashInfer-Bench's low-bit rule, matched
+  // ratio 0.95 for the definitions named moe_fp8_block_scale* (its
+  // LowBitEvaluator's selection; the other MoE forms need every element).
+  TolerancePolicy();
   static Result<TolerancePolicy> load(const std::string& path);
   Tolerance for_definition(std::string_view op_type, std::string_view name) const;
   // Command-line values applied after everything else.
@@ -52,7 +68,7 @@ class TolerancePolicy {
   };
   static void apply(Tolerance& t, const Partial& p);
   Partial default_;
-  std::vector<std::pair<std::string, Partial>> op_type_, definition_;
+  std::vector<std::pair<std::string, Partial>> op_type_, name_contains_, definition_;
 };
 
 }  // namespace kb

@@ -288,6 +288,7 @@ std::string write_judge_counts(const JudgeCounts& c) {
   if (c.out_of_support) w.key("out_of_support").boolean(*c.out_of_support);
   if (c.mismatched) w.key("mismatched").integer(*c.mismatched);
   if (c.total) w.key("total").integer(*c.total);
+  if (c.matched_ratio) w.key("matched_ratio").number(*c.matched_ratio);
   w.key("trials_run").integer(c.trials_run);
   w.end_object();
   return w.take();

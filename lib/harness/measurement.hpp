@@ -142,13 +142,19 @@ struct JudgeCounts {
   std::optional<bool> out_of_support;   // "out_of_support"
   std::optional<std::int64_t> mismatched;  // "mismatched": elements outside the tolerance
   std::optional<std::int64_t> total;       // "total": elements compared
+  // "matched_ratio": the lowest fraction of elements within tolerance of any
+  // output in any trial (FlashInfer-Bench's key); recorded where the judge
+  // requires a matched ratio below 1.
+  std::optional<double> matched_ratio;
   std::int64_t trials_run = 0;             // "trials_run"
   bool operator==(const JudgeCounts&) const = default;
 
-  static JudgeCounts elementwise(std::int64_t mismatched, std::int64_t total, std::int64_t trials_run) {
+  static JudgeCounts elementwise(std::int64_t mismatched, std::int64_t total, std::int64_t trials_run,
+                                 std::optional<double> matched_ratio = std::nullopt) {
     JudgeCounts c;
     c.mismatched = mismatched;
     c.total = total;
+    c.matched_ratio = matched_ratio;
     c.trials_run = trials_run;
     return c;
   }

@@ -22,7 +22,7 @@ namespace {
 
 // ---- structure-aware generation --------------------------------------------
 
-enum class Structure { none, indptr, indices, last_page_len, positions, probs, top_k, top_p };
+enum class Structure { none, indptr, indices, last_page_len, positions, probs, top_k, top_p, moe_topk_ids };
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -40,6 +40,7 @@ Structure classify(const Definition& d, const TensorSpec& t) {
   }
   if (dtype_is_float(t.dtype) && t.rank() == 1 && t.name == "top_p") return Structure::top_p;
   if (d.op_type == "sampling" && t.name == "probs" && dtype_is_float(t.dtype) && t.rank() == 2) return Structure::probs;
+  if (d.op_type == "moe" && t.name == "topk_ids" && t.dtype == DType::int32 && t.rank() == 2) return Structure::moe_topk_ids;
   return Structure::none;
 }
 
@@ -99,6 +100,7 @@ class StructureBuilder {
       case Structure::top_k: return build_top_k(i);
       case Structure::top_p: return build_top_p(i);
       case Structure::probs: return build_probs(i);
+      case Structure::moe_topk_ids: return build_moe_topk_ids(i);
       case Structure::none: break;
     }
     return make_error(Code::unsupported, fmt::format("input \"{}\": kb cannot build valid values for it", t.name));
@@ -216,6 +218,37 @@ class StructureBuilder {
     for (auto& x : v) x = rng_.uniform_int(1, hi + 1);
     store_ints(m_.tensors[i], v);
     m_.notes.push_back(fmt::format("built top_k in [1, {}]", hi));
+    return ok_status();
+  }
+
+  // Pre-routed MoE: per token, top_k distinct experts of gemm1_weights' first axis, each packed
+  // as expert << 16 | the bfloat16 bits of its weight (a softmax of N(0,1) over the token's picks).
+  Status build_moe_topk_ids(std::size_t i) {
+    Tensor& t = m_.tensors[i];
+    auto w = input_index(d_, "gemm1_weights");
+    if (!w || m_.tensors[*w].rank() == 0)
+      return make_error(Code::unsupported, "input \"topk_ids\": no gemm1_weights gives the number of experts");
+    const std::int64_t experts = m_.tensors[*w].dim(0), rows = t.dim(0), k = t.dim(1);
+    if (k > experts || experts > 32767)
+      return make_error(Code::invalid_argument,
+                        fmt::format("input \"topk_ids\": {} distinct experts of {} cannot be packed", k, experts));
+    std::vector<std::int64_t> pool(static_cast<std::size_t>(experts));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::iota(pool.begin(), pool.end(), std::int64_t{0});
+      std::vector<double> e(static_cast<std::size_t>(k));
+      double sum = 0;
+      for (std::int64_t j = 0; j < k; ++j) {
+        std::swap(pool[static_cast<std::size_t>(j)], pool[static_cast<std::size_t>(rng_.uniform_int(j, experts))]);
+        sum += e[static_cast<std::size_t>(j)] = std::exp(rng_.normal());
+      }
+      for (std::int64_t j = 0; j < k; ++j) {
+        std::uint16_t bits = float_to_bf16(static_cast<float>(e[static_cast<std::size_t>(j)] / sum));
+        t.data<std::int32_t>()[r * k + j] = static_cast<std::int32_t>(
+            (static_cast<std::uint32_t>(pool[static_cast<std::size_t>(j)]) << 16) | bits);
+      }
+    }
+    m_.notes.push_back(fmt::format("built topk_ids: {} distinct experts of {} a token, weights softmax of N(0,1) as bfloat16",
+                                   k, experts));
     return ok_status();
   }
 

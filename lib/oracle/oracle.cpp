@@ -18,6 +18,7 @@ extern const OracleEntry gqa_paged_oracle;
 extern const OracleEntry gqa_ragged_oracle;
 extern const OracleEntry mla_paged_oracle;
 extern const OracleEntry mla_ragged_oracle;
+extern const OracleEntry moe_oracle;
 }  // namespace kernels
 
 std::span<const OracleEntry> oracles() {
@@ -25,6 +26,7 @@ std::span<const OracleEntry> oracles() {
       kernels::gemm_oracle,      kernels::rmsnorm_oracle,    kernels::silu_and_mul_oracle, kernels::rope_oracle,
       kernels::sampling_oracle,  kernels::gqa_paged_oracle,  kernels::gqa_ragged_oracle,
       kernels::mla_paged_oracle, kernels::mla_ragged_oracle,
+      kernels::moe_oracle,
   };
   return table;
 }
@@ -68,7 +70,7 @@ std::optional<double> reference_constant(const Definition& d, std::string_view n
     char* stop = nullptr;
     double v = std::strtod(begin, &stop);
     if (stop == begin) continue;
-    while (*stop == ' ') ++stop;
+    while (*stop == ' ' || *stop == '\t' || *stop == '\r') ++stop;  // CRLF references end lines in '\r'
     if (*stop != '\0' && *stop != '#') continue;  // an expression, not a plain number
     return v;
   }

@@ -290,6 +290,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
                   "still held by a gate kernel)");
   double max_abs = 0, max_rel = 0;
   std::int64_t mismatched = 0, total = 0;
+  double lowest_matched = 1.0;
   const std::size_t passes = r.timing ? 2 : 1;
   for (std::size_t pass = 0; pass < passes; ++pass)
     for (std::size_t k = 0; k < trials; ++k)
@@ -302,6 +303,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
         if (c.verdict == Comparison::Verdict::wrong_dtype) return finish(EvalStatus::incorrect_dtype, where + c.detail);
         max_abs = std::max(max_abs, c.max_abs);
         max_rel = std::max(max_rel, c.max_rel);
+        lowest_matched = std::min(lowest_matched, c.matched_ratio());
         if (pass == 0) {
           mismatched += c.mismatched;
           total += c.total;
@@ -310,14 +312,16 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
           ev.correctness = Correctness{
               max_rel, max_abs,
               write_judge_counts(JudgeCounts::elementwise(mismatched + (pass ? c.mismatched : 0),
-                                                          total + (pass ? c.total : 0), static_cast<std::int64_t>(k) + 1))};
+                                                          total + (pass ? c.total : 0), static_cast<std::int64_t>(k) + 1,
+                                                          recorded_matched_ratio(tol, lowest_matched)))};
           return finish(EvalStatus::incorrect_numerical,
                         where + c.detail + (pass ? " (work skipped or results reused in timed calls)" : ""));
         }
       }
   ev.status = EvalStatus::passed;
   ev.correctness = Correctness{max_rel, max_abs,
-      write_judge_counts(JudgeCounts::elementwise(mismatched, total, static_cast<std::int64_t>(trials)))};
+      write_judge_counts(JudgeCounts::elementwise(mismatched, total, static_cast<std::int64_t>(trials),
+                                                  recorded_matched_ratio(tol, lowest_matched)))};
   std::string summary = "ok";
   ev.performance = Performance{};  // untimed: zeros, as FlashInfer-Bench requires one when PASSED
   if (r.timing) {

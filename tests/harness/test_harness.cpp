@@ -250,7 +250,8 @@ TEST_CASE("index structures are built valid from axes and constraints") {
 
 TEST_CASE("tolerance policy precedence: definition over op_type over default, flags on top") {
   kb::TolerancePolicy p;
-  CHECK(p.for_definition("moe", "x").required_matched_ratio == 0.95);
+  CHECK(p.for_definition("moe", "moe_fp8_block_scale_x").required_matched_ratio == 0.95);
+  CHECK(p.for_definition("moe", "x").required_matched_ratio == 1.0);
   CHECK(p.for_definition("gemm", "x").atol == 0.01);
   p.atol = 0.5;
   CHECK(p.for_definition("gemm", "x").atol == 0.5);
