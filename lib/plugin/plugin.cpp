@@ -12,6 +12,7 @@
 #include "common/tuning.hpp"
 #include "cuda/plausible.hpp"
 #include "harness/cost.hpp"
+#include "harness/dsa_judge.hpp"
 #include "harness/cupti_report.hpp"
 #include "harness/measurement.hpp"
 #include "harness/sampling_judge.hpp"
@@ -271,7 +272,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
     for (std::size_t k = 0; k < trials; ++k)
       for (std::size_t i = 0; i < d.outputs.size(); ++i) {
         const Tensor& out = pass == 0 ? got[k][i] : timed[k][i];
-        Comparison c = compare(out, expected[k][i], tol);
+        Comparison c = judge_output(d, ms[k].args, i, out, expected[k][i], tol);
         std::string where = pass == 0 ? fmt::format("trial {}: output \"{}\": ", k, d.outputs[i].name)
                                       : fmt::format("after timing, rotation {} (trial {}'s inputs): output \"{}\": ",
                                                     k, k, d.outputs[i].name);
