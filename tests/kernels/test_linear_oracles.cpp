@@ -438,3 +438,123 @@ TEST_CASE("dsa indexer picks the top-k weighted relu scores of each sequence's t
 }
 
 }  // namespace
+
+// ---- random workloads get valid inputs (lib/inputs) --------------------------
+
+namespace {
+
+kb::Materialized materialize_random(const kb::Definition& d, const std::map<std::string, std::int64_t>& vars,
+                                    std::uint64_t seed) {
+  kb::Workload w;
+  w.uuid = "test";
+  for (const auto& [k, v] : vars) w.axes.emplace_back(k, v);
+  for (const auto& t : d.inputs) {
+    kb::InputSpec s;
+    if (t.is_scalar()) {
+      s.kind = kb::InputKind::scalar;
+      s.value = 0.125;
+    }
+    w.inputs.emplace_back(t.name, s);
+  }
+  auto m = kb::materialize(d, w, {seed, std::nullopt});
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+  kb::rebind_args(*m);
+  REQUIRE(kb::check_constraints_on(d, *m).ok());
+  return std::move(*m);
+}
+
+const Tensor& input(const kb::Definition& d, const kb::Materialized& m, const char* name) {
+  return m.tensors[*kb::input_index(d, name)];
+}
+
+std::vector<std::int64_t> ints(const Tensor& t) {
+  std::vector<std::int64_t> v;
+  for (std::int64_t i = 0; i < t.numel(); ++i) v.push_back(static_cast<std::int64_t>(kb::element_as_double(t, i)));
+  return v;
+}
+
+TEST_CASE("random workloads get valid pool rows, token rows, block tables, packed fp8 keys and unit q/k") {
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    {  // gdn mtp: distinct pool rows; q and k rows of unit norm
+      auto d = shipped("gdn", "gdn_mtp_qk4_v8_d128_k_last");
+      auto m = materialize_random(d, {{"batch_size", 5}, {"seq_len", 2}, {"pool_size", 7}}, seed);
+      auto rows = ints(input(d, m, "initial_state_indices"));
+      std::sort(rows.begin(), rows.end());
+      CHECK(std::adjacent_find(rows.begin(), rows.end()) == rows.end());
+      CHECK(rows.front() >= 0);
+      CHECK(rows.back() < 7);
+      for (const char* n : {"q", "k"}) {
+        auto v = kb::to_float(input(d, m, n));
+        std::int64_t off = 0;
+        for (std::size_t r = 0; r < v.size(); r += 128) {
+          double ss = 0;
+          for (std::size_t e = 0; e < 128; ++e) ss += static_cast<double>(v[r + e]) * v[r + e];
+          off += std::fabs(std::sqrt(ss) - 1.0) > 0.02;  // bf16 rounding
+        }
+        CHECK(off == 0);
+      }
+      // The whole call stays finite.
+      Call c{d, m.axes};
+      for (std::size_t i = 0; i < d.inputs.size(); ++i)
+        if (m.args[i].tensor) c.tensors.emplace(d.inputs[i].name, m.tensors[i].clone());
+      c.scalars["scale"] = 0.0;
+      REQUIRE(c.run().ok());
+      for (float x : kb::to_float(c.out("output"))) REQUIRE(std::isfinite(x));
+    }
+    {  // mamba: distinct slots of the cache
+      auto d = shipped("mamba_ssu", "mamba_ssu_decode_h128_d64_s128_ng8");
+      set_const(d, "nheads", 8);
+      set_const(d, "ngroups", 2);
+      auto m = materialize_random(d, {{"batch_size", 6}, {"state_cache_size", 6}}, seed);
+      auto slots = ints(input(d, m, "state_batch_indices"));
+      std::sort(slots.begin(), slots.end());
+      for (std::int64_t i = 0; i < 6; ++i) CHECK(slots[static_cast<std::size_t>(i)] == i);
+    }
+    {  // dsa sparse attention: distinct cache rows per token, -1 past the cache's size
+      auto d = shipped("dsa_paged", "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64");
+      set_const(d, "topk", 200);
+      auto m = materialize_random(d, {{"num_tokens", 3}, {"num_pages", 2}}, seed);
+      auto idx = ints(input(d, m, "sparse_indices"));
+      for (std::int64_t t = 0; t < 3; ++t) {
+        std::vector<std::int64_t> row(idx.begin() + t * 200, idx.begin() + (t + 1) * 200);
+        CHECK(std::all_of(row.begin(), row.begin() + 128, [](std::int64_t x) { return x >= 0 && x < 128; }));
+        CHECK(std::all_of(row.begin() + 128, row.end(), [](std::int64_t x) { return x == -1; }));
+        std::sort(row.begin(), row.begin() + 128);
+        CHECK(std::adjacent_find(row.begin(), row.begin() + 128) == row.begin() + 128);
+      }
+    }
+    {  // dsa indexer: seq_lens within the table, distinct pages per row, finite packed keys
+      auto d = shipped("dsa_paged", "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64");
+      auto m = materialize_random(d, {{"batch_size", 3}, {"max_num_pages", 40}, {"num_pages", 50}}, seed);
+      auto lens = ints(input(d, m, "seq_lens"));
+      for (auto l : lens) CHECK((l >= 1 && l <= 40 * 64));
+      auto table = ints(input(d, m, "block_table"));
+      for (std::int64_t b = 0; b < 3; ++b) {
+        std::vector<std::int64_t> row(table.begin() + b * 40, table.begin() + (b + 1) * 40);
+        std::sort(row.begin(), row.end());
+        CHECK(std::adjacent_find(row.begin(), row.end()) == row.end());
+        CHECK((row.front() >= 0 && row.back() < 50));
+      }
+      const Tensor& cache = input(d, m, "k_index_cache_fp8");
+      const auto* bytes = reinterpret_cast<const std::uint8_t*>(cache.bytes());
+      std::int64_t bad = 0;
+      for (std::int64_t p = 0; p < 50; ++p)
+        for (std::int64_t s = 0; s < 64; ++s) {
+          float scale;
+          std::memcpy(&scale, bytes + p * 64 * 132 + 64 * 128 + s * 4, 4);
+          bad += !(std::isfinite(scale) && scale > 0);
+          float amax = 0;
+          for (std::int64_t e = 0; e < 128; ++e) {
+            float x = kb::fp8_e4m3fn_to_float(bytes[p * 64 * 132 + s * 128 + e]);
+            bad += !std::isfinite(x);
+            amax = std::max(amax, std::fabs(x));
+          }
+          // each token's largest key element maps to fp8's largest value
+          bad += amax != 448.0f;
+        }
+      CHECK(bad == 0);
+    }
+  }
+}
+
+}  // namespace
