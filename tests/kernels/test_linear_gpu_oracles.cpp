@@ -124,7 +124,6 @@ int main() {
   if (auto d = load("dsa_paged/dsa_topk_indexer_fp8_h64_d128_topk2048_ps64.json")) {
     judge(*d, kb::kernels::dsa_paged_gpu_oracle,
           workload(*d, {{"batch_size", 3}, {"max_num_pages", 64}, {"num_pages", 80}}, 0.0), "up to 4096 tokens");
-    set_const(*d, "topk", 2048);
     judge(*d, kb::kernels::dsa_paged_gpu_oracle,
           workload(*d, {{"batch_size", 2}, {"max_num_pages", 33}, {"num_pages", 40}}, 0.0), "around top-k");
   }
