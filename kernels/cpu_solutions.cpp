@@ -15,6 +15,9 @@ void add_gqa_ragged_cpu(Registry& r);
 void add_mla_paged_cpu(Registry& r);
 void add_mla_ragged_cpu(Registry& r);
 void add_moe_cpu(Registry& r);
+void add_gdn_cpu(Registry& r);
+void add_mamba_ssu_cpu(Registry& r);
+void add_dsa_paged_cpu(Registry& r);
 
 void add_cpu_solutions(Registry& r) {
   add_gemm_cpu(r);
@@ -27,6 +30,9 @@ void add_cpu_solutions(Registry& r) {
   add_mla_paged_cpu(r);
   add_mla_ragged_cpu(r);
   add_moe_cpu(r);
+  add_gdn_cpu(r);
+  add_mamba_ssu_cpu(r);
+  add_dsa_paged_cpu(r);
 }
 
 }  // namespace kb::kernels

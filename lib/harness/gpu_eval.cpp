@@ -11,6 +11,7 @@
 #include "cuda/runtime.hpp"
 #include "cuda/timing.hpp"
 #include "harness/cost.hpp"
+#include "harness/dsa_judge.hpp"
 #include "harness/cupti_report.hpp"
 #include "harness/measurement.hpp"
 #include "harness/sampling_judge.hpp"
@@ -91,7 +92,10 @@ Result<std::optional<Problem>> check_rotations(const Definition& d, const Tolera
       if (expected_sets[k].empty()) continue;
       Tensor got = expected_sets[k][i].clone();
       KB_TRY(cuda::download(output_sets[k][i].view, got, stream));
-      Comparison c = compare(got, expected_sets[k][i], tol);
+      std::vector<Arg> args(host_inputs[k].size());
+      for (std::size_t a = 0; a < args.size(); ++a)
+        if (!host_inputs[k][a].empty_storage()) args[a].tensor = &host_inputs[k][a];
+      Comparison c = judge_output(d, args, i, got, expected_sets[k][i], tol);
       if (c.verdict != Comparison::Verdict::match)
         return std::optional<Problem>(Problem{
             EvalStatus::incorrect_numerical,
@@ -300,7 +304,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
         return done(std::move(ev), log + problem, problem);
       }
       KB_TRY(cuda::download(outputs[i].view, (*got)[i], stream.get()));
-      Comparison c = compare((*got)[i], (*expected)[i], tol);
+      Comparison c = judge_output(d, m->args, i, (*got)[i], (*expected)[i], tol);
       max_abs = std::max(max_abs, c.max_abs);
       max_rel = std::max(max_rel, c.max_rel);
       mismatched += c.mismatched;

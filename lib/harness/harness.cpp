@@ -10,6 +10,7 @@
 
 #include "cuda/device.hpp"
 #include "harness/cost.hpp"
+#include "harness/dsa_judge.hpp"
 #include "harness/measurement.hpp"
 #include "harness/timing_report.hpp"
 #include "inputs/inputs.hpp"
@@ -286,7 +287,7 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
       return finish(std::move(ev), fail->message);
     }
     for (std::size_t i = 0; i < outputs->size(); ++i) {
-      Comparison c = compare((*outputs)[i], (*expected)[i], tol);
+      Comparison c = judge_output(d, m->args, i, (*outputs)[i], (*expected)[i], tol);
       std::string where = fmt::format("trial {}: output \"{}\": ", trial, d.outputs[i].name);
       if (c.verdict == Comparison::Verdict::wrong_shape || c.verdict == Comparison::Verdict::wrong_dtype) {
         ev.status = c.verdict == Comparison::Verdict::wrong_shape ? EvalStatus::incorrect_shape : EvalStatus::incorrect_dtype;

@@ -22,10 +22,34 @@ namespace {
 
 // ---- structure-aware generation --------------------------------------------
 
-enum class Structure { none, indptr, indices, last_page_len, positions, probs, top_k, top_p, moe_topk_ids };
+enum class Structure {
+  none, indptr, indices, last_page_len, positions, probs, top_k, top_p,
+  slots,        // `X_indices` into the rows of input X (a state pool): distinct rows
+  token_rows,   // rank-2 `*indices` over a paged cache's tokens: distinct tokens per row, then -1
+  seq_lens,     // token counts that a block_table's pages can hold
+  block_table,  // per row, distinct pages of the cache
+  packed_fp8,   // deep_gemm's packed fp8 cache: per page, fp8 rows then float32 scales
+  unit_rows,    // gdn's q and k: rows of unit L2 norm, as the model normalizes them
+  moe_topk_ids, // MoE routing given as input: packed (expert << 16 | weight bits) ids
+};
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// For `X_indices` (or `X_batch_indices`, ...): the first axis of the input
+// named by the longest `_`-separated prefix X, e.g. initial_state_indices ->
+// initial_state's pool_size, state_batch_indices -> state's state_cache_size.
+std::optional<std::string> pool_axis_of(const Definition& d, std::string_view name) {
+  std::string_view prefix = name.substr(0, name.size() - std::string_view("_indices").size());
+  while (!prefix.empty()) {
+    for (const auto& t : d.inputs)
+      if (t.name == prefix && !t.is_scalar() && t.rank() >= 1) return (*t.shape)[0];
+    auto cut = prefix.rfind('_');
+    if (cut == std::string_view::npos) break;
+    prefix = prefix.substr(0, cut);
+  }
+  return std::nullopt;
 }
 
 Structure classify(const Definition& d, const TensorSpec& t) {
@@ -33,11 +57,17 @@ Structure classify(const Definition& d, const TensorSpec& t) {
   bool integer = dtype_is_integer(t.dtype);
   if (integer && t.rank() == 1) {
     if (ends_with(t.name, "indptr") || t.name.rfind("cu_seqlens", 0) == 0) return Structure::indptr;
+    if (ends_with(t.name, "_indices") && pool_axis_of(d, t.name)) return Structure::slots;
     if (ends_with(t.name, "indices")) return Structure::indices;
+    if (t.name == "seq_lens") return Structure::seq_lens;
     if (t.name == "kv_last_page_len") return Structure::last_page_len;
     if (t.name == "positions") return Structure::positions;
     if (t.name == "top_k") return Structure::top_k;
   }
+  if (integer && t.rank() == 2 && ends_with(t.name, "indices")) return Structure::token_rows;
+  if (integer && t.rank() == 2 && t.name == "block_table") return Structure::block_table;
+  if (t.dtype == DType::int8 && t.rank() == 4 && ends_with(t.name, "_fp8")) return Structure::packed_fp8;
+  if (d.op_type == "gdn" && (t.name == "q" || t.name == "k") && dtype_is_float(t.dtype)) return Structure::unit_rows;
   if (dtype_is_float(t.dtype) && t.rank() == 1 && t.name == "top_p") return Structure::top_p;
   if (d.op_type == "sampling" && t.name == "probs" && dtype_is_float(t.dtype) && t.rank() == 2) return Structure::probs;
   if (d.op_type == "moe" && t.name == "topk_ids" && t.dtype == DType::int32 && t.rank() == 2) return Structure::moe_topk_ids;
@@ -101,6 +131,12 @@ class StructureBuilder {
       case Structure::top_p: return build_top_p(i);
       case Structure::probs: return build_probs(i);
       case Structure::moe_topk_ids: return build_moe_topk_ids(i);
+      case Structure::slots: return build_slots(i);
+      case Structure::token_rows: return build_token_rows(i);
+      case Structure::seq_lens: return build_seq_lens(i);
+      case Structure::block_table: return build_block_table(i);
+      case Structure::packed_fp8: return build_packed_fp8(i);
+      case Structure::unit_rows: return build_unit_rows(i);
       case Structure::none: break;
     }
     return make_error(Code::unsupported, fmt::format("input \"{}\": kb cannot build valid values for it", t.name));
@@ -275,6 +311,140 @@ class StructureBuilder {
     }
     m_.notes.push_back("built probs: rows of exp(3 N(0,1)) normalized to sum 1");
     return store_float(v, t);
+  }
+
+  // Distinct values of [0, n) in random order, `count` of them (a random
+  // permutation's prefix); repeats only when count > n.
+  std::vector<std::int64_t> distinct(std::int64_t count, std::int64_t n) {
+    std::vector<std::int64_t> out;
+    if (n <= 0) return out;
+    if (count > n) {
+      for (std::int64_t k = 0; k < count; ++k) out.push_back(rng_.uniform_int(0, n));
+      return out;
+    }
+    std::vector<std::int64_t> perm(static_cast<std::size_t>(n));
+    std::iota(perm.begin(), perm.end(), 0);
+    for (std::int64_t k = 0; k < count; ++k) std::swap(perm[k], perm[rng_.uniform_int(k, n)]);
+    perm.resize(static_cast<std::size_t>(count));
+    return perm;
+  }
+
+  Status build_slots(std::size_t i) {
+    const TensorSpec& t = d_.inputs[i];
+    auto axis = pool_axis_of(d_, t.name);
+    auto pool = axes_.get(*axis);
+    if (!pool || *pool <= 0)
+      return make_error(Code::invalid_argument, fmt::format("input \"{}\": axis {} gives no rows to index", t.name, *axis));
+    std::int64_t n = m_.tensors[i].numel();
+    store_ints(m_.tensors[i], distinct(n, *pool));
+    m_.notes.push_back(fmt::format("built {}: {} {} rows of {} (axis {})", t.name, n,
+                                   n <= *pool ? "distinct" : "random", *pool, *axis));
+    return ok_status();
+  }
+
+  Status build_token_rows(std::size_t i) {
+    const TensorSpec& t = d_.inputs[i];
+    Tensor& out = m_.tensors[i];
+    auto pages = axes_.get("num_pages");
+    if (!pages)
+      return make_error(Code::unsupported, fmt::format("input \"{}\": no axis num_pages bounds its values", t.name));
+    const std::int64_t tokens = *pages * page_size(), rows = out.dim(0), k = out.dim(1);
+    const std::int64_t valid = std::min(k, tokens);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::vector<std::int64_t> v = distinct(valid, tokens);
+      v.resize(static_cast<std::size_t>(k), -1);
+      for (std::int64_t j = 0; j < k; ++j) {
+        if (out.dtype() == DType::int64) out.data<std::int64_t>()[r * k + j] = v[static_cast<std::size_t>(j)];
+        else out.data<std::int32_t>()[r * k + j] = static_cast<std::int32_t>(v[static_cast<std::size_t>(j)]);
+      }
+    }
+    m_.notes.push_back(fmt::format("built {}: per row {} distinct tokens of {} ({} pages x {}), then -1", t.name, valid,
+                                   tokens, *pages, page_size()));
+    return ok_status();
+  }
+
+  Status build_seq_lens(std::size_t i) {
+    const TensorSpec& t = d_.inputs[i];
+    auto max_pages = axes_.get("max_num_pages");
+    auto pages = axes_.get("num_pages");
+    if (!max_pages || !pages)
+      return make_error(Code::unsupported, fmt::format("input \"{}\": no axes max_num_pages and num_pages bound it", t.name));
+    // A block_table row holds distinct pages, so at most num_pages of them.
+    const std::int64_t hi = std::min(*max_pages, *pages) * page_size();
+    std::vector<std::int64_t> v(static_cast<std::size_t>(m_.tensors[i].numel()));
+    for (auto& x : v) x = hi > 0 ? rng_.uniform_int(1, hi + 1) : 0;
+    store_ints(m_.tensors[i], v);
+    m_.notes.push_back(fmt::format("built {} in [1, {}]", t.name, hi));
+    return ok_status();
+  }
+
+  Status build_block_table(std::size_t i) {
+    const TensorSpec& t = d_.inputs[i];
+    Tensor& out = m_.tensors[i];
+    auto pages = axes_.get("num_pages");
+    if (!pages || *pages <= 0)
+      return make_error(Code::unsupported, fmt::format("input \"{}\": no axis num_pages bounds its values", t.name));
+    const std::int64_t rows = out.dim(0), cols = out.dim(1);
+    std::vector<std::int64_t> all;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::vector<std::int64_t> v = distinct(std::min(cols, *pages), *pages);
+      while (static_cast<std::int64_t>(v.size()) < cols) v.push_back(v[v.size() % static_cast<std::size_t>(*pages)]);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    store_ints(out, all);
+    m_.notes.push_back(fmt::format("built {}: per row distinct pages of {} in random order", t.name, *pages));
+    return ok_status();
+  }
+
+  // Keys drawn N(0, 1) and rounded to bf16, quantized per token to fp8
+  // e4m3fn with scale amax / 448, laid out per page as [page_size rows of
+  // dim fp8 bytes][page_size float32 scales] (FlashInfer-Bench builds its
+  // random indexer caches the same way).
+  Status build_packed_fp8(std::size_t i) {
+    const TensorSpec& t = d_.inputs[i];
+    Tensor& out = m_.tensors[i];
+    const std::int64_t pages = out.dim(0), ps = out.dim(1), heads = out.dim(2), row = out.dim(3);
+    if (row <= 4 || heads != 1)
+      return make_error(Code::unsupported,
+                        fmt::format("input \"{}\": a packed fp8 cache is [pages, page_size, 1, dim + 4]", t.name));
+    const std::int64_t dim = row - 4;
+    auto* bytes = reinterpret_cast<std::uint8_t*>(out.bytes());
+    std::vector<float> key(static_cast<std::size_t>(dim));
+    for (std::int64_t p = 0; p < pages; ++p)
+      for (std::int64_t s = 0; s < ps; ++s) {
+        float amax = 0;
+        for (auto& x : key) {
+          x = bf16_to_float(float_to_bf16(static_cast<float>(rng_.normal())));
+          amax = std::max(amax, std::fabs(x));
+        }
+        const float scale = std::max(amax, 1e-4f) / 448.0f;
+        for (std::int64_t e = 0; e < dim; ++e)
+          bytes[p * ps * row + s * dim + e] = float_to_fp8_e4m3fn(key[static_cast<std::size_t>(e)] * (1.0f / scale));
+        std::memcpy(bytes + p * ps * row + ps * dim + s * 4, &scale, 4);
+      }
+    m_.notes.push_back(fmt::format("built {}: N(0,1) keys quantized to fp8 per token (scale amax/448), packed per page",
+                                   t.name));
+    return ok_status();
+  }
+
+  Status build_unit_rows(std::size_t i) {
+    const TensorSpec& t = d_.inputs[i];
+    Tensor& out = m_.tensors[i];
+    const std::int64_t dim = out.rank() ? out.dim(out.rank() - 1) : 1;
+    std::vector<float> v(static_cast<std::size_t>(out.numel()));
+    for (std::size_t r = 0; dim > 0 && r < v.size(); r += static_cast<std::size_t>(dim)) {
+      double ss = 0;
+      for (std::int64_t e = 0; e < dim; ++e) {
+        double x = rng_.normal();
+        v[r + static_cast<std::size_t>(e)] = static_cast<float>(x);
+        ss += x * x;
+      }
+      const double inv = ss > 0 ? 1.0 / std::sqrt(ss) : 0.0;
+      for (std::int64_t e = 0; e < dim; ++e) v[r + static_cast<std::size_t>(e)] = static_cast<float>(v[r + static_cast<std::size_t>(e)] * inv);
+    }
+    m_.notes.push_back(fmt::format("built {}: N(0,1) rows scaled to unit L2 norm (the model l2-normalizes q and k; "
+                                   "unnormalized keys make the delta rule diverge)", t.name));
+    return store_float(v, out);
   }
 
   const Definition& d_;

@@ -19,6 +19,9 @@ extern const OracleEntry gqa_ragged_oracle;
 extern const OracleEntry mla_paged_oracle;
 extern const OracleEntry mla_ragged_oracle;
 extern const OracleEntry moe_oracle;
+extern const OracleEntry gdn_oracle;
+extern const OracleEntry mamba_ssu_oracle;
+extern const OracleEntry dsa_paged_oracle;
 }  // namespace kernels
 
 std::span<const OracleEntry> oracles() {
@@ -27,6 +30,7 @@ std::span<const OracleEntry> oracles() {
       kernels::sampling_oracle,  kernels::gqa_paged_oracle,  kernels::gqa_ragged_oracle,
       kernels::mla_paged_oracle, kernels::mla_ragged_oracle,
       kernels::moe_oracle,
+      kernels::gdn_oracle,       kernels::mamba_ssu_oracle,  kernels::dsa_paged_oracle,
   };
   return table;
 }

@@ -13,6 +13,7 @@
 #include "cuda/plausible.hpp"
 #include "harness/cost.hpp"
 #include "harness/cpu_floor.hpp"
+#include "harness/dsa_judge.hpp"
 #include "harness/cupti_report.hpp"
 #include "harness/measurement.hpp"
 #include "harness/sampling_judge.hpp"
@@ -296,7 +297,8 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
     for (std::size_t k = 0; k < trials; ++k)
       for (std::size_t i = 0; i < d.outputs.size(); ++i) {
         const Tensor& out = pass == 0 ? got[k][i] : timed[k][i];
-        Comparison c = compare(out, pass == 0 ? expected[k][i] : expected_timed[k][i], tol);
+        Comparison c = judge_output(d, pass == 0 ? ms[k].args : timed_ms[k].args, i, out,
+                                    pass == 0 ? expected[k][i] : expected_timed[k][i], tol);
         std::string where = pass == 0 ? fmt::format("trial {}: output \"{}\": ", k, d.outputs[i].name)
                                       : fmt::format("after timing, timed set {}: output \"{}\": ", k, d.outputs[i].name);
         if (c.verdict == Comparison::Verdict::wrong_shape) return finish(EvalStatus::incorrect_shape, where + c.detail);

@@ -295,7 +295,7 @@ check("bench --solutions with an unknown name is a usage error naming what is kn
       and "evaluations" not in out, out + err)
 rc, out, err = run("bench", "--device", "cpu", "--solutions", "kb_cpu_rmsnorm,kb_cpu_gem", "--no-time")
 check("bench --solutions with a typo names the near matches", rc == 2 and
-      'no solution "kb_cpu_gem" in ' in err and err.endswith("; did you mean kb_cpu_gemm, kb_cpu_moe?\n"), err)
+      'no solution "kb_cpu_gem" in ' in err and "; did you mean kb_cpu_gemm" in err and err.endswith("?\n"), err)
 for bad in ["0/3", "4/3", "1/0", "x", "1/", "/2", "1/2/3"]:
     rc, out, err = run("bench", "--device", "cpu", "--shard", bad)
     check(f"bench --shard {bad} is a usage error", rc == 2 and "--shard is K/N" in err, err)
