@@ -30,7 +30,7 @@ enum class Structure {
   block_table,  // per row, distinct pages of the cache
   packed_fp8,   // deep_gemm's packed fp8 cache: per page, fp8 rows then float32 scales
   unit_rows,    // gdn's q and k: rows of unit L2 norm, as the model normalizes them
-  moe_topk_ids, // MoE routing given as input: packed (expert << 16 | weight bits) ids
+  moe_topk_ids, // pre-routed MoE: per token, distinct experts packed as expert << 16 | bf16 weight bits
 };
 
 bool ends_with(std::string_view s, std::string_view suffix) {
