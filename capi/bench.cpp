@@ -1,6 +1,8 @@
 // kb_bench_run: lib/bench's run_dataset() behind the C ABI, its events as kb_bench_events.
 #include <fmt/format.h>
 
+#include <cstddef>
+
 #include <string>
 #include <vector>
 
@@ -35,9 +37,12 @@ kb_status invalid(const std::string& message) {
 }
 
 kb_status read_options(const kb_bench_options* in, kb::bench::RunOptions& o) {
-  if (in->struct_size < sizeof(kb_bench_options))
-    return kb::capi::short_struct("kb_bench_run", "opts", in->struct_size, sizeof(kb_bench_options),
-                                  "KB_BENCH_OPTIONS_INIT");
+  // The fields up to `flags` are required; later ones are read as far as the caller's struct reaches.
+  constexpr std::size_t required = offsetof(kb_bench_options, baseline);
+  if (in->struct_size < required)
+    return kb::capi::short_struct("kb_bench_run", "opts", in->struct_size, required, "KB_BENCH_OPTIONS_INIT");
+  auto reaches = [&](std::size_t offset, std::size_t size) { return in->struct_size >= offset + size; };
+  if (reaches(offsetof(kb_bench_options, baseline), sizeof in->baseline) && in->baseline) o.baseline = in->baseline;
   if (!in->dataset) return kb::capi::null_argument("kb_bench_run", "opts->dataset");
   if (!in->out_dir) return kb::capi::null_argument("kb_bench_run", "opts->out_dir");
   if (in->n_plugins > 0 && !in->plugins) return kb::capi::null_argument("kb_bench_run", "opts->plugins");
@@ -104,6 +109,7 @@ std::string option_text(kb::bench::Option option, const kb::bench::RunOptions& o
     case Option::tolerances: return "opts->tolerances: ";
     case Option::definitions: return "opts->definitions: ";
     case Option::plugin: return "opts->plugins: ";
+    case Option::baseline: return "opts->baseline: ";
     case Option::none: break;
   }
   return "";

@@ -1326,11 +1326,16 @@ typedef struct kb_bench_options {
   const kb_plugin_options* plugin_options; /* nullable: timeout, worker and build cache of outside solutions
                                               (plugins and Solution JSON); NULL: KB_PLUGIN_OPTIONS_INIT */
   uint32_t flags;            /* reserved: must be 0 */
+  const char* baseline;      /* nullable: what the speedup divides by, recorded in each trace: NULL, "" or
+                                "reference" (the reference's own time where the run times it: the CPU),
+                                "none", or a selected solution's name (its latency at the same workload
+                                where it PASSED; it runs first on each definition). An unknown name is
+                                KB_ERROR_NOT_FOUND. Since 0.2; read only when struct_size reaches it. */
 } kb_bench_options;
 
 #define KB_BENCH_OPTIONS_INIT                                                                                \
   {sizeof(kb_bench_options), NULL, NULL, NULL, NULL, NULL, 3, 27490, 1, 0, 0, 0, 1, 1,                       \
-   KB_BENCH_REFERENCE_NATIVE, 0, NULL, -1.0, -1.0, -1.0, NULL, 0, NULL, 0u}
+   KB_BENCH_REFERENCE_NATIVE, 0, NULL, -1.0, -1.0, -1.0, NULL, 0, NULL, 0u, NULL}
 
 /* What a run reports as it goes. Values pinned. Since 0.1. */
 typedef enum kb_bench_event_kind {

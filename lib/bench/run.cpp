@@ -4,12 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
 #include "common/near_match.hpp"
 #include "cuda/device.hpp"
 #include "dataset/dataset.hpp"
+#include "harness/measurement.hpp"
 #include "harness/trace_writer.hpp"
 #include "inputs/inputs.hpp"
 
@@ -195,7 +197,43 @@ Status prepare(const RunOptions& o, bool listing, const EventFn& on_event, Optio
                                                 : "",
                                             suggestion_text(name, {known.begin(), known.end()}))));
   }
+  // --baseline names "reference", "none" or a solution of the selection.
+  if (!o.baseline.empty() && o.baseline != "reference" && o.baseline != "none") {
+    std::set<std::string> known;
+    for (const auto& impl : s.registry.all()) known.insert(impl.name);
+    for (const auto& ds : s.datasets)
+      for (const auto& e : ds.solutions) known.insert(e.solution.name);
+    if (!known.count(o.baseline)) {
+      std::vector<std::string> names{"reference", "none"};
+      names.insert(names.end(), known.begin(), known.end());
+      return about(option, Option::baseline,
+                   make_error(Code::not_found, fmt::format("no solution \"{}\" to time against{}", o.baseline,
+                                                           suggestion_text(o.baseline, names))));
+    }
+    if (!wanted(o.solutions, o.baseline))
+      return about(option, Option::baseline,
+                   make_error(Code::invalid_argument,
+                              fmt::format("{} is not among the selected solutions (--solutions): add it", o.baseline)));
+  }
   return ok_status();
+}
+
+// Sets what the speedup divides by: `latency_ms` of `baseline` (0: no speedup), named in extra.
+void set_baseline(Evaluation& ev, const std::string& baseline, double latency_ms) {
+  if (!ev.performance) return;
+  Performance& perf = *ev.performance;
+  Measurement m;
+  if (perf.extra) {
+    auto read = read_extra(*perf.extra, "kb", "evaluation.performance.extra");
+    if (!read) return;  // kb wrote it: an unreadable extra is left as it is
+    m = *read;
+  }
+  m.median_ms = perf.latency_ms;
+  if (latency_ms > 0) m.baseline = baseline;
+  else m.baseline.reset();
+  record(m, perf);
+  perf.reference_latency_ms = latency_ms;
+  perf.speedup_factor = latency_ms > 0 && perf.latency_ms > 0 ? latency_ms / perf.latency_ms : 0;
 }
 
 }  // namespace
@@ -312,6 +350,18 @@ Result<RunSummary> run_dataset(const RunOptions& options, const EventFn& on_even
     }
   }
 
+  // A named baseline runs first on each definition, so every other row can show its speedup.
+  const std::string& baseline = options.baseline;
+  const bool named_baseline = !baseline.empty() && baseline != "reference" && baseline != "none";
+  if (named_baseline) {
+    std::map<const Definition*, std::size_t> first;
+    for (std::size_t j = 0; j < jobs.size(); ++j) first.emplace(jobs[j].def, j);
+    std::stable_sort(jobs.begin(), jobs.end(), [&](const Job& a, const Job& b) {
+      return std::pair(first[a.def], a.impl->name != baseline) < std::pair(first[b.def], b.impl->name != baseline);
+    });
+  }
+  std::map<std::pair<std::string, std::string>, double> baseline_ms;  // (definition, workload uuid) -> latency
+
   summary.evaluations = jobs.size();
   {
     RunEvent e;
@@ -344,6 +394,19 @@ Result<RunSummary> run_dataset(const RunOptions& options, const EventFn& on_even
       e.message = r.error().message;
       event(e);
       continue;
+    }
+    if (named_baseline) {
+      const auto key = std::pair(job.def->name, job.wl->uuid);
+      const Evaluation& ev = r->evaluation;
+      if (job.impl->name == baseline && ev.status == EvalStatus::passed && ev.performance &&
+          ev.performance->latency_ms > 0)
+        baseline_ms[key] = ev.performance->latency_ms;
+      auto b = baseline_ms.find(key);
+      set_baseline(r->evaluation, baseline, b == baseline_ms.end() ? 0.0 : b->second);
+    } else if (baseline == "none") {
+      set_baseline(r->evaluation, "", 0);
+    } else if (r->evaluation.performance && r->evaluation.performance->reference_latency_ms > 0) {
+      set_baseline(r->evaluation, "reference", r->evaluation.performance->reference_latency_ms);
     }
     Trace t;
     t.definition = job.def->name;

@@ -45,6 +45,11 @@ struct RunOptions {
   // Trials, seed, timing, CUPTI, reference source, sampling draws. Its tolerances and dataset_root
   // are set by the run (from the fields above and each workload's dataset).
   BenchOptions bench;
+  // What the speedup column divides by, recorded in each trace (reference_latency_ms, and extra's
+  // "baseline"): "" or "reference" (the reference's own time, when the run timed it: kb's oracle or
+  // the PyTorch reference on the CPU; GPU runs time none), "none" (no speedup), or a solution's name
+  // (its latency at the same workload when it PASSED there; it runs first on each definition).
+  std::string baseline;
   std::vector<std::string> plugins;  // plugin libraries (kb_plugin_entry_v1) whose solutions run too
   // Timeout, worker and cache of outside solutions (plugins and the datasets' Solution JSON);
   // cuda_device is set by the run.
@@ -52,7 +57,7 @@ struct RunOptions {
 };
 
 // Which option an error of run_dataset() or list_solutions() is about.
-enum class Option { none, device, reference, tolerances, definitions, solutions, plugin };
+enum class Option { none, device, reference, tolerances, definitions, solutions, plugin, baseline };
 
 // What happens during a run, in this order: reference (torch only), then dataset_error, solution_error,
 // building/built, not_runnable and skipped while the run is planned, then planned, then per evaluation

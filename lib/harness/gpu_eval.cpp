@@ -1,5 +1,7 @@
 #include "harness/gpu_eval.hpp"
 
+#include <algorithm>
+
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -381,7 +383,11 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       std::size_t k = static_cast<std::size_t>(sample) % input_sets.size();
       return impl.run_cuda(CudaCall{d, axes, input_sets[k].args, view_sets[k], s});
     };
-    auto t = cuda::time_gpu(run_rotated, stream.get());
+    cuda::TimingOptions topt;
+    if (opt.gpu_warmup > 0) topt.warmup = opt.gpu_warmup;
+    if (opt.gpu_min_samples > 0) topt.min_samples = opt.gpu_min_samples;
+    topt.max_samples = std::max(topt.max_samples, topt.min_samples);
+    auto t = cuda::time_gpu(run_rotated, stream.get(), topt);
     if (!t) {
       ev.status = EvalStatus::runtime_error;
       ev.correctness.reset();

@@ -34,6 +34,11 @@ struct BenchOptions {
   double min_time_s = 0.05;
   double max_time_s = 2.0;
   bool time = true;  // false: correctness only
+  // CUDA: the adaptive timer's minimums (cuda::TimingOptions warmup and
+  // min_samples); 0 keeps its defaults. FlashInfer-Bench's --warmup-runs and
+  // --iterations set these and, for the CPU, warmup and min_samples above.
+  int gpu_warmup = 0;
+  int gpu_min_samples = 0;
   // CUDA: also time each solution by CUPTI's kernel records (cuda/timing.hpp,
   // time_kernels_cupti) and record them beside the event timing in `extra`.
   bool cupti = false;

@@ -49,6 +49,7 @@ void for_each_field(M& m, F&& f) {
   f("one_read_kernel_ms", m.one_read_kernel_ms);
   f("implausible", m.implausible);
   f("l2_flush", m.l2_flush);
+  f("baseline", m.baseline);
   f("cupti_kernel_ms", m.cupti_kernel_ms);
   f("cupti_min_ms", m.cupti_min_ms);
   f("cupti_max_ms", m.cupti_max_ms);

@@ -88,6 +88,9 @@ struct Measurement {
   std::optional<std::string> implausible;    // "implausible": why the speed beats the ceilings, "" for plausible
 
   std::optional<L2FlushMode> l2_flush;  // "l2_flush"
+  // "baseline": what performance.reference_latency_ms timed, the speedup's
+  // denominator: "reference" (the reference's own time) or a solution's name.
+  std::optional<std::string> baseline;
 
   // CUPTI's kernel time (kb bench --cupti; cuda::time_kernels_cupti): the
   // kernels alone, or why CUPTI could not record them.

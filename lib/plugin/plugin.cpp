@@ -203,10 +203,10 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   };
   const bool cpu = impl.device == Device::cpu;
   // A CPU solution is timed once on each timed set (worker_main.cpp): at least
-  // kCpuTimedSets of them, so the median has samples enough; the checked
-  // trials match their number (the wire format pairs them).
+  // kCpuTimedSets (and opt.min_samples) of them, so the median has samples
+  // enough; the checked trials match their number (the wire format pairs them).
   constexpr int kCpuTimedSets = 5;
-  const int wanted = opt.time && cpu ? std::max(opt.trials, kCpuTimedSets) : opt.trials;
+  const int wanted = opt.time && cpu ? std::max({opt.trials, opt.min_samples, kCpuTimedSets}) : opt.trials;
   const std::size_t trials = static_cast<std::size_t>(std::clamp(wanted, 1, 64 /* worker::kMaxSets */));
   if (static_cast<int>(trials) != opt.trials) log += fmt::format("trials: {} (one per timed input set)\n", trials);
   // The timed pass runs on other draws than the checked one: seeds
@@ -270,6 +270,8 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   eo.time = opt.time;
   eo.stream_check = impl.device == Device::cuda;
   eo.cupti = opt.cupti && !cpu;  // CUPTI times CUDA kernels; a CPU solution has none
+  eo.timing_warmup = opt.gpu_warmup;
+  eo.timing_min_samples = opt.gpu_min_samples;
   worker::EvaluateResult r;
   {
     std::lock_guard<std::mutex> lock(p.mutex);

@@ -107,6 +107,10 @@ struct RunRequest {
   std::uint64_t set_stride;  // kOpEvaluate: bytes between consecutive sets
   std::uint64_t shm_size;  // bytes of the memfd the worker must map
   ArgDesc args[kMaxArgs];  // inputs then outputs
+  // kOpEvaluate with kFlagTime, CUDA: the timer's minimum warm-up calls and
+  // samples (cuda::TimingOptions); 0: its defaults.
+  std::uint32_t timing_warmup;
+  std::uint32_t timing_min_samples;
 };
 
 enum RunStatus : std::int32_t {

@@ -612,6 +612,8 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
   req->n_sets = static_cast<std::uint32_t>(sets.size());
   req->flags = (eo.time ? kFlagTime : 0u) | (eo.stream_check ? kFlagStreamCheck : 0u) |
                (eo.time && eo.cupti ? kFlagCupti : 0u);
+  req->timing_warmup = static_cast<std::uint32_t>(std::max(0, eo.timing_warmup));
+  req->timing_min_samples = static_cast<std::uint32_t>(std::max(0, eo.timing_min_samples));
   std::size_t pos = 0;
   std::vector<std::size_t> offsets(ni + no, 0);
   auto place = [&](std::size_t k, std::size_t nbytes) {

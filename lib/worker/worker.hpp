@@ -99,6 +99,8 @@ struct EvaluateOptions {
   bool time = false;
   bool stream_check = false;  // CUDA solutions
   bool cupti = false;         // with time, CUDA: also the kernels alone from CUPTI's records (kb bench --cupti)
+  int timing_warmup = 0;       // with time, CUDA: the timer's minimums (cuda::TimingOptions); 0: its defaults
+  int timing_min_samples = 0;
 };
 struct WorkerTiming {
   cuda::TimingResult timer;  // CUDA: the worker's time_gpu result; CPU: wall-clock median, min, max, samples

@@ -515,7 +515,12 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
       }
       return kb::ok_status();
     };
-    auto t = kb::cuda::time_gpu(run_rotated, dev.stream);
+    kb::cuda::TimingOptions topt;
+    if (req.timing_warmup > 0) topt.warmup = static_cast<int>(std::min<std::uint32_t>(req.timing_warmup, 100000));
+    if (req.timing_min_samples > 0)
+      topt.min_samples = static_cast<int>(std::min<std::uint32_t>(req.timing_min_samples, 100000));
+    topt.max_samples = std::max(topt.max_samples, topt.min_samples);
+    auto t = kb::cuda::time_gpu(run_rotated, dev.stream, topt);
     e = cudaDeviceSynchronize();
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) device_fault(reply, sol, e, "(while timing)");

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,7 +197,12 @@ int main(int argc, char** argv) {
   CHECK(kb_bench_run(ctx, &opts, NULL, NULL, NULL) == KB_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(kb_last_error(), "opts->out_dir") != NULL);
   opts.out_dir = out;
-  opts.struct_size = sizeof opts - 1;
+  opts.baseline = "kb_cpu_rmsnorn";
+  CHECK(kb_bench_run(ctx, &opts, NULL, NULL, NULL) == KB_ERROR_NOT_FOUND);
+  CHECK(strstr(kb_last_error(), "opts->baseline: no solution \"kb_cpu_rmsnorn\" to time against; did you mean "
+                                "kb_cpu_rmsnorm") != NULL);
+  opts.baseline = NULL;
+  opts.struct_size = offsetof(kb_bench_options, baseline) - 1;
   CHECK(kb_bench_run(ctx, &opts, NULL, NULL, NULL) == KB_ERROR_INVALID_ARGUMENT);
   opts.struct_size = sizeof opts;
   summary.struct_size = 1;

@@ -374,6 +374,50 @@ with tempfile.TemporaryDirectory() as tmp:
     check("bench writes nothing outside --out", os.listdir(target) == [] and
           all(p.startswith(out_dir + os.sep) or p.startswith(ds + os.sep) for p in written), written)
 
+# FlashInfer-Bench's evaluation flags: --num-trials, --warmup-runs, --iterations, --required-matched-ratio.
+with tempfile.TemporaryDirectory() as tmp:
+    rc, out, err = run("bench", "--device", "cpu", "--definitions", "rmsnorm_h4096", "--solutions", "kb_cpu_rmsnorm",
+                       "--smallest", "--num-trials", "2", "--warmup-runs", "2", "--iterations", "9",
+                       "--required-matched-ratio", "0.99", "--out", tmp)
+    check("FlashInfer-Bench's flags are accepted", rc == 0 and "1 passed" in out, out + err)
+    lines = [json.loads(l) for root, _, files in os.walk(tmp) for f in files if f.endswith(".jsonl")
+             for l in open(os.path.join(root, f))]
+    log = lines[0]["evaluation"]["log"] if lines else ""
+    extra = (lines[0]["evaluation"].get("performance") or {}).get("extra") or {} if lines else {}
+    check("--num-trials and --required-matched-ratio reach the judge", "trials=2 " in log and
+          "required_matched_ratio=0.99" in log, log)
+    check("--iterations sets the least number of timed samples", extra.get("samples", 0) >= 9, json.dumps(lines[:1]))
+    rc, out, err = run("bench", "--device", "cpu", "--iterations", "0", "--smallest")
+    check("--iterations 0 is bad usage", rc == 2 and "--iterations" in err, err)
+
+# --baseline: what the speedup column divides by, recorded in each trace.
+def trace_lines(folder):
+    return [json.loads(l) for root, _, files in os.walk(folder) for f in sorted(files) if f.endswith(".jsonl")
+            for l in open(os.path.join(root, f))]
+
+with tempfile.TemporaryDirectory() as tmp:
+    for baseline, expect in (("reference", "reference"), ("kb_cpu_gemm", "kb_cpu_gemm"), ("none", None)):
+        out_dir = os.path.join(tmp, baseline)
+        rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1",
+                           "--max-workloads", "2", "--baseline", baseline, "--out", out_dir)
+        cells = speedup_cells(out)
+        recs = trace_lines(out_dir)
+        extras = [(r["evaluation"].get("performance") or {}).get("extra") or {} for r in recs]
+        if expect is None:
+            check("--baseline none: no speedup, none recorded", rc == 0 and cells == ["-", "-"] and
+                  all("baseline" not in e for e in extras) and
+                  all(r["evaluation"]["performance"]["speedup_factor"] == 0 for r in recs), out + err)
+        else:
+            check(f"--baseline {baseline}: every row has its speedup, the trace names the baseline",
+                  rc == 0 and len(cells) == 2 and all(c.endswith("x") and c != "0.00x" for c in cells) and
+                  all(e.get("baseline") == expect for e in extras) and len(recs) == 2, out + err)
+        if baseline == "kb_cpu_gemm":
+            check("a solution against itself is 1.00x", cells == ["1.00x", "1.00x"], out)
+    rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--baseline", "kb_cpu_gem",
+                       "--no-time", "--out", tmp)
+    check("--baseline with a typo is bad usage naming the near match",
+          rc == 2 and "--baseline: no solution \"kb_cpu_gem\" to time against; did you mean kb_cpu_gemm" in err, err)
+
 # kb dispatch: what kb_dispatch would choose, from traces a timed kb bench just wrote (and from untimed ones).
 with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run("bench", "--device", "cpu", "--definitions", "gemm_n128_k2048", "--trials", "1", "--out", tmp)

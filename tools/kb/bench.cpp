@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -50,7 +52,23 @@ options:
                       their trace files never overlap (one file a definition)
   --tolerances FILE   tolerance config (default, op_type, definition sections)
   --atol X --rtol X --matched-ratio X   tolerances applied on top of everything
+  --warmup-runs N     calls before timing, at least (default: CPU 1, CUDA 3 and
+                      10 ms of calls)
+  --iterations N      timed samples, at least: kb's timer is adaptive and goes
+                      on until the median is stable (CUDA: relative standard
+                      error 0.5%) or its time cap; an outside CPU solution is
+                      timed once on each of max(N, 5) fresh input sets
+  FlashInfer-Bench's names are accepted too: --num-trials (= --trials),
+  --required-matched-ratio (= --matched-ratio); --timeout limits one call of an
+  outside solution (FlashInfer-Bench's limits a whole evaluation)
   --no-time           judge correctness only
+  --baseline reference|none|SOLUTION   what the speedup column divides by
+                      (recorded in each trace): reference (default) the
+                      reference's own time where the run times it (the CPU:
+                      kb's oracle, or the PyTorch reference); none; or a
+                      selected solution's latency at the same workload (it runs
+                      first on each definition; rows where it did not PASS
+                      show no speedup)
   --cupti             CUDA: also time each solution's kernels alone from CUPTI's
                       records (the GPU's start and end of each kernel), recorded
                       in the trace's extra beside the CUDA-event latency
@@ -124,6 +142,14 @@ void print_row(const kb::Definition& d, const kb::Workload& w, const kb::Impleme
   std::fflush(stdout);
 }
 
+// 42s, 3m05s, 1h02m.
+std::string duration_text(double seconds) {
+  long s = static_cast<long>(seconds + 0.5);
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+}
+
 int print_listing(const kb::bench::Listing& l) {
   for (const auto& s : l.solution_json)
     fmt::print("{} (Solution JSON, {}, by {}): {}\n  handles: {}\n", s.name, s.language, s.author, s.file,
@@ -181,7 +207,7 @@ int cmd_bench(const std::vector<std::string>& args) {
                    o.device);
         return 2;
       }
-    } else if (a == "--trials") {
+    } else if (a == "--trials" || a == "--num-trials") {
       if (!(v = need(i, a)) || !number(a, *v, opt.trials) || opt.trials < 1) return 2;
     } else if (a == "--seed") {
       if (!(v = need(i, a)) || !number(a, *v, opt.seed)) return 2;
@@ -209,8 +235,30 @@ int cmd_bench(const std::vector<std::string>& args) {
       if (!(v = need(i, a)) || !number(a, *v, o.atol)) return 2;
     } else if (a == "--rtol") {
       if (!(v = need(i, a)) || !number(a, *v, o.rtol)) return 2;
-    } else if (a == "--matched-ratio") {
+    } else if (a == "--matched-ratio" || a == "--required-matched-ratio") {
       if (!(v = need(i, a)) || !number(a, *v, o.matched_ratio)) return 2;
+    } else if (a == "--baseline") {
+      if (!(v = need(i, a))) return 2;
+      o.baseline = *v;
+    } else if (a == "--warmup-runs") {
+      int n = 0;
+      if (!(v = need(i, a)) || !number(a, *v, n)) return 2;
+      if (n < 0) {
+        fmt::print(stderr, "kb bench: --warmup-runs must be 0 or more, got {}\n", n);
+        return 2;
+      }
+      opt.warmup = n;
+      opt.gpu_warmup = n;
+    } else if (a == "--iterations") {
+      int n = 0;
+      if (!(v = need(i, a)) || !number(a, *v, n)) return 2;
+      if (n < 1) {
+        fmt::print(stderr, "kb bench: --iterations must be at least 1, got {}\n", n);
+        return 2;
+      }
+      opt.min_samples = n;
+      opt.max_samples = std::max(opt.max_samples, n);
+      opt.gpu_min_samples = n;
     } else if (a == "--max-workloads") {
       if (!(v = need(i, a)) || !number(a, *v, max_workloads) || max_workloads < 1) return 2;
     } else if (a == "--shard") {
@@ -278,6 +326,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   o.max_workloads = smallest ? 1 : static_cast<std::size_t>(max_workloads);
 
   const bool tty = isatty(STDERR_FILENO);
+  const auto started = std::chrono::steady_clock::now();
   std::vector<std::string> skipped, not_runnable;
   bool progress = false;  // a progress line is on the terminal: the next event clears it
   auto on_event = [&](const kb::bench::RunEvent& e) {
@@ -305,8 +354,15 @@ int cmd_bench(const std::vector<std::string>& args) {
         print_header();
         break;
       case Kind::evaluating:
-        if ((progress = tty))
-          fmt::print(stderr, "\r[{}/{}] {} {} ...\x1b[K", e.index + 1, e.total, e.definition->name, e.solution->name);
+        if ((progress = tty)) {
+          // Elapsed time, and what is left at the pace so far (shown once one evaluation finished).
+          double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          std::string eta = e.index > 0 ? fmt::format(", ~{} left", duration_text(elapsed / static_cast<double>(e.index) *
+                                                                                   static_cast<double>(e.total - e.index)))
+                                        : std::string();
+          fmt::print(stderr, "\r[{}/{}] {} {} {} ({}{}) ...\x1b[K", e.index + 1, e.total, e.definition->name,
+                     kb::bench::axes_text(*e.workload), e.solution->name, duration_text(elapsed), eta);
+        }
         break;
       case Kind::evaluated: print_row(*e.definition, *e.workload, *e.solution, *e.result, opt.time); break;
       case Kind::evaluation_error:
@@ -323,6 +379,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       case Option::device: fmt::print(stderr, "kb bench: --device {}: {}\n", o.device, error.message); return 1;
       case Option::reference: fmt::print(stderr, "kb bench: --reference torch: {}\n", error.message); return 1;
       case Option::plugin: fmt::print(stderr, "kb bench: --plugin {}\n", error.message); return 1;
+      case Option::baseline: fmt::print(stderr, "kb bench: --baseline: {}\n", error.message); return 2;
       case Option::tolerances: fmt::print(stderr, "kb bench: {}\n", error.message); return 2;
       case Option::definitions: fmt::print(stderr, "kb bench: --definitions: {}\n", error.message); return 2;
       case Option::solutions: fmt::print(stderr, "kb bench: --solutions: {}\n", error.message); return 2;
