@@ -88,6 +88,13 @@ def main():
         data = json.load(open(os.path.join(rep, "report.json")))
         check(data["records"] == 5 and data["definitions"][0]["name"] == "gemm_t", "report.json %s" % data["records"])
         check(kb("report", old).returncode == 2, "report needs --out")
+        # --agent-traces takes the .json files after it; the .jsonl after them is traces.
+        agent = os.path.join(work, "agent.json")
+        with open(agent, "w") as f:
+            json.dump({"model": "m", "conversation": [{"role": "user", "content": "hi"}]}, f)
+        r = kb("report", "--out", os.path.join(work, "rep2"), "--agent-traces", agent, old)
+        check(r.returncode == 0 and "1 agent traces" in r.stdout and "3 records" in r.stdout,
+              "report with an agent trace before the traces: " + r.stdout + r.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("%d failures" % len(FAILURES))

@@ -72,7 +72,8 @@ Authors come from the traces/<author>/<op_type>/ folders kb bench writes.
 options:
   --out DIR              the folder to write (created if missing)
   --records PATH         calling records (.json file or folder; repeatable)
-  --agent-traces FILE    agent trace files (repeatable; several may follow)
+  --agent-traces FILE    agent trace files (repeatable; the .json files that
+                         follow it are agent traces too)
   --baseline NAME        the solution whose latency is the baseline (default:
                          the reference latency the traces carry)
   --hardware NAME        estimates: use only records of this device
@@ -210,7 +211,8 @@ int cmd_report(const std::vector<std::string>& args) {
   kb::report::Options opt;
   std::string out_dir;
   std::vector<std::string> paths;
-  bool agent_mode = false;  // --agent-traces takes every following non-option argument
+  // --agent-traces takes the .json files that follow it; a .jsonl file or a folder after them is traces.
+  bool agent_mode = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const char* flag) -> const std::string* {
@@ -253,7 +255,7 @@ int cmd_report(const std::vector<std::string>& args) {
     } else if (a.size() > 1 && a[0] == '-') {
       fmt::print(stderr, "kb report: unknown option {} (see kb report --help)\n", a);
       return 2;
-    } else if (agent_mode) {
+    } else if (agent_mode && a.size() > 5 && a.ends_with(".json")) {
       opt.agent_trace_paths.push_back(a);
     } else {
       paths.push_back(a);
