@@ -4,7 +4,8 @@
 set -eu
 # python3-torch (Debian: 1.13, CPU): `kb bench --reference torch` and its tests
 # rustc, golang-go: the Rust and Go examples (examples/rust, examples/go), built and run by the tests
-packages="meson ninja-build pkg-config g++ python3 python3-jsonschema libsimdjson-dev doctest-dev libfmt-dev libdlpack-dev clang python3-torch rustc golang-go"
+# chromium: the report browser test opens kb report's pages headless (about 120 MB, half a minute to install)
+packages="meson ninja-build pkg-config g++ python3 python3-jsonschema libsimdjson-dev doctest-dev libfmt-dev libdlpack-dev clang python3-torch rustc golang-go chromium"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -20,3 +20,8 @@ int cmd_backendbench(const std::vector<std::string>& args, std::FILE* out, std::
 
 // kb estimate RECORD TRACES...: see estimate_command.cpp.
 int cmd_estimate(const std::vector<std::string>& args);
+
+// kb export / compare / report: see report_command.cpp.
+int cmd_export(const std::vector<std::string>& args);
+int cmd_compare(const std::vector<std::string>& args);
+int cmd_report(const std::vector<std::string>& args);

@@ -42,6 +42,9 @@ commands:
   devices              list the CUDA devices kb can use
   dispatch DEF TRACES  what kb_dispatch chooses per call from recorded traces
   estimate RECORD TRACES  a model step's time from a calling record and traces, baseline vs best
+  export --benchmark-result TRACES  one Benchmark Result per definition and solution
+  compare OLD NEW      two trace sets side by side: faster, slower or within noise
+  report --out DIR TRACES  an offline HTML report (and markdown, CSV, JSON) of traces
   tuning               the tuning settings, their values and defaults (KB_* variables)
   backendbench CMD FILE  parse, import or run BackendBench operator traces (CMD: parse, import, run)
 
@@ -518,6 +521,9 @@ int main(int argc, char** argv) {
     if (cmd == "tuning") return cmd_tuning(rest);
     if (cmd == "backendbench") return cmd_backendbench(rest, stdout, stderr);
     if (cmd == "estimate") return cmd_estimate(rest);
+    if (cmd == "export") return cmd_export(rest);
+    if (cmd == "compare") return cmd_compare(rest);
+    if (cmd == "report") return cmd_report(rest);
   } catch (const std::exception& e) {
     fmt::print(stderr, "kb {}: internal error: {}\n", cmd, e.what());
     return 3;
