@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "capi.hpp"
+#include "dataset/dataset.hpp"
 #include "schema/io.hpp"
 
 using kb::capi::fail;
@@ -89,6 +90,20 @@ KB_API kb_status kb_definition_load_file(kb_context* ctx, const char* path, kb_d
   KB_CAPI_REQUIRE(ctx);
   KB_CAPI_REQUIRE(path);
   return kb::capi::guarded(__func__, [&] { return finish_load(kb::read_definition_file(path), out); });
+}
+
+KB_API kb_status kb_definition_load_by_name(kb_context* ctx, const char* dir, const char* name, kb_definition** out) {
+  KB_CAPI_REQUIRE(out);
+  *out = nullptr;
+  KB_CAPI_REQUIRE(ctx);
+  KB_CAPI_REQUIRE(dir);
+  KB_CAPI_REQUIRE(name);
+  return kb::capi::guarded(__func__, [&]() -> kb_status {
+    auto found = kb::find_definition_by_name(dir, name);
+    if (!found) return fail(found.error());
+    *out = make_handle(std::move(found->definition)).release();
+    return KB_OK;
+  });
 }
 
 KB_API void kb_definition_destroy(kb_definition* def) { delete def; }

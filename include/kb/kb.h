@@ -9,8 +9,8 @@
  *   - one error model                               kb_status, kb_status_string, kb_last_error
  *   - element types                                 kb_dtype and conversions to names and DLPack
  *   - a context                                     kb_context_create / kb_context_destroy
- *   - kernel Definitions: load, inspect, and check caller tensors (DLPack DLTensor views)
- *                                                   against a definition's signature and constraints
+ *   - kernel Definitions: load (JSON text, a file, or by name from a dataset directory), inspect,
+ *     and check caller tensors (DLPack DLTensor views) against a definition's signature and constraints
  *   - Workloads, Solutions and results (Trace records): load and inspect
  *   - CUDA device discovery                         kb_cuda_device_count, kb_cuda_device_get
  *   - outside solutions: plugins and built Solution JSON, run in a watched worker process
@@ -26,10 +26,6 @@
  *     validated and written                            kb_calling_record_load, kb_agent_trace_load, ...
  *   - a model step's estimated time, baseline against the best PASSED solutions, from a calling
  *     record and recorded traces                     kb_estimate_create
- *
- * PLANNED (not in ABI version 1 yet)
- *   - loading a definition by name from a dataset directory.
- *   They will be added as new functions; nothing declared here changes meaning.
  *
  * CONVENTIONS (they hold for every declaration below unless it says otherwise)
  *
@@ -288,6 +284,22 @@ KB_API kb_status kb_definition_load(kb_context* ctx, const char* json, size_t le
  * "path: definition.axes.H.type: expected \"const\" or \"var\", got \"x\"". Also returns KB_ERROR_IO
  * when the file cannot be read. Thread-safe. Since 0.1. */
 KB_API kb_status kb_definition_load_file(kb_context* ctx, const char* path, kb_definition** out);
+
+/* As kb_definition_load_file(), finding the file by the definition's name in a directory, as
+ * `kb show DATASET NAME` does.
+ *   ctx  (in)  a context.
+ *   dir  (in)  NUL-terminated path of a FlashInfer-Bench dataset (its definitions/ folder is searched)
+ *              or of any folder of definition .json files (searched recursively).
+ *   name (in)  NUL-terminated definition name, e.g. "rmsnorm_h4096".
+ *   out  (out) the definition, owned by the caller until kb_definition_destroy().
+ * The file <name>.json is tried first, then every definition under it (a file may be named
+ * otherwise). Returns KB_OK; KB_ERROR_NOT_FOUND when no definition has that name (the message names
+ * the directory and the nearest names: "no definition "rmsnorm_h4069" in DIR (N definitions); did
+ * you mean rmsnorm_h4096?"); the statuses of kb_definition_load_file() when <name>.json names it but
+ * is not a valid definition; KB_ERROR_IO when dir is not a directory; KB_ERROR_INVALID_ARGUMENT for
+ * NULL arguments or an empty name. Thread-safe. Since 0.1 (ABI version 1, added after its first
+ * release). */
+KB_API kb_status kb_definition_load_by_name(kb_context* ctx, const char* dir, const char* name, kb_definition** out);
 
 /* Destroys a definition and every string borrowed from it. NULL does nothing. Since 0.1. */
 KB_API void kb_definition_destroy(kb_definition* def);

@@ -256,12 +256,16 @@ Result<Listing> list_solutions(const RunOptions& options, const EventFn& on_even
   KB_TRY(prepare(options, true, forward, option, s));
   listing.solution_json = std::move(s.solution_json);
   for (const auto& impl : s.registry.all()) {
-    Listing::Solution l{impl.name, impl.author, impl.description, impl.device, {}};
+    Listing::Solution l{impl.name, impl.author, impl.description, impl.device, {}, {}};
     for (const auto& ds : s.datasets)
       for (const auto& e : ds.definitions)
-        if (impl.supports(e.definition).empty()) l.handles.push_back(e.definition.name);
+        if (impl.supports(e.definition).empty()) {
+          l.handles.push_back(e.definition.name);
+          l.handles_op_types.push_back(e.definition.op_type);
+        }
     listing.solutions.push_back(std::move(l));
   }
+  for (const auto& ds : s.datasets) listing.definitions += ds.definitions.size();
   return listing;
 }
 

@@ -121,10 +121,12 @@ struct Listing {
     std::string name, author, description;
     Device device = Device::cpu;
     std::vector<std::string> handles;  // definitions of the datasets it handles
+    std::vector<std::string> handles_op_types;  // the op_type of each of `handles`, in its order
   };
   std::vector<SolutionJson> solution_json;
   std::vector<std::string> not_runnable;  // "name (file): why"
   std::vector<Solution> solutions;
+  std::size_t definitions = 0;  // definitions in the datasets looked in
 };
 
 // Lists the solutions of the selection (options.solutions, definitions, shard and plugins apply; the

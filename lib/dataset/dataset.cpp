@@ -8,6 +8,8 @@
 #include <set>
 
 #include "common/limits.hpp"
+#include "common/near_match.hpp"
+#include "common/path_component.hpp"
 #include "json/json.hpp"
 #include "schema/validate.hpp"
 #include "schema/io.hpp"
@@ -53,7 +55,9 @@ class Loader {
 
   void load_definition(const std::string& file) {
     ++report_.definitions;
-    auto d = read_definition_file(file, &diags_);
+    // The reader evaluates the constraints over const axes and counts them here, a violated one
+    // included (it makes the definition invalid, so nothing later sees it).
+    auto d = read_definition_file(file, &diags_, &report_.constraints);
     if (!d) {
       // Remember the name it claims, so its workloads are not also reported
       // as naming a missing definition.
@@ -69,10 +73,6 @@ class Loader {
     if (fs::path(file).stem() != d->name)
       diags_.warning(file, "definition.name",
                      fmt::format("{} differs from the file name", json::quote(d->name)));
-    // Constraints over const axes were evaluated by the reader; count them.
-    CheckContext ctx{file, "definition", std::nullopt, opt_.strict, false};
-    Diagnostics scratch;
-    validate_definition(*d, ctx, scratch, &report_.constraints);
     if (const auto* prev = ds.find_definition(d->name); prev && fs::equivalent(prev->file, file, ec)) return;
     if (index_.count(d->name)) return;  // a duplicate: reported above, the first one stays
     index_[d->name] = ds.definitions.size();
@@ -344,6 +344,39 @@ std::string find_dataset_root(const std::string& path) {
   for (fs::path here = fs::current_path(ec); !ec && here != here.root_path(); here = here.parent_path())
     if (p.string().rfind(here.string(), 0) == 0 && fs::is_directory(here / "definitions", ec)) return here.string();
   return {};
+}
+
+Result<DefinitionEntry> find_definition_by_name(const std::string& dir, std::string_view name) {
+  if (name.empty()) return make_error(Code::invalid_argument, "the definition name is empty");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return make_error(Code::io_error, fmt::format("{}: not a directory (a dataset or a folder of definitions)", dir));
+  const fs::path where = is_dataset_root(dir) ? fs::path(dir) / "definitions" : fs::path(dir);
+  const std::vector<std::string> files = files_under(where, ".json");
+  // The file named after the definition first: the usual layout, and its errors are the ones to report.
+  std::vector<std::string> rest;
+  for (const auto& f : files) {
+    if (fs::path(f).stem() != name) {
+      rest.push_back(f);
+      continue;
+    }
+    auto d = read_definition_file(f);
+    if (!d) return std::move(d).error();
+    if (d->name == name) return DefinitionEntry{std::move(*d), f};
+  }
+  // Then every definition, for one whose file is named otherwise; their names feed the near matches.
+  std::vector<std::string> known;
+  for (const auto& f : rest) {
+    Diagnostics scratch;  // files that are not definitions (or not valid ones) are passed over
+    auto d = read_definition_file(f, &scratch);
+    if (!d) continue;
+    if (d->name == name) return DefinitionEntry{std::move(*d), f};
+    known.push_back(d->name);
+  }
+  std::sort(known.begin(), known.end());
+  known.erase(std::unique(known.begin(), known.end()), known.end());
+  return make_error(Code::not_found, fmt::format("no definition {} in {} ({} definition{}){}", quote_name(name), dir, known.size(),
+                                                 known.size() == 1 ? "" : "s", suggestion_text(name, known)));
 }
 
 Dataset load_dataset(const std::string& root, const LoadOptions& options, Diagnostics& diags, LoadReport* report) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/result.hpp"
 #include "json/diagnostics.hpp"
 #include "model/records.hpp"
 #include "schema/model.hpp"
@@ -85,6 +86,14 @@ class Dataset {
 bool is_dataset_root(const std::string& dir);
 // Nearest ancestor of `path` (itself included) that is a dataset root, or "".
 std::string find_dataset_root(const std::string& path);
+
+// The definition named `name` in `dir`: a dataset root (its definitions/ folder is searched) or any
+// folder of definitions (searched recursively, as kb's bundled kernels/<op_type>/definitions/). A file
+// <name>.json is tried first, then every .json definition under it (a file may be named otherwise).
+// Errors: Code::not_found "no definition \"NAME\" in DIR (N definitions); did you mean A, B?" (the
+// near matches, else the first names); the file's own error when <name>.json names it but breaks a
+// rule; Code::io_error when `dir` is not a directory; Code::invalid_argument for an empty name.
+Result<DefinitionEntry> find_definition_by_name(const std::string& dir, std::string_view name);
 
 Dataset load_dataset(const std::string& root, const LoadOptions& options, Diagnostics& diags,
                      LoadReport* report = nullptr);

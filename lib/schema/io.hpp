@@ -16,9 +16,15 @@
 
 namespace kb {
 
-// `origin` names the text in messages: a path, or "path:line" for JSONL.
-Result<Definition> read_definition(std::string_view text, std::string_view origin, Diagnostics* diags = nullptr);
-Result<Definition> read_definition_file(const std::string& path, Diagnostics* diags = nullptr);
+struct ConstraintTally;  // schema/validate.hpp
+
+// `origin` names the text in messages: a path, or "path:line" for JSONL. A definition's constraints
+// over const axes are evaluated as it is read; `tally`, when given, counts their verdicts (a violated
+// one too, although the definition is then refused).
+Result<Definition> read_definition(std::string_view text, std::string_view origin, Diagnostics* diags = nullptr,
+                                   ConstraintTally* tally = nullptr);
+Result<Definition> read_definition_file(const std::string& path, Diagnostics* diags = nullptr,
+                                        ConstraintTally* tally = nullptr);
 // A bare Workload object ({"uuid", "axes", "inputs"}).
 Result<Workload> read_workload(std::string_view text, std::string_view origin, Diagnostics* diags = nullptr);
 // One Trace line (workload-only lines have null solution and evaluation).

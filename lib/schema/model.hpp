@@ -56,13 +56,16 @@ struct Definition {
   std::optional<std::string> description;
   std::vector<std::string> constraints;
   Dialect dialect = Dialect::flashinfer_trace;
+  // The document's key for `constraints` (seed-001 writes "assumptions"), so that a message about
+  // constraint i names the place the author wrote it: assumptions[i].
+  std::string constraints_key = "constraints";
 
   const Axis* find_axis(std::string_view n) const;
   const TensorSpec* find_input(std::string_view n) const;
   const TensorSpec* find_output(std::string_view n) const;
   const TensorSpec* find_tensor(std::string_view n) const;  // input or output
 
-  // Equality ignores `dialect` (how it was spelled, not what it says).
+  // Equality ignores `dialect` and `constraints_key` (how it was spelled, not what it says).
   bool operator==(const Definition& o) const;
 };
 

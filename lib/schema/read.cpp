@@ -329,6 +329,7 @@ std::optional<Definition> walk_definition(Walker& w, Element root, const std::st
       continue;
     }
     d.constraints = w.string_list(probe, member_path(path, k));
+    d.constraints_key = std::string(k);
   }
   if (w.errors() != errors_before) return std::nullopt;
   return d;
@@ -614,10 +615,11 @@ Result<T> read_object(std::string_view text, std::string_view origin, Diagnostic
 
 }  // namespace
 
-Result<Definition> read_definition(std::string_view text, std::string_view origin, Diagnostics* diags) {
+Result<Definition> read_definition(std::string_view text, std::string_view origin, Diagnostics* diags,
+                                   ConstraintTally* tally) {
   return read_object<Definition>(text, origin, diags, "definition", walk_definition,
-                                 [](const Definition& x, const CheckContext& c, Diagnostics& d) {
-                                   validate_definition(x, c, d);
+                                 [tally](const Definition& x, const CheckContext& c, Diagnostics& d) {
+                                   validate_definition(x, c, d, tally);
                                  });
 }
 
@@ -637,13 +639,13 @@ Result<Solution> read_solution(std::string_view text, std::string_view origin, D
   return read_object<Solution>(text, origin, diags, "solution", walk_solution, validate_solution);
 }
 
-Result<Definition> read_definition_file(const std::string& path, Diagnostics* diags) {
+Result<Definition> read_definition_file(const std::string& path, Diagnostics* diags, ConstraintTally* tally) {
   auto text = json::read_text_file(path);
   if (!text) {
     if (diags) diags->error("", "", text.error().message);
     return text.error();
   }
-  return read_definition(*text, path, diags);
+  return read_definition(*text, path, diags, tally);
 }
 
 Result<Solution> read_solution_file(const std::string& path, Diagnostics* diags) {

@@ -237,7 +237,7 @@ void check_constraints(const Definition& d, const Workload* w, const CheckContex
     }
     auto out = expr::evaluate(*parsed, env);
     tally_add(tally, out.verdict);
-    std::string where = idx(sub(ctx.path, "constraints"), i);
+    std::string where = idx(sub(ctx.path, d.constraints_key), i);
     if (out.verdict == expr::Verdict::violated) {
       diags.error(ctx.origin, w ? sub(ctx.path, "axes") : where,
                   fmt::format("constraint `{}` violated: {}", brief_text(d.constraints[i]), out.detail));
@@ -360,8 +360,26 @@ void validate_definition(const Definition& d, const CheckContext& ctx, Diagnosti
     std::string ap = sub(sub(p, "axes"), a.name);
     if (!is_python_identifier(a.name))
       diags.error(o, ap, "axis name must be a Python identifier (constraints refer to it by name)");
-    if (a.parent && !d.find_axis(*a.parent))
-      diags.error(o, sub(ap, "parent"), fmt::format("unknown axis \"{}\"", *a.parent));
+    // seed-001's parent nests a var axis in another var axis (tokens within sequences): a const axis
+    // or the axis itself cannot be one.
+    if (a.parent) {
+      const Axis* parent = d.find_axis(*a.parent);
+      if (!parent)
+        diags.error(o, sub(ap, "parent"), fmt::format("unknown axis \"{}\"", *a.parent));
+      else if (parent == &a)
+        diags.error(o, sub(ap, "parent"), "an axis cannot be its own parent");
+      else if (parent->kind == AxisKind::const_)
+        diags.error(o, sub(ap, "parent"),
+                    fmt::format("\"{}\" is a const axis ({}); a parent must be another var axis", *a.parent, parent->value));
+      else {
+        // Nesting is a tree: following parents from here must end at an axis without one.
+        const Axis* up = parent;
+        for (std::size_t steps = 0; up && up->parent && up != &a && steps < d.axes.size(); ++steps)
+          up = d.find_axis(*up->parent);
+        if (up == &a)
+          diags.error(o, sub(ap, "parent"), fmt::format("\"{}\" leads back to \"{}\": parents form a cycle", *a.parent, a.name));
+      }
+    }
     if (a.kind == AxisKind::const_ && a.value < 0) diags.error(o, sub(ap, "value"), "must be non-negative");
   }
   if (d.outputs.empty()) diags.error(o, sub(p, "outputs"), "a definition needs at least one output");
@@ -405,7 +423,7 @@ void validate_definition(const Definition& d, const CheckContext& ctx, Diagnosti
     if (d.tags[i].empty()) diags.error(o, idx(sub(p, "tags"), i), "empty tag");
 
   for (std::size_t i = 0; i < d.constraints.size(); ++i) {
-    std::string cp = idx(sub(p, "constraints"), i);
+    std::string cp = idx(sub(p, d.constraints_key), i);
     auto parsed = expr::parse(d.constraints[i]);
     if (!parsed) {
       diags.error(o, cp, fmt::format("`{}`: {}", brief_text(d.constraints[i]), parsed.error().message));

@@ -313,6 +313,26 @@ def make_cases():
     d("def_empty_tag", setter("tags", ["status:verified", ""]))
     d("def_empty_tensor_name", lambda x: x["inputs"].__setitem__("", x["inputs"].pop("weight")))
     d("def_axis_parent_unknown", setter("axes", "batch_size", "parent", "num_seqs"))
+    d("def_axis_parent_self", setter("axes", "batch_size", "parent", "batch_size"))
+    d("def_axis_parent_const", setter("axes", "batch_size", "parent", "hidden_size"))
+    d("def_axis_parent_cycle",
+      lambda x: (x["axes"]["batch_size"].__setitem__("parent", "num_seqs"),
+                 x["axes"].__setitem__("num_seqs", {"type": "var", "parent": "batch_size"})))
+
+    # The seed-001 dialect (id, reference_code, assumptions): a constraint's problem is named where the
+    # document wrote it, assumptions[i].
+    def seed(x):
+        x["id"] = x.pop("name")
+        x["reference_code"] = x.pop("reference")
+        x["assumptions"] = x.pop("constraints")
+        del x["op_type"]
+
+    def seed_assumptions(assumptions):
+        return lambda x: (seed(x), x.__setitem__("assumptions", assumptions))
+    d("seed_assumption_unknown_axis", seed_assumptions(["hidden_size % 4 == 0", "hidden_size % num_heads == 0"]))
+    d("seed_assumption_violated", seed_assumptions(["hidden_size > 0", "hidden_size % 3 == 0"]))
+    d("seed_assumption_incomplete", seed_assumptions(["hidden_size >"]))
+    d("seed_assumption_not_string", seed_assumptions(["hidden_size > 0", 7]))
     d("def_two_references", setter("reference_code", "def run(x, weight):\n    return x\n"))
     d("def_constraints_and_assumptions", setter("assumptions", ["hidden_size > 0"]))
     d("def_id_differs_from_name", setter("id", "rmsnorm_h8"))
@@ -508,6 +528,16 @@ def make_cases():
 
 def make_good():
     write(GOOD, "definition.json", dumps(base_def("definition")))
+    # seed-001: tokens (batch_size) nested in sequences (num_seqs), constraints spelled assumptions.
+    d = base_def("seed_nested_axes")
+    d["id"] = d.pop("name")
+    d["reference_code"] = d.pop("reference")
+    d["assumptions"] = d.pop("constraints")
+    del d["op_type"]
+    d["axes"]["num_seqs"] = {"type": "var"}
+    d["axes"]["batch_size"]["parent"] = "num_seqs"
+    d["inputs"]["seq_lens"] = {"shape": ["num_seqs"], "dtype": "int32"}
+    write(GOOD, "seed_nested_axes.json", dumps(d))
     d = base_def("long_description")
     d["description"] = "A long but legal description. " * 5000  # ~150 KB
     write(GOOD, "long_description.json", dumps(d))

@@ -112,6 +112,38 @@ std::vector<std::string> split_list(const std::string& s) {
 
 // The table: a header, then one row per evaluation.
 constexpr const char* kRowFormat = "{:<34} {:<24} {:<24} {:<20} {:>9} {:>9} {:>11} {:>8} {:>6} {:>9}\n";
+constexpr std::size_t kAxesWidth = 24;  // kRowFormat's second column
+
+// A workload's axes ("A=1 B=2", kb::bench::axes_text) in lines of at most kAxesWidth characters, so that
+// a workload with many axes keeps the columns after them in place; an axis longer than the column
+// has a line of its own.
+std::vector<std::string> axes_lines(const kb::Workload& w) {
+  std::vector<std::string> lines(1);
+  std::stringstream words(kb::bench::axes_text(w));
+  std::string word;
+  while (words >> word) {
+    if (!lines.back().empty() && lines.back().size() + 1 + word.size() > kAxesWidth) lines.emplace_back();
+    lines.back() += (lines.back().empty() ? "" : " ") + word;
+  }
+  return lines;
+}
+
+// True when every output of the call is empty (a batch of 0): its time is the call's overhead alone,
+// so a speedup over the reference's says nothing about the kernel.
+bool no_work(const kb::Definition& d, const kb::Workload& w) {
+  if (d.outputs.empty()) return false;
+  for (const auto& t : d.outputs) {
+    if (!t.shape) return false;  // a Python scalar: one value
+    bool empty = false;
+    for (const auto& name : *t.shape) {
+      const kb::Axis* a = d.find_axis(name);
+      const std::int64_t* bound = w.find_axis(name);
+      if (a && (a->kind == kb::AxisKind::const_ ? a->value == 0 : bound && *bound == 0)) empty = true;
+    }
+    if (!empty) return false;
+  }
+  return true;
+}
 
 void print_header() {
   fmt::print(kRowFormat, "definition", "axes", "solution", "status", "max_abs", "max_rel", "latency_ms", "speedup", "noise",
@@ -131,12 +163,14 @@ void print_row(const kb::Definition& d, const kb::Workload& w, const kb::Impleme
     else if (auto read = kb::read_extra(*ev.performance->extra, d.name, "evaluation.performance.extra")) m = *read;
     if (m) m->median_ms = ev.performance->latency_ms;
   }
-  const bool has_speedup = m && ev.performance->speedup_factor > 0;
-  fmt::print(kRowFormat, d.name, kb::bench::axes_text(w), solution.name, kb::eval_status_name(ev.status),
+  const bool has_speedup = m && ev.performance->speedup_factor > 0 && !no_work(d, w);
+  const std::vector<std::string> axes = axes_lines(w);
+  fmt::print(kRowFormat, d.name, axes.front(), solution.name, kb::eval_status_name(ev.status),
              ev.correctness ? num(ev.correctness->max_absolute_error) : "-",
              ev.correctness ? num(ev.correctness->max_relative_error) : "-", m ? kb::latency_cell(*m) : "-",
              has_speedup ? fmt::format("{:.2f}x", ev.performance->speedup_factor) : "-",
              m ? kb::noise_cell(*m) : "-", m ? kb::achieved_cell(*m) : "-");
+  for (std::size_t i = 1; i < axes.size(); ++i) fmt::print("{:<34} {}\n", "", axes[i]);
   if (ev.status != kb::EvalStatus::passed || r.summary.find("IMPLAUSIBLE") != std::string::npos)
     fmt::print("    {}\n", r.summary);
   std::fflush(stdout);
@@ -150,14 +184,37 @@ std::string duration_text(double seconds) {
   return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
 }
 
-int print_listing(const kb::bench::Listing& l) {
+// Each solution, what it is, and what it handles among the datasets' definitions: per op_type, how
+// many definitions and their names (what --definitions takes).
+int print_listing(const kb::bench::Listing& l, const std::vector<std::string>& datasets) {
+  const bool bundled = datasets.size() == 1 && datasets.front() == KB_BUNDLED_DATASET;
+  fmt::print("kb's solutions and the definitions each handles, of the {} definition{} in {}{}:\n", l.definitions,
+             l.definitions == 1 ? "" : "s", fmt::join(datasets, ", "), bundled ? " (kb's bundled dataset)" : "");
   for (const auto& s : l.solution_json)
     fmt::print("{} (Solution JSON, {}, by {}): {}\n  handles: {}\n", s.name, s.language, s.author, s.file,
                s.definition);
   for (const auto& n : l.not_runnable) fmt::print("not runnable: {}\n", n);
-  for (const auto& s : l.solutions)
-    fmt::print("{} ({}, by {}): {}\n  handles: {}\n", s.name, kb::device_name(s.device), s.author, s.description,
-               s.handles.empty() ? "nothing in these datasets" : fmt::format("{}", fmt::join(s.handles, ", ")));
+  for (const auto& s : l.solutions) {
+    fmt::print("{} ({}, by {}): {}\n", s.name, kb::device_name(s.device), s.author, s.description);
+    if (s.handles.empty()) {
+      fmt::print("  handles nothing in these datasets\n");
+      continue;
+    }
+    std::vector<std::pair<std::string, std::vector<std::string>>> by_op;  // op types in first-seen order
+    for (std::size_t i = 0; i < s.handles.size(); ++i) {
+      const std::string op = i < s.handles_op_types.size() && !s.handles_op_types[i].empty() ? s.handles_op_types[i]
+                                                                                             : "(no op_type)";
+      auto it = std::find_if(by_op.begin(), by_op.end(), [&](const auto& p) { return p.first == op; });
+      if (it == by_op.end()) it = by_op.insert(by_op.end(), {op, {}});
+      it->second.push_back(s.handles[i]);
+    }
+    for (auto& [op, names] : by_op) {
+      std::sort(names.begin(), names.end());
+      fmt::print("  {}: {} definition{}: {}\n", op, names.size(), names.size() == 1 ? "" : "s", fmt::join(names, ", "));
+    }
+  }
+  if (!l.solutions.empty() || !l.solution_json.empty())
+    fmt::print("\nkb bench --solutions NAME,... runs only these; --definitions NAME,... only those definitions.\n");
   return 0;
 }
 
@@ -390,7 +447,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   };
   if (list) {
     auto l = kb::bench::list_solutions(o, on_event, &bad);
-    return l ? print_listing(*l) : fail(l.error());
+    return l ? print_listing(*l, o.datasets) : fail(l.error());
   }
   auto r = kb::bench::run_dataset(o, on_event, &bad);
   if (!r) return fail(r.error());
