@@ -87,8 +87,21 @@ std::string printable(std::string_view text, Lines lines) {
     std::size_t end = text.find_first_of(" \n", i);
     if (end == std::string_view::npos) end = text.size();
     const std::string_view word = text.substr(i, end - i);
-    if (word.size() > kMessageWordMax) words += cut_text(word, kMessageWordKeep);
-    else words.append(word);
+    if (word.size() <= kMessageWordMax) {
+      words.append(word);
+    } else if (auto q0 = word.find('"'), q1 = word.rfind('"'); q0 < q1 && q0 <= kMessageWordKeep) {
+      // A quoted name: cut inside the quotes, so the size is the name's.
+      words.append(word.substr(0, q0 + 1));
+      words += cut_text(word.substr(q0 + 1, q1 - q0 - 1), kMessageWordKeep);
+      words += cut_text(word.substr(q1), kMessageWordKeep);
+    } else {
+      // Punctuation that ends the word (a path's ':') stays after the cut.
+      std::size_t body = word.size();
+      while (body > 0 && word.size() - body < 4 && std::string_view(":,;.)]").find(word[body - 1]) != std::string_view::npos)
+        --body;
+      words += cut_text(word.substr(0, body), kMessageWordKeep);
+      words.append(word.substr(body));
+    }
     i = end;
   }
   if (words.size() > max) {
