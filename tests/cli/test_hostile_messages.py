@@ -130,6 +130,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check("workload problems print no raw control", rc == 1 and b"\x1b" not in out + err and b"\x07" not in out + err,
           out + err)
 
+    # A BackendBench line quoting control characters back in its parse error.
+    bb = os.path.join(tmp, "bb.txt")
+    write(bb, f"Operator: aten.add.Tensor\ncnt: 1, ((T([2], f16), {ESC}[31m{RLO}bad), {{}})\n")
+    rc, out, err = run("backendbench", "parse", bb)
+    check("kb backendbench parse: the bad line is named, no raw control", rc == 1 and b"bb.txt:2" in err and
+          b"\x1b" not in out + err and RLO.encode() not in out + err, out + err)
+
     # ---- Index blobs: kb validate and kb bench refuse the same entry with the same words.
     src = os.path.join(shared, "flashinfer-trace", "definitions", "gqa_paged", "gqa_paged_decode_h16_kv2_d128_ps1.json")
     if not os.path.exists(src):
