@@ -38,6 +38,9 @@ void Diagnostics::add(Diagnostic d) {
   if (!d.category.empty()) ++categories_[{d.category, it->first}];
   std::size_t& kept = d.severity == Severity::error ? count.kept_errors : count.kept_others;
   if (kept >= kMaxPerFile) {
+    // A problem of a category is counted there (category_counts), which is how
+    // printers report such groups; the count line stands for the others.
+    if (!d.category.empty()) return;
     if (count.dropped++ == 0) {
       count.line = items_.size();
       items_.push_back({Severity::warning, {}, {}, {}, "more-problems"});
