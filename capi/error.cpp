@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "capi.hpp"
+#include "common/printable.hpp"
 #include "schema/dtype.hpp"
 
 // kb.h pins these values; the internal enums must agree.
@@ -69,9 +70,10 @@ thread_local LastError t_last_error;
 kb_status fail(kb_status status, std::string_view message) noexcept {
   LastError& e = t_last_error;
   try {
-    e.message.assign(message);
+    // One line, controls escaped and long names cut: callers print it as it is.
+    e.message = kb::printable(message, kb::Lines::many);
     for (char& c : e.message)
-      if (c == '\n' || c == '\r') c = ' ';
+      if (c == '\n' || c == '\t') c = ' ';
     e.fallback = nullptr;
   } catch (...) {
     e.fallback = "out of memory while recording an error message";

@@ -1,6 +1,7 @@
 // The tuning table (tuning.hpp), the process default, the per-call scopes and
 // the diagnostic sink.
 #include "common/tuning.hpp"
+#include "common/printable.hpp"
 
 #include <fmt/format.h>
 
@@ -252,7 +253,8 @@ bool enabled(LogLevel level) noexcept {
 void emit(LogLevel level, std::string_view message) noexcept {
   try {
     if (level == LogLevel::off || static_cast<int>(level) > static_cast<int>(tuning::current().log)) return;
-    const std::string text(message);
+    // Messages quote input text: controls escaped, long names cut (the sink may be a terminal).
+    const std::string text = printable(message, Lines::many);
     if (tuning::t_log) {
       tuning::t_log(level, text.c_str(), tuning::t_log_user_data);
       return;

@@ -7,10 +7,16 @@
 #include <map>
 #include <set>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "common/limits.hpp"
 #include "common/near_match.hpp"
 #include "common/path_component.hpp"
+#include "common/regular_file.hpp"
+#include "inputs/inputs.hpp"
 #include "json/json.hpp"
+#include "safetensors/safetensors.hpp"
 #include "schema/validate.hpp"
 #include "schema/io.hpp"
 
@@ -37,6 +43,29 @@ std::vector<std::string> files_under(const fs::path& dir, std::string_view ext) 
 }
 
 // Does the JSON object look like a Solution (rather than a Definition)?
+// The values of one integer tensor of a safetensors file, reading only its
+// bytes; nullopt when the file or tensor cannot be read (the blob checks of
+// validate_workload_against report why) or the tensor is not integer.
+std::optional<IndexValues> read_index_blob(const std::string& file, std::string_view key) {
+  auto header = safetensors::read_header(file);
+  if (!header) return std::nullopt;
+  const auto* info = header->find(key);
+  if (!info || !dtype_is_integer(info->dtype)) return std::nullopt;
+  auto fd = open_regular_file(file);
+  if (!fd) return std::nullopt;
+  std::vector<std::byte> bytes(info->byte_size());
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::pread(*fd, bytes.data() + got, bytes.size() - got,
+                        static_cast<off_t>(header->data_offset + info->begin + got));
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(*fd);
+  if (got != bytes.size()) return std::nullopt;
+  return index_values(info->dtype, info->shape, bytes);
+}
+
 bool looks_like_solution(std::string_view text) {
   auto doc = json::parse(text, "");
   if (!doc) return false;
@@ -163,9 +192,33 @@ class Loader {
     const Definition& d = ds.definitions[it->second].definition;
     CheckContext ctx{origin, "workload", ds.root.empty() ? std::nullopt : std::optional(ds.root), opt_.strict,
                      opt_.report_unchecked};
+    const std::size_t errors_before = diags_.error_count();
     validate_workload_against(t.workload, d, ctx, diags_, &report_.constraints);
+    if (ctx.dataset_root && diags_.error_count() == errors_before) check_index_blobs(t.workload, d, origin, ctx);
     if (t.solution && have_solutions_ && !ds.find_solution(*t.solution))
       diags_.error(origin, "solution", fmt::format("no solution \"{}\" in this dataset", *t.solution));
+  }
+
+  // Index inputs given as blobs, by the rule kb bench applies before a run
+  // (check_index_inputs). The blobs' dtypes and shapes were checked already.
+  void check_index_blobs(const Workload& w, const Definition& d, const std::string& origin, const CheckContext& ctx) {
+    auto axes = bind_axes(d, w);
+    if (!axes) return;
+    std::vector<std::optional<IndexValues>> given(d.inputs.size());
+    std::vector<const InputSpec*> specs(d.inputs.size(), nullptr);
+    for (std::size_t i = 0; i < d.inputs.size(); ++i) {
+      const InputSpec* in = w.find_input(d.inputs[i].name);
+      if (!in || in->kind != InputKind::safetensors || !is_index_input(d, i)) continue;
+      specs[i] = in;
+      given[i] = read_index_blob((fs::path(*ctx.dataset_root) / in->path).string(), in->tensor_key);
+    }
+    auto problems = check_index_inputs(d, *axes, [&](std::size_t i) { return given[i] ? &*given[i] : nullptr; });
+    for (const auto& p : problems) {
+      const InputSpec* in = specs[p.input];
+      diags_.error(origin, json::member_path(json::member_path(ctx.path, "inputs"), d.inputs[p.input].name),
+                   fmt::format("workload {}: blob {} tensor {}: {}", w.uuid, in->path, json::quote(in->tensor_key),
+                               p.message));
+    }
   }
 
   void load_root(const std::string& root) {

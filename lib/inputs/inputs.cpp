@@ -8,6 +8,7 @@
 #include <thread>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <numeric>
 #include <regex>
@@ -681,7 +682,188 @@ Result<std::vector<std::string>> check_constraints_on(const Definition& d, const
       return make_error(Code::invalid_data, fmt::format("constraint `{}` violated by the inputs: {}", c, out.detail));
     if (out.verdict == expr::Verdict::unchecked) unchecked.push_back(fmt::format("constraint `{}` unchecked: {}", c, out.detail));
   }
+  std::vector<std::optional<IndexValues>> given(d.inputs.size());
+  for (std::size_t i = 0; i < d.inputs.size() && i < m.args.size(); ++i)
+    if (const Tensor* t = m.args[i].tensor; t && is_index_input(d, i))
+      given[i] = index_values(t->dtype(), t->shape(), t->span());
+  auto problems = check_index_inputs(d, m.axes, [&](std::size_t i) { return given[i] ? &*given[i] : nullptr; });
+  if (!problems.empty())
+    return make_error(Code::invalid_data, fmt::format("input \"{}\": {}", d.inputs[problems[0].input].name,
+                                                      problems[0].message));
   return unchecked;
+}
+
+
+// ---- Index inputs -------------------------------------------------------------
+
+namespace {
+
+// What the entries of one index input may hold: [lo, hi) or [lo, hi], -1 as
+// padding where allowed; an indptr also starts at 0 and never decreases.
+struct IndexRule {
+  std::int64_t lo = 0;
+  std::int64_t hi = 0;
+  bool hi_inclusive = false;
+  bool minus_one_pads = false;
+  bool indptr = false;
+  std::string hi_what;  // the axis (or product) hi comes from
+};
+
+std::int64_t saturating_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<std::int64_t>::max() : r;
+}
+
+// The rule of input i under `axes`; nullopt when the input is no index
+// structure or an axis its rule needs is not bound.
+std::optional<IndexRule> index_rule(const Definition& d, const AxisValues& axes, std::size_t i) {
+  const TensorSpec& t = d.inputs[i];
+  const std::int64_t ps = axes.get("page_size").value_or(1);
+  IndexRule r;
+  auto bounded_by = [&](std::string_view axis, bool inclusive) -> std::optional<IndexRule> {
+    auto v = axes.get(axis);
+    if (!v) return std::nullopt;
+    r.hi = *v;
+    r.hi_inclusive = inclusive;
+    r.hi_what = std::string(axis);
+    return r;
+  };
+  switch (classify(d, t)) {
+    case Structure::indptr: {
+      r.indptr = true;
+      r.hi_inclusive = true;
+      r.hi = std::numeric_limits<std::int64_t>::max();
+      if (auto axis = total_axis_of(d, t.name))
+        if (auto total = axes.get(*axis)) {
+          r.hi = *total;
+          r.hi_what = *axis;
+        }
+      return r;
+    }
+    case Structure::indices: return bounded_by("num_pages", false);
+    case Structure::block_table: return bounded_by("num_pages", false);
+    case Structure::positions: return bounded_by("max_seq_len", false);
+    case Structure::slots: {
+      r.minus_one_pads = d.op_type == "mamba_ssu";  // PAD_SLOT_ID: the batch row is skipped
+      return bounded_by(*pool_axis_of(d, t.name), false);
+    }
+    case Structure::token_rows: {
+      auto pages = axes.get("num_pages");
+      if (!pages) return std::nullopt;
+      r.hi = saturating_mul(*pages, ps);
+      r.minus_one_pads = true;
+      r.hi_what = "num_pages * page_size";
+      return r;
+    }
+    case Structure::seq_lens: {
+      auto pages = axes.get("max_num_pages");
+      if (!pages) return std::nullopt;
+      r.hi = saturating_mul(*pages, ps);
+      r.hi_inclusive = true;
+      r.hi_what = "max_num_pages * page_size";
+      return r;
+    }
+    case Structure::last_page_len:
+      r.hi = ps;
+      r.hi_inclusive = true;
+      r.hi_what = "page_size";
+      return r;
+    default: return std::nullopt;
+  }
+}
+
+// "name[3]" or "name[1, 2]" for the flat position k of a tensor of `shape`.
+std::string entry_text(std::string_view name, const std::vector<std::int64_t>& shape, std::int64_t k) {
+  std::vector<std::int64_t> index(shape.size(), 0);
+  for (std::size_t a = shape.size(); a-- > 0;) {
+    const std::int64_t extent = std::max<std::int64_t>(shape[a], 1);
+    index[a] = k % extent;
+    k /= extent;
+  }
+  if (index.empty()) return std::string(name);
+  return fmt::format("{}[{}]", name, fmt::join(index, ", "));
+}
+
+}  // namespace
+
+std::optional<IndexValues> index_values(DType dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
+  std::size_t width = 0;
+  switch (dtype) {
+    case DType::int64: width = 8; break;
+    case DType::int32: width = 4; break;
+    case DType::int16: width = 2; break;
+    case DType::int8: width = 1; break;
+    default: return std::nullopt;
+  }
+  std::int64_t n = 1;
+  for (auto e : shape)
+    if (e < 0 || __builtin_mul_overflow(n, e, &n)) return std::nullopt;
+  if (bytes.size() / width < static_cast<std::uint64_t>(n)) return std::nullopt;
+  IndexValues out;
+  out.shape = std::move(shape);
+  out.values.resize(static_cast<std::size_t>(n));
+  for (std::size_t k = 0; k < out.values.size(); ++k) {
+    const std::byte* p = bytes.data() + k * width;
+    switch (width) {
+      case 8: { std::int64_t x; std::memcpy(&x, p, 8); out.values[k] = x; break; }
+      case 4: { std::int32_t x; std::memcpy(&x, p, 4); out.values[k] = x; break; }
+      case 2: { std::int16_t x; std::memcpy(&x, p, 2); out.values[k] = x; break; }
+      default: { std::int8_t x; std::memcpy(&x, p, 1); out.values[k] = x; break; }
+    }
+  }
+  return out;
+}
+
+bool is_index_input(const Definition& d, std::size_t i) {
+  switch (classify(d, d.inputs[i])) {
+    case Structure::indptr: case Structure::indices: case Structure::slots: case Structure::token_rows:
+    case Structure::block_table: case Structure::seq_lens: case Structure::last_page_len: case Structure::positions:
+      return true;
+    default: return false;
+  }
+}
+
+std::vector<IndexProblem> check_index_inputs(const Definition& d, const AxisValues& axes,
+                                             const std::function<const IndexValues*(std::size_t)>& values) {
+  std::vector<IndexProblem> problems;
+  for (std::size_t i = 0; i < d.inputs.size(); ++i) {
+    if (!is_index_input(d, i)) continue;
+    const IndexValues* v = values(i);
+    if (!v) continue;
+    auto rule = index_rule(d, axes, i);
+    if (!rule) continue;
+    const std::string& name = d.inputs[i].name;
+    std::string first;
+    std::size_t bad = 0;
+    auto flag = [&](std::string message) {
+      if (bad++ == 0) first = std::move(message);
+    };
+    const auto& x = v->values;
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      const std::int64_t e = x[k];
+      const auto at = static_cast<std::int64_t>(k);
+      if (rule->indptr && k == 0 && e != 0) {
+        flag(fmt::format("{} = {}, expected 0 (an indptr starts at 0)", entry_text(name, v->shape, at), e));
+        continue;
+      }
+      const bool above = rule->hi_inclusive ? e > rule->hi : e >= rule->hi;
+      if ((e < rule->lo || above) && !(rule->minus_one_pads && e == -1)) {
+        std::string range = fmt::format("[{}, {}{}", rule->lo, rule->hi, rule->hi_inclusive ? "]" : ")");
+        if (!rule->hi_what.empty()) range += fmt::format(" ({})", rule->hi_what);
+        if (rule->hi == std::numeric_limits<std::int64_t>::max()) range = "the non-negative integers";
+        flag(fmt::format("{} = {} is outside {}{}", entry_text(name, v->shape, at), e, range,
+                         rule->minus_one_pads ? " and not -1 (padding)" : ""));
+        continue;
+      }
+      if (rule->indptr && k > 0 && e < x[k - 1])
+        flag(fmt::format("{} = {} is less than {} = {} (an indptr never decreases)", entry_text(name, v->shape, at), e,
+                         entry_text(name, v->shape, at - 1), x[k - 1]));
+    }
+    if (bad)
+      problems.push_back({i, bad == 1 ? first
+                                      : fmt::format("{} (and {} more bad entr{})", first, bad - 1, bad == 2 ? "y" : "ies")});
+  }
+  return problems;
 }
 
 }  // namespace kb

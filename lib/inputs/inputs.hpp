@@ -6,7 +6,10 @@
 // tensors.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,9 +48,49 @@ Result<std::vector<Tensor>> allocate_outputs(const Definition& d, const AxisValu
 // Shape of a tensor spec under bound axes ({} for a scalar).
 std::vector<std::int64_t> bound_shape(const TensorSpec& t, const AxisValues& axes);
 
-// Checks every constraint of the definition against materialized inputs.
-// Violations are errors; constraints that still cannot be decided are
-// returned as notes.
+// Checks every constraint of the definition against materialized inputs, then
+// every index input against its rule (check_index_inputs). Violations are
+// errors; constraints that still cannot be decided are returned as notes.
 Result<std::vector<std::string>> check_constraints_on(const Definition& d, const Materialized& m);
+
+// ---- Index inputs ------------------------------------------------------------
+// The inputs kb builds as index structures (see StructureBuilder) point into
+// other tensors; given values (a blob, a caller's tensor) must keep them valid:
+//   indptr (`*indptr`, `cu_seqlens*`)   starts at 0, never decreases, every entry
+//                                       in [0, AXIS] where `AXIS == T[-1].item()`
+//   rank-1 `*indices`                   pages: in [0, num_pages)
+//   `X_indices` of a pool input X       rows of X: in [0, X.shape[0]) (mamba_ssu:
+//                                       -1 pads an unused batch row)
+//   rank-2 `*indices`                   cache tokens: in [0, num_pages * page_size), or -1
+//   block_table                         pages: in [0, num_pages)
+//   seq_lens                            in [0, max_num_pages * page_size]
+//   kv_last_page_len                    in [0, page_size]
+//   positions                           in [0, max_seq_len)
+// An indptr's last entry equal to its total is the definition's constraint
+// `AXIS == T[-1].item()`, checked with the other constraints.
+// `kb bench` (check_constraints_on) and `kb validate` (safetensors blobs) apply
+// this one rule.
+
+// An integer input's values, row-major.
+struct IndexValues {
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> values;
+};
+// Values of an integer tensor (int8..int64) from its bytes; nullopt for other dtypes
+// or when the bytes do not hold the shape.
+std::optional<IndexValues> index_values(DType dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes);
+
+// Is input `i` of `d` one of the index inputs above?
+bool is_index_input(const Definition& d, std::size_t i);
+
+struct IndexProblem {
+  std::size_t input = 0;  // definition input order
+  std::string message;    // "kv_indices[3] = 9 is outside [0, 8) (num_pages) (and 2 more entries)"
+};
+// Each index input that `values` gives (nullptr: not given, skipped) against
+// its rule; one problem per input, naming its first bad entry and how many
+// more there are.
+std::vector<IndexProblem> check_index_inputs(const Definition& d, const AxisValues& axes,
+                                             const std::function<const IndexValues*(std::size_t)>& values);
 
 }  // namespace kb

@@ -1,6 +1,22 @@
 #include "json/diagnostics.hpp"
 
+#include <fmt/format.h>
+
+#include "common/printable.hpp"
+
 namespace kb {
+namespace {
+
+// "file:12" -> "file"; "file" stays.
+std::string_view file_of(std::string_view origin) {
+  const auto colon = origin.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == origin.size()) return origin;
+  for (char c : origin.substr(colon + 1))
+    if (c < '0' || c > '9') return origin;
+  return origin.substr(0, colon);
+}
+
+}  // namespace
 
 std::string Diagnostic::to_string() const {
   std::string out;
@@ -13,12 +29,35 @@ std::string Diagnostic::to_string() const {
 }
 
 void Diagnostics::add(Diagnostic d) {
-  if (d.severity == Severity::error) {
-    ++errors_;
-    error_index_.push_back(items_.size());
-  } else if (d.severity == Severity::warning) {
-    ++warnings_;
+  if (d.severity == Severity::error) ++errors_;
+  else if (d.severity == Severity::warning) ++warnings_;
+  const std::string_view file = file_of(d.origin);
+  auto it = files_.find(file);
+  if (it == files_.end()) it = files_.emplace(std::string(file), FileCount{}).first;
+  FileCount& count = it->second;
+  if (!d.category.empty()) ++categories_[{d.category, it->first}];
+  std::size_t& kept = d.severity == Severity::error ? count.kept_errors : count.kept_others;
+  if (kept >= kMaxPerFile) {
+    // A problem of a category is counted there (category_counts), which is how
+    // printers report such groups; the count line stands for the others.
+    if (!d.category.empty()) return;
+    if (count.dropped++ == 0) {
+      count.line = items_.size();
+      items_.push_back({Severity::warning, {}, {}, {}, "more-problems"});
+    }
+    Diagnostic& line = items_[count.line];
+    // The count line is an error when any problem it stands for is.
+    if (d.severity == Severity::error) line.severity = Severity::error;
+    line.message = fmt::format("... and {} more problem{} in {}", count.dropped, count.dropped == 1 ? "" : "s",
+                               printable(it->first));
+    if (d.severity == Severity::error) error_index_.push_back(count.line);
+    return;
   }
+  ++kept;
+  d.origin = printable(d.origin);
+  d.path = printable(d.path);
+  d.message = printable(d.message);
+  if (d.severity == Severity::error) error_index_.push_back(items_.size());
   items_.push_back(std::move(d));
 }
 
@@ -34,6 +73,13 @@ void Diagnostics::note(std::string origin, std::string path, std::string message
 
 void Diagnostics::append(const Diagnostics& other) {
   for (const auto& d : other.items_) add(d);
+}
+
+std::map<std::string, std::size_t> Diagnostics::category_counts(std::string_view category) const {
+  std::map<std::string, std::size_t> out;
+  for (const auto& [key, n] : categories_)
+    if (key.first == category) out[printable(key.second)] += n;
+  return out;
 }
 
 std::string Diagnostics::error_after(std::size_t errors_before) const {

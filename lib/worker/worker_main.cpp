@@ -120,6 +120,17 @@ struct Mapping {
 };
 
 
+// An enum a plugin wrote (a table's device, an output's device type), read as
+// the 32-bit integer it is: a plugin may store any value there, and loading
+// one outside the enum's range as the enum is undefined behaviour.
+template <class E>
+std::int64_t plugin_enum(const E& e) {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(std::int32_t));
+  std::int32_t v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 // One request's argument views: DLTensors over shared memory or device copies.
 struct Views {
   std::vector<DLTensor> tensors = std::vector<DLTensor>(kMaxArgs);
@@ -127,10 +138,12 @@ struct Views {
                                          strides = std::vector<std::vector<std::int64_t>>(kMaxArgs);
   std::vector<kb_plugin_arg> inputs = std::vector<kb_plugin_arg>(kMaxArgs);
   std::vector<void*> saved = std::vector<void*>(kMaxArgs);
+  DLDevice device{kDLCPU, 0};  // where every tensor of the call is
 
   // data[i]: where tensor i's bytes are (device or host).
   void bind(const RunRequest& req, const std::vector<char*>& data, bool on_device) {
     std::size_t n = std::size_t{req.n_inputs} + req.n_outputs;
+    device = on_device ? DLDevice{kDLCUDA, 0} : DLDevice{kDLCPU, 0};
     for (std::size_t i = 0; i < n; ++i) {
       const ArgDesc& a = req.args[i];
       DLTensor& t = tensors[i];
@@ -140,7 +153,7 @@ struct Views {
         strides[i].assign(static_cast<std::size_t>(a.ndim), 1);
         for (int d = a.ndim - 2; d >= 0; --d) strides[i][d] = strides[i][d + 1] * shapes[i][d + 1];
         t.data = data[i];
-        t.device = on_device ? DLDevice{kDLCUDA, 0} : DLDevice{kDLCPU, 0};
+        t.device = device;
         t.ndim = a.ndim;
         t.dtype.code = a.code;
         t.dtype.bits = a.bits;
@@ -182,7 +195,10 @@ std::int32_t invoke(const kb_plugin_solution& sol, const RunRequest& req, Views&
   call.user_data = sol.user_data;
   call.message = message;
   call.message_size = sizeof message;
-  kb_plugin_status st = sol.run(&call);
+  // The status as its integer (see plugin_enum): a plugin can return any 32-bit value.
+  const kb_plugin_status returned = sol.run(&call);
+  const std::int64_t st = plugin_enum(returned);
+  const DLDevice given = v.device;
   for (std::size_t i = req.n_inputs; i < n; ++i) {
     const ArgDesc& a = req.args[i];
     const DLTensor& t = v.tensors[i];
@@ -207,6 +223,13 @@ std::int32_t invoke(const kb_plugin_solution& sol, const RunRequest& req, Views&
                   a.code, a.bits, a.lanes, t.dtype.code, t.dtype.bits, t.dtype.lanes);
       return kRunWrongDtype;
     }
+    if (plugin_enum(t.device.device_type) != given.device_type || t.device.device_id != given.device_id) {
+      set_message(reply.message, sizeof reply.message,
+                  "output #%zu: the solution changed its device from {%d, %d} to {%lld, %d} (results must be written "
+                  "in place)", i - req.n_inputs, static_cast<int>(given.device_type), given.device_id,
+                  static_cast<long long>(plugin_enum(t.device.device_type)), t.device.device_id);
+      return kRunError;
+    }
     if (t.data != v.saved[i] || t.byte_offset != 0) {
       set_message(reply.message, sizeof reply.message,
                   "output #%zu: the solution replaced the data pointer kb gave it (results must be written in place)",
@@ -224,8 +247,9 @@ std::int32_t invoke(const kb_plugin_solution& sol, const RunRequest& req, Views&
       set_message(reply.message, sizeof reply.message, "%s", message[0] ? message : "failed (no message)");
       return kRunError;
     default:
-      set_message(reply.message, sizeof reply.message, "returned %d, which is not a kb_plugin_status",
-                  static_cast<int>(st));
+      set_message(reply.message, sizeof reply.message,
+                  "returned %lld, which is not a kb_plugin_status (0 ok, 1 error, 2 unsupported)",
+                  static_cast<long long>(st));
       return kRunError;
   }
 }
@@ -666,10 +690,7 @@ int main(int argc, char** argv) {
       std::memcpy(d.description, s.description, n);
       d.description[n] = '\0';
     }
-    // Read as its integer: a plugin may store any value there, and loading one outside the enum's
-    // range as kb_plugin_device is undefined behaviour.
-    std::underlying_type_t<kb_plugin_device> device;
-    std::memcpy(&device, &s.device, sizeof device);
+    const std::int64_t device = plugin_enum(s.device);
     if (device != KB_PLUGIN_DEVICE_CPU && device != KB_PLUGIN_DEVICE_CUDA) {
       set_message(msg, sizeof msg, "malformed table: solutions[%u] (\"%s\").device is %lld (expected 0 = cpu or 1 = cuda)",
                   i, d.name, static_cast<long long>(device));

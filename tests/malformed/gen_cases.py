@@ -170,6 +170,53 @@ def blob_case(name, blob):
     dataset_case(CASES, name, lines=[wl_line(wl)], extra={BLOB: blob})
 
 
+# A paged definition for index blobs: kb validate applies the rule kb bench
+# applies to index inputs (pages in range, indptr from 0 and non-decreasing).
+
+PAGED_DEF = {
+    "name": "mini_paged",
+    "op_type": "mini_paged",
+    "description": "Definition for index-blob cases: a paged cache of num_pages pages of 4 tokens.",
+    "axes": {
+        "batch_size": {"type": "var"},
+        "len_indptr": {"type": "var"},
+        "num_kv_indices": {"type": "var"},
+        "num_pages": {"type": "var"},
+        "page_size": {"type": "const", "value": 4},
+        "D": {"type": "const", "value": 4},
+    },
+    "inputs": {
+        "q": {"shape": ["batch_size", "D"], "dtype": "float32"},
+        "k_cache": {"shape": ["num_pages", "page_size", "D"], "dtype": "float32"},
+        "kv_indptr": {"shape": ["len_indptr"], "dtype": "int32"},
+        "kv_indices": {"shape": ["num_kv_indices"], "dtype": "int32"},
+        "kv_last_page_len": {"shape": ["batch_size"], "dtype": "int32"},
+    },
+    "outputs": {"out": {"shape": ["batch_size", "D"], "dtype": "float32"}},
+    "constraints": ["len_indptr == batch_size + 1", "num_kv_indices == kv_indptr[-1].item()"],
+    "reference": "def run(q, k_cache, kv_indptr, kv_indices, kv_last_page_len):\n    return q\n",
+}
+PAGED_BLOB = "blob/workloads/mini_paged/mini_paged/mini_paged_00000000-0000-0000-0000-000000000001.safetensors"
+
+
+def paged_dataset(root, name, indptr, indices, last, num_pages=4):
+    """A dataset whose one workload gives kv_indptr, kv_indices and kv_last_page_len as one blob."""
+    base = os.path.join(root, name)
+    write(base, "definitions/mini_paged/mini_paged.json", dumps(PAGED_DEF))
+    wl = {
+        "uuid": "00000000-0000-0000-0000-000000000001",
+        "axes": {"batch_size": len(last), "len_indptr": len(indptr), "num_kv_indices": len(indices),
+                 "num_pages": num_pages},
+        "inputs": {"q": {"type": "random"}, "k_cache": {"type": "random"}},
+    }
+    blob = []
+    for key, values in (("kv_indptr", indptr), ("kv_indices", indices), ("kv_last_page_len", last)):
+        wl["inputs"][key] = {"type": "safetensors", "path": PAGED_BLOB, "tensor_key": key}
+        blob.append((key, "I32", [len(values)], struct.pack(f"<{len(values)}i", *values)))
+    write(base, "workloads/mini_paged/mini_paged.jsonl", line(wl_line(wl, "mini_paged")) + "\n")
+    write(base, PAGED_BLOB, safetensors_bytes(blob))
+
+
 # ---------------------------------------------------------------------------
 # Traces and solutions.
 
@@ -461,6 +508,15 @@ def make_cases():
     blob_case("ds_blob_absurd_shape", safetensors_bytes([("indptr", "I32", [2**20, 2**20, 2], b"")]))
     blob_case("ds_blob_empty_file", b"")
 
+    # Index blobs that kb bench refuses before a run.
+    paged_dataset(CASES, "ds_index_kv_indices_out_of_range", [0, 1, 3], [3, 4, 2], [4, 1])
+    paged_dataset(CASES, "ds_index_kv_indices_negative", [0, 1, 3], [-1, 0, -5], [4, 1])
+    paged_dataset(CASES, "ds_index_indptr_decreasing", [0, 2, 1, 3], [0, 1, 2], [4, 1, 2])
+    paged_dataset(CASES, "ds_index_indptr_not_from_zero", [1, 2, 3], [0, 1, 2], [4, 1])
+    paged_dataset(CASES, "ds_index_indptr_end_short", [0, 1, 2], [0, 1, 2], [4, 1])
+    paged_dataset(CASES, "ds_index_last_page_len_over_page_size", [0, 1, 3], [3, 0, 2], [5, 1])
+    paged_dataset(CASES, "ds_index_many_bad_entries", [0, 50, 100], [99] * 100, [4, 4])
+
     # Solutions in a dataset: unknown definition, duplicate names; traces naming a missing solution.
     base = os.path.join(CASES, "ds_solution_unknown_definition")
     write(base, "definitions/mini/mini_op.json", dumps(OP_DEF))
@@ -558,6 +614,7 @@ def make_good():
     wl["inputs"]["indptr"] = {"type": "safetensors", "path": BLOB, "tensor_key": "indptr"}
     write(base, "workloads/mini/mini_op.jsonl", line(wl_line(wl)) + "\n")
     write(base, BLOB, safetensors_bytes([("indptr", "I32", [3], struct.pack("<3i", 0, 1, 2))]))
+    paged_dataset(GOOD, "tiny_dataset_index_blobs", [0, 1, 1, 4], [3, 0, 2, 1], [4, 0, 1])
     write(GOOD, "solution.json", dumps(good_solution()))
     write(GOOD, "traces.jsonl", "".join(line(good_trace()) + "\n" for _ in range(2)))
 

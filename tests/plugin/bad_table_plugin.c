@@ -4,6 +4,7 @@
  *   4 duplicate names         5 device 7                 6 zero solutions
  *   7 a name with a space     8 struct_size too small    9 segfault in the entry point
  *  10 hang in the entry point 0 no entry symbol at all
+ *  11 device -1               12 device KB_PLUGIN_DEVICE_FORCE_32BIT
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
@@ -23,7 +24,11 @@ static kb_plugin_status run(const kb_plugin_call* call) {
 #if BAD_TABLE != 0
 static const kb_plugin_solution solutions[2] = {
     {sizeof(kb_plugin_solution), "rmsnorm_h64", BAD_TABLE == 7 ? "bad name" : "bad_a", "kb-tests", NULL,
-     BAD_TABLE == 5 ? (kb_plugin_device)7 : KB_PLUGIN_DEVICE_CPU, BAD_TABLE == 3 ? NULL : run, NULL},
+     BAD_TABLE == 5    ? (kb_plugin_device)7
+     : BAD_TABLE == 11 ? (kb_plugin_device)-1
+     : BAD_TABLE == 12 ? KB_PLUGIN_DEVICE_FORCE_32BIT
+                       : KB_PLUGIN_DEVICE_CPU,
+     BAD_TABLE == 3 ? NULL : run, NULL},
     {sizeof(kb_plugin_solution), "rmsnorm_h64", BAD_TABLE == 4 ? "bad_a" : "bad_b", "kb-tests", NULL,
      KB_PLUGIN_DEVICE_CPU, run, NULL},
 };

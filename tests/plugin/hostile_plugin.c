@@ -7,6 +7,10 @@
  * (batch_size / 10) % 10: segfault, abort, write past the output, write an input, hang, error
  * status, wrong shape, stale output (leave the output untouched), raise SIGFPE, exit(3).
  *
+ * Five write values outside the enums of kb.h and DLPack, which kb reads as integers and names:
+ * run statuses -1 and KB_PLUGIN_STATUS_FORCE_32BIT, an output's device type 99 and -7, an output's
+ * dtype code 200.
+ *
  * Two game kb's timing: "hostile_lazy" computes on its first 6 calls in a worker (the checked calls
  * and the warm-up of a timed evaluation) and then returns at once; "hostile_memo" keeps results
  * by a fingerprint of its input and computes slowly (2 ms more per call) only when it meets an input
@@ -124,6 +128,43 @@ static kb_plugin_status wrong_dtype(const kb_plugin_call* call) {
   return KB_PLUGIN_OK;
 }
 
+/* Values outside the enums kb declares: kb reads them as integers and names them. */
+static kb_plugin_status status_minus_one(const kb_plugin_call* call) {
+  compute(call);
+  int32_t bits = -1;
+  kb_plugin_status st;
+  memcpy(&st, &bits, sizeof st);
+  return st;
+}
+
+static kb_plugin_status status_force_32bit(const kb_plugin_call* call) {
+  compute(call);
+  return KB_PLUGIN_STATUS_FORCE_32BIT;
+}
+
+static kb_plugin_status output_device(const kb_plugin_call* call) {
+  compute(call);
+  DLTensor* y = (DLTensor*)&call->outputs[0];
+  int32_t bits = 99; /* no DLPack device type */
+  memcpy(&y->device.device_type, &bits, sizeof bits);
+  return KB_PLUGIN_OK;
+}
+
+static kb_plugin_status output_device_negative(const kb_plugin_call* call) {
+  compute(call);
+  DLTensor* y = (DLTensor*)&call->outputs[0];
+  int32_t bits = -7;
+  memcpy(&y->device.device_type, &bits, sizeof bits);
+  return KB_PLUGIN_OK;
+}
+
+static kb_plugin_status output_dtype_code(const kb_plugin_call* call) {
+  compute(call);
+  DLTensor* y = (DLTensor*)&call->outputs[0];
+  y->dtype.code = 200; /* no DLPack type code */
+  return KB_PLUGIN_OK;
+}
+
 static kb_plugin_status error_status(const kb_plugin_call* call) {
   snprintf(call->message, call->message_size, "hostile: refusing on purpose");
   return KB_PLUGIN_ERROR;
@@ -208,6 +249,11 @@ static const kb_plugin_solution solutions[] = {
     SOLUTION("hostile_every_tenth", every_tenth),
     SOLUTION("hostile_lazy", lazy),
     SOLUTION("hostile_memo", memo),
+    SOLUTION("hostile_status_minus_one", status_minus_one),
+    SOLUTION("hostile_status_force_32bit", status_force_32bit),
+    SOLUTION("hostile_output_device", output_device),
+    SOLUTION("hostile_output_device_negative", output_device_negative),
+    SOLUTION("hostile_output_dtype_code", output_dtype_code),
 };
 
 static const kb_plugin_table table = {sizeof(kb_plugin_table), KB_PLUGIN_ABI_VERSION,

@@ -135,6 +135,8 @@ TEST_CASE("plugins that cannot be loaded are refused with a clear error") {
       {dir + "/libkb_bad_table_8.so", kb::Code::invalid_data, "struct_size is 4"},
       {dir + "/libkb_bad_table_9.so", kb::Code::invalid_data, "killed by SIGSEGV"},
       {dir + "/libkb_bad_table_10.so", kb::Code::invalid_data, "loading took longer than"},
+      {dir + "/libkb_bad_table_11.so", kb::Code::invalid_data, ".device is -1 (expected 0 = cpu or 1 = cuda)"},
+      {dir + "/libkb_bad_table_12.so", kb::Code::invalid_data, ".device is 2147483647 (expected 0 = cpu or 1 = cuda)"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.lib);
@@ -195,6 +197,16 @@ TEST_CASE("hostile solutions each earn their status and kb carries on") {
       {"hostile_wrong_shape", kb::EvalStatus::incorrect_shape, "changed its shape from [4, 64] to [4, 32]"},
       {"hostile_wrong_dtype", kb::EvalStatus::incorrect_dtype, "changed its dtype"},
       {"hostile_error", kb::EvalStatus::runtime_error, "refusing on purpose"},
+      {"hostile_status_minus_one", kb::EvalStatus::runtime_error,
+       "returned -1, which is not a kb_plugin_status (0 ok, 1 error, 2 unsupported)"},
+      {"hostile_status_force_32bit", kb::EvalStatus::runtime_error,
+       "returned 2147483647, which is not a kb_plugin_status"},
+      {"hostile_output_device", kb::EvalStatus::runtime_error,
+       "output #0: the solution changed its device from {1, 0} to {99, 0}"},
+      {"hostile_output_device_negative", kb::EvalStatus::runtime_error,
+       "output #0: the solution changed its device from {1, 0} to {-7, 0}"},
+      {"hostile_output_dtype_code", kb::EvalStatus::incorrect_dtype,
+       "output #0: the solution changed its dtype from {2, 32, 1} to {200, 32, 1}"},
   };
   std::size_t starts_before = (*p)->worker->starts();
   for (const auto& c : cases) {

@@ -17,6 +17,7 @@
 #include "backendbench/trace.hpp"
 #include "commands.hpp"
 #include "common/near_match.hpp"
+#include "common/printable.hpp"
 #include "cuda/device.hpp"
 
 namespace kb::backendbench {
@@ -123,12 +124,12 @@ int run_import_command(const std::vector<std::string>& args, std::FILE* out, std
   if (file.empty() || dir.empty()) return usage_error(err, "import: expected FILE and --out DIR");
   auto trace = parse_file(file);
   if (!trace) {
-    fmt::print(err, "kb backendbench import: {}\n", trace.error().message);
+    fmt::print(err, "kb backendbench import: {}\n", kb::printable(trace.error().message));
     return 1;
   }
   ImportResult r = import_trace(*trace);
   if (auto st = write_dataset(r, dir); !st) {
-    fmt::print(err, "kb backendbench import: {}\n", st.error().message);
+    fmt::print(err, "kb backendbench import: {}\n", kb::printable(st.error().message));
     return 1;
   }
   std::set<std::string> ops;
@@ -248,7 +249,7 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   for (const std::string& p : resume_paths) {
     auto saved = read_saved_lines(p);
     if (!saved) {
-      fmt::print(err, "kb backendbench run: {}\n", saved.error().message);
+      fmt::print(err, "kb backendbench run: {}\n", kb::printable(saved.error().message));
       return 1;
     }
     for (auto& [k, v] : *saved) copt.resume[k] = std::move(v);
@@ -259,13 +260,13 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   }
   if (cuda_device >= 0) {
     if (auto st = cuda::select_device(cuda_device); !st) {
-      fmt::print(err, "kb backendbench run: --device cuda:{}: {}\n", cuda_device, st.error().message);
+      fmt::print(err, "kb backendbench run: --device cuda:{}: {}\n", cuda_device, kb::printable(st.error().message));
       return 1;
     }
   }
   auto trace = parse_file(file);
   if (!trace) {
-    fmt::print(err, "kb backendbench run: {}\n", trace.error().message);
+    fmt::print(err, "kb backendbench run: {}\n", kb::printable(trace.error().message));
     return 1;
   }
   // Every --ops name must be an operator kb implements and the file holds, before anything runs.
@@ -290,14 +291,14 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   if (!baseline_path.empty()) {
     auto b = read_baseline(baseline_path);
     if (!b) {
-      fmt::print(err, "kb backendbench run: {}\n", b.error().message);
+      fmt::print(err, "kb backendbench run: {}\n", kb::printable(b.error().message));
       return 1;
     }
     opt.baseline = std::move(*b);
   }
   auto rep = device == "cuda" ? run_cuda_trace(*trace, opt, copt) : run_cpu_trace(*trace, opt);
   if (!rep) {
-    fmt::print(err, "kb backendbench run: {}\n", rep.error().message);
+    fmt::print(err, "kb backendbench run: {}\n", kb::printable(rep.error().message));
     return 1;
   }
   for (const auto& u : rep->unknown_ops)
@@ -341,7 +342,7 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   }
   for (const auto& l : rep->lines) {
     if (!l.passed && (list_lines || (l.problem.rfind("not judged", 0) != 0 && l.problem.rfind("not run", 0) != 0)))
-      fmt::print(out, "  FAILED {} line {} (#{}): {}\n", l.op, l.source_line, l.index, l.problem);
+      fmt::print(out, "  FAILED {} line {} (#{}): {}\n", l.op, l.source_line, l.index, kb::printable(l.problem));
     else if (list_lines) fmt::print(out, "  passed {} line {} (#{}) {:.3f} ms\n", l.op, l.source_line, l.index, l.kb_ms);
   }
   const Summary& sm = rep->summary;
@@ -401,7 +402,7 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
                pct(static_cast<double>(full_ref_lines), static_cast<double>(rep->total_lines)));
   if (!save_path.empty())
     if (auto st = write_saved_lines(*rep, device_name, save_path); !st) {
-      fmt::print(err, "kb backendbench run: {}\n", st.error().message);
+      fmt::print(err, "kb backendbench run: {}\n", kb::printable(st.error().message));
       return 1;
     }
   if (!markdown_path.empty()) {
@@ -449,7 +450,7 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
     for (const std::string& a : args) command += " " + a;
     OutputInfo oi{command, device_name, 1.0, empty_kernel_ms};
     if (auto st = write_outputs(*rep, *trace, oi, out_dir); !st) {
-      fmt::print(err, "kb backendbench run: {}\n", st.error().message);
+      fmt::print(err, "kb backendbench run: {}\n", kb::printable(st.error().message));
       return 1;
     }
     fmt::print(out, "\nBackendBench's output files written to {}\n", out_dir);
@@ -475,7 +476,7 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
 int run_ops_file(const std::string& file, std::FILE* out, std::FILE* err) {
   auto trace = parse_file(file);
   if (!trace) {
-    fmt::print(err, "kb backendbench ops: {}\n", trace.error().message);
+    fmt::print(err, "kb backendbench ops: {}\n", kb::printable(trace.error().message));
     return 1;
   }
   struct Row {
@@ -560,10 +561,10 @@ int run_command(const std::vector<std::string>& args, std::FILE* out, std::FILE*
   }
   auto rep = parse_file_report(files[0]);
   if (!rep) {
-    fmt::print(err, "kb backendbench parse: {}\n", rep.error().message);
+    fmt::print(err, "kb backendbench parse: {}\n", kb::printable(rep.error().message));
     return 1;
   }
-  for (const LineError& e : rep->errors) fmt::print(err, "{}\n", rep->format_error(e));
+  for (const LineError& e : rep->errors) fmt::print(err, "{}\n", kb::printable(rep->format_error(e)));
   fmt::print(out, "parsed {} of {} lines\n", rep->arg_lines_parsed, rep->arg_lines_total);
   std::fflush(out);
   return rep->ok() ? 0 : 1;

@@ -16,6 +16,7 @@
 
 #include "bench/run.hpp"
 #include "commands.hpp"
+#include "common/printable.hpp"
 #include "common/tuning.hpp"
 #include "harness/measurement.hpp"
 #include "cuda/device.hpp"
@@ -388,22 +389,24 @@ int cmd_bench(const std::vector<std::string>& args) {
   bool progress = false;  // a progress line is on the terminal: the next event clears it
   auto on_event = [&](const kb::bench::RunEvent& e) {
     using Kind = kb::bench::RunEvent::Kind;
+    // Messages quote dataset text: printed with controls escaped and long names cut.
+    const std::string message = kb::printable(e.message, kb::Lines::many);
     if (progress) {
       fmt::print(stderr, "\r\x1b[K");
       progress = false;
     }
     switch (e.kind) {
       case Kind::reference:
-        fmt::print(stderr, "kb bench: reference: the definitions' PyTorch code (torch {}, CPU)\n", e.message);
+        fmt::print(stderr, "kb bench: reference: the definitions' PyTorch code (torch {}, CPU)\n", message);
         break;
-      case Kind::dataset_error: fmt::print(stderr, "{}\n", e.message); break;
-      case Kind::solution_error: fmt::print(stderr, "kb bench: {}\n", e.message); break;
+      case Kind::dataset_error: fmt::print(stderr, "{}\n", message); break;
+      case Kind::solution_error: fmt::print(stderr, "kb bench: {}\n", message); break;
       case Kind::building:
-        if ((progress = tty)) fmt::print(stderr, "\rbuilding {} ...\x1b[K", e.message);
+        if ((progress = tty)) fmt::print(stderr, "\rbuilding {} ...\x1b[K", message);
         break;
       case Kind::built: break;
-      case Kind::not_runnable: not_runnable.push_back(e.message); break;
-      case Kind::skipped: skipped.push_back(e.message); break;
+      case Kind::not_runnable: not_runnable.push_back(message); break;
+      case Kind::skipped: skipped.push_back(message); break;
       case Kind::planned:
         if (o.shard_count > 1)
           fmt::print("shard {}/{}: {} of the {} selected definitions\n", o.shard_index, o.shard_count,
@@ -423,8 +426,8 @@ int cmd_bench(const std::vector<std::string>& args) {
         break;
       case Kind::evaluated: print_row(*e.definition, *e.workload, *e.solution, *e.result, opt.time); break;
       case Kind::evaluation_error:
-        fmt::print(stderr, "kb bench: {} workload {}: cannot evaluate: {}\n", e.definition->name, e.workload->uuid,
-                   e.message);
+        fmt::print(stderr, "kb bench: {} workload {}: cannot evaluate: {}\n", e.definition->name, kb::printable(e.workload->uuid),
+                   message);
         break;
     }
   };
@@ -432,17 +435,18 @@ int cmd_bench(const std::vector<std::string>& args) {
   kb::bench::Option bad = kb::bench::Option::none;
   auto fail = [&](const kb::Error& error) {
     using Option = kb::bench::Option;
+    const std::string message = kb::printable(error.message, kb::Lines::many);
     switch (bad) {
-      case Option::device: fmt::print(stderr, "kb bench: --device {}: {}\n", o.device, error.message); return 1;
-      case Option::reference: fmt::print(stderr, "kb bench: --reference torch: {}\n", error.message); return 1;
-      case Option::plugin: fmt::print(stderr, "kb bench: --plugin {}\n", error.message); return 1;
-      case Option::baseline: fmt::print(stderr, "kb bench: --baseline: {}\n", error.message); return 2;
-      case Option::tolerances: fmt::print(stderr, "kb bench: {}\n", error.message); return 2;
-      case Option::definitions: fmt::print(stderr, "kb bench: --definitions: {}\n", error.message); return 2;
-      case Option::solutions: fmt::print(stderr, "kb bench: --solutions: {}\n", error.message); return 2;
+      case Option::device: fmt::print(stderr, "kb bench: --device {}: {}\n", o.device, message); return 1;
+      case Option::reference: fmt::print(stderr, "kb bench: --reference torch: {}\n", message); return 1;
+      case Option::plugin: fmt::print(stderr, "kb bench: --plugin {}\n", message); return 1;
+      case Option::baseline: fmt::print(stderr, "kb bench: --baseline: {}\n", message); return 2;
+      case Option::tolerances: fmt::print(stderr, "kb bench: {}\n", message); return 2;
+      case Option::definitions: fmt::print(stderr, "kb bench: --definitions: {}\n", message); return 2;
+      case Option::solutions: fmt::print(stderr, "kb bench: --solutions: {}\n", message); return 2;
       case Option::none: break;
     }
-    fmt::print(stderr, "kb bench: {}\n", error.message);
+    fmt::print(stderr, "kb bench: {}\n", message);
     return 1;
   };
   if (list) {

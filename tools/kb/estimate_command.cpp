@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "common/printable.hpp"
 #include "estimate/estimate.hpp"
 #include "model/records.hpp"
 
@@ -133,7 +134,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   std::vector<std::string> traces(positional.begin() + 1, positional.end());
   auto e = kb::estimate::estimate(*record, traces, opt);
   if (!e) {
-    fmt::print(stderr, "kb estimate: {}\n", e.error().message);
+    fmt::print(stderr, "kb estimate: {}\n", kb::printable(e.error().message));
     return 1;
   }
   if (as_json) fmt::print("{}\n", kb::estimate::to_json(*e));

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "commands.hpp"
+#include "common/printable.hpp"
 #include "common/tuning.hpp"
 #include "cuda/device.hpp"
 #include "cuda/nvml.hpp"
@@ -144,17 +145,15 @@ int cmd_validate(const std::vector<std::string>& args) {
 
   // Missing blobs are expected in published datasets: one line per file
   // unless --verbose asks for each.
-  std::map<std::string, std::size_t> missing_blobs;
+  const std::map<std::string, std::size_t> missing_blobs = verbose ? std::map<std::string, std::size_t>{}
+                                                                   : diags.category_counts("missing-blob");
   for (const auto& d : diags.items()) {
     if (d.severity == kb::Severity::error) {
       fmt::print(stderr, "{}\n", d.to_string());
       continue;
     }
     if (quiet) continue;
-    if (!verbose && d.category == "missing-blob") {
-      ++missing_blobs[d.origin.substr(0, d.origin.rfind(':'))];
-      continue;
-    }
+    if (!verbose && d.category == "missing-blob") continue;
     if (d.severity == kb::Severity::note && !verbose) continue;
     fmt::print(stderr, "{}\n", d.to_string());
   }
@@ -187,13 +186,13 @@ std::string shape_text(const kb::TensorSpec& t) {
 void print_definition(const kb::Definition& d, const std::string& file) {
   fmt::print("{}  ({})\n", d.name, d.op_type.empty() ? "no op_type" : d.op_type);
   if (!file.empty()) fmt::print("  file: {}\n", file);
-  if (d.description) fmt::print("  {}\n", *d.description);
+  if (d.description) fmt::print("  {}\n", kb::printable(*d.description, kb::Lines::many));
   fmt::print("\naxes:\n");
   for (const auto& a : d.axes) {
     std::string kind = a.kind == kb::AxisKind::const_ ? fmt::format("= {}", a.value) : "var";
     // seed-001 nests a var axis in another (tokens within sequences): its parent is part of its meaning.
     if (a.parent) kind += fmt::format(" (parent {})", *a.parent);
-    fmt::print("  {:<20} {:<10}{}\n", a.name, kind, a.description ? "  " + *a.description : std::string());
+    fmt::print("  {:<20} {:<10}{}\n", a.name, kind, a.description ? "  " + kb::printable(*a.description) : std::string());
   }
   auto sig = [](const std::vector<kb::TensorSpec>& ts) {
     std::vector<std::string> parts;
@@ -209,10 +208,10 @@ void print_definition(const kb::Definition& d, const std::string& file) {
     fmt::print("\nconstraints:\n");
     for (const auto& c : d.constraints) {
       auto e = kb::expr::parse(c);
-      fmt::print("  {}{}\n", c, e && e->needs_tensors() ? "    (checked when tensors exist)" : "");
+      fmt::print("  {}{}\n", kb::printable(c), e && e->needs_tensors() ? "    (checked when tensors exist)" : "");
     }
   }
-  if (!d.tags.empty()) fmt::print("\ntags: {}\n", fmt::join(d.tags, " "));
+  if (!d.tags.empty()) fmt::print("\ntags: {}\n", kb::printable(fmt::format("{}", fmt::join(d.tags, " "))));
 }
 
 // A definition named by FILE (a .json) or NAME (looked up in `dataset`: a dataset root or any folder of
@@ -386,7 +385,7 @@ int cmd_dispatch(const std::vector<std::string>& args) {
   options.hardware = hardware;
   auto table = kb::dispatch::build_table(d, positional[1], options, kb::builtin_registry());
   if (!table) {
-    fmt::print(stderr, "kb dispatch: {}\n", table.error().message);
+    fmt::print(stderr, "kb dispatch: {}\n", kb::printable(table.error().message));
     return 1;
   }
   auto axes_text = [&](const std::vector<std::int64_t>& values) {
@@ -477,7 +476,7 @@ int cmd_format(const std::vector<std::string>& args) {
     kb::Diagnostics diags;
     auto text = kb::json::read_text_file(file);
     if (!text) {
-      fmt::print(stderr, "{}\n", text.error().message);
+      fmt::print(stderr, "{}\n", kb::printable(text.error().message));
       status = 1;
       continue;
     }
