@@ -42,7 +42,6 @@ std::vector<std::string> files_under(const fs::path& dir, std::string_view ext) 
   return out;
 }
 
-// Does the JSON object look like a Solution (rather than a Definition)?
 // The values of one integer tensor of a safetensors file, reading only its
 // bytes; nullopt when the file or tensor cannot be read (the blob checks of
 // validate_workload_against report why) or the tensor is not integer.
@@ -66,6 +65,7 @@ std::optional<IndexValues> read_index_blob(const std::string& file, std::string_
   return index_values(info->dtype, info->shape, bytes);
 }
 
+// Does the JSON object look like a Solution (rather than a Definition)?
 bool looks_like_solution(std::string_view text) {
   auto doc = json::parse(text, "");
   if (!doc) return false;

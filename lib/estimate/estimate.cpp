@@ -167,7 +167,7 @@ Result<Estimate> estimate(const model::CallingRecord& record, const std::vector<
       double distance = 0;
       bool comparable = true;
       for (const auto& [name, value] : call.axes) {
-        auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == name; });
+        auto it = std::find_if(axes.begin(), axes.end(), [&name = name](const auto& a) { return a.first == name; });
         if (it == axes.end()) {
           comparable = false;
           missing_axis = name;

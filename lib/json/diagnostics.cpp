@@ -38,9 +38,9 @@ void Diagnostics::add(Diagnostic d) {
   if (!d.category.empty()) ++categories_[{d.category, it->first}];
   std::size_t& kept = d.severity == Severity::error ? count.kept_errors : count.kept_others;
   if (kept >= kMaxPerFile) {
-    // A problem of a category is counted there (category_counts), which is how
-    // printers report such groups; the count line stands for the others.
-    if (!d.category.empty()) return;
+    // A warning or note of a category is counted there (category_counts),
+    // which is how printers report such groups; the count line stands for the others.
+    if (!d.category.empty() && d.severity != Severity::error) return;
     if (count.dropped++ == 0) {
       count.line = items_.size();
       items_.push_back({Severity::warning, {}, {}, {}, "more-problems"});
@@ -49,12 +49,13 @@ void Diagnostics::add(Diagnostic d) {
     // The count line is an error when any problem it stands for is.
     if (d.severity == Severity::error) line.severity = Severity::error;
     line.message = fmt::format("... and {} more problem{} in {}", count.dropped, count.dropped == 1 ? "" : "s",
-                               printable(it->first));
+                               escape_controls(cut_text(it->first, kMessageMaxBytes)));
     if (d.severity == Severity::error) error_index_.push_back(count.line);
     return;
   }
   ++kept;
-  d.origin = printable(d.origin);
+  // An origin is a path (or path:line), never cut by words: only escaped.
+  d.origin = escape_controls(cut_text(d.origin, kMessageMaxBytes));
   d.path = printable(d.path);
   d.message = printable(d.message);
   if (d.severity == Severity::error) error_index_.push_back(items_.size());
@@ -78,7 +79,7 @@ void Diagnostics::append(const Diagnostics& other) {
 std::map<std::string, std::size_t> Diagnostics::category_counts(std::string_view category) const {
   std::map<std::string, std::size_t> out;
   for (const auto& [key, n] : categories_)
-    if (key.first == category) out[printable(key.second)] += n;
+    if (key.first == category) out[escape_controls(cut_text(key.second, kMessageMaxBytes))] += n;
   return out;
 }
 

@@ -7,8 +7,8 @@
 // made printable when added (common/printable.hpp: controls escaped, long
 // names cut), and at most kMaxPerFile errors and kMaxPerFile other problems of
 // one file are kept; past that, one line per file counts the rest
-// ("... and K more problems in FILE"), except problems of a category, which
-// category_counts() counts. The counts (error_count, warning_count,
+// ("... and K more problems in FILE"), except warnings and notes of a
+// category, which category_counts() counts. The counts (error_count, warning_count,
 // category_counts) include every problem.
 #pragma once
 
