@@ -200,7 +200,12 @@ Out index_put(Call& c) {
   if (values.dtype != self.dtype)
     fail(fmt::format("values ({}) must have self's dtype ({})", dtype_abbrev(values.dtype), dtype_abbrev(self.dtype)));
   Plan p = plan_indexing(self, optional_tensor_list(c, 1, "indices"), c.meta);
-  if (broadcast_shapes(values.shape, p.out_shape) != p.out_shape)
+  bool fits = values.rank() <= p.out_shape.size();
+  for (std::size_t k = 0; fits && k < values.rank(); ++k) {
+    const std::int64_t v = values.shape[values.rank() - 1 - k], o = p.out_shape[p.out_shape.size() - 1 - k];
+    fits = v == o || v == 1;
+  }
+  if (!fits)
     fail(fmt::format("values of shape {} cannot be broadcast to the indexed shape {}", shape_text(values.shape),
                      shape_text(p.out_shape)));
   HostTensor out = Inplace ? self : c.meta ? empty_tensor(self.dtype, self.shape, true) : contiguous_copy(self);
