@@ -483,3 +483,49 @@ TEST_CASE("the new operators run on trace-shaped lines: prepare, meta and real c
     CHECK(l.passed);
   }
 }
+
+TEST_CASE("--reference torch: kb's oracles judged against PyTorch eager on the same inputs (skipped without torch)") {
+  bb::RunOptions opt;
+  opt.torch_reference = true;
+  auto v = bb::torch_version(opt.torch);
+  if (!v) {
+    MESSAGE("skipped: no PyTorch for the interpreter the tuning setting `python` (KB_PYTHON) names: " << v.error().message);
+    return;
+  }
+  auto rep = bb::parse_text(
+      "Operator: aten.add.Tensor\n"
+      "cnt: 1, ((T([3, 4], f16), T([4], f16)), {})\n"
+      "cnt: 1, ((T([2, 3], f16, stride=(1, 2)), 1.5), {})\n"
+      "Operator: aten._embedding_bag.default\n"
+      "cnt: 1, ((T([30, 6], f16), T([70], i64), T([9], i64), False, 0, True, T([70], f16)), {})\n"
+      "Operator: aten.index_put.default\n"
+      "cnt: 1, ((T([12, 16], f16), [None, T([16, 16], i64)], T([12, 16, 16], f16), True), {})\n"
+      "Operator: aten.native_group_norm_backward.default\n"
+      "cnt: 1, ((T([4, 8, 3, 3], f16), T([4, 8, 3, 3], f16), T([4, 2], f16), T([4, 2], f16), T([8], f16), 4, 8, 9, 2, [True, True, True]), {})\n"
+      "Operator: aten.new_empty_strided.default\n"
+      "cnt: 1, ((T([5, 6], f16), [5, 6], [1, 5]), {})\n"
+      "Operator: aten.bernoulli_.float\n"
+      "cnt: 1, ((T([64, 1, 1, 1], f16), 0.75), {})\n"
+      "Operator: aten.floor_divide.default\n"
+      "cnt: 1, ((T([50], i64), 7), {})\n"
+      "Operator: aten.mse_loss_backward.default\n"
+      "cnt: 1, ((T([], f16), T([6, 5], f16), T([6, 5], f16), 1), {})\n",
+      "t.txt");
+  REQUIRE(rep.ok());
+  auto r = bb::run_cpu_trace(rep.trace, opt);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  REQUIRE(r->lines.size() == 9);
+  for (const auto& l : r->lines) {
+    INFO(l.op << ": " << l.problem);
+    CHECK(l.passed);
+    if (l.op != "aten.new_empty_strided.default" && l.op != "aten.bernoulli_.float") CHECK(l.max_abs_error.has_value());
+  }
+}
+
+TEST_CASE("--reference torch: an interpreter that cannot start is an error naming it") {
+  bb::TorchOptions o;
+  o.python = "/nonexistent/kb-test-python";
+  auto v = bb::torch_version(o);
+  REQUIRE(!v.ok());
+  CHECK(v.error().message.find("/nonexistent/kb-test-python") != std::string::npos);
+}
