@@ -67,11 +67,23 @@ class TorchNames:
         return getattr(torch, name)
 
 
-def overload(op):
+def call(op, args, kwargs):
     parts = op.split(".")
     if len(parts) != 3 or parts[0] != "aten":
         raise ValueError("not an aten overload name: %s" % op)
-    return getattr(getattr(torch.ops.aten, parts[1]), parts[2])
+    aten = torch.ops.aten
+    # Overloads this torch may lack, run through the ones that define them:
+    # im2col_backward is col2im and col2im_backward is im2col with the same
+    # arguments; upsample_*_backward.vec is .default with the output size and
+    # per-dim scales the .vec form derives from its arguments.
+    if not hasattr(aten, parts[1]) and parts[1] in ("im2col_backward", "col2im_backward"):
+        return (aten.col2im if parts[1] == "im2col_backward" else aten.im2col).default(*args, **kwargs)
+    fn = getattr(aten, parts[1])
+    if parts[2] == "vec" and parts[1].endswith("_backward") and not hasattr(fn, "vec"):
+        g, size, input_size, *rest = args
+        scales = rest[-1] or [None] * (len(input_size) - 2)
+        return fn.default(g, size or list(g.shape[2:]), input_size, *rest[:-1], *scales, **kwargs)
+    return getattr(fn, parts[2])(*args, **kwargs)
 
 
 def build_args(desc, data, to_f64, meta):
@@ -121,12 +133,12 @@ def run_line(d, stem):
         desc = json.load(f)
     with open(os.path.join(d, stem + ".in.bin"), "rb") as f:
         data = f.read()
-    fn = overload(desc["op"])
+    op = desc["op"]
     with torch.no_grad():
         dtypes = None
         try:
             a, k = build_args(desc, data, False, True)
-            dtypes = [None if o is None else o.dtype for o in flatten(fn(*a, **k))]
+            dtypes = [None if o is None else o.dtype for o in flatten(call(op, a, k))]
         except Exception:
             pass
         outs, fp64 = None, False
@@ -134,7 +146,7 @@ def run_line(d, stem):
         if dtypes is not None and wants_f64:
             try:
                 a, k = build_args(desc, data, True, False)
-                got = flatten(fn(*a, **k))
+                got = flatten(call(op, a, k))
                 if len(got) == len(dtypes):
                     outs = [None if o is None else (o.to(dt) if dt is not None else o) for o, dt in zip(got, dtypes)]
                     fp64 = True
@@ -142,7 +154,7 @@ def run_line(d, stem):
                 outs = None
         if outs is None:
             a, k = build_args(desc, data, False, False)
-            outs = flatten(fn(*a, **k))
+            outs = flatten(call(op, a, k))
     meta_out = []
     with open(os.path.join(d, stem + ".out.bin"), "wb") as f:
         pos = 0
