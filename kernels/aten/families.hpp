@@ -20,5 +20,15 @@ std::span<const OpInfo> index_ops();
 std::span<const OpInfo> convolution_ops();
 std::span<const OpInfo> pooling_ops();
 std::span<const OpInfo> upsample_ops();
+std::span<const OpInfo> embedding_bag_ops();
+std::span<const OpInfo> advanced_index_ops();   // index/advanced.cpp
+std::span<const OpInfo> factory_ops();
+std::span<const OpInfo> group_norm_ops();
+std::span<const OpInfo> padding_ops();
+std::span<const OpInfo> fold_ops();
+std::span<const OpInfo> grid_sampler_ops();
+std::span<const OpInfo> division_ops();         // elementwise/division.cpp
+std::span<const OpInfo> norm_topk_ops();        // reduction/norm_topk.cpp
+std::span<const OpInfo> inplace_view_ops();     // copy/inplace_view.cpp
 
 }  // namespace kb::backendbench::aten

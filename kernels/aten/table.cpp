@@ -15,7 +15,10 @@ std::vector<OpInfo> build_table() {
   std::vector<OpInfo> all;
   for (auto fam : {aten::elementwise_ops(), aten::reduction_ops(), aten::softmax_ops(), aten::layer_norm_ops(),
                    aten::batch_norm_ops(), aten::matmul_ops(), aten::copy_ops(), aten::index_ops(),
-                   aten::convolution_ops(), aten::pooling_ops(), aten::upsample_ops()})
+                   aten::convolution_ops(), aten::pooling_ops(), aten::upsample_ops(),
+                   aten::embedding_bag_ops(), aten::advanced_index_ops(), aten::factory_ops(), aten::group_norm_ops(),
+                   aten::padding_ops(), aten::fold_ops(), aten::grid_sampler_ops(), aten::division_ops(),
+                   aten::norm_topk_ops(), aten::inplace_view_ops()})
     all.insert(all.end(), fam.begin(), fam.end());
   return all;
 }

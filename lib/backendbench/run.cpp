@@ -89,7 +89,8 @@ std::string specs_text(const std::vector<HostTensor>& ts) {
   return fmt::format("({})", fmt::join(parts, ", "));
 }
 
-LineOutcome run_line(const OpInfo& info, const ArgLine& line, std::size_t index, std::uint64_t seed) {
+LineOutcome run_line(const OpInfo& info, const ArgLine& line, std::size_t index, std::uint64_t seed,
+                     std::vector<HostTensor>* keep = nullptr) {
   LineOutcome o;
   o.op = info.name;
   o.index = index;
@@ -127,7 +128,105 @@ LineOutcome run_line(const OpInfo& info, const ArgLine& line, std::size_t index,
     return o;
   }
   o.passed = true;
+  if (keep) *keep = std::move(first.outputs);
   return o;
+}
+
+// BackendBench's operators without a correctness test: values unspecified (uninitialized memory) or random.
+bool values_unspecified(std::string_view op) {
+  for (std::string_view p : {"aten.new_empty.", "aten.new_empty_strided.", "aten.empty_like.", "aten.bernoulli"})
+    if (op.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+// Outputs PyTorch's CPU kernel shapes or fills differently from the CUDA
+// kernel the traces come from (kb's oracles follow CUDA): not compared
+// against PyTorch on the CPU. _embedding_bag's offset2bag, bag_size and
+// max_indices: the CPU kernel leaves some empty or sizes them by offsets in
+// sum and mean mode.
+std::vector<std::size_t> device_specific_outputs(std::string_view op) {
+  if (op == "aten._embedding_bag.default") return {1, 2, 3};
+  return {};
+}
+
+// Judges kb's outputs (the candidate) against PyTorch's on a line that passed the oracle's own checks.
+void judge_against_torch(LineOutcome& o, std::vector<HostTensor> kb, TorchLineResult t) {
+  if (!t.error.empty()) {
+    o.passed = false;
+    o.problem = "no reference: " + t.error;
+    return;
+  }
+  for (std::size_t k : device_specific_outputs(o.op))
+    for (auto* side : {&kb, &t.outputs})
+      if (k < side->size()) {
+        (*side)[k] = HostTensor{};
+        (*side)[k].undefined = true;
+      }
+  Judgment j = values_unspecified(o.op) ? judge_signature(t.outputs, kb) : judge(t.outputs, kb);
+  if (j.verdict == Verdict::passed && o.op.rfind("aten.bernoulli", 0) == 0)
+    for (std::size_t k = 0; k < kb.size() && j.verdict == Verdict::passed; ++k)
+      for (double v : to_doubles(kb[k]))
+        if (v != 0 && v != 1) {
+          j.verdict = Verdict::incorrect_numerical;
+          j.detail = fmt::format("output {}: a draw of {}, not 0 or 1", k, v);
+          break;
+        }
+  if (!values_unspecified(o.op)) {
+    o.max_abs_error = j.max_abs_error;
+    o.max_rel_error = j.max_rel_error;
+  }
+  if (j.verdict != Verdict::passed) {
+    o.passed = false;
+    o.problem = fmt::format("against PyTorch{}: {}: {}", t.fp64 ? " (fp64)" : "", verdict_name(j.verdict), j.detail);
+  }
+}
+
+// Lines of one operator run by kb's oracle and judged against PyTorch, in batches of about `budget` input bytes.
+Result<std::vector<LineOutcome>> run_lines_torch(const OpInfo& info, const Operator& op, const std::vector<std::size_t>& idx,
+                                                 std::uint64_t seed, const RunOptions& options) {
+  std::vector<LineOutcome> out;
+  std::size_t at = 0;
+  while (at < idx.size()) {
+    std::vector<std::size_t> batch;
+    std::int64_t bytes = 0;
+    while (at < idx.size() && (batch.empty() || bytes < options.torch_batch_bytes)) {
+      bytes += line_elements(op.lines[idx[at]]) * 8;
+      batch.push_back(idx[at++]);
+    }
+    std::vector<LineOutcome> outcomes;
+    std::vector<std::vector<HostTensor>> kb_outs(batch.size());
+    std::vector<Call> calls;
+    std::vector<std::string> texts;
+    std::vector<std::size_t> sent;  // positions in batch handed to PyTorch
+    for (std::size_t b = 0; b < batch.size(); ++b) {
+      const ArgLine& line = op.lines[batch[b]];
+      outcomes.push_back(run_line(info, line, batch[b], seed, &kb_outs[b]));
+      if (!outcomes.back().passed) continue;
+      auto call = materialize_call(info.name, line.args, seed, batch[b], false);
+      Rng rng(line_seed(seed, info.name, batch[b]) ^ 0xA5A5A5A5A5A5A5A5ull);
+      if (!call || !prepare_call(info, *call, rng)) {
+        outcomes.back().passed = false;
+        outcomes.back().problem = "materialize for PyTorch failed";
+        continue;
+      }
+      calls.push_back(std::move(*call));
+      texts.push_back(print_args(line.args));
+      sent.push_back(b);
+    }
+    std::vector<TorchLine> tl;
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+      TorchLine l{info.name, texts[k], call_tensors(calls[k])};
+      tl.push_back(std::move(l));
+    }
+    if (!tl.empty()) {
+      auto res = run_torch_lines(tl, options.torch);
+      if (!res) return std::move(res).error();
+      for (std::size_t k = 0; k < sent.size(); ++k)
+        judge_against_torch(outcomes[sent[k]], std::move(kb_outs[sent[k]]), std::move((*res)[k]));
+    }
+    for (auto& o : outcomes) out.push_back(std::move(o));
+  }
+  return out;
 }
 
 // The median over many calls of the CPU runner's timer around a call that does nothing.
@@ -188,8 +287,16 @@ Result<RunReport> run_cpu_trace(const TraceFile& trace, const RunOptions& option
     if (!info || (!wanted.empty() && !wanted.count(op.name))) continue;
     seen.insert(op.name);
     std::vector<LineScore> scores;
-    for (std::size_t i : sample_lines(op, options.limit_per_op)) {
-      LineOutcome o = run_line(*info, op.lines[i], i, seed);
+    const std::vector<std::size_t> picked = sample_lines(op, options.limit_per_op);
+    std::vector<LineOutcome> judged;
+    if (options.torch_reference) {
+      auto j = run_lines_torch(*info, op, picked, seed, options);
+      if (!j) return std::move(j).error();
+      judged = std::move(*j);
+    }
+    for (std::size_t n = 0; n < picked.size(); ++n) {
+      const std::size_t i = picked[n];
+      LineOutcome o = options.torch_reference ? std::move(judged[n]) : run_line(*info, op.lines[i], i, seed);
       LineScore s;
       s.passed = o.passed;
       if (auto b = options.baseline.find(op.name); b != options.baseline.end())

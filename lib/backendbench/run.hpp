@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backendbench/score.hpp"
+#include "backendbench/torch_reference.hpp"
 #include "backendbench/trace.hpp"
 #include "common/result.hpp"
 
@@ -29,6 +30,15 @@ struct RunOptions {
   std::uint64_t seed = 0;        // 0: materialize.hpp's default_seed
   // Baseline times in ms: operator -> line index (within the operator) -> ms.
   std::map<std::string, std::map<std::size_t, double>> baseline;
+  // CPU runs: also judge each line against PyTorch eager on the same inputs
+  // (torch_reference.hpp) with BackendBench's judge, kb's oracle being the
+  // candidate. Operators whose values PyTorch leaves unspecified or random
+  // (new_empty, new_empty_strided, empty_like, bernoulli), which BackendBench
+  // keeps out of its correctness tests, are judged by count, dtypes and
+  // shapes (and bernoulli's values lying in {0, 1}).
+  bool torch_reference = false;
+  TorchOptions torch;
+  std::int64_t torch_batch_bytes = std::int64_t{512} << 20;  // input bytes handed to one subprocess
 };
 
 struct LineOutcome {

@@ -32,7 +32,7 @@ constexpr const char* kParseUsage = R"USAGE(usage: kb backendbench parse FILE
                                 [--markdown FILE] [--oracle-limit N] [--oracle-flops N]
                                 [--gpu-reference] [--time-limit S]
                                 [--save-lines FILE] [--resume FILE,...]
-                                [--out DIR] [--empty-kernel-ms MS]
+                                [--out DIR] [--empty-kernel-ms MS] [--reference native|torch]
 parse   Parse a BackendBench / TritonBench operator trace file ("Operator: NAME"
         lines, each followed by "cnt: N, ((args...), {kwargs})" lines). Prints
         every line that does not parse as FILE:LINE:COL: message, then
@@ -74,6 +74,11 @@ run     Run the operators kb implements on the file's lines and print the
         --empty-kernel-ms gives the device's, e.g. an empty CUDA kernel's
         time from the baseline's machine). Operators without a CUDA kernel
         are listed on a --device cuda run as not run on CUDA.
+        --reference torch (--device cpu) also judges every line against
+        PyTorch eager on the same inputs, as BackendBench does (python3 with
+        torch, $KB_PYTHON; f64 where the op runs in it, cast back to the
+        traced dtypes; new_empty*, empty_like and bernoulli by dtypes and
+        shapes only); refused with the reason when torch cannot be imported.
         Exit 0 when every line run passed, 1 otherwise.
 Exit status 2 on bad usage.
 )USAGE";
@@ -236,6 +241,10 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
       copt.reps = static_cast<int>(n);
     } else if (a == "--lines") {
       list_lines = true;
+    } else if (a == "--reference") {
+      auto v = value("--reference");
+      if (!v || (*v != "torch" && *v != "native")) return usage_error(err, "run: --reference takes native or torch");
+      opt.torch_reference = *v == "torch";
     } else if (a.size() > 1 && a[0] == '-') {
       return usage_error(err, fmt::format("run: unknown option \"{}\"", a));
     } else if (file.empty()) {
@@ -246,6 +255,16 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
   }
   if (file.empty()) return usage_error(err, "run: expected a FILE");
   if (!resume_paths.empty() && device != "cuda") return usage_error(err, "run: --resume needs --device cuda");
+  if (opt.torch_reference && device != "cpu") return usage_error(err, "run: --reference torch needs --device cpu");
+  std::string torch_version_text;
+  if (opt.torch_reference) {
+    auto v = torch_version(opt.torch);
+    if (!v) {
+      fmt::print(err, "kb backendbench run: --reference torch: {}\n", v.error().message);
+      return 1;
+    }
+    torch_version_text = *v;
+  }
   for (const std::string& p : resume_paths) {
     auto saved = read_saved_lines(p);
     if (!saved) {
@@ -323,6 +342,11 @@ int run_run_command(const std::vector<std::string>& args, std::FILE* out, std::F
                     "timed calls {:.1f}, waiting for the host side {:.1f}\n",
                ph.upload_s, ph.reference_s, ph.candidate_s, ph.judge_s, ph.timing_s, ph.host_wait_s);
     if (rep->resumed_lines) fmt::print(out, "resumed: {} lines taken from --resume files, not run again\n", rep->resumed_lines);
+  } else if (opt.torch_reference) {
+    fmt::print(out, "device: cpu (kb's fp64 oracles judged against PyTorch {} eager on the same inputs: atol = rtol = 1e-2,\n"
+                    "NaN == NaN, dtype and shape must match; PyTorch in f64 where the op runs in it), after the oracle's own\n"
+                    "checks (shapes and dtypes against the meta call, determinism, materialization).\n",
+               torch_version_text);
   } else {
     fmt::print(out, "device: cpu (kb's fp64 oracles). A CPU run validates output shapes and dtypes against the meta call,\n"
                     "determinism and materialization (strides, value ranges, valid indices); judging numerical\n"

@@ -1,0 +1,398 @@
+// PyTorch eager as the reference for BackendBench lines (see torch_reference.hpp).
+#include "backendbench/torch_reference.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "common/tuning.hpp"
+#include "json/json.hpp"
+
+extern char** environ;
+
+namespace kb::backendbench {
+
+namespace {
+
+// The runner. Exit codes: 0 the batch ran (each line's own error is in
+// LINE.error.txt), 3 torch cannot be imported, 2 a bad batch directory.
+constexpr std::string_view kRunner = R"PY(
+import json, os, sys, traceback
+
+def fail(code, msg):
+    with open(os.path.join(sys.argv[1], "error.txt"), "w") as f:
+        f.write(msg)
+    sys.exit(code)
+
+try:
+    import torch
+except Exception as e:
+    fail(3, "cannot import torch: %s: %s" % (type(e).__name__, e))
+
+DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
+      "c64": torch.complex64, "c128": torch.complex128, "i8": torch.int8, "i16": torch.int16,
+      "i32": torch.int32, "i64": torch.int64, "b8": torch.bool, "u8": torch.uint8}
+if hasattr(torch, "complex32"):
+    DT["c32"] = torch.complex32
+NAME = {v: k for k, v in DT.items()}
+SPELL = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", "float": "f32", "float64": "f64",
+         "double": "f64", "complex32": "c32", "chalf": "c32", "complex64": "c64", "cfloat": "c64",
+         "complex128": "c128", "cdouble": "c128", "int8": "i8", "int16": "i16", "int32": "i32", "int": "i32",
+         "int64": "i64", "long": "i64", "bool": "b8", "uint8": "u8"}
+FLOATING = (torch.float16, torch.bfloat16, torch.float32)
+
+
+class TorchNames:
+    # torch.float16 / torch.strided / torch.channels_last / torch.device(...) as written in traces.
+    def __getattr__(self, name):
+        if name in SPELL:
+            return DT[SPELL[name]]
+        if name == "device":
+            return lambda *a, **k: torch.device("cpu")
+        return getattr(torch, name)
+
+
+def call(op, args, kwargs):
+    parts = op.split(".")
+    if len(parts) != 3 or parts[0] != "aten":
+        raise ValueError("not an aten overload name: %s" % op)
+    aten = torch.ops.aten
+    # Overloads this torch may lack, run through the ones that define them:
+    # im2col_backward is col2im and col2im_backward is im2col with the same
+    # arguments; upsample_*_backward.vec is .default with the output size and
+    # per-dim scales the .vec form derives from its arguments.
+    if not hasattr(aten, parts[1]) and parts[1] in ("im2col_backward", "col2im_backward"):
+        return (aten.col2im if parts[1] == "im2col_backward" else aten.im2col).default(*args, **kwargs)
+    fn = getattr(aten, parts[1])
+    if parts[2] == "vec" and parts[1].endswith("_backward") and not hasattr(fn, "vec"):
+        g, size, input_size, *rest = args
+        scales = rest[-1] or [None] * (len(input_size) - 2)
+        return fn.default(g, size or list(g.shape[2:]), input_size, *rest[:-1], *scales, **kwargs)
+    return getattr(fn, parts[2])(*args, **kwargs)
+
+
+def build_args(desc, data, to_f64, meta):
+    made = []
+    for t in desc["tensors"]:
+        dt = DT.get(t["dtype"])
+        if dt is None:
+            raise TypeError("this torch has no dtype %s" % t["dtype"])
+        raw = data[t["begin"]:t["begin"] + t["nbytes"]]
+        base = torch.frombuffer(bytearray(raw), dtype=dt) if t["nbytes"] else torch.empty(0, dtype=dt)
+        x = torch.as_strided(base, t["shape"], t["strides"], t["offset"])
+        if to_f64 and dt in FLOATING:
+            x = x.to(torch.float64)
+        if meta:
+            x = x.to("meta")
+        made.append(x)
+    it = iter(made)
+
+    def T(shape, dtype=None, stride=None):
+        return next(it)
+
+    env = {"T": T, "torch": TorchNames(), "inf": float("inf"), "nan": float("nan"),
+           "True": True, "False": False, "None": None, "__builtins__": {}}
+    for k, v in DT.items():
+        env[k] = torch.float64 if (to_f64 and v in FLOATING) else v
+    args, kwargs = eval(desc["args"], env)
+    if "device" in kwargs:
+        kwargs["device"] = "meta" if meta else "cpu"
+    if "pin_memory" in kwargs:
+        kwargs["pin_memory"] = False
+    return list(args), kwargs
+
+
+def flatten(out):
+    if out is None or isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        r = []
+        for o in out:
+            r.extend(flatten(o))
+        return r
+    raise TypeError("the overload returned %s, not tensors" % type(out).__name__)
+
+
+def run_line(d, stem):
+    with open(os.path.join(d, stem + ".in.json")) as f:
+        desc = json.load(f)
+    with open(os.path.join(d, stem + ".in.bin"), "rb") as f:
+        data = f.read()
+    op = desc["op"]
+    with torch.no_grad():
+        dtypes = None
+        try:
+            a, k = build_args(desc, data, False, True)
+            dtypes = [None if o is None else o.dtype for o in flatten(call(op, a, k))]
+        except Exception:
+            pass
+        outs, fp64 = None, False
+        wants_f64 = any(DT.get(t["dtype"]) in FLOATING for t in desc["tensors"])
+        if dtypes is not None and wants_f64:
+            try:
+                a, k = build_args(desc, data, True, False)
+                got = flatten(call(op, a, k))
+                if len(got) == len(dtypes):
+                    outs = [None if o is None else (o.to(dt) if dt is not None else o) for o, dt in zip(got, dtypes)]
+                    fp64 = True
+            except Exception:
+                outs = None
+        if outs is None:
+            a, k = build_args(desc, data, False, False)
+            outs = flatten(call(op, a, k))
+    meta_out = []
+    with open(os.path.join(d, stem + ".out.bin"), "wb") as f:
+        pos = 0
+        for o in outs:
+            if o is None:
+                meta_out.append(None)
+                continue
+            if o.dtype not in NAME:
+                raise TypeError("output dtype %s has no kb spelling" % o.dtype)
+            c = o.detach().contiguous().reshape(-1)
+            b = c.view(torch.uint8).numpy().tobytes() if c.numel() else b""
+            f.write(b)
+            meta_out.append({"dtype": NAME[o.dtype], "shape": list(o.shape), "begin": pos, "nbytes": len(b)})
+            pos += len(b)
+    with open(os.path.join(d, stem + ".out.json"), "w") as f:
+        json.dump({"outputs": meta_out, "fp64": fp64}, f)
+
+
+def main():
+    d = sys.argv[1]
+    if len(sys.argv) > 2 and sys.argv[2] == "--probe":
+        with open(os.path.join(d, "version.txt"), "w") as f:
+            f.write(torch.__version__)
+        return
+    torch.manual_seed(0)
+    stems = sorted(n[:-len(".in.json")] for n in os.listdir(d) if n.endswith(".in.json"))
+    for stem in stems:
+        try:
+            run_line(d, stem)
+        except Exception as e:
+            with open(os.path.join(d, stem + ".error.txt"), "w") as f:
+                f.write("%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else ""))
+
+
+main()
+)PY";
+
+struct TempDir {
+  std::filesystem::path path;
+  ~TempDir() {
+    if (!path.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  }
+};
+
+Result<std::filesystem::path> make_temp_dir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = fmt::format("{}/kb-bb-torch-XXXXXX", base && *base ? base : "/tmp");
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data()))
+    return make_error(Code::io_error, fmt::format("torch reference: cannot create a temporary directory {}: {}", tmpl,
+                                                  std::strerror(errno)));
+  return std::filesystem::path(buf.data());
+}
+
+Status write_bytes(const std::filesystem::path& p, const void* data, std::size_t n) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+  f.close();
+  if (!f) return make_error(Code::io_error, fmt::format("torch reference: cannot write {}", p.string()));
+  return ok_status();
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string last_lines(const std::string& text, std::size_t n) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
+  std::string out;
+  for (std::size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) out += "\n    " + lines[i];
+  return out;
+}
+
+std::string python_of(const TorchOptions& opt) { return opt.python.empty() ? tuning::current().python : opt.python; }
+
+// Runs the runner on `dir` (with `extra` arguments); an Error when it could not start, timed out or failed as a whole.
+Status run_runner(const TorchOptions& opt, const std::filesystem::path& dir, const std::vector<std::string>& extra) {
+  const std::string python = python_of(opt);
+  auto runner = dir / "kb_backendbench_torch.py";
+  KB_TRY(write_bytes(runner, kRunner.data(), kRunner.size()));
+  std::vector<std::string> argv_s{python, "-B", runner.string(), dir.string()};
+  argv_s.insert(argv_s.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const std::string out_path = (dir / "stdout.txt").string(), err_path = (dir / "stderr.txt").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, python.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0)
+    return make_error(Code::not_found, fmt::format("torch reference: cannot start {}: {}{}", python, std::strerror(rc),
+                                                   rc == ENOENT ? " (is python3 installed and on PATH?)" : ""));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt.timeout_s);
+  int status = 0;
+  bool timed_out = false;
+  while (true) {
+    const pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR)
+      return make_error(Code::internal, fmt::format("torch reference: waitpid: {}", std::strerror(errno)));
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const std::string tail = last_lines(read_text(err_path), 4);
+  if (timed_out)
+    return make_error(Code::internal, fmt::format("torch reference: {} did not finish within {} s and was killed{}",
+                                                  python, opt.timeout_s, tail));
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code != 0) {
+    std::string msg = read_text(dir / "error.txt");
+    if (msg.empty()) msg = fmt::format("{} exited with status {}", python, code);
+    return make_error(code == 3 ? Code::unsupported : Code::internal,
+                      fmt::format("torch reference: {}{}", msg, tail.empty() ? "" : "\n  last lines of its output:" + tail));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::string> torch_version(const TorchOptions& opt) {
+  static std::mutex mu;
+  static std::map<std::string, Result<std::string>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string python = python_of(opt);
+  if (auto it = cache.find(python); it != cache.end()) return it->second;
+  auto probe = [&]() -> Result<std::string> {
+    auto dir = make_temp_dir();
+    if (!dir) return dir.error();
+    TempDir guard{*dir};
+    TorchOptions o = opt;
+    o.timeout_s = 120;
+    KB_TRY(run_runner(o, *dir, {"--probe"}));
+    std::string v = read_text(*dir / "version.txt");
+    if (v.empty()) return make_error(Code::internal, "torch reference: the runner reported no torch version");
+    return v;
+  };
+  auto r = probe();
+  cache.emplace(python, r);
+  return r;
+}
+
+Result<std::vector<TorchLineResult>> run_torch_lines(const std::vector<TorchLine>& lines, const TorchOptions& opt) {
+  auto dir = make_temp_dir();
+  if (!dir) return dir.error();
+  TempDir guard{*dir};
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const TorchLine& l = lines[i];
+    const std::string stem = fmt::format("{:08}", i);
+    json::Writer w;
+    w.begin_object().key("op").string(l.op).key("args").string(l.args_text).key("tensors").begin_array();
+    std::vector<std::byte> data;
+    for (const HostTensor* t : l.inputs) {
+      if (t->is_meta()) return make_error(Code::invalid_argument, fmt::format("{}: torch reference: an input has no values", l.op));
+      const std::size_t es = dtype_size(t->dtype);
+      const std::size_t n = t->numel() ? static_cast<std::size_t>(t->span() + t->offset) * es : 0;
+      w.begin_object().key("dtype").string(dtype_abbrev(t->dtype)).key("shape").begin_array();
+      for (auto s : t->shape) w.integer(s);
+      w.end_array().key("strides").begin_array();
+      for (auto s : t->strides) w.integer(s);
+      w.end_array().key("offset").integer(t->numel() ? t->offset : 0);
+      w.key("begin").integer(static_cast<std::int64_t>(data.size())).key("nbytes").integer(static_cast<std::int64_t>(n));
+      w.end_object();
+      data.insert(data.end(), t->storage->begin(), t->storage->begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    w.end_array().end_object();
+    KB_TRY(write_bytes(*dir / (stem + ".in.json"), w.str().data(), w.str().size()));
+    KB_TRY(write_bytes(*dir / (stem + ".in.bin"), data.data(), data.size()));
+  }
+  KB_TRY(run_runner(opt, *dir, {}));
+  std::vector<TorchLineResult> out(lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    TorchLineResult& r = out[i];
+    const std::string stem = fmt::format("{:08}", i);
+    if (std::string e = read_text(*dir / (stem + ".error.txt")); !e.empty()) {
+      r.error = "PyTorch: " + e;
+      continue;
+    }
+    const auto json_path = (*dir / (stem + ".out.json")).string();
+    auto text = json::read_text_file(json_path);
+    if (!text) {
+      r.error = "torch reference: the runner wrote no outputs";
+      continue;
+    }
+    auto doc = json::parse(*text, json_path);
+    if (!doc) return std::move(doc).error();
+    const std::string bytes = read_text(*dir / (stem + ".out.bin"));
+    json::Object root;
+    json::Array outs;
+    if (doc->root().get_object().get(root) || root["outputs"].get_array().get(outs) || root["fp64"].get_bool().get(r.fp64))
+      return make_error(Code::invalid_data, fmt::format("{}: expected outputs and fp64", json_path));
+    for (auto o : outs) {
+      if (o.is_null()) {
+        HostTensor u;
+        u.undefined = true;
+        r.outputs.push_back(std::move(u));
+        continue;
+      }
+      std::string_view dt;
+      std::int64_t begin = 0, nbytes = 0;
+      json::Array shape;
+      if (o["dtype"].get_string().get(dt) || o["shape"].get_array().get(shape) || o["begin"].get_int64().get(begin) ||
+          o["nbytes"].get_int64().get(nbytes))
+        return make_error(Code::invalid_data, fmt::format("{}: an output lacks dtype, shape, begin or nbytes", json_path));
+      auto d = dtype_from_name(dt);
+      if (!d) return make_error(Code::invalid_data, fmt::format("{}: unknown dtype {}", json_path, dt));
+      std::vector<std::int64_t> sh;
+      for (auto s : shape) sh.push_back(s.get_int64().value());
+      HostTensor t = empty_tensor(*d, sh);
+      if (nbytes != static_cast<std::int64_t>(t.numel() * static_cast<std::int64_t>(dtype_size(*d))) || begin < 0 ||
+          static_cast<std::size_t>(begin + nbytes) > bytes.size())
+        return make_error(Code::invalid_data, fmt::format("{}: output bytes do not match its shape", json_path));
+      if (nbytes) std::memcpy(t.storage->data(), bytes.data() + begin, static_cast<std::size_t>(nbytes));
+      r.outputs.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+}  // namespace kb::backendbench
