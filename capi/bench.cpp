@@ -108,6 +108,7 @@ std::string option_text(kb::bench::Option option, const kb::bench::RunOptions& o
     case Option::reference: return "opts->reference (torch): ";
     case Option::tolerances: return "opts->tolerances: ";
     case Option::definitions: return "opts->definitions: ";
+    case Option::solutions: return "opts->solutions: ";
     case Option::plugin: return "opts->plugins: ";
     case Option::baseline: return "opts->baseline: ";
     case Option::none: break;

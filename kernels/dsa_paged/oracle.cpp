@@ -190,7 +190,6 @@ Status run_attention(const OracleCall& c) {
 }
 
 Status run_indexer(const OracleCall& c) {
-  const Definition& d = c.definition;
   const Tensor *q = tensor_arg(c, "q_index_fp8"), *kcache = tensor_arg(c, "k_index_cache_fp8"),
                *w = tensor_arg(c, "weights"), *seq_lens = tensor_arg(c, "seq_lens"), *table = tensor_arg(c, "block_table");
   if (!q || !kcache || !w || !seq_lens || !table) return bad(c, "every indexer input must be a tensor");

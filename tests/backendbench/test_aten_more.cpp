@@ -173,7 +173,9 @@ TEST_CASE("group norm: statistics per group, affine, and a backward that matches
   // backward against central differences of L = sum(g * group_norm(x)), on a range of shapes and group counts
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> u(-1, 1);
-  for (auto [n, c, hw, g] : std::vector<std::array<int, 4>>{{2, 4, 3, 2}, {1, 6, 1, 3}, {3, 2, 5, 1}}) {
+  // (named, not structured bindings: the lambdas below capture them, which clang 14 cannot do with bindings)
+  for (const auto& shape_case : std::vector<std::array<int, 4>>{{2, 4, 3, 2}, {1, 6, 1, 3}, {3, 2, 5, 1}}) {
+    const int n = shape_case[0], c = shape_case[1], hw = shape_case[2], g = shape_case[3];
     const std::string shape = fmt::format("[{}, {}, {}]", n, c, hw);
     std::vector<double> x(static_cast<std::size_t>(n * c * hw)), gy(x.size()), w(static_cast<std::size_t>(c)), b(w.size());
     for (auto* v : {&x, &gy, &w, &b})

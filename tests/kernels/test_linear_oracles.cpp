@@ -315,7 +315,9 @@ TEST_CASE("mamba_ssu updates the named slots in order, pads with -1, leaves the 
 
 TEST_CASE("dsa sparse attention attends over the selected rows, skips -1, empty rows give 0 and -inf") {
   std::mt19937 rng(5);
-  for (auto [heads, ckv, kpe, ps, topk] : {std::array<std::int64_t, 5>{2, 8, 4, 1, 5}, {3, 16, 8, 4, 7}, {1, 4, 2, 3, 9}}) {
+  // Named, not structured bindings: INFO captures them, which clang 14 cannot do with bindings.
+  for (const auto& shape : {std::array<std::int64_t, 5>{2, 8, 4, 1, 5}, {3, 16, 8, 4, 7}, {1, 4, 2, 3, 9}}) {
+    const std::int64_t heads = shape[0], ckv = shape[1], kpe = shape[2], ps = shape[3], topk = shape[4];
     INFO("heads " << heads << " ckv " << ckv << " kpe " << kpe << " page " << ps << " topk " << topk);
     auto d = shipped("dsa_paged", ps == 1 ? "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps1"
                                           : "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64");
@@ -381,7 +383,9 @@ TEST_CASE("dsa sparse attention attends over the selected rows, skips -1, empty 
 
 TEST_CASE("dsa indexer picks the top-k weighted relu scores of each sequence's tokens, then -1") {
   std::mt19937 rng(6);
-  for (auto [heads, dim, ps, topk] : {std::array<std::int64_t, 4>{3, 8, 4, 6}, {4, 16, 2, 5}, {1, 4, 8, 20}}) {
+  // Named, not structured bindings: INFO captures them, which clang 14 cannot do with bindings.
+  for (const auto& shape : {std::array<std::int64_t, 4>{3, 8, 4, 6}, {4, 16, 2, 5}, {1, 4, 8, 20}}) {
+    const std::int64_t heads = shape[0], dim = shape[1], ps = shape[2], topk = shape[3];
     INFO("heads " << heads << " dim " << dim << " page " << ps << " topk " << topk);
     auto d = shipped("dsa_paged", "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64");
     set_const(d, "num_index_heads", heads);

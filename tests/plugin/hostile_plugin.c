@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <kb/kb.h>
@@ -223,7 +224,8 @@ static kb_plugin_status memo(const kb_plugin_call* call) {
       return KB_PLUGIN_OK;
     }
   compute(call);
-  usleep(2000);
+  struct timespec pause_for = {0, 2000000}; /* 2 ms */
+  nanosleep(&pause_for, NULL);
   int slot = memo_used < MEMO_ENTRIES ? memo_used++ : (int)(h % MEMO_ENTRIES);
   memo_keys[slot] = h;
   memcpy(memo_values[slot], y->data, n);
