@@ -337,13 +337,13 @@ Status moe_gpu_oracle(const GpuOracleCall& c) {
     const long long w13_elems = 2 * I * H, w2_elems = H * I;
     const std::size_t w13_bytes = static_cast<std::size_t>(w13_elems) * dtype_bits(w13.dtype) / 8;
     const std::size_t w2_bytes = static_cast<std::size_t>(w2_elems) * dtype_bits(w2.dtype) / 8;
-    const float* s13 = *w13s ? *w13s + e * (2 * I / B) * (H / B) : nullptr;
+    const float* w13_scales = *w13s ? *w13s + e * (2 * I / B) * (H / B) : nullptr;
     const float* s2 = *w2s ? *w2s + e * (H / B) * (I / B) : nullptr;
     dim3 threads(kTile, kTile);
     dim3 grid1(static_cast<unsigned>((2 * I + kTile - 1) / kTile), static_cast<unsigned>((n + kTile - 1) / kTile));
     expert_gemm<<<grid1, threads, 0, stream>>>(*x, *rows_d + first, in_w, n,
                                                static_cast<const std::byte*>(w13.data) + e * w13_bytes,
-                                               dtype_code(w13.dtype), s13, B, 2 * I, H, *g1);
+                                               dtype_code(w13.dtype), w13_scales, B, 2 * I, H, *g1);
     KB_TRY(check_launch("GEMM1"));
     swiglu<<<blocks_for(n * I), 256, 0, stream>>>(*g1, n, I, s_up[static_cast<std::size_t>(e)],
                                                   s_gate[static_cast<std::size_t>(e)], *cbuf);

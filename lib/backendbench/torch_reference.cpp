@@ -1,10 +1,6 @@
 // PyTorch eager as the reference for BackendBench lines (see torch_reference.hpp).
 #include "backendbench/torch_reference.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -18,12 +14,11 @@
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <thread>
 
+#include "common/python_script.hpp"
 #include "common/tuning.hpp"
 #include "json/json.hpp"
 
-extern char** environ;
 
 namespace kb::backendbench {
 
@@ -192,51 +187,14 @@ def main():
 main()
 )PY";
 
-struct TempDir {
-  std::filesystem::path path;
-  ~TempDir() {
-    if (!path.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  }
-};
+using python::last_lines;
+using python::read_text;
+using python::TempDir;
 
-Result<std::filesystem::path> make_temp_dir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = fmt::format("{}/kb-bb-torch-XXXXXX", base && *base ? base : "/tmp");
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data()))
-    return make_error(Code::io_error, fmt::format("torch reference: cannot create a temporary directory {}: {}", tmpl,
-                                                  std::strerror(errno)));
-  return std::filesystem::path(buf.data());
-}
+Result<std::filesystem::path> make_temp_dir() { return python::make_temp_dir("kb-bb-torch"); }
 
 Status write_bytes(const std::filesystem::path& p, const void* data, std::size_t n) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-  f.close();
-  if (!f) return make_error(Code::io_error, fmt::format("torch reference: cannot write {}", p.string()));
-  return ok_status();
-}
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string last_lines(const std::string& text, std::size_t n) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
-  std::string out;
-  for (std::size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) out += "\n    " + lines[i];
-  return out;
+  return python::write_text(p, std::string_view(static_cast<const char*>(data), n));
 }
 
 std::string python_of(const TorchOptions& opt) { return opt.python.empty() ? tuning::current().python : opt.python; }
@@ -244,49 +202,16 @@ std::string python_of(const TorchOptions& opt) { return opt.python.empty() ? tun
 // Runs the runner on `dir` (with `extra` arguments); an Error when it could not start, timed out or failed as a whole.
 Status run_runner(const TorchOptions& opt, const std::filesystem::path& dir, const std::vector<std::string>& extra) {
   const std::string python = python_of(opt);
-  auto runner = dir / "kb_backendbench_torch.py";
-  KB_TRY(write_bytes(runner, kRunner.data(), kRunner.size()));
-  std::vector<std::string> argv_s{python, "-B", runner.string(), dir.string()};
-  argv_s.insert(argv_s.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const std::string out_path = (dir / "stdout.txt").string(), err_path = (dir / "stderr.txt").string();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, python.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0)
-    return make_error(Code::not_found, fmt::format("torch reference: cannot start {}: {}{}", python, std::strerror(rc),
-                                                   rc == ENOENT ? " (is python3 installed and on PATH?)" : ""));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt.timeout_s);
-  int status = 0;
-  bool timed_out = false;
-  while (true) {
-    const pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR)
-      return make_error(Code::internal, fmt::format("torch reference: waitpid: {}", std::strerror(errno)));
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  const std::string tail = last_lines(read_text(err_path), 4);
+  auto run = python::run_script(python, opt.timeout_s, dir, "kb_backendbench_torch.py", kRunner, extra);
+  if (!run) return run.error();
+  const std::string tail = last_lines(run->stderr_text, 4);
+  const bool timed_out = run->timed_out;
+  const int code = run->exit_code;
   if (timed_out)
     return make_error(Code::internal, fmt::format("torch reference: {} did not finish within {} s and was killed{}",
                                                   python, opt.timeout_s, tail));
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code != 0) {
-    std::string msg = read_text(dir / "error.txt");
+    std::string msg = run->error;
     if (msg.empty()) msg = fmt::format("{} exited with status {}", python, code);
     return make_error(code == 3 ? Code::unsupported : Code::internal,
                       fmt::format("torch reference: {}{}", msg, tail.empty() ? "" : "\n  last lines of its output:" + tail));

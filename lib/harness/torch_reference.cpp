@@ -1,9 +1,5 @@
 #include "harness/torch_reference.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -18,14 +14,13 @@
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <thread>
 #include <variant>
 
+#include "common/python_script.hpp"
 #include "common/tuning.hpp"
 #include "json/json.hpp"
 #include "safetensors/safetensors.hpp"
 
-extern char** environ;
 
 namespace kb {
 
@@ -220,107 +215,18 @@ with open(os.path.join(WORK, "result.txt"), "w", encoding="utf-8") as f:
         f.write("note %s\n" % n.replace("\n", " "))
 )PY";
 
-struct TempDir {
-  std::filesystem::path path;
-  ~TempDir() {
-    if (!path.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  }
-};
+using python::last_lines;
+using python::read_text;
+using python::TempDir;
+using python::write_text;
+using ProcessResult = python::ScriptRun;
 
-Result<std::filesystem::path> make_temp_dir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = fmt::format("{}/kb-torch-XXXXXX", base && *base ? base : "/tmp");
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data()))
-    return make_error(Code::io_error, fmt::format("torch reference: cannot create a temporary directory {}: {}", tmpl,
-                                                  std::strerror(errno)));
-  return std::filesystem::path(buf.data());
-}
-
-Status write_text(const std::filesystem::path& p, std::string_view text) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  f.close();
-  if (!f) return make_error(Code::io_error, fmt::format("torch reference: cannot write {}", p.string()));
-  return ok_status();
-}
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// The last `n` non-empty lines of `text`, indented.
-std::string last_lines(const std::string& text, std::size_t n) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
-  std::size_t from = lines.size() > n ? lines.size() - n : 0;
-  std::string out;
-  for (std::size_t i = from; i < lines.size(); ++i) out += "\n    " + lines[i];
-  return out;
-}
-
-struct ProcessResult {
-  int exit_code = 0;
-  bool timed_out = false;
-  std::string error;   // WORKDIR/error.txt
-  std::string stderr_text;
-};
+Result<std::filesystem::path> make_temp_dir() { return python::make_temp_dir("kb-torch"); }
 
 // Runs `python runner dir [extra]` with stdout and stderr to files in dir.
 Result<ProcessResult> run_python(const TorchReferenceOptions& opt, const std::filesystem::path& dir,
                                  const std::vector<std::string>& extra) {
-  auto runner = dir / "kb_torch_runner.py";
-  KB_TRY(write_text(runner, kRunner));
-  std::vector<std::string> argv_s{opt.python, "-B", runner.string(), dir.string()};
-  argv_s.insert(argv_s.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::string out_path = (dir / "stdout.txt").string(), err_path = (dir / "stderr.txt").string();
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, opt.python.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0)
-    return make_error(Code::not_found,
-                      fmt::format("torch reference: cannot start {}: {}{}", opt.python, std::strerror(rc),
-                                  rc == ENOENT ? " (is python3 installed and on PATH?)" : ""));
-  ProcessResult pr;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt.timeout_s);
-  int status = 0;
-  while (true) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR)
-      return make_error(Code::internal, fmt::format("torch reference: waitpid: {}", std::strerror(errno)));
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      pr.timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (!pr.timed_out) pr.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  pr.error = read_text(dir / "error.txt");
-  pr.stderr_text = read_text(err_path);
-  return pr;
+  return python::run_script(opt.python, opt.timeout_s, dir, "kb_torch_runner.py", kRunner, extra);
 }
 
 Error process_error(const std::string& origin, const TorchReferenceOptions& opt, const ProcessResult& pr) {
