@@ -11,8 +11,10 @@
 //   3. c = silu(gate * s_gate) * (up * s_up);
 //   4. o = (c @ W2[e].T) * s_out (times the routing weight where it applies to the output);
 //   5. each token's output the sum of its pairs' o in pair order, rounded once to the output dtype.
-// Everything is fp32 (the reference's precision); the summation order is fixed, so the result does
-// not depend on the launch. Scratch is allocated here and freed after the stream synchronizes.
+// Values are fp32 as the reference has them; the sums over H and I and over a token's pairs accumulate
+// in double, as the CPU oracle's do: an fp32 sum of 2048 terms that cancel to a small output can miss
+// the 1e-2 rule on its own (Hopper runs fp64 FMA at half the fp32 rate, so the oracle stays fast).
+// The summation order is fixed, so the result does not depend on the launch. Scratch is allocated here and freed after the stream synchronizes.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -108,7 +110,7 @@ __global__ void expert_gemm(const float* a, const int* rows, const float* row_w,
   const long long r = static_cast<long long>(blockIdx.y) * kTile + tr;
   const long long n = static_cast<long long>(blockIdx.x) * kTile + tc;
   const long long n_load = static_cast<long long>(blockIdx.x) * kTile + tr;  // W row this thread loads
-  float acc = 0.0f;
+  double acc = 0.0;
   for (long long k0 = 0; k0 < K; k0 += kTile) {
     const long long ka = k0 + tc;
     float av = 0.0f;
@@ -124,10 +126,10 @@ __global__ void expert_gemm(const float* a, const int* rows, const float* row_w,
     }
     ws[tr][tc] = wv;
     __syncthreads();
-    for (int k = 0; k < kTile; ++k) acc += as[tr][k] * ws[tc][k];
+    for (int k = 0; k < kTile; ++k) acc += static_cast<double>(as[tr][k]) * ws[tc][k];
     __syncthreads();
   }
-  if (r < n_rows && n < N) c[r * N + n] = acc;
+  if (r < n_rows && n < N) c[r * N + n] = static_cast<float>(acc);
 }
 
 // c[r][i] = silu(g1[r][I + i] * s_gate) * (g1[r][i] * s_up).
@@ -152,9 +154,9 @@ __global__ void combine(const float* o, const int* pair_first, const int* slot, 
   long long j = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= tokens * H) return;
   long long t = j / H, h = j % H;
-  float s = 0.0f;
+  double s = 0.0;
   for (int p = pair_first[t]; p < pair_first[t + 1]; ++p) s += o[static_cast<long long>(slot[p]) * H + h];
-  out[j] = from_f32<T>(s);
+  out[j] = from_f32<T>(static_cast<float>(s));
 }
 
 // Device memory owned until the stream is done with it.
