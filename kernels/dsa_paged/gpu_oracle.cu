@@ -11,8 +11,8 @@
 //    keep the earlier token first, as the CPU oracle does), and the first
 //    min(topk, seq_len) positions become global indices through the block
 //    table; the rest -1.
-// Not yet run on a device: it is not in find_gpu_oracle() until
-// tests/kernels/test_linear_gpu_oracles.cpp has passed on one.
+// tests/kernels/test_linear_gpu_oracles.cpp checks both against the CPU
+// oracle on a device.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 

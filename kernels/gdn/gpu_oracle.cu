@@ -5,8 +5,8 @@
 // Outputs are zeroed first, so a zero-length prefill sequence leaves a zero
 // state; mtp copies the pool to final_state and updates a private copy.
 // Index values outside their range are skipped here (the CPU oracle
-// reports them). Not yet run on a device: it is not in find_gpu_oracle()
-// until tests/kernels/test_linear_gpu_oracles.cpp has passed on one.
+// reports them). tests/kernels/test_linear_gpu_oracles.cpp checks it against
+// the CPU oracle on a device.
 #include <cuda_runtime.h>
 
 #include <cmath>

@@ -3,9 +3,8 @@
 // twice sees its first update (rounded to the cache dtype), as the
 // reference's loop does; sums over dstate in double. Padding slots
 // (negative) are skipped with output 0; slots past the cache are skipped
-// here (the CPU oracle reports them). Not yet run on a device: it is not in
-// find_gpu_oracle() until tests/kernels/test_linear_gpu_oracles.cpp has
-// passed on one.
+// here (the CPU oracle reports them). tests/kernels/test_linear_gpu_oracles.cpp
+// checks it against the CPU oracle on a device.
 #include <cuda_runtime.h>
 
 #include <string>

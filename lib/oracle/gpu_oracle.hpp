@@ -21,13 +21,14 @@ struct GpuOracleCall {
 };
 using GpuOracleFn = Status (*)(const GpuOracleCall&);
 
-// The GPU oracle of a definition's op_type, or nullptr. Each one here has
-// agreed with its CPU oracle on a device (tests/gpu/test_gpu_oracles; the
-// attention ones also on every edge case and shipped workload of
-// test_cuda_attention / test_cuda_prefill --gpu-oracle, H100, 2026-11-27;
-// rope's NeoX, GPT-J and bf16-math forms on an H200, 2026-11-27) before the
-// judge (harness/gpu_eval.cpp) could take it. Sampling has none: its judge
-// compares distributions on the host (harness/sampling_judge.hpp).
+// The GPU oracle of a definition's op_type, or nullptr. Each one here is
+// checked against its CPU oracle on a device by a GPU test, and only enters
+// this table once that passes: tests/gpu/test_gpu_oracles (gemm, norms, rope,
+// attention; the attention ones also on every edge case and shipped workload
+// of test_cuda_attention / test_cuda_prefill --gpu-oracle),
+// tests/gpu/test_moe_gpu_oracle, tests/kernels/test_linear_gpu_oracles (gdn,
+// mamba_ssu, dsa_paged). Sampling has none: its judge compares distributions
+// on the host (harness/sampling_judge.hpp).
 GpuOracleFn find_gpu_oracle(const Definition& d);
 
 }  // namespace kb

@@ -3,9 +3,9 @@
 // forms get): kb's bundled MoE definitions (DeepSeek grouped routing with a local expert slice,
 // top-k + softmax, sigmoid top-1 with per-expert scales, packed pre-routed ids) at 1, 5 and 33
 // tokens, and two shipped FlashInfer-Bench definitions at full size (128 experts, hidden 2048,
-// intermediate 768; fp8 blocks and per-expert scales) at 3 tokens. Until this passes on a device,
-// find_gpu_oracle does not hand the MoE GPU oracle to the judge. Skips (exit 77) without a usable
-// CUDA device.
+// intermediate 768; fp8 blocks and per-expert scales) at 3 tokens. find_gpu_oracle hands the MoE
+// GPU oracle to the judge of large workloads, so this is what makes it trusted. Skips (exit 77)
+// without a usable CUDA device.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

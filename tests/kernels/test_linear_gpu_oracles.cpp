@@ -4,8 +4,9 @@
 // definitions, shrunk where the full constants make the CPU side slow, with
 // random workloads whose index structures kb builds: prefill with several
 // sequences, mtp from a pool, padded and full sparse rows, sequences longer
-// and shorter than top-k. They enter find_gpu_oracle() only once this passes
-// on a device. Skips (exit 77) without a usable CUDA device.
+// and shorter than top-k. find_gpu_oracle() hands these oracles to the judge
+// of large workloads, so this is what makes them trusted. Skips (exit 77)
+// without a usable CUDA device.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
