@@ -12,12 +12,16 @@
 #   attention              paged GQA / MLA decode and causal prefill against SDPA and the copy bandwidth
 #   nsight                 kb's timing against Nsight Compute's kernel duration (kernels over 20 us)
 #   backendbench           kb's CUDA ATen kernels against PyTorch eager on the BackendBench trace
+#   moe | linear | sampling  kb's CUDA solutions of those op types (linear: gdn, mamba_ssu, dsa_paged) judged and
+#                          timed by kb bench at serving sizes (bench_kernels.py): latency, fraction of the copy
+#                          bandwidth and of the bf16 tensor-core rate
 # BENCH_SCALE (default 1) multiplies the time limits of the parts.
 set -u
 cd "$(dirname "$0")/.."
 family=${1:-}; [ $# -gt 0 ] && shift
-case $family in tests|gemm|norms|attention|nsight|backendbench) ;;
-  *) echo "usage: bash bench/run.sh tests|gemm|norms|attention|nsight|backendbench [PART...]" >&2; exit 2 ;;
+case $family in tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling) ;;
+  *) echo "usage: bash bench/run.sh tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling [PART...]" >&2
+     exit 2 ;;
 esac
 bench/device_build.sh || exit 1
 . bench/devcarry_env.sh
@@ -58,6 +62,11 @@ case $family in
     compare norms 260 --families rmsnorm,silu_and_mul,rope --torch-after
     python3 bench/summary.py "$out/norms/benchmark.json" --command "bash bench/run.sh norms" --out "$out/norms.md" \
         && cat "$out/norms.md" ;;
+  moe|linear|sampling)
+    python3 bench/bench_kernels.py --kb "$kb" --shared "$shared" --kernels kernels --family "$family" \
+        --out "$out/$family" --time-limit "$(limit 300)" "$@" > "$out/$family.log" 2>&1 || status=1
+    echo "$family: exit $status"; grep -E "STOPPED|not measured|planned" "$out/$family.log"
+    cp "$out/$family/$family.md" "$out/$family.md" 2>/dev/null && cat "$out/$family.md" ;;
   attention)
     timeout "$(limit 540)" python3 bench/bench_attention.py --driver "$build/tests/gpu/kb_attention_bench" \
         --out "$out" "$@" > "$out/attention.log" 2>&1 || status=1

@@ -179,5 +179,38 @@ if len(sys.argv) > 2:
     kb.kb_definition_destroy(gemm)
     kb.kb_context_destroy(ctx)
 
+# bench_kernels.py: every shipped and bundled definition of the families gets serving-size workloads from the rule
+# for its variable axes (none left without one), scalar inputs take a workload's value, and a trace renders as a row.
+import bench_kernels  # noqa: E402
+
+shared_dir = os.environ.get("KB_SHARED_DIR") or os.path.join(os.path.dirname(os.path.abspath(root)), "shared")
+if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
+    import argparse
+    for fam, ops in bench_kernels.FAMILIES.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None)
+            planned, skipped = bench_kernels.write_dataset(ns, ops, tmp)
+            defs = glob.glob(os.path.join(tmp, "definitions", "*", "*.json"))
+            lines = [json.loads(x) for p in glob.glob(os.path.join(tmp, "workloads", "*", "*.jsonl")) for x in open(p)]
+            check(planned == len(lines) > 0 and not skipped and len(defs) >= 3,
+                  f"bench_kernels {fam}: {len(defs)} definitions, {planned} workloads, skipped {skipped}")
+            scalars_ok = all(spec.get("type") == "random" or "value" in spec
+                             for w in lines for spec in w["workload"]["inputs"].values())
+            check(scalars_ok, f"bench_kernels {fam}: every input random or a scalar with its value")
+    gdn = {"axes": {"total_seq_len": {"type": "var"}, "num_seqs": {"type": "var"}, "len_cu_seqlens": {"type": "var"}}}
+    check(all(a["len_cu_seqlens"] == a["num_seqs"] + 1 for a in bench_kernels.axis_grid(gdn)),
+          "bench_kernels: prefill workloads have num_seqs + 1 offsets")
+    check(bench_kernels.axis_grid({"axes": {"rows": {"type": "var"}}}) is None, "bench_kernels: no rule, no workloads")
+with tempfile.TemporaryDirectory() as tmp:
+    trace = {"definition": "d", "workload": {"axes": {"batch_size": 4}}, "solution": "kb_cuda_x",
+             "evaluation": {"status": "PASSED", "performance": {"latency_ms": 0.0125, "extra": {
+                 "achieved_gbs": 3012.4, "fraction_of_copy_bandwidth": 0.712, "achieved_tflops": 1.25}}}}
+    os.makedirs(os.path.join(tmp, "kb", "x"))
+    with open(os.path.join(tmp, "kb", "x", "d.jsonl"), "w") as f:
+        f.write(json.dumps(trace) + "\n")
+    rows = bench_kernels.table(tmp)
+    check(rows[2:] == ["| d | batch_size=4 | kb_cuda_x | PASSED | 0.0125 | 3012 | 71% | 1.2 | - |"],
+          f"bench_kernels renders a trace as a row: {rows[2:]}")
+
 print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
 sys.exit(1 if failures else 0)

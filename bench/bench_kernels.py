@@ -1,0 +1,187 @@
+"""kb's own CUDA solutions of an op family judged and timed by `kb bench --device cuda` at serving sizes, and the
+traces rendered as one table: latency, bytes moved and their fraction of the measured copy bandwidth, TFLOP/s and
+their fraction of the measured bf16 tensor-core rate (the cost model's counts, docs/cost_model.md).
+
+The definitions are the shipped ones (SHARED/flashinfer-trace/definitions/<op_type>) and kb's bundled ones
+(KERNELS/<op_type>/definitions). Each gets workloads from one rule per op kind, derived from its variable axes
+(below): decode batches of 1 to 256, multi-token steps, prefill of 1 to 16 sequences over 4k to 16k tokens, sparse
+attention over a 64k-token cache. Inputs are kb's seeded random ones; a scalar input takes the value a bundled or
+shipped workload of the same op type gives it (the rule has no way to invent a scale).
+
+usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS --family moe|linear|sampling --out DIR
+       [--time-limit S] [--max-workloads N]
+       bench_kernels.py --table TRACES_DIR [--out-md FILE]     (render traces already written; no GPU)"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+FAMILIES = {"moe": ["moe"], "linear": ["gdn", "mamba_ssu", "dsa_paged"], "sampling": ["sampling"]}
+
+
+def var_axes(d):
+    return sorted(k for k, v in d["axes"].items() if v.get("type") == "var")
+
+
+def const(d, name, default=None):
+    a = d["axes"].get(name)
+    return a["value"] if a and a.get("type") == "const" else default
+
+
+def axis_grid(d):
+    """The workloads' axes for definition d, by the set of its variable axes."""
+    v = set(var_axes(d))
+    if v == {"batch_size"}:  # decode steps: gdn decode, sampling
+        return [{"batch_size": b} for b in (1, 16, 64, 256)]
+    if v == {"batch_size", "seq_len", "pool_size"}:  # gdn multi-token prediction from a state pool
+        return [{"batch_size": b, "seq_len": t, "pool_size": 2 * b} for b, t in ((16, 2), (64, 4), (256, 4))]
+    if v == {"total_seq_len", "num_seqs", "len_cu_seqlens"}:  # variable-length prefill
+        return [{"total_seq_len": n, "num_seqs": s, "len_cu_seqlens": s + 1} for s, n in ((1, 4096), (4, 16384),
+                                                                                          (16, 16384))]
+    if v == {"batch_size", "state_cache_size"}:  # mamba state update from a cache of states
+        return [{"batch_size": b, "state_cache_size": 2 * b} for b in (1, 64, 256)]
+    if v == {"num_tokens", "num_pages"}:  # sparse attention over a cache of 65536 tokens
+        pages = 65536 // const(d, "page_size", 1)
+        return [{"num_tokens": t, "num_pages": pages} for t in (1, 32, 128)]
+    if v == {"batch_size", "max_num_pages", "num_pages"}:  # top-k indexer, 8192 cached tokens a sequence
+        per = 8192 // const(d, "page_size", 1)
+        return [{"batch_size": b, "max_num_pages": per, "num_pages": b * per} for b in (1, 32)]
+    if v == {"seq_len"}:  # moe: decode to prefill
+        return [{"seq_len": t} for t in (1, 16, 64, 1024, 4096)]
+    return None
+
+
+def scalar_values(op_dirs):
+    """Scalar inputs' values by (op_type, input name), from the workloads beside the definitions."""
+    values = {}
+    for op, wdir in op_dirs:
+        for path in sorted(glob.glob(os.path.join(wdir, "*.jsonl"))):
+            with open(path) as f:
+                for line in f:
+                    line = line.strip()
+                    if not line:
+                        continue
+                    for name, spec in json.loads(line)["workload"]["inputs"].items():
+                        if spec.get("type") == "scalar":
+                            values.setdefault((op, name), spec["value"])
+    return values
+
+
+def write_dataset(args, ops, dest):
+    """Copies the family's definitions into dest and writes their serving-size workloads; returns the rows planned."""
+    sources = []
+    for op in ops:
+        sources.append((op, os.path.join(args.shared, "flashinfer-trace", "definitions", op),
+                        os.path.join(args.shared, "flashinfer-trace", "workloads", op)))
+        sources.append((op, os.path.join(args.kernels, op, "definitions"), os.path.join(args.kernels, op, "workloads")))
+    scalars = scalar_values([(op, w) for op, _, w in sources])
+    planned, skipped = 0, []
+    for op, ddir, _ in sources:
+        for path in sorted(glob.glob(os.path.join(ddir, "*.json"))):
+            with open(path) as f:
+                d = json.load(f)
+            grid = axis_grid(d)
+            if grid is None:
+                skipped.append(f"{d['name']}: no workload rule for variable axes {var_axes(d)}")
+                continue
+            inputs, missing = {}, []
+            for name, spec in d["inputs"].items():
+                if spec.get("shape"):
+                    inputs[name] = {"type": "random"}
+                elif (op, name) in scalars:
+                    inputs[name] = {"type": "scalar", "value": scalars[(op, name)]}
+                else:
+                    missing.append(name)
+            if missing:
+                skipped.append(f"{d['name']}: no workload gives scalar input(s) {', '.join(missing)} a value")
+                continue
+            os.makedirs(os.path.join(dest, "definitions", op), exist_ok=True)
+            os.makedirs(os.path.join(dest, "workloads", op), exist_ok=True)
+            with open(os.path.join(dest, "definitions", op, d["name"] + ".json"), "w") as f:
+                json.dump(d, f, indent=2)
+            with open(os.path.join(dest, "workloads", op, d["name"] + ".jsonl"), "w") as f:
+                for axes in grid[: args.max_workloads]:
+                    key = d["name"] + json.dumps(axes, sort_keys=True)
+                    w = {"uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, key)), "axes": axes, "inputs": inputs}
+                    f.write(json.dumps({"definition": d["name"], "workload": w, "solution": None,
+                                        "evaluation": None}) + "\n")
+                    planned += 1
+    return planned, skipped
+
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def table(traces_dir):
+    """Markdown rows, one per trace line under traces_dir (kb's own CUDA solutions and whatever else ran)."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(traces_dir, "**", "*.jsonl"), recursive=True)):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                t = json.loads(line)
+                ev = t.get("evaluation") or {}
+                perf = ev.get("performance") or {}
+                extra = perf.get("extra") or {}
+                axes = ", ".join(f"{k}={v}" for k, v in sorted(t["workload"]["axes"].items()))
+                copy = extra.get("fraction_of_copy_bandwidth")
+                mma = extra.get("fraction_of_mma_bf16")
+                rows.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                    t["definition"], axes, t.get("solution"), ev.get("status"), fmt(perf.get("latency_ms"), ".4f"),
+                    fmt(extra.get("achieved_gbs"), ".0f"), "-" if copy is None else f"{copy * 100:.0f}%",
+                    fmt(extra.get("achieved_tflops"), ".1f"), "-" if mma is None else f"{mma * 100:.1f}%"))
+    head = ["| definition | axes | solution | status | latency ms | GB/s | of copy bw | TFLOP/s | of bf16 mma |",
+            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    return head + rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kb")
+    ap.add_argument("--shared")
+    ap.add_argument("--kernels")
+    ap.add_argument("--family", choices=sorted(FAMILIES))
+    ap.add_argument("--out")
+    ap.add_argument("--time-limit", type=int, default=0, help="stop kb bench after this many seconds (0: none)")
+    ap.add_argument("--max-workloads", type=int, default=None)
+    ap.add_argument("--table", help="render the traces under this folder and exit")
+    ap.add_argument("--out-md")
+    args = ap.parse_args()
+    if args.table:
+        text = "\n".join(table(args.table)) + "\n"
+        if args.out_md:
+            with open(args.out_md, "w") as f:
+                f.write(text)
+        sys.stdout.write(text)
+        return 0
+    for need in ("kb", "shared", "kernels", "family", "out"):
+        if not getattr(args, need):
+            ap.error(f"--{need} is needed (or --table)")
+    os.makedirs(args.out, exist_ok=True)
+    dataset = os.path.join(args.out, "dataset")
+    planned, skipped = write_dataset(args, FAMILIES[args.family], dataset)
+    for s in skipped:
+        print("not measured:", s)
+    print(f"{planned} workloads planned", flush=True)
+    cmd = [args.kb, "bench", dataset, "--device", "cuda", "--out", os.path.join(args.out, "results"), "--resume"]
+    try:
+        rc = subprocess.run(cmd, timeout=args.time_limit or None).returncode
+    except subprocess.TimeoutExpired:
+        print(f"STOPPED: kb bench ran past {args.time_limit} s; the table holds what it finished")
+        rc = 124
+    md = [f"Produced by `bash bench/run.sh {args.family}`.", ""] + table(os.path.join(args.out, "results", "traces"))
+    if skipped:
+        md += ["", "Not measured:"] + [f"- {s}" for s in skipped]
+    with open(os.path.join(args.out, args.family + ".md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    return 0 if rc in (0, 1) else rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
