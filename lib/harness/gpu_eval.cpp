@@ -191,11 +191,19 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       }
       KB_TRY(gpu_oracle(GpuOracleCall{d, m->axes, di->args, ref_views, stream.get()}));
       for (std::size_t i = 0; i < ref.size(); ++i) KB_TRY(cuda::download(ref[i].view, (*expected)[i], stream.get()));
-      if (trial == 0) log += "reference: kb GPU oracle (fp32 CUDA cores)\n";
+      if (trial == 0) log += "reference: kb GPU oracle (CUDA cores)\n";
     } else if (use_torch) {
-      auto tr = run_torch_reference(d, m->args, *expected, opt.torch);
+      TorchReferenceOptions on_device = opt.torch;
+      int dev = 0;
+      KB_TRY(cuda::check(cudaGetDevice(&dev), "cudaGetDevice"));
+      on_device.device = fmt::format("cuda:{}", dev);
+      auto tr = run_torch_reference(d, m->args, *expected, on_device);
       if (!tr) return tr.error();
-      if (trial == 0) log += fmt::format("reference: the definition's PyTorch reference (torch {}, CPU)\n", tr->torch_version);
+      if (trial == 0) {
+        log += fmt::format("reference: the definition's PyTorch reference (torch {}, {})\n", tr->torch_version,
+                           tr->device);
+        for (const auto& n : tr->notes) log += "note: " + n + "\n";
+      }
     } else {
       KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
       if (trial == 0) log += "reference: kb CPU oracle\n";

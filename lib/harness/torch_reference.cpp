@@ -144,10 +144,18 @@ with open(os.path.join(WORK, "call.json"), encoding="utf-8") as f:
     call = json.load(f)
 name = call["definition"]
 tensors = read_safetensors(os.path.join(WORK, "inputs.safetensors"))
+# "cuda:N": run() on CUDA tensors of device N where this torch has CUDA, else on the CPU with a note
+device, notes = call.get("device", "cpu"), []
+if device.startswith("cuda"):
+    if not torch.cuda.is_available():
+        notes.append("torch %s has no usable CUDA device: the reference ran on the CPU" % torch.__version__)
+        device = "cpu"
+    else:
+        torch.cuda.set_device(torch.device(device))
 args = []
 for spec in call["inputs"]:
     if spec["kind"] == "tensor":
-        args.append(tensors[spec["name"]])
+        args.append(tensors[spec["name"]].to(device))
     elif spec["type"] == "int":
         args.append(int(spec["value"]))
     elif spec["type"] == "bool":
@@ -171,8 +179,12 @@ if not callable(run):
 
 try:
     with torch.no_grad():
+        if device != "cpu":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         result = run(*args)
+        if device != "cpu":
+            torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
 except BaseException as e:
     traceback.print_exc()
@@ -191,7 +203,7 @@ else:
 if len(result) != len(outputs):
     fail(6, "the reference returned %d value(s); the definition has %d output(s) (%s)"
          % (len(result), len(outputs), ", ".join(o["name"] for o in outputs)))
-notes, items = [], []
+items = []
 for value, spec in zip(result, outputs):
     dt = torch_dtype(spec["dtype"], "output " + spec["name"])
     if not isinstance(value, torch.Tensor):
@@ -210,7 +222,7 @@ for value, spec in zip(result, outputs):
     items.append((spec["name"], value, KB_TO_CODE[spec["dtype"]]))
 write_safetensors(os.path.join(WORK, "outputs.safetensors"), items)
 with open(os.path.join(WORK, "result.txt"), "w", encoding="utf-8") as f:
-    f.write("torch %s\nms %r\n" % (torch.__version__, ms))
+    f.write("torch %s\nms %r\ndevice %s\n" % (torch.__version__, ms, device))
     for n in notes:
         f.write("note %s\n" % n.replace("\n", " "))
 )PY";
@@ -296,7 +308,7 @@ Result<TorchRun> run_torch_reference(const Definition& d, std::span<const Arg> i
   // Inputs: tensors to safetensors, scalars into call.json.
   std::vector<safetensors::TensorView> views;
   json::Writer w;
-  w.begin_object().key("definition").string(d.name).key("inputs").begin_array();
+  w.begin_object().key("definition").string(d.name).key("device").string(opt.device).key("inputs").begin_array();
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     w.begin_object().key("name").string(d.inputs[i].name);
     if (inputs[i].tensor) {
@@ -348,6 +360,7 @@ Result<TorchRun> run_torch_reference(const Definition& d, std::span<const Arg> i
   while (std::getline(in, line)) {
     if (line.rfind("torch ", 0) == 0) run.torch_version = line.substr(6);
     else if (line.rfind("ms ", 0) == 0) run.reference_ms = std::strtod(line.c_str() + 3, nullptr);
+    else if (line.rfind("device ", 0) == 0) run.device = line.substr(7);
     else if (line.rfind("note ", 0) == 0) run.notes.push_back(line.substr(5));
   }
   return run;

@@ -10,7 +10,8 @@
 // with `json` and the tensors with `torch.frombuffer` (no `safetensors`
 // package), maps kb dtypes to torch dtypes (a clear error where the installed
 // torch lacks one, e.g. float8 before torch 2.1, float4 always), executes the
-// source, calls `run(*inputs)` under torch.no_grad() on the CPU, turns the
+// source, calls `run(*inputs)` under torch.no_grad() on the CPU (or on CUDA
+// tensors of the options' device, where torch has CUDA), turns the
 // returned tensor / tuple / list into the definition's outputs in order
 // (checking count and shape, casting to the declared dtype), and writes them
 // to a safetensors file that kb reads back. Every failure (python3 missing,
@@ -46,11 +47,15 @@ std::string default_python();
 struct TorchReferenceOptions {
   std::string python = default_python();
   double timeout_s = 600;          // per call of the reference
+  // Where run() gets its tensors: "cpu", or "cuda:N" (device N as this process numbers them; the subprocess
+  // inherits CUDA_VISIBLE_DEVICES). A torch without CUDA runs on the CPU and says so in a note.
+  std::string device = "cpu";
 };
 
 struct TorchRun {
   std::string torch_version;
-  double reference_ms = 0;          // wall time of the run() call inside Python
+  double reference_ms = 0;          // wall time of the run() call inside Python (CUDA: synchronized)
+  std::string device = "cpu";       // where it ran: "cpu" or "cuda:N"
   std::vector<std::string> notes;   // e.g. an output cast to the declared dtype
 };
 
