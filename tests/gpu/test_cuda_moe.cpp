@@ -146,7 +146,7 @@ int main() {
     cases.push_back({reshaped(*d, s), {s.tokens}, 0});
   }
   // Shipped definitions at 2 tokens, within the input budget.
-  constexpr double kBudgetBytes = 2.2e9;
+  constexpr double kBudgetBytes = 1.7e9;
   if (std::filesystem::is_directory(shared)) {
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::directory_iterator(shared))
