@@ -11,6 +11,7 @@ void add_gqa_ragged_cuda(Registry& r);
 void add_mla_paged_cuda(Registry& r);
 void add_mla_paged_prefill_cuda(Registry& r);
 void add_mla_ragged_cuda(Registry& r);
+void add_moe_cuda(Registry& r);
 void add_rmsnorm_cuda(Registry& r);
 void add_rope_cuda(Registry& r);
 void add_silu_and_mul_cuda(Registry& r);
@@ -23,6 +24,7 @@ void add_cuda_solutions(Registry& r) {
   add_mla_paged_cuda(r);
   add_mla_paged_prefill_cuda(r);
   add_mla_ragged_cuda(r);
+  add_moe_cuda(r);
   add_rmsnorm_cuda(r);
   add_rope_cuda(r);
   add_silu_and_mul_cuda(r);
