@@ -183,7 +183,10 @@ Status prepare(const RunOptions& o, bool listing, const EventFn& on_event, Optio
     for (const auto& impl : s.registry.all()) known.insert(impl.name);
     for (const auto& ds : s.datasets)
       for (const auto& e : ds.solutions) known.insert(e.solution.name);
-    if (s.bench.reference == ReferenceSource::torch) known.insert(reference_implementation().name);
+    if (s.bench.reference == ReferenceSource::torch) {
+      known.insert(reference_implementation().name);
+      known.insert(gpu_reference_implementation().name);
+    }
     bool has_cuda = false;
     for (const auto& impl : s.registry.all()) has_cuda |= impl.device == Device::cuda;
     for (const auto& name : o.solutions)
@@ -304,6 +307,7 @@ Result<RunSummary> run_dataset(const RunOptions& options, const EventFn& on_even
   };
   std::vector<Job> jobs;
   const Implementation oracle_solution = reference_implementation();
+  const Implementation gpu_oracle_solution = gpu_reference_implementation();
   const BenchOptions& opt = s.bench;
   for (const auto& ds : s.datasets) {
     for (const auto& e : ds.definitions) {
@@ -330,8 +334,10 @@ Result<RunSummary> run_dataset(const RunOptions& options, const EventFn& on_even
       bool any = false;
       std::vector<const Implementation*> candidates;
       for (const auto& impl : s.registry.all()) candidates.push_back(&impl);
-      // Against torch, kb's oracle is a solution like any other.
+      // Against torch, kb's oracles (CPU, and GPU where there is one) are solutions like any other.
       if (opt.reference == ReferenceSource::torch && has_oracle) candidates.push_back(&oracle_solution);
+      if (opt.reference == ReferenceSource::torch && gpu_oracle_solution.supports(d).empty())
+        candidates.push_back(&gpu_oracle_solution);
       for (const auto* impl : candidates) {
         if (!wanted(options.solutions, impl->name) || !impl->supports(d).empty()) continue;
         if (impl->device != s.device) {

@@ -1,5 +1,7 @@
 #include "harness/implementation.hpp"
 
+#include "oracle/gpu_oracle.hpp"
+
 namespace kb {
 
 // kernels/<op_type>/cpu.cpp files add kb's own CPU solutions here.
@@ -32,6 +34,23 @@ Implementation reference_implementation() {
     auto o = find_oracle(c.definition);
     if (!o) return o.error();
     return (*o)->run(OracleCall{c.definition, c.axes, c.inputs, c.outputs, c.seed});
+  };
+  return impl;
+}
+
+Implementation gpu_reference_implementation() {
+  Implementation impl;
+  impl.name = "reference_cuda";
+  impl.author = "kb";
+  impl.device = Device::cuda;
+  impl.description = "kb's GPU oracle: plain CUDA kernels (fp32 values; double or fp32 sums), for large workloads";
+  impl.supports = [](const Definition& d) {
+    return find_gpu_oracle(d) ? std::string() : "kb has no GPU oracle for op_type " + d.op_type;
+  };
+  impl.run_cuda = [](const CudaCall& c) -> Status {
+    GpuOracleFn fn = find_gpu_oracle(c.definition);
+    if (!fn) return make_error(Code::unsupported, "kb has no GPU oracle for op_type " + c.definition.op_type);
+    return fn(GpuOracleCall{c.definition, c.axes, c.inputs, c.outputs, c.stream});
   };
   return impl;
 }

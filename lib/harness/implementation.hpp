@@ -73,6 +73,10 @@ class Registry {
 
 // The oracle of a definition as an Implementation named "reference".
 Implementation reference_implementation();
+// kb's GPU oracle of a definition (oracle/gpu_oracle.hpp) as a CUDA Implementation named
+// "reference_cuda": under --reference torch on CUDA it is judged against the definition's PyTorch
+// reference run on the same device, the independent cross-check of kb's GPU oracles.
+Implementation gpu_reference_implementation();
 // kb's built-in implementations (CPU solutions; CUDA ones in CUDA builds).
 const Registry& builtin_registry();
 

@@ -1,5 +1,6 @@
-// GPU oracles: straightforward CUDA kernels computing in fp32 (no tensor
-// cores, no tricks), for workloads too large for the CPU oracle. Each is
+// GPU oracles: straightforward CUDA kernels on fp32 values with fp32 or
+// double sums (no tensor cores, no tricks), for workloads too large for the
+// CPU oracle. Each is
 // cross-checked against its CPU oracle on small shapes (tests/gpu). CUDA
 // builds only; find_gpu_oracle answers nullptr elsewhere.
 #pragma once
