@@ -4,12 +4,14 @@
 
 namespace kb::kernels {
 
+void add_gdn_cuda(Registry& r);
 void add_gemm_cuda(Registry& r);
 void add_gqa_paged_cuda(Registry& r);
 void add_gqa_paged_prefill_cuda(Registry& r);
 void add_gqa_ragged_cuda(Registry& r);
 void add_mla_paged_cuda(Registry& r);
 void add_mla_paged_prefill_cuda(Registry& r);
+void add_mamba_ssu_cuda(Registry& r);
 void add_mla_ragged_cuda(Registry& r);
 void add_moe_cuda(Registry& r);
 void add_rmsnorm_cuda(Registry& r);
@@ -28,6 +30,8 @@ void add_cuda_solutions(Registry& r) {
   add_rmsnorm_cuda(r);
   add_rope_cuda(r);
   add_silu_and_mul_cuda(r);
+  add_gdn_cuda(r);
+  add_mamba_ssu_cuda(r);
 }
 
 }  // namespace kb::kernels

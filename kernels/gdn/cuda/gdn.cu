@@ -1,0 +1,331 @@
+// kb_cuda_gdn kernel: the gated delta rule token by token with the state in
+// registers, for decode (T = 1), mtp (T tokens a sequence from a pool row)
+// and prefill (the ranges of cu_seqlens), k-last state S [V, K] per head.
+//
+// Per token t of a sequence and value head h (q/k head h / (HV / HQ), h / (HV / HK)):
+//   g     = exp(-exp(A_log[h]) * softplus(a[t, h] + dt_bias[h]))   softplus: torch's (threshold 20), fp32
+//   beta  = sigmoid(b[t, h])
+//   sk    = S k,  sq = S q                      (per row v: reductions over K)
+//   delta = beta * (v - g sk)                   (the reference's new_v - old_v)
+//   S     = g S + delta k^T
+//   o     = scale * (g sq + delta (k . q))      (= scale * S_new q)
+// Every row v of S evolves on its own: the reductions are over K only. So a
+// CTA owns a slice of rows of one (sequence, head) state, loads it once with
+// 16-byte loads along K (the contiguous dim), applies all of the sequence's
+// tokens in registers and stores it once. 16 lanes share a row (each lane 4,
+// 8, 16 or 32 of its K elements, in runs of 4); both dot products of a row
+// and k . q go through one 4-step shuffle tree. Tokens are staged in shared
+// memory a tile at a time (k and q as fp32, v for the CTA's rows, g and
+// beta), and the tile's outputs leave through shared memory as coalesced rows.
+// Prefill walks each sequence's tokens sequentially (parallel over sequences
+// x heads x row slices); the chunked tensor-core form is not used here.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "gdn_cuda.hpp"
+
+namespace kb::kernels {
+namespace {
+
+constexpr int kLanes = 16;         // lanes sharing one state row
+constexpr int kMaxWarps = 4;
+constexpr int kStateFloats = 32;   // state floats a thread holds: rows x elems
+
+__device__ __forceinline__ float ld(const void* p, int dt, long long i) {
+  switch (static_cast<DType>(dt)) {
+    case DType::float16: return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::bfloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void st(void* p, int dt, long long i, float v) {
+  switch (static_cast<DType>(dt)) {
+    case DType::float16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case DType::bfloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
+__device__ __forceinline__ long long ld_index(const void* p, int dt, long long i) {
+  return static_cast<DType>(dt) == DType::int64 ? static_cast<const long long*>(p)[i]
+                                                 : static_cast<long long>(static_cast<const int*>(p)[i]);
+}
+
+struct Params {
+  const void *q, *k, *v, *a, *b, *a_log, *dt_bias;
+  int q_dt, k_dt, v_dt, a_dt, b_dt, a_log_dt, dt_bias_dt;
+  const float* state;
+  long long state_rows;
+  const void* seq_index;
+  int seq_index_dt;
+  const void* cu;
+  int cu_dt;
+  void* out;
+  int out_dt;
+  float* state_out;
+  long long hq, hk, hv, dk, dv, tokens_per_seq, total_tokens, slices;
+  float scale;
+  int tile_tokens;
+};
+
+template <int E, bool VEC>
+__global__ void __launch_bounds__(kMaxWarps * 32) gdn_kernel(Params p) {
+  constexpr int R = kStateFloats / E;  // rows a thread holds
+  constexpr int KP = kLanes * E;       // K padded to what the lanes hold
+  constexpr int NV = E / 4;            // runs of 4 a lane holds per row
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int tt = p.tile_tokens;
+  const int rows_cta = static_cast<int>(blockDim.x / 32) * 2 * R;
+  float* ks = smem;                 // [tt][KP]
+  float* qs = ks + tt * KP;         // [tt][KP]
+  float* vs = qs + tt * KP;         // [tt][rows_cta]
+  float* os = vs + tt * rows_cta;   // [tt][rows_cta]
+  float* gs = os + tt * rows_cta;   // [tt]
+  float* bs = gs + tt;              // [tt]
+
+  long long blk = blockIdx.x;
+  const long long slice = blk % p.slices;
+  blk /= p.slices;
+  const long long h = blk % p.hv, s = blk / p.hv;
+
+  long long first, len, read_row, write_row;
+  if (p.cu) {
+    const long long lo = ld_index(p.cu, p.cu_dt, s), hi = ld_index(p.cu, p.cu_dt, s + 1);
+    first = lo;
+    len = lo < 0 || hi > p.total_tokens ? 0 : hi - lo;  // out of range: the oracle refuses it; nothing is read
+    read_row = write_row = s;
+  } else {
+    first = s * p.tokens_per_seq;
+    len = p.tokens_per_seq;
+    read_row = p.seq_index ? ld_index(p.seq_index, p.seq_index_dt, s) : s;
+    write_row = p.seq_index ? -1 : s;
+  }
+  const bool have_state = p.state && len > 0 && read_row >= 0 && read_row < p.state_rows;
+
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int half = lane / kLanes, l = lane % kLanes;
+  const long long v0 = slice * rows_cta;
+  // Thread's rows: local r = warp * 2R + 2i + half; its K elements: runs
+  // [j * 64 + 4l, + 4) for j < NV (a half-warp covers 256 contiguous bytes).
+  float S[R][E];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const long long row = v0 + warp * 2 * R + 2 * i + half;
+    const float* src = have_state ? p.state + ((read_row * p.hv + h) * p.dv + row) * p.dk : nullptr;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      const int e0 = j * 4 * kLanes + 4 * l;
+      if constexpr (VEC) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (src && row < p.dv && e0 < p.dk) x = __ldcs(reinterpret_cast<const float4*>(src + e0));
+        S[i][4 * j] = x.x, S[i][4 * j + 1] = x.y, S[i][4 * j + 2] = x.z, S[i][4 * j + 3] = x.w;
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) S[i][4 * j + c] = src && row < p.dv && e0 + c < p.dk ? __ldcs(src + e0 + c) : 0.f;
+      }
+    }
+  }
+
+  const long long qh = h / (p.hv / p.hq), kh = h / (p.hv / p.hk);
+  const float decay_rate = expf(ld(p.a_log, p.a_log_dt, h));
+  const float dt_bias = ld(p.dt_bias, p.dt_bias_dt, h);
+  for (long long t0 = 0; t0 < len; t0 += tt) {
+    const int n = static_cast<int>(min(static_cast<long long>(tt), len - t0));
+    for (int i = threadIdx.x; i < n * KP; i += blockDim.x) {
+      const int t = i / KP, e = i % KP;
+      const long long tok = first + t0 + t;
+      ks[i] = e < p.dk ? ld(p.k, p.k_dt, (tok * p.hk + kh) * p.dk + e) : 0.f;
+      qs[i] = e < p.dk ? ld(p.q, p.q_dt, (tok * p.hq + qh) * p.dk + e) : 0.f;
+    }
+    for (int i = threadIdx.x; i < n * rows_cta; i += blockDim.x) {
+      const int t = i / rows_cta, r = i % rows_cta;
+      const long long tok = first + t0 + t, row = v0 + r;
+      vs[i] = row < p.dv ? ld(p.v, p.v_dt, (tok * p.hv + h) * p.dv + row) : 0.f;
+    }
+    if (static_cast<int>(threadIdx.x) < n) {
+      const long long tok = first + t0 + threadIdx.x;
+      const float x = ld(p.a, p.a_dt, tok * p.hv + h) + dt_bias;  // fp32 add, as the reference
+      const float sp = x > 20.0f ? x : log1pf(expf(x));
+      gs[threadIdx.x] = expf(-decay_rate * sp);
+      bs[threadIdx.x] = 1.0f / (1.0f + expf(-ld(p.b, p.b_dt, tok * p.hv + h)));
+    }
+    __syncthreads();
+    for (int t = 0; t < n; ++t) {
+      float kr[E], qr[E];
+#pragma unroll
+      for (int j = 0; j < NV; ++j) {
+        const float4 kv = *reinterpret_cast<const float4*>(ks + t * KP + j * 4 * kLanes + 4 * l);
+        const float4 qv = *reinterpret_cast<const float4*>(qs + t * KP + j * 4 * kLanes + 4 * l);
+        kr[4 * j] = kv.x, kr[4 * j + 1] = kv.y, kr[4 * j + 2] = kv.z, kr[4 * j + 3] = kv.w;
+        qr[4 * j] = qv.x, qr[4 * j + 1] = qv.y, qr[4 * j + 2] = qv.z, qr[4 * j + 3] = qv.w;
+      }
+      float sk[R], sq[R], kq = 0.f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) kq = fmaf(kr[e], qr[e], kq);
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        sk[i] = 0.f, sq[i] = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          sk[i] = fmaf(S[i][e], kr[e], sk[i]);
+          sq[i] = fmaf(S[i][e], qr[e], sq[i]);
+        }
+      }
+#pragma unroll
+      for (int off = kLanes / 2; off > 0; off /= 2) {
+        kq += __shfl_xor_sync(0xffffffffu, kq, off);
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          sk[i] += __shfl_xor_sync(0xffffffffu, sk[i], off);
+          sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], off);
+        }
+      }
+      const float g = gs[t], beta = bs[t];
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const int r = warp * 2 * R + 2 * i + half;
+        const float delta = beta * (vs[t * rows_cta + r] - g * sk[i]);
+#pragma unroll
+        for (int e = 0; e < E; ++e) S[i][e] = fmaf(delta, kr[e], g * S[i][e]);
+        if (l == 0) os[t * rows_cta + r] = p.scale * fmaf(delta, kq, g * sq[i]);
+      }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n * rows_cta; i += blockDim.x) {
+      const int t = i / rows_cta, r = i % rows_cta;
+      const long long tok = first + t0 + t, row = v0 + r;
+      if (row < p.dv) st(p.out, p.out_dt, (tok * p.hv + h) * p.dv + row, os[i]);
+    }
+    // The next tile's staging overwrites ks / qs / vs only after every thread
+    // has passed the barrier above, and os only after the next barrier.
+  }
+
+  if (write_row < 0 || !p.state_out) return;
+  // A sequence without tokens leaves its row zero (the reference's new_state
+  // starts as zeros): S was never loaded then.
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const long long row = v0 + warp * 2 * R + 2 * i + half;
+    if (row >= p.dv) continue;
+    float* dst = p.state_out + ((write_row * p.hv + h) * p.dv + row) * p.dk;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      const int e0 = j * 4 * kLanes + 4 * l;
+      if constexpr (VEC) {
+        if (e0 < p.dk)
+          __stcs(reinterpret_cast<float4*>(dst + e0), make_float4(S[i][4 * j], S[i][4 * j + 1], S[i][4 * j + 2], S[i][4 * j + 3]));
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          if (e0 + c < p.dk) __stcs(dst + e0 + c, S[i][4 * j + c]);
+      }
+    }
+  }
+}
+
+template <int E, bool VEC>
+cudaError_t launch_typed(const GdnConfig& c, const Params& p, cudaStream_t s) {
+  auto kernel = gdn_kernel<E, VEC>;
+  if (c.smem_bytes > 48 * 1024)
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(c.smem_bytes));
+        e != cudaSuccess)
+      return e;
+  kernel<<<static_cast<unsigned>(c.ctas), c.warps * 32, c.smem_bytes, s>>>(p);
+  return cudaGetLastError();
+}
+
+template <bool VEC>
+cudaError_t launch_vec(const GdnConfig& c, const Params& p, cudaStream_t s) {
+  switch (c.elems) {
+    case 4: return launch_typed<4, VEC>(c, p, s);
+    case 8: return launch_typed<8, VEC>(c, p, s);
+    case 16: return launch_typed<16, VEC>(c, p, s);
+    default: return launch_typed<32, VEC>(c, p, s);
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+Status fail(const char* what, cudaError_t e) {
+  return make_error(Code::cuda_error,
+                    std::string("kb_cuda_gdn: ") + what + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+// Rows a warp = 2 * (32 / elems): 8 for K = 128, so a (sequence, head) of V =
+// 128 is 16 warps. Warps a CTA: 4 while that still gives 4 CTAs an SM, fewer
+// for small batches (more, smaller CTAs spread one sequence's state over more
+// SMs; prefill of a few long sequences gets one warp a CTA). Tokens a tile:
+// K x 16 fp32 of k and q each at K = 128 (16 KiB), fewer as K grows.
+GdnConfig gdn_launch_config(std::int64_t dk, std::int64_t dv, std::int64_t hv, std::int64_t seqs,
+                            std::int64_t max_tokens, int sms, bool vectorizable) {
+  GdnConfig c;
+  c.elems = dk <= 64 ? 4 : dk <= 128 ? 8 : dk <= 256 ? 16 : dk <= 512 ? 32 : 0;
+  if (c.elems == 0) return c;
+  c.vectorized = vectorizable && dk % 4 == 0;
+  const int rows_warp = 2 * (kStateFloats / c.elems);
+  const std::int64_t warps_needed = std::max<std::int64_t>(1, (dv + rows_warp - 1) / rows_warp);
+  auto ctas = [&](int w) { return seqs * hv * ((dv + std::int64_t{w} * rows_warp - 1) / (std::int64_t{w} * rows_warp)); };
+  int w = kMaxWarps;
+  while (w > 1 && (w / 2 >= warps_needed || ctas(w) < 4 * std::int64_t{std::max(sms, 1)})) w /= 2;
+  c.warps = w;
+  c.rows_cta = w * rows_warp;
+  c.slices = std::max<std::int64_t>(1, (dv + c.rows_cta - 1) / c.rows_cta);
+  c.ctas = seqs * hv * c.slices;
+  const int kp = kLanes * c.elems;
+  c.tile_tokens = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(2048 / kp, max_tokens), 1, 16));
+  c.smem_bytes = static_cast<std::size_t>(c.tile_tokens) * (2 * kp + 2 * c.rows_cta + 2) * sizeof(float);
+  return c;
+}
+
+Status launch_gdn(const GdnArgs& a, void* stream) {
+  if (a.hq <= 0 || a.hk <= 0 || a.hv <= 0 || a.hv % a.hq || a.hv % a.hk)
+    return make_error(Code::invalid_argument, "kb_cuda_gdn: value heads must be a positive multiple of q and k heads");
+  if (a.dk <= 0 || a.dv <= 0 || a.seqs < 0 || a.tokens_per_seq < 0 || a.total_tokens < 0)
+    return make_error(Code::invalid_argument, "kb_cuda_gdn: sizes must be positive");
+  auto s = static_cast<cudaStream_t>(stream);
+  if (a.state_out_pool && a.pool_bytes)
+    if (cudaError_t e = cudaMemcpyAsync(a.state_out_pool, a.state, a.pool_bytes, cudaMemcpyDeviceToDevice, s);
+        e != cudaSuccess)
+      return fail("copying the pool to final_state", e);
+  if (a.seqs == 0) return ok_status();
+  int dev = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return fail("cudaGetDevice", e);
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess)
+    return fail("cudaDeviceGetAttribute", e);
+  const bool vec = aligned16(a.state) && aligned16(a.state_out);
+  const GdnConfig c = gdn_launch_config(a.dk, a.dv, a.hv, a.seqs, a.cu_seqlens ? a.total_tokens : a.tokens_per_seq,
+                                        sms, vec);
+  if (c.elems == 0) return make_error(Code::unsupported, "kb_cuda_gdn: head size K over 512");
+  if (c.ctas > 0x7fffffff) return make_error(Code::unsupported, "kb_cuda_gdn: more CTAs than one grid holds");
+  Params p{};
+  p.q = a.q, p.k = a.k, p.v = a.v, p.a = a.a, p.b = a.b, p.a_log = a.a_log, p.dt_bias = a.dt_bias;
+  p.q_dt = static_cast<int>(a.q_dt), p.k_dt = static_cast<int>(a.k_dt), p.v_dt = static_cast<int>(a.v_dt);
+  p.a_dt = static_cast<int>(a.a_dt), p.b_dt = static_cast<int>(a.b_dt);
+  p.a_log_dt = static_cast<int>(a.a_log_dt), p.dt_bias_dt = static_cast<int>(a.dt_bias_dt);
+  p.state = a.state, p.state_rows = a.state_rows;
+  p.seq_index = a.seq_index, p.seq_index_dt = static_cast<int>(a.seq_index_dt);
+  p.cu = a.cu_seqlens, p.cu_dt = static_cast<int>(a.cu_dt);
+  p.out = a.out, p.out_dt = static_cast<int>(a.out_dt);
+  p.state_out = a.state_out;
+  p.hq = a.hq, p.hk = a.hk, p.hv = a.hv, p.dk = a.dk, p.dv = a.dv;
+  p.tokens_per_seq = a.tokens_per_seq, p.total_tokens = a.total_tokens, p.slices = c.slices;
+  // The reference's default is the Python float 1 / sqrt(K), applied in fp32.
+  p.scale = a.scale == 0.0f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.dk))) : a.scale;
+  p.tile_tokens = c.tile_tokens;
+  const cudaError_t e = c.vectorized ? launch_vec<true>(c, p, s) : launch_vec<false>(c, p, s);
+  if (e != cudaSuccess) return fail("kernel launch failed", e);
+  return ok_status();
+}
+
+}  // namespace kb::kernels
