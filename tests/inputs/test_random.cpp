@@ -176,7 +176,9 @@ TEST_CASE("the portable logarithm and cosine agree with libm; the values are N(0
   }
   CHECK(worst_log < 4e-15);
   CHECK(worst_cos < 4e-15);
-  CHECK(float_differs == 0);  // as float32, the same values libm's Box-Muller gives here
+  // As float32, the values libm's Box-Muller gives (glibc: all 200000; another libm, a
+  // last-place difference of its own can round a rare value the other way).
+  CHECK(float_differs <= 2);
   CHECK(std::fabs(sum / n) < 0.01);
   CHECK(sum2 / n == doctest::Approx(1.0).epsilon(0.01));
   // The extremes of the inputs: the smallest u1 kb uses, and the quadrant edges.
