@@ -19,6 +19,7 @@
 #include "harness/sampling_judge.hpp"
 #include "harness/timing_report.hpp"
 #include "harness/torch_reference.hpp"
+#include "inputs/device_fill.hpp"
 #include "inputs/inputs.hpp"
 #include "oracle/gpu_oracle.hpp"
 
@@ -29,23 +30,70 @@ namespace {
 struct DeviceInputs {
   std::vector<cuda::DeviceCopy> copies;  // one per input (empty for scalars)
   std::vector<cuda::DeviceArg> args;
+  // Per input: the recipe it was generated from on the device; unset for
+  // uploaded inputs (index structures, integers, blobs), checked against
+  // their host copies.
+  std::vector<std::optional<RandomRecipe>> generated;
 };
 
-Result<DeviceInputs> upload_inputs(const Materialized& m, void* stream) {
+// Every input of a trial on the device: random floating-point inputs
+// generated there (the bytes the host generator gives them, never copied
+// over), the rest uploaded from the host.
+Result<DeviceInputs> device_inputs(const Materialized& m, const std::vector<std::optional<RandomRecipe>>& recipes,
+                                   void* stream) {
   DeviceInputs di;
   di.copies.resize(m.args.size());
   di.args.resize(m.args.size());
+  di.generated.resize(m.args.size());
   for (std::size_t i = 0; i < m.args.size(); ++i) {
-    if (m.args[i].tensor) {
-      auto c = cuda::upload(*m.args[i].tensor, stream);
-      if (!c) return c.error();
-      di.copies[i] = std::move(*c);
+    if (const Tensor* t = m.args[i].tensor) {
+      if (i < recipes.size() && recipes[i]) {
+        auto c = cuda::allocate_like(t->dtype(), t->shape());
+        if (!c) return c.error();
+        if (Status st = device_fill(c->view.data, *recipes[i], stream); !st.ok()) {
+          KB_TRY(cuda::check(cudaGetLastError(), "device_fill"));  // marks a sticky error as one
+          return st.error();
+        }
+        di.copies[i] = std::move(*c);
+        di.generated[i] = recipes[i];
+      } else {
+        auto c = cuda::upload(*t, stream);
+        if (!c) return c.error();
+        di.copies[i] = std::move(*c);
+      }
     }
     di.args[i].scalar = m.args[i].scalar;
   }
   for (std::size_t i = 0; i < m.args.size(); ++i)
     if (m.args[i].tensor) di.args[i].tensor = &di.copies[i].view;
   return di;
+}
+
+// What is wrong with input i on the device after a call ("" if nothing): its
+// guards, then its values: a generated input regenerated and compared on the
+// device, an uploaded one downloaded and compared with its host copy.
+Result<std::string> input_problem(const Definition& d, const DeviceInputs& di, const Materialized& host, std::size_t i,
+                                  void* stream) {
+  auto g = di.copies[i].buffer.guards_intact();
+  if (!g) return g.error();
+  if (!*g) return fmt::format("wrote outside input \"{}\" (guard bytes changed)", d.inputs[i].name);
+  if (di.generated[i]) {
+    auto changed = device_count_changed(di.copies[i].view.data, *di.generated[i], stream);
+    if (!changed) {
+      KB_TRY(cuda::check(cudaGetLastError(), "device_count_changed"));
+      return changed.error();
+    }
+    if (*changed == 0) return std::string();
+    return fmt::format("modified input \"{}\" ({} of {} {} changed)", d.inputs[i].name, *changed,
+                       random::units(di.generated[i]->dtype, di.generated[i]->numel),
+                       di.generated[i]->dtype == DType::float4_e2m1 ? "bytes" : "elements");
+  }
+  const Tensor& t = host.tensors[i];
+  Tensor back = t.clone();
+  KB_TRY(cuda::download(di.copies[i].view, back, stream));
+  if (std::memcmp(back.bytes(), t.bytes(), back.nbytes()) != 0)
+    return fmt::format("modified input \"{}\"", d.inputs[i].name);
+  return std::string();
 }
 
 // Copy bandwidth and launch floor of the current device, measured once per
@@ -71,18 +119,15 @@ Result<std::optional<Problem>> check_rotations(const Definition& d, const Tolera
                                                const std::vector<DeviceInputs>& input_sets,
                                                const std::vector<std::vector<cuda::DeviceCopy>>& output_sets,
                                                const std::vector<std::vector<Tensor>>& expected_sets,
-                                               const std::vector<std::vector<Tensor>>& host_inputs, void* stream) {
+                                               const std::vector<Materialized>& host_inputs, void* stream) {
   for (std::size_t k = 0; k < output_sets.size(); ++k) {
     for (std::size_t i = 0; i < input_sets[k].copies.size(); ++i) {
-      if (host_inputs[k][i].empty_storage() || !input_sets[k].args[i].tensor) continue;
-      auto g = input_sets[k].copies[i].buffer.guards_intact();
-      if (!g) return g.error();
-      Tensor back = host_inputs[k][i].clone();
-      KB_TRY(cuda::download(input_sets[k].copies[i].view, back, stream));
-      if (!*g || std::memcmp(back.bytes(), host_inputs[k][i].bytes(), back.nbytes()) != 0)
-        return std::optional<Problem>(Problem{EvalStatus::runtime_error,
-                                              fmt::format("while timing (rotation {}): {} input \"{}\"", k,
-                                                          *g ? "modified" : "wrote outside", d.inputs[i].name)});
+      if (!input_sets[k].args[i].tensor) continue;
+      auto problem = input_problem(d, input_sets[k], host_inputs[k], i, stream);
+      if (!problem) return problem.error();
+      if (!problem->empty())
+        return std::optional<Problem>(
+            Problem{EvalStatus::runtime_error, fmt::format("while timing (rotation {}): {}", k, *problem)});
     }
     for (std::size_t i = 0; i < output_sets[k].size(); ++i) {
       auto g = output_sets[k][i].buffer.guards_intact();
@@ -94,10 +139,7 @@ Result<std::optional<Problem>> check_rotations(const Definition& d, const Tolera
       if (expected_sets[k].empty()) continue;
       Tensor got = expected_sets[k][i].clone();
       KB_TRY(cuda::download(output_sets[k][i].view, got, stream));
-      std::vector<Arg> args(host_inputs[k].size());
-      for (std::size_t a = 0; a < args.size(); ++a)
-        if (!host_inputs[k][a].empty_storage()) args[a].tensor = &host_inputs[k][a];
-      Comparison c = judge_output(d, args, i, got, expected_sets[k][i], tol);
+      Comparison c = judge_output(d, host_inputs[k].args, i, got, expected_sets[k][i], tol);
       if (c.verdict != Comparison::Verdict::match)
         return std::optional<Problem>(Problem{
             EvalStatus::incorrect_numerical,
@@ -142,12 +184,16 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
   std::vector<DeviceInputs> input_sets;
   std::vector<std::vector<cuda::DeviceCopy>> output_sets;
   std::vector<std::vector<Tensor>> expected_sets;  // empty for sampling
-  std::vector<std::vector<Tensor>> host_inputs;    // snapshots, to check inputs after timing
+  // Each trial's host side: index structures and other uploaded inputs (to
+  // check the device copies after timing), generated inputs only where the
+  // host reads them (shape and size otherwise).
+  std::vector<Materialized> host_inputs;
   std::vector<CallCost> costs;                     // each trial's ideal cost, for the timed rotation
   AxisValues axes;
 
   for (int trial = 0; trial < std::max(1, opt.trials); ++trial) {
     MaterializeOptions mo{opt.seed + static_cast<std::uint64_t>(trial), opt.dataset_root};
+    mo.defer_random_floats = true;  // generated on the device; on the host only where the host reads them
     auto m = materialize(d, w, mo);
     if (!m) return m.error();
     rebind_args(*m);
@@ -160,8 +206,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     axes = m->axes;
     auto expected = allocate_outputs(d, m->axes);
     if (!expected) return expected.error();
-    auto di = upload_inputs(*m, stream.get());
-    if (!di) return di.error();
+    const std::vector<std::optional<RandomRecipe>> recipes = m->deferred;
     // Large workloads are judged against the GPU oracle (plain fp32 CUDA
     // kernels, cross-checked with the CPU oracle in tests/gpu); the rest
     // against the CPU oracle. The line is where the CPU oracle stops being
@@ -173,13 +218,19 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     // cost model's on this trial's index values, attention included: a
     // causal prefill counts the pairs its mask keeps, a paged decode the
     // pages its sequences read.
-    auto trial_cost = ideal_cost(d, m->axes, m->args);
+    auto trial_cost = ideal_cost(d, m->axes, m->args);  // index values and sizes: deferred inputs need no values
     if (!trial_cost) return trial_cost.error();
     const CallCost& cost = *trial_cost;
     costs.push_back(cost);
     GpuOracleFn gpu_oracle = find_gpu_oracle(d);
     const bool use_torch = opt.reference == ReferenceSource::torch && !judged_by_distribution(d);
     bool use_gpu_oracle = !use_torch && !opt.cpu_oracle_only && gpu_oracle && (cost.flops > 2e9 || cost.bytes > 64e6);
+    // The host reads every input's values for a CPU oracle or PyTorch, and
+    // some for the judges that look at inputs (DSA's scores, sampling's
+    // probabilities); a GPU oracle reads the device's.
+    if (!use_gpu_oracle || judged_by_topk_scores(d) || judged_by_distribution(d)) KB_TRY(fill_deferred(*m));
+    auto di = device_inputs(*m, recipes, stream.get());
+    if (!di) return di.error();
     if (use_gpu_oracle) {
       std::vector<cuda::DeviceCopy> ref;
       std::vector<cuda::DeviceTensor> ref_views;
@@ -236,17 +287,11 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     // Guards and inputs, then outputs.
     for (std::size_t i = 0; i < di->copies.size(); ++i) {
       if (!m->args[i].tensor) continue;
-      auto g = di->copies[i].buffer.guards_intact();
-      if (!g) return g.error();
-      std::string problem;
-      if (!*g) problem = fmt::format("wrote outside input \"{}\" (guard bytes changed)", d.inputs[i].name);
-      Tensor back = m->args[i].tensor->clone();
-      KB_TRY(cuda::download(di->copies[i].view, back, stream.get()));
-      if (problem.empty() && std::memcmp(back.bytes(), m->args[i].tensor->bytes(), back.nbytes()) != 0)
-        problem = fmt::format("modified input \"{}\"", d.inputs[i].name);
-      if (!problem.empty()) {
+      auto problem = input_problem(d, *di, *m, i, stream.get());
+      if (!problem) return problem.error();
+      if (!problem->empty()) {
         ev.status = EvalStatus::runtime_error;
-        return done(std::move(ev), log + fmt::format("trial {}: {}", trial, problem), problem);
+        return done(std::move(ev), log + fmt::format("trial {}: {}", trial, *problem), *problem);
       }
     }
     auto got = allocate_outputs(d, m->axes);
@@ -301,8 +346,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       input_sets.push_back(std::move(*di));
       output_sets.push_back(std::move(outputs));
       expected_sets.emplace_back();
-      host_inputs.emplace_back();
-      for (const auto& a : m->args) host_inputs.back().push_back(a.tensor ? a.tensor->clone() : Tensor{});
+      host_inputs.push_back(std::move(*m));
+      rebind_args(host_inputs.back());
       continue;
     }
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -331,8 +376,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     input_sets.push_back(std::move(*di));
     output_sets.push_back(std::move(outputs));
     expected_sets.push_back(std::move(*expected));
-    host_inputs.emplace_back();
-    for (const auto& a : m->args) host_inputs.back().push_back(a.tensor ? a.tensor->clone() : Tensor{});
+    host_inputs.push_back(std::move(*m));
+    rebind_args(host_inputs.back());
   }
 
   // Other-stream check: one more call on trial 0's inputs, on a stream held

@@ -21,6 +21,8 @@
 namespace kb {
 namespace {
 
+using random::Rng;
+
 // ---- structure-aware generation --------------------------------------------
 
 enum class Structure {
@@ -455,59 +457,29 @@ class StructureBuilder {
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> lengths_;
 };
 
-// FlashInfer-Bench's random distributions, seeded. Large tensors are filled
-// in chunks of 1M elements on several threads; each chunk has its own stream
-// (seed, name, chunk), so the bits do not depend on the thread count.
-void fill_range(Tensor& t, Rng& rng, std::int64_t begin, std::int64_t end) {
-  std::int64_t n = end - begin;
-  auto ints = [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      std::int64_t v = rng.uniform_int(lo, hi);
-      switch (t.dtype()) {
-        case DType::int64: t.data<std::int64_t>()[i] = v; break;
-        case DType::int32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v); break;
-        case DType::int16: t.data<std::int16_t>()[i] = static_cast<std::int16_t>(v); break;
-        default: t.data<std::int8_t>()[i] = static_cast<std::int8_t>(v); break;
-      }
-    }
-  };
-  switch (t.dtype()) {
-    case DType::float32: case DType::float16: case DType::bfloat16:
-    case DType::float8_e4m3fn: case DType::float8_e5m2: case DType::float4_e2m1: {
-      bool clamp = t.dtype() != DType::float32 && t.dtype() != DType::float16 && t.dtype() != DType::bfloat16;
-      std::vector<float> v(static_cast<std::size_t>(n));
-      for (auto& x : v) x = static_cast<float>(clamp ? std::clamp(rng.normal(), -2.0, 2.0) : rng.normal());
-      (void)store_float_range(v, t, begin);
-      return;
-    }
-    case DType::int8: ints(-128, 128); return;
-    case DType::int16: case DType::int32: case DType::int64: ints(-1024, 1024); return;
-    case DType::bool_:
-      for (std::int64_t i = begin; i < end; ++i) t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(rng.next() & 1);
-      return;
-  }
+// FlashInfer-Bench's random distributions, seeded (random.hpp: element i
+// from (key, i) alone). Large tensors are filled in chunks of 1M storage
+// units on several threads; the bits do not depend on the thread count.
+template <DType T>
+void fill_units(std::byte* storage, std::uint64_t key, std::int64_t begin, std::int64_t end) {
+  auto* out = reinterpret_cast<random::unit_t<T>*>(storage);
+  for (std::int64_t j = begin; j < end; ++j) out[j] = random::unit<T>(key, static_cast<std::uint64_t>(j));
 }
 
-void fill_random(Tensor& t, std::uint64_t seed, const std::string& name) {
-  constexpr std::int64_t kChunk = 1 << 20;
-  std::int64_t n = t.numel();
-  std::int64_t chunks = (n + kChunk - 1) / kChunk;
-  auto work = [&](std::int64_t c) {
-    Rng rng(seed, c == 0 ? name : name + "#" + std::to_string(c));
-    fill_range(t, rng, c * kChunk, std::min(n, (c + 1) * kChunk));
-  };
-  unsigned threads = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), static_cast<unsigned>(std::max<std::int64_t>(1, chunks)));
-  if (threads <= 1) {
-    for (std::int64_t c = 0; c < chunks; ++c) work(c);
-    return;
+void fill_units(DType t, std::byte* storage, std::uint64_t key, std::int64_t begin, std::int64_t end) {
+  switch (t) {
+    case DType::float32: return fill_units<DType::float32>(storage, key, begin, end);
+    case DType::float16: return fill_units<DType::float16>(storage, key, begin, end);
+    case DType::bfloat16: return fill_units<DType::bfloat16>(storage, key, begin, end);
+    case DType::float8_e4m3fn: return fill_units<DType::float8_e4m3fn>(storage, key, begin, end);
+    case DType::float8_e5m2: return fill_units<DType::float8_e5m2>(storage, key, begin, end);
+    case DType::float4_e2m1: return fill_units<DType::float4_e2m1>(storage, key, begin, end);
+    case DType::int64: return fill_units<DType::int64>(storage, key, begin, end);
+    case DType::int32: return fill_units<DType::int32>(storage, key, begin, end);
+    case DType::int16: return fill_units<DType::int16>(storage, key, begin, end);
+    case DType::int8: return fill_units<DType::int8>(storage, key, begin, end);
+    case DType::bool_: return fill_units<DType::bool_>(storage, key, begin, end);
   }
-  std::atomic<std::int64_t> next{0};
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < threads; ++i)
-    pool.emplace_back([&] {
-      for (std::int64_t c; (c = next++) < chunks;) work(c);
-    });
-  for (auto& th : pool) th.join();
 }
 
 // Constraint environment over materialized inputs.
@@ -574,6 +546,39 @@ void rebind_args(Materialized& m) {
     if (m.args[i].tensor) m.args[i].tensor = &m.tensors[i];
 }
 
+void fill_random(Tensor& t, std::uint64_t key) {
+  constexpr std::int64_t kChunk = 1 << 20;
+  const std::int64_t n = random::units(t.dtype(), t.numel());
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  auto work = [&](std::int64_t c) { fill_units(t.dtype(), t.bytes(), key, c * kChunk, std::min(n, (c + 1) * kChunk)); };
+  unsigned threads = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()),
+                                        static_cast<unsigned>(std::max<std::int64_t>(1, chunks)));
+  if (threads <= 1) {
+    for (std::int64_t c = 0; c < chunks; ++c) work(c);
+    return;
+  }
+  std::atomic<std::int64_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < threads; ++i)
+    pool.emplace_back([&] {
+      for (std::int64_t c; (c = next++) < chunks;) work(c);
+    });
+  for (auto& th : pool) th.join();
+}
+
+Status fill_deferred(Materialized& m) {
+  for (std::size_t i = 0; i < m.deferred.size() && i < m.tensors.size(); ++i) {
+    if (!m.deferred[i]) continue;
+    auto t = Tensor::allocate(m.tensors[i].dtype(), m.tensors[i].shape());
+    if (!t) return t.error();
+    fill_random(*t, m.deferred[i]->key);
+    m.tensors[i] = std::move(*t);
+    m.deferred[i].reset();
+  }
+  rebind_args(m);
+  return ok_status();
+}
+
 Result<std::vector<Tensor>> allocate_outputs(const Definition& d, const AxisValues& axes) {
   std::vector<Tensor> out;
   for (const auto& t : d.outputs) {
@@ -591,6 +596,7 @@ Result<Materialized> materialize(const Definition& d, const Workload& w, const M
   m.axes = std::move(*axes);
   m.tensors.resize(d.inputs.size());
   m.args.resize(d.inputs.size());
+  m.deferred.resize(d.inputs.size());
   std::vector<std::size_t> to_build;
   for (std::size_t i = 0; i < d.inputs.size(); ++i) {
     const TensorSpec& t = d.inputs[i];
@@ -605,11 +611,33 @@ Result<Materialized> materialize(const Definition& d, const Workload& w, const M
       m.args[i].scalar = in->value;
       continue;
     }
-    auto tensor = Tensor::allocate(t.dtype, bound_shape(t, m.axes));
+    const bool structure = classify(d, t) != Structure::none;
+    std::filesystem::path file;
+    bool blob_absent = false;
+    if (in->kind == InputKind::safetensors) {
+      file = opt.dataset_root ? std::filesystem::path(*opt.dataset_root) / in->path : std::filesystem::path(in->path);
+      std::error_code ec;
+      blob_absent = !std::filesystem::exists(file, ec);
+    }
+    // Seeded random values: a random input, or a blob that is absent.
+    const bool random_values = !structure && (in->kind == InputKind::random || blob_absent);
+    const bool deferred = random_values && opt.defer_random_floats && dtype_is_float(t.dtype);
+    auto tensor = deferred ? Tensor::shape_only(t.dtype, bound_shape(t, m.axes))
+                           : Tensor::allocate(t.dtype, bound_shape(t, m.axes));
     if (!tensor) return make_error(tensor.error().code, fmt::format("input \"{}\": {}", t.name, tensor.error().message));
     m.tensors[i] = std::move(*tensor);
     m.args[i].tensor = &m.tensors[i];
     Tensor& x = m.tensors[i];
+    if (random_values) {
+      const RandomRecipe recipe{random::stream_key(opt.seed, t.name), t.dtype, x.numel()};
+      if (deferred)
+        m.deferred[i] = recipe;
+      else
+        fill_random(x, recipe.key);
+      if (blob_absent)
+        m.notes.push_back(fmt::format("blob {} is absent: {} filled with seeded random values", in->path, t.name));
+      continue;
+    }
     switch (in->kind) {
       case InputKind::scalar: {  // a 0-D tensor given as a value
         double v = std::visit([](auto y) { return static_cast<double>(y); }, in->value);
@@ -618,24 +646,12 @@ Result<Materialized> materialize(const Definition& d, const Workload& w, const M
         break;
       }
       case InputKind::random:
-        if (classify(d, t) != Structure::none) {
-          to_build.push_back(i);
-        } else {
-          fill_random(x, opt.seed, t.name);
-        }
+        to_build.push_back(i);  // a structure (random_values above took the rest)
         break;
       case InputKind::safetensors: {
-        std::filesystem::path file = opt.dataset_root ? std::filesystem::path(*opt.dataset_root) / in->path
-                                                      : std::filesystem::path(in->path);
-        std::error_code ec;
-        if (!std::filesystem::exists(file, ec)) {
-          if (classify(d, t) != Structure::none) {
-            to_build.push_back(i);
-            m.notes.push_back(fmt::format("blob {} is absent: kb built valid {} itself", in->path, t.name));
-          } else {
-            fill_random(x, opt.seed, t.name);
-            m.notes.push_back(fmt::format("blob {} is absent: {} filled with seeded random values", in->path, t.name));
-          }
+        if (blob_absent) {
+          to_build.push_back(i);
+          m.notes.push_back(fmt::format("blob {} is absent: kb built valid {} itself", in->path, t.name));
           break;
         }
         auto f = safetensors::read_file(file.string());

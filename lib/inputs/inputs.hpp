@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "inputs/random.hpp"
 #include "oracle/oracle.hpp"
 #include "schema/model.hpp"
 #include "tensor/tensor.hpp"
@@ -24,13 +25,23 @@ namespace kb {
 struct MaterializeOptions {
   std::uint64_t seed = 0;                   // recorded in the trace; same seed, same bits
   std::optional<std::string> dataset_root;  // resolves safetensors paths
+  // Seeded random floating-point inputs (the large ones: caches, weights,
+  // activations) get no host storage and no values (Tensor::shape_only);
+  // Materialized::deferred holds their recipes, for the device generator
+  // (inputs/device_fill.hpp) or fill_deferred(). Integer and boolean inputs,
+  // index structures, blobs and scalars are made on the host as always: the
+  // constraints and the cost model read integer values.
+  bool defer_random_floats = false;
 };
 
 struct Materialized {
   AxisValues axes;                // every axis, definition order
-  std::vector<Tensor> tensors;    // one per definition input (empty storage for scalars)
+  std::vector<Tensor> tensors;    // one per definition input (empty storage for scalars and deferred inputs)
   std::vector<Arg> args;          // views over `tensors` / scalars, definition order
   std::vector<std::string> notes; // what kb generated or substituted, for the evaluation log
+  // Per input: set while its values are not on the host (defer_random_floats);
+  // its tensor then has shape and size but no storage.
+  std::vector<std::optional<RandomRecipe>> deferred;
 };
 
 // Binds every axis (const from the definition, var from the workload).
@@ -41,6 +52,14 @@ Result<AxisValues> bind_axes(const Definition& d, const Workload& w);
 // rebind_args()).
 Result<Materialized> materialize(const Definition& d, const Workload& w, const MaterializeOptions& opt);
 void rebind_args(Materialized& m);
+
+// Host storage and values for every deferred input (the bytes a
+// materialize() without deferral gives it); afterwards nothing is deferred.
+Status fill_deferred(Materialized& m);
+
+// The host generator: fills t (any dtype) with the random values of `key`
+// (random::stream_key(seed, name)), on several threads.
+void fill_random(Tensor& t, std::uint64_t key);
 
 // Allocates the definition's outputs for bound axes (zero-filled).
 Result<std::vector<Tensor>> allocate_outputs(const Definition& d, const AxisValues& axes);

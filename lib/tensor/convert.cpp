@@ -1,5 +1,7 @@
 #include "tensor/convert.hpp"
 
+#include "tensor/float_encode.hpp"
+
 #include <fmt/format.h>
 
 #include <array>
@@ -12,69 +14,11 @@ namespace kb {
 
 namespace {
 
-// A small binary float format: sign, `exp_bits` exponent bits, `man_bits`
-// mantissa bits, exponent bias. The formats differ in how they spell inf and
-// NaN and in what a value too large for them becomes.
-struct MiniFloat {
-  int exp_bits;
-  int man_bits;
-  int bias;
-  // ieee: exponent all ones is inf (mantissa 0) or NaN; fn ("finite"): only
-  // S.1111.111 is NaN; none: every pattern is a number.
-  enum class Special { ieee, fn, none } special;
-  // What rounds past the largest finite value (and +-inf) becomes.
-  enum class Overflow { to_inf, to_nan, saturate } overflow;
-  std::uint32_t nan_mag;  // magnitude bits written for a NaN input
-
-  constexpr int sign_shift() const { return exp_bits + man_bits; }
-  constexpr std::uint32_t mag_mask() const { return (1u << sign_shift()) - 1; }
-  constexpr std::uint32_t man_mask() const { return (1u << man_bits) - 1; }
-  constexpr std::uint32_t inf_mag() const { return ((1u << exp_bits) - 1) << man_bits; }
-  constexpr std::uint32_t max_mag() const {  // largest finite magnitude
-    switch (special) {
-      case Special::ieee: return inf_mag() - 1;
-      case Special::fn: return mag_mask() - 1;
-      case Special::none: return mag_mask();
-    }
-    return 0;
-  }
-  constexpr std::uint32_t overflow_mag() const {
-    switch (overflow) {
-      case Overflow::to_inf: return inf_mag();
-      case Overflow::to_nan: return nan_mag;
-      case Overflow::saturate: return max_mag();
-    }
-    return 0;
-  }
-  // float32 bits of the smallest normal value of the format.
-  constexpr std::uint32_t min_normal_f32() const { return static_cast<std::uint32_t>(127 + 1 - bias) << 23; }
-  // float32 bits of the smallest magnitude that rounds past the largest finite
-  // value: the midpoint between it and the next step of the grid when the
-  // largest value's mantissa is odd (the tie goes up, to the even side), one
-  // float32 ulp above that midpoint when it is even (float8_e4m3fn: 464 -> 448).
-  constexpr std::uint32_t overflow_from_f32() const {
-    std::uint32_t m = max_mag();
-    auto e = static_cast<std::uint32_t>(static_cast<int>(m >> man_bits) - bias + 127);
-    std::uint32_t max_f32 = (e << 23) | ((m & man_mask()) << (23 - man_bits));
-    std::uint32_t mid = max_f32 + (1u << (22 - man_bits));
-    return (m & 1) ? mid : mid + 1;
-  }
-};
-
-// NaN results follow torch's c10 scalar conversions: float16 0x7E00 and
-// float8_e5m2 0x7F, each with the input's sign (c10::detail::
-// fp16_ieee_from_fp32_value, fp8e5m2_from_fp32_value). float8_e4m3fn has only
-// S.1111.111 (fp8e4m3fn_from_fp32_value), and overflow and inf become it too.
-// float4_e2m1 has no NaN and torch no conversion: NaN saturates like inf.
-constexpr MiniFloat kHalf{5, 10, 15, MiniFloat::Special::ieee, MiniFloat::Overflow::to_inf, 0x7E00};
-constexpr MiniFloat kE4M3FN{4, 3, 7, MiniFloat::Special::fn, MiniFloat::Overflow::to_nan, 0x7F};
-constexpr MiniFloat kE5M2{5, 2, 15, MiniFloat::Special::ieee, MiniFloat::Overflow::to_inf, 0x7F};
-constexpr MiniFloat kE2M1{2, 1, 1, MiniFloat::Special::none, MiniFloat::Overflow::saturate, 0x7};
-
-static_assert(kHalf.overflow_from_f32() == 0x477FF000);    // 65520
-static_assert(kE4M3FN.overflow_from_f32() == 0x43E80001);  // just above 464
-static_assert(kE5M2.overflow_from_f32() == 0x47700000);    // 61440
-static_assert(kE2M1.overflow_from_f32() == 0x40E00000);    // 7 (saturated to 6 either way)
+using encode::MiniFloat;
+using encode::kHalf;
+using encode::kE4M3FN;
+using encode::kE5M2;
+using encode::kE2M1;
 
 // Exact value of a pattern (used to build the decode tables).
 float decode_exact(const MiniFloat& f, std::uint32_t bits) {
@@ -106,60 +50,22 @@ const float* decode_table() {
   return table.data();
 }
 
-// c ? x : y, written so the compiler keeps it branch-free.
-constexpr std::uint32_t pick(bool c, std::uint32_t x, std::uint32_t y) {
-  std::uint32_t mask = 0u - static_cast<std::uint32_t>(c);
-  return (x & mask) | (y & ~mask);
-}
-
-// float32 -> format, round to nearest even. Branch-free (selects only): the
-// same cost for every input, nothing to mispredict on mixed data.
-template <const MiniFloat& F>
-std::uint32_t encode(float x) {
-  constexpr int shift = 23 - F.man_bits;  // float32 mantissa bits dropped
-  // 2^(24 - bias - man_bits): a float whose ulp is the format's smallest
-  // subnormal, so |x| + magic rounds |x| to a whole number of subnormals.
-  constexpr float magic = std::bit_cast<float>(static_cast<std::uint32_t>(151 - F.bias - F.man_bits) << 23);
-  std::uint32_t b = std::bit_cast<std::uint32_t>(x);
-  std::uint32_t sign = (b >> 31) << F.sign_shift();
-  std::uint32_t a = b & 0x7FFFFFFFu;
-  // Normal: re-bias the exponent, round at bit `shift` (ties to even); a
-  // carry out of the mantissa steps the exponent, as it should.
-  std::uint32_t r = a - (static_cast<std::uint32_t>(127 - F.bias) << 23);
-  std::uint32_t normal = (r + (1u << (shift - 1)) - 1 + ((r >> shift) & 1u)) >> shift;
-  // Subnormal or zero: the float addition rounds to nearest even (the
-  // default rounding mode); rounding up to 1 << man_bits subnormals gives the
-  // smallest normal's pattern, as it should.
-  std::uint32_t sub = std::bit_cast<std::uint32_t>(std::bit_cast<float>(a) + magic) - std::bit_cast<std::uint32_t>(magic);
-  std::uint32_t m = pick(a < F.min_normal_f32(), sub, normal);
-  m = pick(a >= F.overflow_from_f32(), F.overflow_mag(), m);  // +-inf too
-  m = pick(a > 0x7F800000u, F.nan_mag, m);
-  return sign | m;
-}
-
 }  // namespace
 
 float half_to_float(std::uint16_t bits) noexcept { return decode_table<kHalf, 16>()[bits]; }
-std::uint16_t float_to_half(float v) noexcept { return static_cast<std::uint16_t>(encode<kHalf>(v)); }
+std::uint16_t float_to_half(float v) noexcept { return encode::to_half(v); }
 
 float bf16_to_float(std::uint16_t bits) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
 }
-std::uint16_t float_to_bf16(float v) noexcept {
-  // c10::detail::round_to_nearest_even: NaN becomes 0x7FC0 (sign dropped);
-  // otherwise round the low 16 bits to nearest even. A carry into the
-  // exponent is right, up to inf.
-  std::uint32_t b = std::bit_cast<std::uint32_t>(v);
-  std::uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
-  return static_cast<std::uint16_t>((b & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : rounded);
-}
+std::uint16_t float_to_bf16(float v) noexcept { return encode::to_bf16(v); }
 
 float fp8_e4m3fn_to_float(std::uint8_t bits) noexcept { return decode_table<kE4M3FN, 8>()[bits]; }
-std::uint8_t float_to_fp8_e4m3fn(float v) noexcept { return static_cast<std::uint8_t>(encode<kE4M3FN>(v)); }
+std::uint8_t float_to_fp8_e4m3fn(float v) noexcept { return encode::to_fp8_e4m3fn(v); }
 float fp8_e5m2_to_float(std::uint8_t bits) noexcept { return decode_table<kE5M2, 8>()[bits]; }
-std::uint8_t float_to_fp8_e5m2(float v) noexcept { return static_cast<std::uint8_t>(encode<kE5M2>(v)); }
+std::uint8_t float_to_fp8_e5m2(float v) noexcept { return encode::to_fp8_e5m2(v); }
 float fp4_e2m1_to_float(std::uint8_t nibble) noexcept { return decode_table<kE2M1, 4>()[nibble & 0xF]; }
-std::uint8_t float_to_fp4_e2m1(float v) noexcept { return static_cast<std::uint8_t>(encode<kE2M1>(v)); }
+std::uint8_t float_to_fp4_e2m1(float v) noexcept { return encode::to_fp4_e2m1(v); }
 
 double element_as_double(const Tensor& t, std::int64_t i) {
   switch (t.dtype()) {

@@ -25,7 +25,7 @@ std::optional<std::int64_t> checked_numel(std::span<const std::int64_t> shape) {
   return n;
 }
 
-Result<Tensor> Tensor::allocate(DType dtype, std::vector<std::int64_t> shape) {
+Result<Tensor> Tensor::shape_only(DType dtype, std::vector<std::int64_t> shape) {
   if (shape.size() > limits::max_tensor_rank)
     return make_error(Code::limit_exceeded, fmt::format("rank {} exceeds the limit of {}", shape.size(),
                                                         limits::max_tensor_rank));
@@ -42,6 +42,13 @@ Result<Tensor> Tensor::allocate(DType dtype, std::vector<std::int64_t> shape) {
   t.shape_ = std::move(shape);
   t.numel_ = *n;
   t.nbytes_ = static_cast<std::size_t>(dtype_storage_bytes(dtype, *n));
+  return t;
+}
+
+Result<Tensor> Tensor::allocate(DType dtype, std::vector<std::int64_t> shape) {
+  auto s = shape_only(dtype, std::move(shape));
+  if (!s) return s.error();
+  Tensor t = std::move(*s);
   std::size_t total = t.nbytes_ + 2 * guard_bytes;
   t.storage_.reset(new (std::nothrow) std::byte[total]);
   if (!t.storage_)

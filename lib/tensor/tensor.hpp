@@ -25,6 +25,10 @@ class Tensor {
   // Zero-filled. Refuses shapes over limits::max_tensor_elements, negative
   // dims, and float4 tensors whose element count is odd (two values a byte).
   static Result<Tensor> allocate(DType dtype, std::vector<std::int64_t> shape);
+  // Dtype, shape and size without storage (empty_storage() is true): a tensor
+  // whose values live elsewhere (on a device), for code that reads only its
+  // shape and size. Same checks as allocate(); its bytes must not be read.
+  static Result<Tensor> shape_only(DType dtype, std::vector<std::int64_t> shape);
 
   DType dtype() const { return dtype_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
