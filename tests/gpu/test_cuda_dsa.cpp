@@ -10,6 +10,8 @@
 // workloads and every shipped definition (KB_SHARED_DIR) on small var axes.
 // One line per case: name, shape, PASSED/FAIL and the numbers. Exit 0 all passed, 1 a failure, 77 skipped (no
 // usable CUDA device).
+// usage: test_cuda_dsa [--dry-run]: with --dry-run, no device is touched and kb's CPU solution (kb_cpu_dsa_paged)
+// stands in for the CUDA ones, judged the same way (checks the cases themselves and their cost on any machine).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -46,6 +48,7 @@ using kb_gpu_test::DeviceBuffer;
 namespace {
 
 int g_failures = 0;
+bool g_dry = false;
 
 struct SkipTest {
   std::string reason;
@@ -120,6 +123,25 @@ Outcome run_case(const kb::Implementation& impl, const kb::Definition& d, const 
   if (!oracle) return fail("oracle: " + oracle.error().message);
   if (auto st = (*oracle)->run(kb::OracleCall{d, m->axes, m->args, *expected, seed}); !st)
     return fail("oracle run: " + st.error().message);
+  const kb::Tolerance tol = kb::TolerancePolicy().for_definition(d.op_type, d.name);
+
+  if (g_dry) {
+    const kb::Implementation* cpu = kb::builtin_registry().find("kb_cpu_dsa_paged");
+    if (!cpu) return fail("kb_cpu_dsa_paged not registered");
+    auto got = kb::allocate_outputs(d, m->axes);
+    if (!got) return fail("allocate_outputs: " + got.error().message);
+    if (auto st = cpu->run(kb::ImplementationCall{d, m->axes, m->args, *got, seed}); !st)
+      return fail("kb_cpu_dsa_paged: " + st.error().message);
+    for (std::size_t i = 0; i < expected->size(); ++i) {
+      kb::Comparison c = kb::judge_output(d, m->args, i, (*got)[i], (*expected)[i], tol);
+      out.max_abs = std::max(out.max_abs, c.max_abs);
+      out.max_rel = std::max(out.max_rel, c.max_rel);
+      if (c.verdict != kb::Comparison::Verdict::match)
+        fail("output " + d.outputs[i].name + ": " + std::to_string(c.mismatched) + " of " + std::to_string(c.total) +
+             " off: " + c.detail);
+    }
+    return out;
+  }
 
   std::vector<std::unique_ptr<DeviceBuffer>> in_bufs, out_bufs;
   std::vector<kb::cuda::DeviceTensor> in_dt(m->tensors.size()), out_dt(expected->size());
@@ -165,7 +187,6 @@ Outcome run_case(const kb::Implementation& impl, const kb::Definition& d, const 
     if (std::memcmp(back.data(), t.bytes(), t.nbytes()) != 0) return fail("modified input " + d.inputs[i].name);
     if (!in_bufs[i]->guards_intact()) return fail("wrote around input " + d.inputs[i].name);
   }
-  const kb::Tolerance tol = kb::TolerancePolicy().for_definition(d.op_type, d.name);
   for (std::size_t i = 0; i < expected->size(); ++i) {
     const kb::Tensor& want = (*expected)[i];
     auto got = kb::Tensor::allocate(want.dtype(), want.shape());
@@ -325,10 +346,17 @@ void harness_case(const kb::Implementation& impl, const kb::Definition& d, const
   opt.time = false;
   opt.cpu_oracle_only = true;
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = kb::evaluate(d, w, impl, opt);
+  const kb::Implementation* cpu = kb::builtin_registry().find("kb_cpu_dsa_paged");
+  if (g_dry && !cpu) throw std::runtime_error("kb_cpu_dsa_paged not registered");
+  if (g_dry && !impl.supports(d).empty()) throw std::runtime_error(d.name + ": " + impl.supports(d));
+  auto r = kb::evaluate(d, w, g_dry ? *cpu : impl, opt);
   Outcome o;
   o.ok = r && r->evaluation.status == kb::EvalStatus::passed;
   if (!o.ok) o.detail = r ? r->summary : r.error().message;
+  if (r && r->evaluation.correctness) {
+    o.max_abs = r->evaluation.correctness->max_absolute_error;
+    o.max_rel = r->evaluation.correctness->max_relative_error;
+  }
   std::string axes;
   for (const auto& [k, v] : w.axes) axes += k + "=" + std::to_string(v) + " ";
   report(d.name, label + ": " + axes, o, since(t0));
@@ -351,9 +379,16 @@ std::vector<kb::Workload> bundled_workloads(const fs::path& file) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--dry-run") g_dry = true;
+    else {
+      std::printf("usage: test_cuda_dsa [--dry-run]\n");
+      return 2;
+    }
+  }
   auto n = kb::cuda::device_count();
-  if (!n || *n == 0) {
+  if (!g_dry && (!n || *n == 0)) {
     std::printf("skipped: no CUDA device (%s)\n", n ? "none found" : n.error().message.c_str());
     return 77;
   }
@@ -438,6 +473,6 @@ int main() {
     std::printf("FAIL: %s\n", e.what());
     return 1;
   }
-  std::printf("%d failure(s), %.1f s\n", g_failures, since(start));
+  std::printf("%d failure(s), %.1f s%s\n", g_failures, since(start), g_dry ? " (dry run: kb_cpu_dsa_paged, no device)" : "");
   return g_failures ? 1 : 0;
 }
