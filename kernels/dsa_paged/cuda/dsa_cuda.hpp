@@ -27,7 +27,9 @@ namespace kb::kernels {
 // q_nope [T, H, Dc], q_pe [T, H, Dp], ckv [rows, Dc], kpe [rows, Dp] in one
 // 16-bit dtype (bfloat16 or float16); output [T, H, Dc] that dtype or
 // float32; lse [T, H] float32 or null; sparse_indices [T, K] int32.
-// Dc and Dp even, Dc <= 2048; tensors contiguous, 4-byte aligned.
+// Dc and Dp even, Dc <= 2048; tensors contiguous, 4-byte aligned. Tensor
+// cores (mma.sync) for bf16 in and out with Dc in {128, 256, 512, 1024},
+// Dp % 32 == 0 and 16-byte aligned inputs; fp32 FMA for the rest.
 struct DsaSparseAttentionArgs {
   const void* q_nope = nullptr;
   const void* q_pe = nullptr;

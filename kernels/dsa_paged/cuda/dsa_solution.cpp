@@ -184,9 +184,10 @@ void add_dsa_paged_cuda(Registry& r) {
   attention.author = "kb";
   attention.device = Device::cuda;
   attention.description =
-      "DSA sparse MLA attention, bf16/fp16: a CTA per (token, 8 or 16 heads, split of the top-k list) gathers 32 "
-      "selected rows at a time into shared memory for all its heads, fp32 logits and online softmax (base 2), "
-      "fp32 register accumulators; splits merged by lse";
+      "DSA sparse MLA attention, bf16/fp16: a CTA per (token, 16 heads, split of the top-k list) gathers 64 "
+      "selected rows at a time (cp.async) into shared memory for all its heads, Q K^T and P V on tensor cores "
+      "(mma.sync bf16, fp32 accumulate), online softmax in base 2; splits merged by lse. Shapes off the mma tiles "
+      "(fp16, other head dims): fp32 FMA kernel, 32 rows a tile";
   attention.supports = supports_attention;
   attention.run_cuda = run_attention;
   r.add(std::move(attention));

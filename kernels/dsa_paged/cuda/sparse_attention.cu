@@ -1,5 +1,8 @@
-// kb_cuda_dsa_sparse_attention's kernel: gather-based MLA decode over each
-// token's selected cache rows.
+// kb_cuda_dsa_sparse_attention's kernels: gather-based MLA decode over each
+// token's selected cache rows. Two of them: the tensor-core kernel
+// (sparse_attention_mma_kernel, described at its definition) where the shapes
+// fit mma tiles (bf16, head_dim_ckv 128/256/512/1024, head_dim_kpe a multiple
+// of 32, 16-byte aligned inputs), and for every other shape this fp32 one:
 //
 // One CTA (8 warps) takes one token, a group of HG = 8 * HPW heads and one
 // contiguous share (split) of the token's top-k index list. The heads of the
@@ -33,6 +36,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../../attention/decode.cuh"  // cp_async16, ldmatrix_x4(_trans), mma_bf16, pack_bf16
 #include "../../common/half_bits.cuh"
 #include "dsa_cuda.hpp"
 #include "workspace.cuh"
@@ -344,35 +348,247 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(AttnParams p) {
   if (threadIdx.x == 0 && p.lse) p.lse[row] = total > 0.0f ? mx + log2f(total) : -INFINITY;
 }
 
+// ---- Tensor-core path: bf16, head_dim_ckv = 64 * NB, head_dim_kpe % 32 == 0 ----
+//
+// The same walk with mma.sync.m16n8k16 (bf16 in, fp32 accumulate), shaped
+// like paged_decode's MLA kernel (attention/decode.cuh) with the key rows
+// taken from the index list: 16 heads a CTA (the mma M; heads past H are zero
+// rows), tiles of 64 indices gathered by 16-byte cp.async (invalid rows
+// zero-filled, nothing read), rows padded by 16 bytes so every ldmatrix is
+// free of bank conflicts. Warp w computes S = Q K^T for the tile's rows
+// 8w .. 8w + 7 over the whole of ckv + kpe, the CTA agrees on each head's
+// running max through shared memory, P = 2^(S - m) goes to shared memory as
+// bf16 and warp w accumulates O[:, w * Dc / 8 ...) += P V (ldmatrix.trans on
+// the ckv part of the same rows). A tile with no valid row leaves the state
+// as it was (max -inf is never subtracted from itself).
+constexpr int kMmaRows = 64;   // indices per tile
+constexpr int kMmaHeads = 16;  // mma M
+
+template <int NB>
+__global__ void __launch_bounds__(kThreads) sparse_attention_mma_kernel(AttnParams p) {
+  using namespace paged_decode;
+  constexpr int DC = 64 * NB;  // NB n-blocks of 8 columns per warp, 8 warps
+  constexpr int DVW = DC / kWarps;
+  constexpr int LDP = kMmaRows + 8;
+  const int DQ = DC + static_cast<int>(p.Dp);
+  const int LDK = DQ + 8;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  std::uint16_t* K_s = reinterpret_cast<std::uint16_t*>(smem_raw);  // [64][LDK]
+  std::uint16_t* Q_s = K_s + kMmaRows * LDK;                          // [16][LDK]
+  std::uint16_t* P_s = Q_s + kMmaHeads * LDK;                         // [16][LDP]
+  int* rowid = reinterpret_cast<int*>(P_s + kMmaHeads * LDP);         // [64]
+  float* red_max = reinterpret_cast<float*>(rowid + kMmaRows);        // [8][16]
+  float* red_sum = red_max + kWarps * kMmaHeads;                      // [8][16]
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, tq = lane % 4;
+  const int split = blockIdx.x;
+  const long long h0 = static_cast<long long>(blockIdx.y) * kMmaHeads;
+  const long long t = blockIdx.z;
+  const int nrows = static_cast<int>(min(static_cast<long long>(kMmaHeads), p.H - h0));
+  const auto* ckv = reinterpret_cast<const std::uint16_t*>(p.ckv);
+  const auto* kpe = reinterpret_cast<const std::uint16_t*>(p.kpe);
+
+  {  // Q rows (q_nope then q_pe) -> Q_s; heads past H zero-filled.
+    const auto* qn = static_cast<const std::uint16_t*>(p.q_nope);
+    const auto* qp = static_cast<const std::uint16_t*>(p.q_pe);
+    const int cpr = DQ / 8;
+    for (int c = tid; c < kMmaHeads * cpr; c += kThreads) {
+      const int r = c / cpr, col = (c % cpr) * 8;
+      const long long qrow = t * p.H + h0 + min(r, nrows - 1);
+      const std::uint16_t* src = col >= DC ? qp + qrow * p.Dp + (col - DC) : qn + qrow * DC + col;
+      cp_async16(Q_s + r * LDK + col, src, r < nrows);
+    }
+    cp_async_commit();
+  }
+
+  float o[NB][4];
+#pragma unroll
+  for (int i = 0; i < NB; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // heads g and g + 8 (the same in every warp)
+  float l_run[2] = {0.f, 0.f};              // this thread's share of the sums
+
+  const long long j_begin = static_cast<long long>(split) * p.tiles_per_split * kMmaRows;
+  const long long j_end = min(p.K, j_begin + static_cast<long long>(p.tiles_per_split) * kMmaRows);
+  const std::int32_t* idx_row = p.idx + t * p.K;
+  const int cpr = DQ / 8;
+
+  for (long long j0 = j_begin; j0 < j_end; j0 += kMmaRows) {
+    __syncthreads();  // the previous tile's K_s, P_s and red_max are no longer read
+    if (tid < kMmaRows) {
+      int r = -1;
+      if (j0 + tid < j_end) {
+        const long long v = idx_row[j0 + tid];
+        if (v >= 0 && v < p.rows) r = static_cast<int>(v);
+      }
+      rowid[tid] = r;
+    }
+    __syncthreads();
+    for (int c = tid; c < kMmaRows * cpr; c += kThreads) {
+      const int r = c / cpr, col = (c % cpr) * 8;
+      const long long row = rowid[r];
+      const std::uint16_t* src = row < 0 ? ckv : col < DC ? ckv + row * DC + col : kpe + row * p.Dp + (col - DC);
+      cp_async16(K_s + r * LDK + col, src, row >= 0);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // S = Q K^T for rows 8 warp .. 8 warp + 7: one ldmatrix.x4 of K gives two k-steps.
+    float sc[4] = {0.f, 0.f, 0.f, 0.f}, odd[4] = {0.f, 0.f, 0.f, 0.f};
+    {
+      const std::uint16_t* qa = Q_s + (lane % 16) * LDK + (lane / 16) * 8;
+      const std::uint16_t* kb_ = K_s + (warp * 8 + (lane % 8)) * LDK + 8 * (lane / 8);
+      for (int kk = 0; kk < DQ / 32; ++kk) {
+        std::uint32_t a0[4], a1[4], bk[4];
+        ldmatrix_x4(a0, qa + kk * 32);
+        ldmatrix_x4(a1, qa + kk * 32 + 16);
+        ldmatrix_x4(bk, kb_ + kk * 32);
+        mma_bf16(sc, a0, bk[0], bk[1]);
+        mma_bf16(odd, a1, bk[2], bk[3]);
+      }
+    }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const bool valid = rowid[warp * 8 + 2 * tq + (e & 1)] >= 0;
+      const float x = valid ? (sc[e] + odd[e]) * p.scale_log2 : -INFINITY;
+      sc[e] = x;
+      mx[e >> 1] = fmaxf(mx[e >> 1], x);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    }
+    if (tq == 0) {
+      red_max[warp * kMmaHeads + g] = mx[0];
+      red_max[warp * kMmaHeads + g + 8] = mx[1];
+    }
+    __syncthreads();
+    float m_use[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mt = red_max[g + 8 * r];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) mt = fmaxf(mt, red_max[w * kMmaHeads + g + 8 * r]);
+      const float m_new = fmaxf(m_run[r], mt);
+      // m_new is -inf only while no valid row has been seen: o and l are 0 and stay 0.
+      m_use[r] = m_new == -INFINITY ? 0.f : m_new;
+      alpha[r] = exp2f(m_run[r] - m_use[r]);
+      m_run[r] = m_new;
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float pv = exp2f(sc[e] - m_use[e >> 1]);  // invalid rows: 2^-inf = 0
+      sc[e] = pv;
+      rs[e >> 1] += pv;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + rs[r];
+    {
+      const int col = warp * 8 + 2 * tq;
+      *reinterpret_cast<std::uint32_t*>(P_s + g * LDP + col) = pack_bf16(sc[0], sc[1]);
+      *reinterpret_cast<std::uint32_t*>(P_s + (g + 8) * LDP + col) = pack_bf16(sc[2], sc[3]);
+    }
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+    __syncthreads();  // P_s complete
+
+    // O[:, warp * DVW ...) += P V over the tile's 64 rows (V: the ckv part of K_s).
+#pragma unroll
+    for (int kk = 0; kk < kMmaRows / 16; ++kk) {
+      std::uint32_t a[4];
+      ldmatrix_x4(a, P_s + (lane % 16) * LDP + kk * 16 + (lane / 16) * 8);
+      const std::uint16_t* vb = K_s + (kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDK + warp * DVW + 8 * (lane / 16);
+#pragma unroll
+      for (int np = 0; np < NB / 2; ++np) {
+        std::uint32_t bv[4];
+        ldmatrix_x4_trans(bv, vb + np * 16);
+        mma_bf16(o[2 * np], a, bv[0], bv[1]);
+        mma_bf16(o[2 * np + 1], a, bv[2], bv[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // Q's copies, where the split had no tile
+
+  float lsum[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    lsum[r] = l;
+  }
+  if (tq == 0) {
+    red_sum[warp * kMmaHeads + g] = lsum[0];
+    red_sum[warp * kMmaHeads + g + 8] = lsum[1];
+  }
+  __syncthreads();
+  const bool direct = p.splits == 1;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    float l = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) l += red_sum[w * kMmaHeads + row];
+    if (row >= nrows) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float lse = l > 0.f ? m_run[r] + log2f(l) : -INFINITY;
+    const long long grow = t * p.H + h0 + row;
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      const int col = warp * DVW + i * 8 + 2 * tq;
+      const float v0 = o[i][2 * r] * inv, v1 = o[i][2 * r + 1] * inv;
+      if (direct) *reinterpret_cast<std::uint32_t*>(static_cast<std::uint16_t*>(p.out) + grow * DC + col) = pack_bf16(v0, v1);
+      else *reinterpret_cast<float2*>(p.part_o + (grow * p.splits + split) * DC + col) = make_float2(v0, v1);
+    }
+    if (warp == 0 && tq == 0) {
+      if (!direct) p.part_lse[grow * p.splits + split] = lse;
+      else if (p.lse) p.lse[grow] = lse;
+    }
+  }
+}
+
+std::size_t mma_smem_bytes(long long Dq) {
+  return static_cast<std::size_t>((kMmaRows + kMmaHeads) * (Dq + 8) + kMmaHeads * (kMmaRows + 8)) * 2 +
+         static_cast<std::size_t>(kMmaRows + 2 * kWarps * kMmaHeads) * 4;
+}
+
 Status cuda_error(const char* what, cudaError_t e) {
   return make_error(Code::cuda_error, std::string("kb_cuda_dsa_sparse_attention: ") + what + ": " +
                                           cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
 }
 
-template <bool BF16, int HPW, int CP>
-Status launch_typed(AttnParams p, cudaStream_t stream, int* splits_used) {
-  constexpr int HG = kWarps * HPW;
-  const std::size_t smem = smem_bytes<HG>(p.Dc + p.Dp, p.words);
-  int device = 0, max_smem = 0, sms = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
-  if (cudaError_t e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device); e != cudaSuccess)
-    return cuda_error("cudaDeviceGetAttribute", e);
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
-    return cuda_error("cudaDeviceGetAttribute", e);
-  if (smem > static_cast<std::size_t>(max_smem))
-    return make_error(Code::unsupported, "kb_cuda_dsa_sparse_attention: head_dim_ckv + head_dim_kpe = " +
-                                             std::to_string(p.Dc + p.Dp) + " needs " + std::to_string(smem) +
-                                             " bytes of shared memory a CTA; the device has " + std::to_string(max_smem));
-  auto kernel = sparse_attention_kernel<BF16, HPW, CP>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      e != cudaSuccess)
-    return cuda_error("cudaFuncSetAttribute", e);
+struct DeviceFacts {
+  int max_smem = 0, sms = 0;
+};
 
-  const long long groups = (p.H + HG - 1) / HG;
+Result<DeviceFacts> device_facts() {
+  DeviceFacts f;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e).error();
+  if (cudaError_t e = cudaDeviceGetAttribute(&f.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device); e != cudaSuccess)
+    return cuda_error("cudaDeviceGetAttribute", e).error();
+  if (cudaError_t e = cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
+    return cuda_error("cudaDeviceGetAttribute", e).error();
+  return f;
+}
+
+// Splits of each (token, head group)'s index list: enough CTAs for two waves
+// of the SMs, each split at least two tiles; sets p.splits and
+// p.tiles_per_split and takes the partials' workspace where splits > 1.
+Status plan_splits(AttnParams& p, long long groups, long long tile_rows, int sms, cudaStream_t stream) {
   if (p.T > 65535 || groups > 65535)
     return make_error(Code::unsupported, "kb_cuda_dsa_sparse_attention: more than 65535 tokens or head groups");
-  const long long tiles = (p.K + kRows - 1) / kRows;
-  // Splits: enough CTAs for two waves of the SMs, each split at least two tiles.
+  const long long tiles = (p.K + tile_rows - 1) / tile_rows;
   long long splits = 1;
   const long long base = p.T * groups;
   if (base < 2LL * sms && tiles > 2) {
@@ -394,17 +610,62 @@ Status launch_typed(AttnParams p, cudaStream_t stream, int* splits_used) {
     p.part_o = static_cast<float*>(ws);
     p.part_lse = reinterpret_cast<float*>(static_cast<unsigned char*>(ws) + o_bytes);
   }
+  return ok_status();
+}
+
+template <bool BF16>
+Status launch_merge(const AttnParams& p, cudaStream_t stream) {
+  if (p.splits <= 1) return ok_status();
+  const long long rows = p.T * p.H;
+  if (rows > 0x7fffffffLL) return make_error(Code::unsupported, "kb_cuda_dsa_sparse_attention: too many (token, head) rows");
+  merge_kernel<BF16><<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(p);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("merge launch", e);
+  return ok_status();
+}
+
+Status smem_refused(std::size_t smem, int max_smem, long long dq) {
+  return make_error(Code::unsupported, "kb_cuda_dsa_sparse_attention: head_dim_ckv + head_dim_kpe = " + std::to_string(dq) +
+                                           " needs " + std::to_string(smem) + " bytes of shared memory a CTA; the device has " +
+                                           std::to_string(max_smem));
+}
+
+template <bool BF16, int HPW, int CP>
+Status launch_typed(AttnParams p, cudaStream_t stream, int* splits_used) {
+  constexpr int HG = kWarps * HPW;
+  const std::size_t smem = smem_bytes<HG>(p.Dc + p.Dp, p.words);
+  auto f = device_facts();
+  if (!f) return f.error();
+  if (smem > static_cast<std::size_t>(f->max_smem)) return smem_refused(smem, f->max_smem, p.Dc + p.Dp);
+  auto kernel = sparse_attention_kernel<BF16, HPW, CP>;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      e != cudaSuccess)
+    return cuda_error("cudaFuncSetAttribute", e);
+  const long long groups = (p.H + HG - 1) / HG;
+  KB_TRY(plan_splits(p, groups, kRows, f->sms, stream));
   if (splits_used) *splits_used = p.splits;
-  kernel<<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(groups), static_cast<unsigned>(p.T)), kThreads, smem,
+  kernel<<<dim3(static_cast<unsigned>(p.splits), static_cast<unsigned>(groups), static_cast<unsigned>(p.T)), kThreads, smem,
            stream>>>(p);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("kernel launch", e);
-  if (splits > 1) {
-    const long long rows = p.T * p.H;
-    if (rows > 0x7fffffffLL) return make_error(Code::unsupported, "kb_cuda_dsa_sparse_attention: too many (token, head) rows");
-    merge_kernel<BF16><<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(p);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("merge launch", e);
-  }
-  return ok_status();
+  return launch_merge<BF16>(p, stream);
+}
+
+template <int NB>
+Status launch_mma(AttnParams p, cudaStream_t stream, int* splits_used) {
+  const std::size_t smem = mma_smem_bytes(p.Dc + p.Dp);
+  auto f = device_facts();
+  if (!f) return f.error();
+  if (smem > static_cast<std::size_t>(f->max_smem)) return smem_refused(smem, f->max_smem, p.Dc + p.Dp);
+  auto kernel = sparse_attention_mma_kernel<NB>;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      e != cudaSuccess)
+    return cuda_error("cudaFuncSetAttribute", e);
+  const long long groups = (p.H + kMmaHeads - 1) / kMmaHeads;
+  KB_TRY(plan_splits(p, groups, kMmaRows, f->sms, stream));
+  if (splits_used) *splits_used = p.splits;
+  kernel<<<dim3(static_cast<unsigned>(p.splits), static_cast<unsigned>(groups), static_cast<unsigned>(p.T)), kThreads, smem,
+           stream>>>(p);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("kernel launch", e);
+  return launch_merge<true>(p, stream);
 }
 
 template <bool BF16>
@@ -463,6 +724,20 @@ Status launch_dsa_sparse_attention(const DsaSparseAttentionArgs& a, void* stream
   p.words = half % 2 == 0 ? half + 1 : half;
   p.scale_log2 = a.sm_scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
+  // Tensor cores where the shapes fit their tiles (bf16 in and out, ckv a multiple of 128 up to 1024, kpe of 32,
+  // 16-byte aligned inputs for cp.async); the fp32 FMA kernel otherwise.
+  const bool mma = a.dtype == DType::bfloat16 && a.out_dtype == DType::bfloat16 && a.dim_kpe % 32 == 0 &&
+                   aligned(a.q_nope, 16) && aligned(a.ckv, 16) && (a.dim_kpe == 0 || (aligned(a.q_pe, 16) && aligned(a.kpe, 16))) &&
+                   aligned(a.output, 4);
+  if (mma) {
+    switch (a.dim_ckv) {
+      case 128: return launch_mma<2>(p, s, splits_used);
+      case 256: return launch_mma<4>(p, s, splits_used);
+      case 512: return launch_mma<8>(p, s, splits_used);
+      case 1024: return launch_mma<16>(p, s, splits_used);
+      default: break;
+    }
+  }
   return a.dtype == DType::bfloat16 ? launch_dtype<true>(p, s, splits_used) : launch_dtype<false>(p, s, splits_used);
 }
 
