@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "../../kernels/dsa_paged/cuda/dsa_cuda.hpp"
 #include "cuda/device.hpp"
 #include "device_buffer.hpp"
 #include "harness/dsa_judge.hpp"
@@ -204,7 +205,7 @@ Outcome run_case(const kb::Implementation& impl, const kb::Definition& d, const 
 }
 
 void report(const std::string& name, const std::string& shape, const Outcome& o, double seconds) {
-  std::printf("%-44s %-58s %s max_abs %.3g max_rel %.3g (%.2f s)%s%s\n", name.c_str(), shape.c_str(),
+  std::printf("%-44s %-66s %s max_abs %.3g max_rel %.3g (%.2f s)%s%s\n", name.c_str(), shape.c_str(),
               o.ok ? "PASSED" : "FAIL  ", o.max_abs, o.max_rel, seconds, o.ok ? "" : ": ", o.detail.c_str());
   std::fflush(stdout);
   if (!o.ok) ++g_failures;
@@ -275,9 +276,10 @@ void attention_case(const kb::Implementation& impl, const kb::Definition& base, 
     }
   };
   char shape[160];
-  std::snprintf(shape, sizeof shape, "H%lld ckv%lld kpe%lld k%lld ps%lld T%lld rows%lld %s%s", (long long)c.heads,
+  const bool mma = kb::kernels::dsa_sparse_attention_uses_mma(c.dtype, c.dtype, c.ckv, c.kpe);
+  std::snprintf(shape, sizeof shape, "H%lld ckv%lld kpe%lld k%lld ps%lld T%lld rows%lld %s%s [%s]", (long long)c.heads,
                 (long long)c.ckv, (long long)c.kpe, (long long)c.topk, (long long)c.page_size, (long long)c.tokens,
-                (long long)rows, pad_name(c.pad), c.dtype == kb::DType::float16 ? " fp16" : "");
+                (long long)rows, pad_name(c.pad), c.dtype == kb::DType::float16 ? " fp16" : "", mma ? "mma" : "fp32");
   const auto t0 = std::chrono::steady_clock::now();
   Outcome o = run_case(impl, d, w, seed, shape_inputs);
   report("dsa sparse attention", shape, o, since(t0));
@@ -426,6 +428,8 @@ int main(int argc, char** argv) {
         {16, 512, 64, 512, 1, 2, 600, Pad::repeated},
         {16, 512, 64, 256, 16, 3, 30, Pad::scattered, kb::DType::float16},
         {64, 512, 64, 2048, 64, 1, 40, Pad::scattered},
+        {16, 768, 64, 256, 16, 2, 30, Pad::scattered},      // fp32 kernel, 16 heads, two column pairs a thread
+        {4, 128, 32, 64, 1, 3, 200, Pad::empty_rows},       // tensor cores with 12 of 16 head rows padding
     };
     std::uint64_t seed = 0x6b62;
     for (const AttnCase& c : attn_cases) attention_case(*attn, attn_base, c, seed++);

@@ -46,6 +46,9 @@ struct DsaSparseAttentionArgs {
 // Why these shapes and dtypes cannot run (empty when they can); launch_
 // refuses the same.
 const char* dsa_sparse_attention_unsupported(DType dtype, DType out_dtype, std::int64_t dim_ckv, std::int64_t dim_kpe);
+// Whether a call of these dtypes and dims runs on tensor cores (given
+// 16-byte aligned inputs); the fp32 kernel otherwise.
+bool dsa_sparse_attention_uses_mma(DType dtype, DType out_dtype, std::int64_t dim_ckv, std::int64_t dim_kpe);
 // `splits_used` (optional) receives how many CTAs share one token's rows.
 Status launch_dsa_sparse_attention(const DsaSparseAttentionArgs& a, void* stream, int* splits_used = nullptr);
 

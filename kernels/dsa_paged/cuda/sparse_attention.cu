@@ -691,6 +691,11 @@ const char* dsa_sparse_attention_unsupported(DType dtype, DType out_dtype, std::
   return nullptr;
 }
 
+bool dsa_sparse_attention_uses_mma(DType dtype, DType out_dtype, std::int64_t dim_ckv, std::int64_t dim_kpe) {
+  const bool ckv_tiles = dim_ckv == 128 || dim_ckv == 256 || dim_ckv == 512 || dim_ckv == 1024;
+  return dtype == DType::bfloat16 && out_dtype == DType::bfloat16 && ckv_tiles && dim_kpe >= 0 && dim_kpe % 32 == 0;
+}
+
 Status launch_dsa_sparse_attention(const DsaSparseAttentionArgs& a, void* stream, int* splits_used) {
   if (const char* why = dsa_sparse_attention_unsupported(a.dtype, a.out_dtype, a.dim_ckv, a.dim_kpe))
     return make_error(Code::unsupported, std::string("kb_cuda_dsa_sparse_attention: ") + why);
@@ -726,8 +731,7 @@ Status launch_dsa_sparse_attention(const DsaSparseAttentionArgs& a, void* stream
   auto s = static_cast<cudaStream_t>(stream);
   // Tensor cores where the shapes fit their tiles (bf16 in and out, ckv a multiple of 128 up to 1024, kpe of 32,
   // 16-byte aligned inputs for cp.async); the fp32 FMA kernel otherwise.
-  const bool mma = a.dtype == DType::bfloat16 && a.out_dtype == DType::bfloat16 && a.dim_kpe % 32 == 0 &&
-                   aligned(a.q_nope, 16) && aligned(a.ckv, 16) && (a.dim_kpe == 0 || (aligned(a.q_pe, 16) && aligned(a.kpe, 16))) &&
+  const bool mma = dsa_sparse_attention_uses_mma(a.dtype, a.out_dtype, a.dim_ckv, a.dim_kpe) && aligned(a.q_nope, 16) && aligned(a.ckv, 16) && (a.dim_kpe == 0 || (aligned(a.q_pe, 16) && aligned(a.kpe, 16))) &&
                    aligned(a.output, 4);
   if (mma) {
     switch (a.dim_ckv) {

@@ -198,9 +198,22 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerParams p)
     for (int shift = 24; shift >= 0; shift -= 8) {
       for (int i = tid; i < 256; i += kSelectThreads) hist[i] = 0;
       __syncthreads();
-      for (long long j = tid; j < len; j += kSelectThreads) {
-        const unsigned key = order_key(sc[j]);
-        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+      // Every lane runs every round (j0 is uniform), so the warp-wide match below is well formed. Lanes with the
+      // same bin add once (their count): the top bytes of a sequence's scores often share a few bins.
+      for (long long j0 = 0; j0 < len; j0 += kSelectThreads) {
+        const long long j = j0 + tid;
+        unsigned key = 0;
+        bool in = false;
+        if (j < len) {
+          key = order_key(sc[j]);
+          in = (key & mask) == prefix;
+        }
+        const unsigned bin = (key >> shift) & 255u;
+        const unsigned voters = __ballot_sync(0xffffffffu, in);
+        if (in) {
+          const unsigned peers = __match_any_sync(voters, bin);
+          if ((tid & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+        }
       }
       __syncthreads();
       if (tid < 32) {
