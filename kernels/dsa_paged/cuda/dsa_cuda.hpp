@@ -4,7 +4,7 @@
 // host declarations (no CUDA types), so solutions and tests can call them.
 // Each launches on `stream` (a cudaStream_t) and never synchronizes; a call
 // that needs scratch memory takes it from the stream's workspace
-// (workspace.cuh), allocated by the first call that needs that much (so not
+// (device_state.cuh), allocated by the first call that needs that much (so not
 // under stream capture). Unsupported shapes return Code::unsupported naming
 // what the kernel handles.
 #pragma once

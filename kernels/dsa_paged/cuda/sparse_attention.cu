@@ -39,7 +39,7 @@
 #include "../../attention/decode.cuh"  // cp_async16, ldmatrix_x4(_trans), mma_bf16, pack_bf16
 #include "../../common/half_bits.cuh"
 #include "dsa_cuda.hpp"
-#include "workspace.cuh"
+#include "device_state.cuh"
 
 namespace kb::kernels {
 namespace {
@@ -637,8 +637,7 @@ Status launch_typed(AttnParams p, cudaStream_t stream, int* splits_used) {
   if (!f) return f.error();
   if (smem > static_cast<std::size_t>(f->max_smem)) return smem_refused(smem, f->max_smem, p.Dc + p.Dp);
   auto kernel = sparse_attention_kernel<BF16, HPW, CP>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      e != cudaSuccess)
+  if (cudaError_t e = dsa_cuda::allow_max_smem(reinterpret_cast<const void*>(kernel)); e != cudaSuccess)
     return cuda_error("cudaFuncSetAttribute", e);
   const long long groups = (p.H + HG - 1) / HG;
   KB_TRY(plan_splits(p, groups, kRows, f->sms, stream));
@@ -656,8 +655,7 @@ Status launch_mma(AttnParams p, cudaStream_t stream, int* splits_used) {
   if (!f) return f.error();
   if (smem > static_cast<std::size_t>(f->max_smem)) return smem_refused(smem, f->max_smem, p.Dc + p.Dp);
   auto kernel = sparse_attention_mma_kernel<NB>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      e != cudaSuccess)
+  if (cudaError_t e = dsa_cuda::allow_max_smem(reinterpret_cast<const void*>(kernel)); e != cudaSuccess)
     return cuda_error("cudaFuncSetAttribute", e);
   const long long groups = (p.H + kMmaHeads - 1) / kMmaHeads;
   KB_TRY(plan_splits(p, groups, kMmaRows, f->sms, stream));

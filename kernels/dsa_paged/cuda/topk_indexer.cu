@@ -28,7 +28,7 @@
 #include <string>
 
 #include "dsa_cuda.hpp"
-#include "workspace.cuh"
+#include "device_state.cuh"
 
 namespace kb::kernels {
 namespace {
@@ -326,8 +326,14 @@ Status launch_dsa_topk_indexer(const DsaTopkIndexerArgs& a, void* stream) {
       return cuda_error("workspace for the scores", e);
     p.scores = static_cast<float*>(ws);
     const std::size_t smem = static_cast<std::size_t>((p.hpad + kTileTokens) * p.stride + p.hpad) * sizeof(float);
-    if (cudaError_t e = cudaFuncSetAttribute(scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-        e != cudaSuccess)
+    int device = 0, max_smem = 0;
+    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
+    if (cudaError_t e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device); e != cudaSuccess)
+      return cuda_error("cudaDeviceGetAttribute", e);
+    if (smem > static_cast<std::size_t>(max_smem))
+      return make_error(Code::unsupported, "kb_cuda_dsa_topk_indexer: the queries and a key tile need " + std::to_string(smem) +
+                                               " bytes of shared memory a CTA; the device has " + std::to_string(max_smem));
+    if (cudaError_t e = dsa_cuda::allow_max_smem(reinterpret_cast<const void*>(scores_kernel)); e != cudaSuccess)
       return cuda_error("cudaFuncSetAttribute", e);
     const long long chunks = (p.span + kTileTokens * kTilesPerCta - 1) / (kTileTokens * kTilesPerCta);
     if (chunks > 0x7fffffffLL) return make_error(Code::unsupported, "kb_cuda_dsa_topk_indexer: too many positions");

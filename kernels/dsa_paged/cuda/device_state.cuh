@@ -1,4 +1,6 @@
-// Per-(device, stream) scratch memory of the dsa_paged kernels: split
+// What the dsa_paged kernels keep per device and stream.
+//
+// workspace_for: per-(device, stream) scratch memory: split
 // partials of the sparse attention, the indexer's scores. Grown by the first
 // call that needs more, kept until exit. Calls on one stream run in order, so
 // two launches on it may reuse the same bytes; a larger request waits for
@@ -44,6 +46,24 @@ inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** 
   if (cudaError_t e = cudaMalloc(&mem, want); e != cudaSuccess) return e;
   slot = {mem, want};
   *out = mem;
+  return cudaSuccess;
+}
+
+// Lets `kernel` use up to the device's opt-in shared memory a CTA, once per
+// (kernel, device): launches of different sizes then never race on the
+// attribute.
+inline cudaError_t allow_max_smem(const void* kernel) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, bool>* done = new std::map<std::pair<const void*, int>, bool>;
+  int device = 0, max_smem = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done->count({kernel, device})) return cudaSuccess;
+  if (cudaError_t e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device); e != cudaSuccess)
+    return e;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem); e != cudaSuccess)
+    return e;
+  (*done)[{kernel, device}] = true;
   return cudaSuccess;
 }
 
