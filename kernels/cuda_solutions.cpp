@@ -5,6 +5,7 @@
 namespace kb::kernels {
 
 void add_gdn_cuda(Registry& r);
+void add_dsa_paged_cuda(Registry& r);
 void add_gemm_cuda(Registry& r);
 void add_gqa_paged_cuda(Registry& r);
 void add_gqa_paged_prefill_cuda(Registry& r);
@@ -19,6 +20,7 @@ void add_rope_cuda(Registry& r);
 void add_silu_and_mul_cuda(Registry& r);
 
 void add_cuda_solutions(Registry& r) {
+  add_dsa_paged_cuda(r);
   add_gemm_cuda(r);
   add_gqa_paged_cuda(r);
   add_gqa_paged_prefill_cuda(r);
