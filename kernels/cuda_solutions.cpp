@@ -13,6 +13,7 @@ void add_mla_paged_prefill_cuda(Registry& r);
 void add_mla_ragged_cuda(Registry& r);
 void add_rmsnorm_cuda(Registry& r);
 void add_rope_cuda(Registry& r);
+void add_sampling_cuda(Registry& r);
 void add_silu_and_mul_cuda(Registry& r);
 
 void add_cuda_solutions(Registry& r) {
@@ -25,6 +26,7 @@ void add_cuda_solutions(Registry& r) {
   add_mla_ragged_cuda(r);
   add_rmsnorm_cuda(r);
   add_rope_cuda(r);
+  add_sampling_cuda(r);
   add_silu_and_mul_cuda(r);
 }
 
