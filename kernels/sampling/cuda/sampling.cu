@@ -34,11 +34,11 @@
 // proportional to p_t within A: the reference's distribution. Every round
 // is two passes over the row; a rejected pick removes itself and everything
 // below it, so rounds are few (about ln |C| when every token is equal).
-// After kRounds rounds an exact search takes over: bisection over the bit
-// patterns of non-negative floats (monotone in value) for the smallest value
-// w with the rules holding at "the tokens above w", then how many tokens
-// equal to w stay (in index order), then one draw from exactly A. The
-// top-k mass S_k comes from a radix select of the k-th largest value (four
+// After SamplingArgs::rejection_rounds rounds (32) an exact search takes
+// over: bisection over the bit patterns of non-negative floats (monotone in
+// value) for the smallest value w with the rules holding at "the tokens
+// above w", then how many tokens equal to w stay (in index order), then one
+// draw from exactly A. The top-k mass S_k comes from a radix select of the k-th largest value (four
 // 8-bit digits of the float bits, warp-aggregated shared-memory histograms)
 // and one pass for the mass above it.
 //
@@ -61,7 +61,6 @@ namespace {
 
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxWarps = kMaxThreads / 32;
-constexpr int kRounds = 32;  // rejection rounds before the exact search
 
 enum class Elem { f32, f16, bf16 };
 
@@ -427,6 +426,7 @@ struct Params {
   void* samples;
   bool samples_int64;
   std::uint64_t seed;
+  int rounds;
 };
 
 template <Elem E>
@@ -477,7 +477,7 @@ __device__ int sample_row(const Params& prm, const void* row, std::uint64_t r, S
     li = 0x7fffffff;  // p_s >= wk
   }
   float row_max = 0;
-  for (int round = 0; round < kRounds; ++round) {
+  for (int round = 0; round < prm.rounds; ++round) {
     const Draw d = draw_candidate<E, W>(row, V, lv, li, uniform(prm.seed, r, static_cast<std::uint32_t>(round)), 0.0, sm);
     if (d.token < 0) return -1;  // no positive mass (possible only in round 0: C always holds the kept set)
     if (!rules.k_on && !rules.p_on) return d.token;
@@ -495,10 +495,17 @@ __device__ int sample_row(const Params& prm, const void* row, std::uint64_t r, S
   // Exact search: the smallest w (over float bit patterns) with the rules
   // holding for "the tokens above w"; tokens above it are kept, tokens
   // equal to it in index order while the rules hold, tokens below it not.
+  if (prm.rounds <= 0) {  // no round has seen the maximum yet
+    int none = -1;
+    for_each_element<E, W>(row, V, [&](int, float v, bool in) {
+      if (in) row_max = fmaxf(row_max, v);
+    });
+    block_max(none, row_max, sm);
+  }
   int c_lo, c_hi = 0, c1;
   double m_lo, m_hi = 0, m1;
   count_above<E, W>(row, V, 0.0f, 0, FLT_MAX, c_lo, m_lo, c1, m1, sm);
-  const double u = uniform(prm.seed, r, kRounds);
+  const double u = uniform(prm.seed, r, static_cast<std::uint32_t>(max(prm.rounds, 0)));
   if (rules.keep(c_lo, m_lo))  // every positive token is kept
     return draw_candidate<E, W>(row, V, 0.0f, 0, u, 0.0, sm).token;
   unsigned lo = 0, hi = __float_as_uint(row_max);  // rules fail at lo, hold at hi
@@ -602,6 +609,7 @@ Status launch_sampling(const SamplingArgs& a, void* stream) {
   prm.samples = a.samples;
   prm.samples_int64 = a.samples_dtype == DType::int64;
   prm.seed = a.seed;
+  prm.rounds = a.rejection_rounds;
   const int elem_bytes = e == Elem::f32 ? 4 : 2;
   const SamplingConfig c = sampling_launch_config(a.vocab, elem_bytes, aligned16(a.probs));
   const auto rows = static_cast<unsigned>(a.batch);

@@ -22,6 +22,9 @@ struct SamplingArgs {
   void* samples = nullptr;  // [batch] int64 or int32
   DType samples_dtype = DType::int64;
   std::uint64_t seed = 0;  // with the row and the round, the key of every random number drawn
+  // Rejection rounds before the exact search takes over (tests set 0 or 1 to
+  // reach the search on every row).
+  int rejection_rounds = 32;
 };
 
 // One CTA per row. `vector_width` elements a load (16-byte loads where the
