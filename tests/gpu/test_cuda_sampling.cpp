@@ -25,6 +25,9 @@
 // printed: its top_k / top_p, the reference's support, the samples outside
 // it, and the most likely tokens with reference probability and frequency.
 //
+// --dry-run: no device; parts 1 and 4 judge kb_cpu_sampling (the CPU
+// harness) on the same cases instead, which checks the cases themselves.
+//
 // Exit codes: 0 all passed, 1 a failure, 77 skipped (no usable CUDA device).
 // Needs KB_SHARED_DIR (FlashInfer-Bench's definitions).
 #include <cuda_runtime_api.h>
@@ -61,6 +64,7 @@
 
 namespace kb::kernels {
 void add_sampling_cuda(Registry& r);
+void add_sampling_cpu(Registry& r);
 }  // namespace kb::kernels
 
 namespace fs = std::filesystem;
@@ -69,6 +73,7 @@ using kb_gpu_test::DeviceBuffer;
 namespace {
 
 int g_failures = 0, g_passes = 0;
+bool g_dry = false;  // judge kb_cpu_sampling through kb::evaluate instead (no device)
 fs::path g_blobs;  // dataset root of the synthetic cases' blobs
 const std::uint64_t kSeed = 0x6b62;  // BenchOptions' default seed: trial 0 materializes with it
 
@@ -384,7 +389,7 @@ void evaluate_case(const kb::Implementation& impl, const std::string& label, con
     ++g_failures;
     return;
   }
-  auto r = kb::evaluate_cuda(d, w, impl, opt);
+  auto r = g_dry ? kb::evaluate(d, w, impl, opt) : kb::evaluate_cuda(d, w, impl, opt);
   if (!r) {
     std::printf("FAIL %s:%s: not evaluable: %s\n", label.c_str(), axes.c_str(), r.error().message.c_str());
     ++g_failures;
@@ -402,6 +407,7 @@ void evaluate_case(const kb::Implementation& impl, const std::string& label, con
     return;
   }
   ++g_failures;
+  if (g_dry) return;
   try {
     diagnose(d, w, root, draws, 32);
   } catch (const std::exception& e) {
@@ -620,9 +626,46 @@ void shipped(const kb::Implementation& impl, const fs::path& shared) {
   }
 }
 
+// No device: the cases of parts 1 and 4 judged with kb_cpu_sampling on the CPU.
+int dry_run() {
+  const char* env = std::getenv("KB_SHARED_DIR");
+  const fs::path shared = fs::path(env && *env ? env : "../shared");
+  kb::Registry reg;
+  kb::kernels::add_sampling_cpu(reg);
+  const kb::Implementation* impl = reg.find("kb_cpu_sampling");
+  char tmpl[] = "/tmp/kb_test_cuda_sampling_XXXXXX";
+  if (!impl || !mkdtemp(tmpl)) return 1;
+  g_blobs = tmpl;
+  const auto t0 = std::chrono::steady_clock::now();
+  int rc = 0;
+  try {
+    const Templates t = load_templates(shared / "flashinfer-trace" / "definitions" / "sampling");
+    for (const Case& c : synthetic_cases(t))
+      evaluate_case(*impl, c.label, c.d, workload_for(c), g_blobs.string(), c.draws);
+    shipped(*impl, shared);
+  } catch (const std::exception& e) {
+    std::printf("FAIL: %s\n", e.what());
+    rc = 1;
+  }
+  std::error_code ec;
+  fs::remove_all(g_blobs, ec);
+  if (rc) return rc;
+  std::printf("dry run (kb_cpu_sampling): %d passed, %d failed (%.1f s)\n", g_passes, g_failures, seconds_since(t0));
+  return g_failures ? 1 : 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--dry-run") {
+      g_dry = true;
+    } else {
+      std::printf("usage: %s [--dry-run]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (g_dry) return dry_run();
   auto n = kb::cuda::device_count();
   if (!n) {
     std::string why = n.error().message;
