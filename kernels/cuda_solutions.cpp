@@ -17,6 +17,7 @@ void add_mla_ragged_cuda(Registry& r);
 void add_moe_cuda(Registry& r);
 void add_rmsnorm_cuda(Registry& r);
 void add_rope_cuda(Registry& r);
+void add_sampling_cuda(Registry& r);
 void add_silu_and_mul_cuda(Registry& r);
 
 void add_cuda_solutions(Registry& r) {
@@ -31,6 +32,7 @@ void add_cuda_solutions(Registry& r) {
   add_moe_cuda(r);
   add_rmsnorm_cuda(r);
   add_rope_cuda(r);
+  add_sampling_cuda(r);
   add_silu_and_mul_cuda(r);
   add_gdn_cuda(r);
   add_mamba_ssu_cuda(r);

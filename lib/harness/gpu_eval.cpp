@@ -179,6 +179,9 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
   double max_abs = 0, max_rel = 0;
   std::int64_t mismatched = 0, total = 0;
   double lowest_matched = 1.0;
+  const bool sampling = judged_by_distribution(d);
+  double max_tvd = 0, tvd_threshold = 0;  // sampling: the largest distance over trials, and its threshold
+  int max_bins = 0;
   // Kept for the stream check and timing, one per trial: timed samples rotate
   // through them, and each rotation's outputs are judged again afterwards.
   std::vector<DeviceInputs> input_sets;
@@ -272,8 +275,10 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
 
     Status st = ok_status();
     (void)cudaGetLastError();  // start clean: an earlier non-sticky error is not this solution's
+    // Sampling: this call is the trial's draw 0, seeded as the CPU path seeds it.
+    const std::uint64_t first_seed = sampling ? SamplingJudge::draw_seed(mo.seed, 0) : mo.seed;
     try {
-      st = impl.run_cuda(CudaCall{d, m->axes, di->args, views, stream.get()});
+      st = impl.run_cuda(CudaCall{d, m->axes, di->args, views, stream.get(), first_seed});
     } catch (const std::exception& e) {
       st = make_error(Code::internal, fmt::format("{} threw: {}", impl.name, e.what()));
     }
@@ -296,9 +301,10 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     }
     auto got = allocate_outputs(d, m->axes);
     if (!got) return got.error();
-    if (judged_by_distribution(d)) {
+    if (sampling) {
       // Sampling: by distribution over opt.sampling.draws calls on these
-      // inputs (the solution keeps its own random state; CudaCall has no seed).
+      // inputs, call `draw` seeded with SamplingJudge::draw_seed(trial seed,
+      // draw), the seeds the CPU path passes (harness.cpp).
       auto judge = SamplingJudge::create(d, m->axes, m->args, opt.sampling);
       if (!judge) return judge.error();
       if (trial == 0) log += judge->describe() + "\n";
@@ -306,7 +312,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       for (int draw = 0; draw < opt.sampling.draws && !bad; ++draw) {
         if (draw > 0) {
           for (auto& o : outputs) KB_TRY(cuda::memset_async(o.view, 0xFF, stream.get()));
-          Status s = impl.run_cuda(CudaCall{d, m->axes, di->args, views, stream.get()});
+          Status s =
+              impl.run_cuda(CudaCall{d, m->axes, di->args, views, stream.get(), SamplingJudge::draw_seed(mo.seed, draw)});
           if (s.ok()) s = cuda::check(cudaGetLastError(), "after the launch");
           if (s.ok()) s = stream.synchronize();
           if (!s.ok()) {
@@ -330,12 +337,18 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       SamplingVerdict v = bad ? *bad : judge->finish();
       max_abs = std::max(max_abs, v.max_abs);
       max_rel = std::max(max_rel, v.max_rel);
+      if (!bad && v.max_tvd >= max_tvd) {
+        max_tvd = v.max_tvd;
+        tvd_threshold = v.tvd_threshold;
+      }
+      max_bins = std::max(max_bins, v.max_bins);
       if (v.status != EvalStatus::passed) {
         ev.status = v.status;
         if (v.status == EvalStatus::incorrect_numerical) {
           JudgeCounts counts;
           counts.tvd = v.max_tvd;
           counts.tvd_threshold = v.tvd_threshold;
+          counts.draws = opt.sampling.draws;
           counts.out_of_support = bad.has_value();
           counts.trials_run = trial + 1;
           ev.correctness = Correctness{bad ? 1e8 : max_rel, bad ? 1.0 : max_abs, write_judge_counts(counts)};
@@ -395,7 +408,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     KB_TRY(stream.synchronize());
     auto sc = cuda::check_stream_discipline(
         [&](void* s) {
-          Status st = impl.run_cuda(CudaCall{d, axes, input_sets[0].args, views, s});
+          Status st = impl.run_cuda(CudaCall{d, axes, input_sets[0].args, views, s, opt.seed});
           if (st.ok()) st = cuda::check(cudaGetLastError(), "after the launch");
           return st;
         },
@@ -414,9 +427,19 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
   }
 
   ev.status = EvalStatus::passed;
-  ev.correctness = Correctness{max_rel, max_abs,
-      write_judge_counts(JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials),
-                                                                       recorded_matched_ratio(tol, lowest_matched)))};
+  if (sampling) {
+    JudgeCounts counts;
+    counts.tvd = max_tvd;
+    counts.tvd_threshold = tvd_threshold;
+    counts.bins = max_bins;
+    counts.draws = opt.sampling.draws;
+    counts.trials_run = std::max(1, opt.trials);
+    ev.correctness = Correctness{max_rel, max_abs, write_judge_counts(counts)};
+  } else {
+    ev.correctness = Correctness{max_rel, max_abs,
+        write_judge_counts(JudgeCounts::elementwise(mismatched, total, std::max(1, opt.trials),
+                                                    recorded_matched_ratio(tol, lowest_matched)))};
+  }
   Performance perf;
   if (opt.time) {
     // Rotate the trials' input and output sets: consecutive samples see
@@ -431,10 +454,11 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       }
     }
     KB_TRY(stream.synchronize());
-    // One timed call: sample i runs on rotation i % rotations.
+    // One timed call: sample i runs on rotation i % rotations, seeded with
+    // that rotation's trial seed.
     auto run_rotated = [&](int sample, void* s) {
       std::size_t k = static_cast<std::size_t>(sample) % input_sets.size();
-      return impl.run_cuda(CudaCall{d, axes, input_sets[k].args, view_sets[k], s});
+      return impl.run_cuda(CudaCall{d, axes, input_sets[k].args, view_sets[k], s, opt.seed + k});
     };
     cuda::TimingOptions topt;
     if (opt.gpu_warmup > 0) topt.warmup = opt.gpu_warmup;

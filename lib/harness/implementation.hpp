@@ -4,6 +4,7 @@
 // They all take the definition's inputs and fill its outputs.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -43,6 +44,9 @@ struct CudaCall {
   std::span<const cuda::DeviceArg> inputs;   // definition input order
   std::span<const cuda::DeviceTensor> outputs;  // definition output order
   void* stream = nullptr;
+  // For solutions that draw random numbers (sampling): the same seed gives
+  // the same outputs; the harness passes ImplementationCall's seeds.
+  std::uint64_t seed = 0;
 };
 
 struct Implementation {
