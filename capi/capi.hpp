@@ -204,9 +204,10 @@ using CallAxes = SmallBuf<std::int64_t, 32>;
 // and kb_dispatch_run). The GPU path keeps its bookkeeping in per-thread
 // buffers reused from call to call: once they have grown to a call's size, a
 // repeated call allocates nothing on the host. Messages begin with `function`.
+// `seed` reaches the solution (sampling draws from it; other solutions ignore it).
 kb_status run_checked(const char* function, const kb::Definition& d, std::span<const std::int64_t> axis_values,
                       const kb::Implementation& implementation, const DLTensor* const* inputs, size_t n_inputs,
-                      const DLTensor* const* outputs, size_t n_outputs, void* stream);
+                      const DLTensor* const* outputs, size_t n_outputs, void* stream, std::uint64_t seed = 0);
 
 }  // namespace kb::capi
 

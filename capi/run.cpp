@@ -140,7 +140,7 @@ kb_status read_benchmark_options(const char* function, const kb_benchmark_option
 
 kb_status run_checked(const char* function, const kb::Definition& d, std::span<const std::int64_t> axis_values,
                       const kb::Implementation& implementation, const DLTensor* const* inputs, size_t n_inputs,
-                      const DLTensor* const* outputs, size_t n_outputs, void* stream) {
+                      const DLTensor* const* outputs, size_t n_outputs, void* stream, std::uint64_t seed) {
   const kb::Implementation* impl = &implementation;
   CallScratch& scratch = call_scratch();
   const kb::AxisValues& axes = bind_axes(scratch, d, axis_values);
@@ -168,7 +168,7 @@ kb_status run_checked(const char* function, const kb::Definition& d, std::span<c
       if (!x) return fail(x.error());
       out_tensors.push_back(std::move(*x));
     }
-    kb::Status st = impl->run(kb::ImplementationCall{d, axes, args, out_tensors, 0});
+    kb::Status st = impl->run(kb::ImplementationCall{d, axes, args, out_tensors, seed});
     if (!st.ok()) return fail(st.error());
     for (std::size_t i = 0; i < n_outputs; ++i) {
       const kb::Tensor& o = out_tensors[i];
@@ -232,7 +232,7 @@ kb_status run_checked(const char* function, const kb::Definition& d, std::span<c
   }
   kb::Status st = impl->run_cuda(kb::CudaCall{d, axes, std::span<const kb::cuda::DeviceArg>(args.data(), n_inputs),
                                                std::span<const kb::cuda::DeviceTensor>(out_views.data(), n_outputs),
-                                               stream});
+                                               stream, seed});
   if (!st.ok()) return fail(st.error());
   return KB_OK;
 #else
@@ -244,13 +244,15 @@ kb_status run_checked(const char* function, const kb::Definition& d, std::span<c
 
 extern "C" {
 
-KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, const char* solution,
-                                 const DLTensor* const* inputs, size_t n_inputs, const DLTensor* const* outputs,
-                                 size_t n_outputs, void* stream) {
+namespace {
+
+kb_status solution_run(const char* function, kb_context* ctx, const kb_definition* def, const char* solution,
+                       const DLTensor* const* inputs, size_t n_inputs, const DLTensor* const* outputs,
+                       size_t n_outputs, void* stream, std::uint64_t seed) {
   KB_CAPI_REQUIRE(ctx);
   KB_CAPI_REQUIRE(def);
   KB_CAPI_REQUIRE(solution);
-  return kb::capi::guarded(__func__, [&]() -> kb_status {
+  return kb::capi::guarded(function, [&]() -> kb_status {
     const kb::capi::CallScope scope(ctx->call);  // the context's settings and log callback for this call
     const kb::Definition& d = def->def;
     kb::capi::CallAxes axes(d.axes.size());
@@ -261,11 +263,26 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
       return st;  // message already recorded
     kb::Implementation reference;
     const kb::Implementation* impl = find_solution(solution, reference);
-    if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("kb_solution_run: no solution \"{}\" (see kb bench --list)", solution));
+    if (!impl) return fail(KB_ERROR_NOT_FOUND, fmt::format("{}: no solution \"{}\" (see kb bench --list)", function, solution));
     if (auto why = impl == &reference ? impl->supports(d) : supports_memo(*impl, d); !why.empty())
-      return fail(KB_ERROR_UNSUPPORTED, fmt::format("kb_solution_run: {} does not handle {}: {}", impl->name, d.name, why));
-    return kb::capi::run_checked("kb_solution_run", d, axes.span(), *impl, inputs, n_inputs, outputs, n_outputs, stream);
+      return fail(KB_ERROR_UNSUPPORTED, fmt::format("{}: {} does not handle {}: {}", function, impl->name, d.name, why));
+    return kb::capi::run_checked(function, d, axes.span(), *impl, inputs, n_inputs, outputs, n_outputs, stream, seed);
   });
+}
+
+}  // namespace
+
+KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, const char* solution,
+                                 const DLTensor* const* inputs, size_t n_inputs, const DLTensor* const* outputs,
+                                 size_t n_outputs, void* stream) {
+  return solution_run(__func__, ctx, def, solution, inputs, n_inputs, outputs, n_outputs, stream, 0);
+}
+
+KB_API kb_status kb_solution_run_seeded(kb_context* ctx, const kb_definition* def, const char* solution,
+                                        const DLTensor* const* inputs, size_t n_inputs,
+                                        const DLTensor* const* outputs, size_t n_outputs, void* stream,
+                                        uint64_t seed) {
+  return solution_run(__func__, ctx, def, solution, inputs, n_inputs, outputs, n_outputs, stream, seed);
 }
 
 KB_API kb_status kb_benchmark_run(kb_context* ctx, const kb_definition* def, const kb_workload* workload,

@@ -898,6 +898,15 @@ KB_API kb_status kb_solution_run(kb_context* ctx, const kb_definition* def, cons
                                  const DLTensor* const* inputs, size_t n_inputs,
                                  const DLTensor* const* outputs, size_t n_outputs, void* stream);
 
+/* kb_solution_run() with the seed a random solution draws from: sampling solutions (op_type
+ * "sampling") draw the same samples from the same inputs and seed, and independent ones from another
+ * seed, so an engine passes a fresh seed each step (kb_solution_run() passes 0: every call with
+ * the same inputs then draws the same samples). Other solutions ignore the seed. Since 0.1. */
+KB_API kb_status kb_solution_run_seeded(kb_context* ctx, const kb_definition* def, const char* solution,
+                                        const DLTensor* const* inputs, size_t n_inputs,
+                                        const DLTensor* const* outputs, size_t n_outputs, void* stream,
+                                        uint64_t seed);
+
 /* ==== Dispatch ================================================================================= */
 
 /* A per-call choice among kb's solutions of one definition, made from recorded traces: what an

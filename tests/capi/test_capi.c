@@ -1386,6 +1386,60 @@ static void test_running(kb_context* ctx) {
   kb_definition_destroy(def);
 }
 
+/* kb_solution_run_seeded: a sampling solution draws the same samples from the same inputs and seed,
+ * others from another seed; every sample is a token of the row. */
+static const char* SAMPLING_DEF =
+    "{\"name\": \"top_p_sampling_v16\", \"op_type\": \"sampling\", \"axes\": {\"B\": {\"type\": \"var\"},"
+    " \"V\": {\"type\": \"const\", \"value\": 16}},"
+    " \"inputs\": {\"probs\": {\"shape\": [\"B\", \"V\"], \"dtype\": \"float32\"},"
+    " \"top_p\": {\"shape\": [\"B\"], \"dtype\": \"float32\"}},"
+    " \"outputs\": {\"samples\": {\"shape\": [\"B\"], \"dtype\": \"int64\"}},"
+    " \"reference\": \"def run(probs, top_p):\\n    pass\\n\"}";
+
+static void test_seeded_sampling(kb_context* ctx) {
+  enum { B = 64, V = 16 };
+  kb_definition* def = NULL;
+  float probs[B * V], top_p[B];
+  int64_t a[B], b[B], c[B];
+  int64_t ps[2] = {B, V}, bs[1] = {B};
+  DLTensor tp, tt, to;
+  const DLTensor* ins[2];
+  const DLTensor* outs[1];
+  int i, same_ab = 1, same_ac = 1, in_range = 1;
+
+  EXPECT_OK(kb_definition_load(ctx, SAMPLING_DEF, strlen(SAMPLING_DEF), &def));
+  if (!def) return;
+  for (i = 0; i < B * V; ++i) probs[i] = 1.0f / V;
+  for (i = 0; i < B; ++i) top_p[i] = 1.0f;
+  host_f32(&tp, probs, ps);
+  host_f32(&tt, top_p, bs);
+  tt.ndim = 1;
+  host_f32(&to, NULL, bs);
+  to.ndim = 1;
+  to.dtype.code = kDLInt;
+  to.dtype.bits = 64;
+  ins[0] = &tp;
+  ins[1] = &tt;
+  outs[0] = &to;
+  to.data = a;
+  EXPECT_OK(kb_solution_run_seeded(ctx, def, "kb_cpu_sampling", ins, 2, outs, 1, NULL, 7));
+  to.data = b;
+  EXPECT_OK(kb_solution_run_seeded(ctx, def, "kb_cpu_sampling", ins, 2, outs, 1, NULL, 7));
+  to.data = c;
+  EXPECT_OK(kb_solution_run_seeded(ctx, def, "kb_cpu_sampling", ins, 2, outs, 1, NULL, 8));
+  for (i = 0; i < B; ++i) {
+    same_ab &= a[i] == b[i];
+    same_ac &= a[i] == c[i];
+    in_range &= a[i] >= 0 && a[i] < V && c[i] >= 0 && c[i] < V;
+  }
+  CHECK(same_ab);   /* same seed, same samples */
+  CHECK(!same_ac);  /* 64 uniform draws over 16 tokens agree by chance with probability 16^-64 */
+  CHECK(in_range);
+  EXPECT_FAIL(kb_solution_run_seeded(ctx, def, "nope", ins, 2, outs, 1, NULL, 7), KB_ERROR_NOT_FOUND,
+              "kb_solution_run_seeded: no solution \"nope\"");
+  kb_definition_destroy(def);
+}
+
 /* A PASSED record of kb's CUDA silu_and_mul at T = 64, as `kb bench` on a GPU writes one, for the
  * definition named NAME. */
 #define SILU_CUDA_RECORD(NAME)                                                                              \
@@ -1644,6 +1698,7 @@ int main(int argc, char** argv) {
   test_solutions(ctx);
   test_results(ctx);
   test_running(ctx);
+  test_seeded_sampling(ctx);
   test_dispatch(ctx);
   test_cuda();
   test_cuda_benchmark(ctx);
