@@ -153,7 +153,10 @@ Out fft_c2c(Call& c) {
   std::vector<bool> seen(x.rank(), false);
   std::vector<std::size_t> ds;
   for (std::int64_t d : *dims) {
-    const auto w = static_cast<std::size_t>(wrap_dim(d, x.rank()));
+    // ATen's callers (fftn, ifftn) pass dims already wrapped; the kernel does not wrap a negative one.
+    if (d < 0 || d >= static_cast<std::int64_t>(x.rank()))
+      fail(fmt::format("dim {} is outside [0, {}): _fft_c2c takes wrapped dims", d, x.rank()));
+    const auto w = static_cast<std::size_t>(d);
     if (seen[w]) fail(fmt::format("dim {} appears twice", d));
     seen[w] = true;
     ds.push_back(w);
