@@ -30,5 +30,8 @@ std::span<const OpInfo> grid_sampler_ops();
 std::span<const OpInfo> division_ops();         // elementwise/division.cpp
 std::span<const OpInfo> norm_topk_ops();        // reduction/norm_topk.cpp
 std::span<const OpInfo> inplace_view_ops();     // copy/inplace_view.cpp
+std::span<const OpInfo> spectral_ops();         // spectral/fft.cpp
+std::span<const OpInfo> sparse_ops();           // sparse/sparse_coo.cpp
+std::span<const OpInfo> rnn_ops();              // rnn/lstm.cpp
 
 }  // namespace kb::backendbench::aten

@@ -18,7 +18,8 @@ std::vector<OpInfo> build_table() {
                    aten::convolution_ops(), aten::pooling_ops(), aten::upsample_ops(),
                    aten::embedding_bag_ops(), aten::advanced_index_ops(), aten::factory_ops(), aten::group_norm_ops(),
                    aten::padding_ops(), aten::fold_ops(), aten::grid_sampler_ops(), aten::division_ops(),
-                   aten::norm_topk_ops(), aten::inplace_view_ops()})
+                   aten::norm_topk_ops(), aten::inplace_view_ops(), aten::spectral_ops(), aten::sparse_ops(),
+                   aten::rnn_ops()})
     all.insert(all.end(), fam.begin(), fam.end());
   return all;
 }

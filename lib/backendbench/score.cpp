@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <complex>
 #include <cstring>
 
 namespace kb::backendbench {
@@ -53,6 +54,37 @@ Judgment judge_signature(const std::vector<HostTensor>& expected, const std::vec
   return j;
 }
 
+namespace {
+
+// torch.isclose on complex values, as torch.testing.assert_close applies it:
+// equal values match (infinities included), a NaN part on both sides matches
+// (equal_nan), else |a - e| <= atol + rtol * |e| with the complex modulus.
+void judge_complex(std::size_t k, const HostTensor& e, const HostTensor& a, double atol, double rtol, Judgment& j) {
+  auto has_nan = [](std::complex<double> v) { return std::isnan(v.real()) || std::isnan(v.imag()); };
+  const std::int64_t n = e.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::complex<double> ev = e.at_complex(i), av = a.at_complex(i);
+    if (has_nan(ev) && has_nan(av)) continue;
+    double abs_err = 0;
+    bool ok = ev == av;
+    if (!ok) {
+      abs_err = std::abs(av - ev);
+      ok = std::isfinite(abs_err) && abs_err <= atol + rtol * std::abs(ev);
+      if (!std::isfinite(abs_err)) abs_err = INFINITY;
+    }
+    j.max_abs_error = std::max(j.max_abs_error, abs_err);
+    if (std::abs(ev) != 0 && std::isfinite(std::abs(ev)))
+      j.max_rel_error = std::max(j.max_rel_error, abs_err / std::abs(ev));
+    if (!ok && j.verdict == Verdict::passed) {
+      j.verdict = Verdict::incorrect_numerical;
+      j.detail = fmt::format("output {}: element {} is ({}, {}), expected ({}, {})", k, i, av.real(), av.imag(),
+                             ev.real(), ev.imag());
+    }
+  }
+}
+
+}  // namespace
+
 Judgment judge(const std::vector<HostTensor>& expected, const std::vector<HostTensor>& actual, double atol,
                double rtol) {
   Judgment j = judge_signature(expected, actual);
@@ -62,6 +94,10 @@ Judgment judge(const std::vector<HostTensor>& expected, const std::vector<HostTe
     const HostTensor& a = actual[k];
     if (e.undefined) continue;
     const std::int64_t n = e.numel();
+    if (is_complex(e.dtype)) {
+      judge_complex(k, e, a, atol, rtol, j);
+      continue;
+    }
     for (std::int64_t i = 0; i < n; ++i) {
       double ev = e.at(i), av = a.at(i);
       if (std::isnan(ev) && std::isnan(av)) continue;
@@ -92,6 +128,14 @@ bool identical(const std::vector<HostTensor>& a, const std::vector<HostTensor>& 
     if (a[k].undefined != b[k].undefined) return false;
     if (a[k].undefined) continue;
     if (a[k].dtype != b[k].dtype || a[k].shape != b[k].shape) return false;
+    if (is_complex(a[k].dtype)) {
+      for (std::int64_t i = 0; i < a[k].numel(); ++i) {
+        std::complex<double> x = a[k].at_complex(i), y = b[k].at_complex(i);
+        for (auto [p, q] : {std::pair{x.real(), y.real()}, std::pair{x.imag(), y.imag()}})
+          if (!(std::isnan(p) && std::isnan(q)) && std::memcmp(&p, &q, sizeof p) != 0) return false;
+      }
+      continue;
+    }
     for (std::int64_t i = 0; i < a[k].numel(); ++i) {
       double x = a[k].at(i), y = b[k].at(i);
       if (std::isnan(x) && std::isnan(y)) continue;

@@ -3,6 +3,8 @@
 // Judge: outputs match when their count, dtypes and shapes are equal and every
 // element is allclose with atol = rtol = 1e-2 (|a - e| <= atol + rtol * |e|),
 // NaN equal to NaN, infinities equal when equal; strides are ignored.
+// Complex outputs as torch.isclose compares them: |a - e| <= atol + rtol * |e|
+// with the complex modulus, a NaN part on both sides equal.
 // Score: per operator, the geometric mean over its lines of baseline time /
 // kb time, a failing line counting 1.0; overall, the geometric mean of the
 // per-operator scores; the fraction of operators whose every line passed;

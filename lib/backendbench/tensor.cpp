@@ -99,20 +99,51 @@ void HostTensor::store(std::int64_t index, double v) {
   }
 }
 
+std::complex<double> HostTensor::load_complex(std::int64_t index) const {
+  const std::byte* p = storage->data() + static_cast<std::size_t>(index) * dtype_size(dtype);
+  switch (dtype) {
+    case Dtype::c32: return {half_to_float(read_as<std::uint16_t>(p)), half_to_float(read_as<std::uint16_t>(p + 2))};
+    case Dtype::c64: return {read_as<float>(p), read_as<float>(p + 4)};
+    case Dtype::c128: return {read_as<double>(p), read_as<double>(p + 8)};
+    default: return {load(index), 0.0};
+  }
+}
+
+void HostTensor::store_complex(std::int64_t index, std::complex<double> v) {
+  std::byte* p = storage->data() + static_cast<std::size_t>(index) * dtype_size(dtype);
+  switch (dtype) {
+    case Dtype::c32:
+      write_as(p, float_to_half(static_cast<float>(v.real())));
+      write_as(p + 2, float_to_half(static_cast<float>(v.imag())));
+      return;
+    case Dtype::c64:
+      write_as(p, static_cast<float>(v.real()));
+      write_as(p + 4, static_cast<float>(v.imag()));
+      return;
+    case Dtype::c128:
+      write_as(p, v.real());
+      write_as(p + 8, v.imag());
+      return;
+    default: store(index, v.real()); return;
+  }
+}
+
 std::int64_t HostTensor::index_of(const std::int64_t* idx) const {
   std::int64_t o = offset;
   for (std::size_t i = 0; i < shape.size(); ++i) o += idx[i] * strides[i];
   return o;
 }
 
-double HostTensor::at(std::int64_t i) const {
+std::int64_t HostTensor::storage_index(std::int64_t i) const {
   std::int64_t o = offset;
   for (std::size_t d = shape.size(); d-- > 0;) {
     o += (i % shape[d]) * strides[d];
     i /= shape[d];
   }
-  return load(o);
+  return o;
 }
+
+double HostTensor::at(std::int64_t i) const { return load(storage_index(i)); }
 
 std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> s(shape.size());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <complex>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -42,10 +43,18 @@ struct HostTensor {
   // zero after clamping to the type's range, NaN stores 0; bool is v != 0).
   double load(std::int64_t index) const;
   void store(std::int64_t index, double v);
+  // Complex storage element `index` (c32: two f16 parts; c64: two floats;
+  // c128: two doubles), real part first as PyTorch stores it. store_complex
+  // rounds each part to nearest even like store(); real dtypes hold the real
+  // part (load_complex gives imaginary part 0, store_complex drops it).
+  std::complex<double> load_complex(std::int64_t index) const;
+  void store_complex(std::int64_t index, std::complex<double> v);
   // Storage index of a logical multi-index.
   std::int64_t index_of(const std::int64_t* idx) const;
-  // Logical element i (row-major over shape) as double.
+  // Logical element i (row-major over shape) as double (NaN for complex dtypes: use at_complex).
   double at(std::int64_t i) const;
+  std::int64_t storage_index(std::int64_t i) const;  // of logical element i
+  std::complex<double> at_complex(std::int64_t i) const { return load_complex(storage_index(i)); }
 };
 
 // Row-major strides of a shape.

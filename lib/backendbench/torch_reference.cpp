@@ -50,6 +50,12 @@ SPELL = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", 
          "complex128": "c128", "cdouble": "c128", "int8": "i8", "int16": "i16", "int32": "i32", "int": "i32",
          "int64": "i64", "long": "i64", "bool": "b8", "uint8": "u8"}
 FLOATING = (torch.float16, torch.bfloat16, torch.float32)
+COMPLEX = (torch.complex32, torch.complex64) if hasattr(torch, "complex32") else (torch.complex64,)
+
+
+def raised(dt):
+    # The dtype a line runs in when raised: f64 for real floats, c128 for complex.
+    return torch.float64 if dt in FLOATING else torch.complex128 if dt in COMPLEX else dt
 
 
 class TorchNames:
@@ -73,12 +79,54 @@ def call(op, args, kwargs):
     # per-dim scales the .vec form derives from its arguments.
     if not hasattr(aten, parts[1]) and parts[1] in ("im2col_backward", "col2im_backward"):
         return (aten.col2im if parts[1] == "im2col_backward" else aten.im2col).default(*args, **kwargs)
+    if parts[1] in ("_cudnn_rnn", "_cudnn_rnn_backward") and not (args[0].is_cuda and torch.backends.cudnn.is_available()):
+        return cudnn_lstm(parts[1] == "_cudnn_rnn_backward", args, kwargs)
     fn = getattr(aten, parts[1])
     if parts[2] == "vec" and parts[1].endswith("_backward") and not hasattr(fn, "vec"):
         g, size, input_size, *rest = args
         scales = rest[-1] or [None] * (len(input_size) - 2)
         return fn.default(g, size or list(g.shape[2:]), input_size, *rest[:-1], *scales, **kwargs)
     return getattr(fn, parts[2])(*args, **kwargs)
+
+
+def cudnn_lstm(backward, args, kwargs):
+    # _cudnn_rnn(_backward) for LSTMs through PyTorch's own LSTM (aten.lstm, autograd for the
+    # backward), on any device: the outputs kb's oracle defines (kernels/aten/rnn/lstm.cpp), with
+    # cuDNN's reserve and weight_buf None. The backward reruns the forward from input, hx, cx and
+    # the weight list and reads neither reserve, weight_buf nor output.
+    names = ["input", "weight", "weight_stride0", "weight_buf", "hx", "cx"]
+    if backward:
+        names += ["output", "grad_output", "grad_hy", "grad_cy"]
+    names += ["mode", "hidden_size", "proj_size", "num_layers", "batch_first", "dropout", "train",
+              "bidirectional", "batch_sizes", "dropout_state"]
+    if backward:
+        names += ["reserve", "output_mask"]
+    a = dict(zip(names, args))
+    a.update(kwargs)
+    if a["mode"] != 2 or a["proj_size"] != 0 or a["batch_sizes"]:
+        raise ValueError("only LSTMs without projections on padded sequences are emulated")
+    weights = list(a["weight"])
+    if a["weight_stride0"] != 4 and a["weight_stride0"] != 2:
+        raise ValueError("weight_stride0 must be 2 or 4")
+    with torch.enable_grad():
+        x = a["input"].detach().requires_grad_(backward)
+        hx = a["hx"].detach().requires_grad_(backward)
+        cx = a["cx"].detach().requires_grad_(backward)
+        ws = [w.detach().requires_grad_(backward) for w in weights]
+        y, hy, cy = torch.ops.aten.lstm.input(x, [hx, cx], ws, a["weight_stride0"] == 4, a["num_layers"],
+                                              0.0, False, a["bidirectional"], a["batch_first"])
+        if not backward:
+            return [y, hy, cy, None, None]
+        outs, grads = [], []
+        for o, g in ((y, a["grad_output"]), (hy, a["grad_hy"]), (cy, a["grad_cy"])):
+            if g is not None:
+                outs.append(o)
+                grads.append(g)
+        got = torch.autograd.grad(outs, [x, hx, cx] + ws, grads, allow_unused=True)
+    mask = a["output_mask"]
+    res = [got[k] if mask[k] else None for k in range(3)]
+    res.append([g if g is not None else torch.zeros_like(w) for g, w in zip(got[3:], ws)] if mask[3] else [])
+    return res
 
 
 def build_args(desc, data, to_f64, meta):
@@ -90,8 +138,8 @@ def build_args(desc, data, to_f64, meta):
         raw = data[t["begin"]:t["begin"] + t["nbytes"]]
         base = torch.frombuffer(bytearray(raw), dtype=dt) if t["nbytes"] else torch.empty(0, dtype=dt)
         x = torch.as_strided(base, t["shape"], t["strides"], t["offset"])
-        if to_f64 and dt in FLOATING:
-            x = x.to(torch.float64)
+        if to_f64 and (dt in FLOATING or dt in COMPLEX):
+            x = x.to(raised(dt))
         if meta:
             x = x.to("meta")
         made.append(x)
@@ -103,7 +151,7 @@ def build_args(desc, data, to_f64, meta):
     env = {"T": T, "torch": TorchNames(), "inf": float("inf"), "nan": float("nan"),
            "True": True, "False": False, "None": None, "__builtins__": {}}
     for k, v in DT.items():
-        env[k] = torch.float64 if (to_f64 and v in FLOATING) else v
+        env[k] = raised(v) if to_f64 else v
     args, kwargs = eval(desc["args"], env)
     if "device" in kwargs:
         kwargs["device"] = "meta" if meta else "cpu"
@@ -113,6 +161,10 @@ def build_args(desc, data, to_f64, meta):
 
 
 def flatten(out):
+    # A sparse COO tensor is written as its parts (_indices(), _values()), what
+    # torch.testing.assert_close compares for two of them.
+    if isinstance(out, torch.Tensor) and out.layout == torch.sparse_coo:
+        return [out._indices(), out._values()]
     if out is None or isinstance(out, torch.Tensor):
         return [out]
     if isinstance(out, (tuple, list)):
@@ -137,7 +189,7 @@ def run_line(d, stem):
         except Exception:
             pass
         outs, fp64 = None, False
-        wants_f64 = any(DT.get(t["dtype"]) in FLOATING for t in desc["tensors"])
+        wants_f64 = any(DT.get(t["dtype"]) in FLOATING + COMPLEX for t in desc["tensors"])
         if dtypes is not None and wants_f64:
             try:
                 a, k = build_args(desc, data, True, False)

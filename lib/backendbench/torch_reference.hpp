@@ -14,11 +14,19 @@
 // contiguous bytes.
 //
 // Precision: floating inputs (and floating dtype arguments) are raised to
-// f64 and each output cast back to the dtype PyTorch gives the line as
+// f64 (complex ones to c128) and each output cast back to the dtype PyTorch gives the line as
 // traced (learned from the same call on the meta device, or from a run in
 // the line's own dtypes when meta has no kernel for it); where f64 fails the
 // line runs in its own dtypes. Every failure of a line is that line's error,
 // with the Python exception; python3 or torch missing is the batch's error.
+//
+// A sparse COO output is written as its parts (_indices(), _values()), what
+// torch.testing.assert_close compares for two sparse tensors. _cudnn_rnn and
+// _cudnn_rnn_backward (cuDNN only) run, where cuDNN is not at hand, as the
+// LSTM they are: aten.lstm and autograd on the same inputs, with the outputs
+// kb's oracle defines (kernels/aten/rnn/lstm.cpp: reserve and weight_buf
+// None; the backward reruns the forward and reads neither reserve,
+// weight_buf nor output).
 #pragma once
 
 #include <optional>

@@ -489,7 +489,7 @@ TEST_CASE("run: CPU invariants pass on a small trace and the sample takes the sm
       "cnt: 1, ((T([3, 5], f16), [0], True), {})\n"
       "Operator: aten.sum.dim_IntList\n"
       "cnt: 1, ((T([3, 5], f16), [1]), {})\n"
-      "Operator: aten._cudnn_rnn.default\n"
+      "Operator: aten._cudnn_ctc_loss.default\n"
       "cnt: 9, ((T([1, 1, 3, 3], f16), T([1, 1, 1, 1], f16)), {})\n",
       "t.txt");
   REQUIRE(rep.ok());
@@ -507,7 +507,7 @@ TEST_CASE("run: CPU invariants pass on a small trace and the sample takes the sm
   for (const auto& l : r->lines) CHECK_MESSAGE(l.passed, l.op << ": " << l.problem);
   CHECK(r->ops[1].score > 1.0);  // a baseline of 1 s beats the oracle
   REQUIRE(r->unimplemented.size() == 1);
-  CHECK(r->unimplemented[0].op == "aten._cudnn_rnn.default");
+  CHECK(r->unimplemented[0].op == "aten._cudnn_ctc_loss.default");
   CHECK(r->unimplemented[0].count == 9);
   CHECK(r->total_lines == 6);
 }

@@ -1,0 +1,434 @@
+// _cudnn_rnn and _cudnn_rnn_backward for LSTMs (mode 2): the recurrence
+// cuDNN runs for torch.nn.LSTM, computed here from its definition.
+//
+//   _cudnn_rnn(input, weight[], weight_stride0, weight_buf, hx, cx, mode, hidden_size, proj_size,
+//              num_layers, batch_first, dropout, train, bidirectional, batch_sizes, dropout_state)
+//     -> (output, hy, cy, reserve, weight_buf)
+//   _cudnn_rnn_backward(input, weight[], weight_stride0, weight_buf, hx, cx, output, grad_output,
+//              grad_hy, grad_cy, mode, ..., dropout_state, reserve, output_mask[4])
+//     -> (grad_input, grad_hx, grad_cx, grad_weight[])
+//
+// Per layer and direction (layer l, direction d; weights at (l * D + d) * weight_stride0:
+// w_ih [4H, in], w_hh [4H, H], then with weight_stride0 4 b_ih [4H], b_hh [4H]),
+// gates in PyTorch's (and cuDNN's) order i, f, g, o:
+//   a = w_ih x_t + b_ih + w_hh h_{t-1} + b_hh
+//   i = sigmoid(a_i), f = sigmoid(a_f), g = tanh(a_g), o = sigmoid(a_o)
+//   c_t = f c_{t-1} + i g,  h_t = o tanh(c_t)
+// the reverse direction running t from the end; a layer's input is the
+// previous layer's outputs of both directions side by side. input is
+// [B, T, in] with batch_first, else [T, B, in]; output [.., D H], hy and cy
+// [L D, B, H]. Computed in double, each output rounded once to its dtype.
+//
+// What is compared. output, hy and cy are the LSTM's results. reserve is
+// cuDNN's private training workspace (its size and bytes are cuDNN's
+// choice) and weight_buf cuDNN's packed copy of the weights, laid out by
+// cuDNN: neither is a function of the LSTM's definition, so the oracle
+// returns them as absent (undefined) and no judgment reads them. (BackendBench
+// compares every output against cuDNN's, reserve bytes included, which only
+// cuDNN itself can match.)
+//
+// The backward's reserve holds cuDNN's saved activations and its weight_buf
+// and output are the forward's; on BackendBench's random inputs they are not
+// consistent with input, hx, cx and the weights, and cuDNN's result is then
+// a function of random workspace bytes. The oracle computes what the
+// operator means on consistent inputs: it reruns the forward from input,
+// hx, cx and the weight list, then back-propagates grad_output, grad_hy and
+// grad_cy (None: zero) through time; it reads neither reserve, weight_buf
+// nor output. The prepare function makes weight_buf the weights packed back
+// to back (w_ih, w_hh, b_ih, b_hh per layer and direction, the order
+// PyTorch's get_parameters checks in cuDNN's buffer) when its size is their
+// total, as on the traced lines, so a candidate reading weight_buf as cuDNN
+// does sees the same weights. output_mask [input, hx, cx, weight] leaves
+// a False gradient None (weight: an empty list).
+//
+// Refused: modes other than LSTM, proj_size > 0, packed sequences
+// (batch_sizes), and dropout between layers in training (random).
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "../common/args.hpp"
+#include "../families.hpp"
+
+namespace kb::backendbench::aten {
+namespace {
+
+using Out = std::vector<HostTensor>;
+using Vec = std::vector<double>;
+
+struct Spec {
+  std::int64_t T, B, in, H, L, D, stride0;
+  bool batch_first, biases;
+};
+
+Spec check(const Call& c, const HostTensor& x, std::size_t first_scalar) {
+  // Positions after `weight`..`cx` (forward: mode at 6; backward: mode at 10).
+  const std::size_t m = first_scalar;
+  const std::int64_t mode = int_arg(c, m, "mode");
+  if (mode != 2) fail(fmt::format("mode {} is not supported (only 2, LSTM)", mode));
+  Spec s{};
+  s.H = int_arg(c, m + 1, "hidden_size");
+  if (int_arg(c, m + 2, "proj_size") != 0) fail("proj_size > 0 (LSTM projections) is not supported");
+  s.L = int_arg(c, m + 3, "num_layers");
+  s.batch_first = bool_arg(c, m + 4, "batch_first");
+  const double dropout = number_arg(c, m + 5, "dropout");
+  const bool train = bool_arg(c, m + 6, "train");
+  s.D = bool_arg(c, m + 7, "bidirectional") ? 2 : 1;
+  auto bs = int_list_arg(c, m + 8, "batch_sizes");
+  if (bs && !bs->empty()) fail("packed sequences (batch_sizes) are not supported");
+  if (train && dropout > 0 && s.L > 1) fail("dropout between layers in training is random; not supported");
+  if (s.H <= 0 || s.L <= 0) fail(fmt::format("hidden_size {} and num_layers {} must be positive", s.H, s.L));
+  if (x.rank() != 3) fail(fmt::format("input must be 3-D, got {}", shape_text(x.shape)));
+  s.T = s.batch_first ? x.shape[1] : x.shape[0];
+  s.B = s.batch_first ? x.shape[0] : x.shape[1];
+  s.in = x.shape[2];
+  s.stride0 = int_arg(c, 2, "weight_stride0");
+  if (s.stride0 != 2 && s.stride0 != 4) fail(fmt::format("weight_stride0 {} must be 2 or 4", s.stride0));
+  s.biases = s.stride0 == 4;
+  const auto& w = tensor_list(c, 1, "weight");
+  if (static_cast<std::int64_t>(w.size()) != s.L * s.D * s.stride0)
+    fail(fmt::format("weight holds {} tensors, expected num_layers * directions * weight_stride0 = {}", w.size(),
+                     s.L * s.D * s.stride0));
+  for (std::int64_t l = 0; l < s.L; ++l)
+    for (std::int64_t d = 0; d < s.D; ++d) {
+      const std::size_t b = static_cast<std::size_t>((l * s.D + d) * s.stride0);
+      const std::int64_t in_l = l == 0 ? s.in : s.D * s.H;
+      auto want = [&](std::size_t k, std::vector<std::int64_t> shape, const char* what) {
+        if (w[b + k].shape != shape)
+          fail(fmt::format("layer {} direction {}: {} must be {}, got {}", l, d, what, shape_text(shape),
+                           shape_text(w[b + k].shape)));
+      };
+      want(0, {4 * s.H, in_l}, "w_ih");
+      want(1, {4 * s.H, s.H}, "w_hh");
+      if (s.biases) {
+        want(2, {4 * s.H}, "b_ih");
+        want(3, {4 * s.H}, "b_hh");
+      }
+    }
+  return s;
+}
+
+void check_state(const HostTensor* t, const Spec& s, const char* what) {
+  if (!t) fail(fmt::format("{} is required for an LSTM", what));
+  const std::vector<std::int64_t> want{s.L * s.D, s.B, s.H};
+  if (t->shape != want) fail(fmt::format("{} must be {}, got {}", what, shape_text(want), shape_text(t->shape)));
+}
+
+// A sequence tensor ([B, T, F] batch_first, else [T, B, F]) as [T][B][F] doubles.
+Vec seq_values(const HostTensor& t, const Spec& s) {
+  Vec v = to_doubles(t);
+  if (!s.batch_first) return v;
+  const std::int64_t F = t.shape[2];
+  Vec r(v.size());
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t k = 0; k < s.T; ++k)
+      for (std::int64_t f = 0; f < F; ++f)
+        r[static_cast<std::size_t>((k * s.B + b) * F + f)] = v[static_cast<std::size_t>((b * s.T + k) * F + f)];
+  return r;
+}
+
+void store_seq(HostTensor& out, const Vec& v, const Spec& s) {
+  const std::int64_t F = out.shape[2];
+  for (std::int64_t k = 0; k < s.T; ++k)
+    for (std::int64_t b = 0; b < s.B; ++b)
+      for (std::int64_t f = 0; f < F; ++f) {
+        const std::int64_t dst = s.batch_first ? (b * s.T + k) * F + f : (k * s.B + b) * F + f;
+        out.store(dst, v[static_cast<std::size_t>((k * s.B + b) * F + f)]);
+      }
+}
+
+double sigmoid(double a) { return 1.0 / (1.0 + std::exp(-a)); }
+
+// One layer and direction: weights as doubles, w_ih and w_hh also transposed
+// ([in][4H], [H][4H]) so the gate sums run as contiguous axpys.
+struct Cell {
+  std::int64_t in, H;
+  Vec wih, whh, wihT, whhT, bias;  // bias = b_ih + b_hh (zero without biases)
+};
+
+Cell load_cell(const std::vector<HostTensor>& w, const Spec& s, std::int64_t l, std::int64_t d) {
+  const std::size_t b = static_cast<std::size_t>((l * s.D + d) * s.stride0);
+  Cell c{w[b].shape[1], s.H, to_doubles(w[b]), to_doubles(w[b + 1]), {}, {}, Vec(static_cast<std::size_t>(4 * s.H), 0.0)};
+  const std::int64_t G = 4 * s.H;
+  c.wihT.resize(c.wih.size());
+  c.whhT.resize(c.whh.size());
+  for (std::int64_t r = 0; r < G; ++r) {
+    for (std::int64_t j = 0; j < c.in; ++j) c.wihT[static_cast<std::size_t>(j * G + r)] = c.wih[static_cast<std::size_t>(r * c.in + j)];
+    for (std::int64_t j = 0; j < s.H; ++j) c.whhT[static_cast<std::size_t>(j * G + r)] = c.whh[static_cast<std::size_t>(r * s.H + j)];
+  }
+  if (s.biases) {
+    Vec bi = to_doubles(w[b + 2]), bh = to_doubles(w[b + 3]);
+    for (std::size_t r = 0; r < c.bias.size(); ++r) c.bias[r] = bi[r] + bh[r];
+  }
+  return c;
+}
+
+// What one layer and direction keeps for the backward: per processed step k
+// (time t = k forward, T - 1 - k reverse) and batch row, the activated gates
+// [i f g o], c_t and h_t.
+struct Trace {
+  Vec gates, c, h;  // [T][B][4H], [T][B][H], [T][B][H], indexed by time t
+  Vec h0, c0;       // [B][H]
+};
+
+// Runs one layer and direction over x ([T][B][in]); writes h_t into y ([T][B][D H]) at column d H.
+Trace run_cell(const Cell& cell, const Vec& x, const Vec& h0, const Vec& c0, const Spec& s, std::int64_t d, Vec& y) {
+  const std::int64_t T = s.T, B = s.B, H = s.H, G = 4 * H, in = cell.in;
+  Trace tr{Vec(static_cast<std::size_t>(T * B * G)), Vec(static_cast<std::size_t>(T * B * H)),
+           Vec(static_cast<std::size_t>(T * B * H)), h0, c0};
+  Vec a(static_cast<std::size_t>(G));
+  for (std::int64_t k = 0; k < T; ++k) {
+    const std::int64_t t = d == 0 ? k : T - 1 - k, tp = d == 0 ? t - 1 : t + 1;
+    for (std::int64_t b = 0; b < B; ++b) {
+      const double* hp = k == 0 ? &h0[static_cast<std::size_t>(b * H)] : &tr.h[static_cast<std::size_t>((tp * B + b) * H)];
+      const double* cp = k == 0 ? &c0[static_cast<std::size_t>(b * H)] : &tr.c[static_cast<std::size_t>((tp * B + b) * H)];
+      const double* xt = &x[static_cast<std::size_t>((t * B + b) * in)];
+      a = cell.bias;
+      for (std::int64_t j = 0; j < in; ++j) {
+        const double v = xt[j];
+        const double* wr = &cell.wihT[static_cast<std::size_t>(j * G)];
+        for (std::int64_t r = 0; r < G; ++r) a[static_cast<std::size_t>(r)] += v * wr[r];
+      }
+      for (std::int64_t j = 0; j < H; ++j) {
+        const double v = hp[j];
+        const double* wr = &cell.whhT[static_cast<std::size_t>(j * G)];
+        for (std::int64_t r = 0; r < G; ++r) a[static_cast<std::size_t>(r)] += v * wr[r];
+      }
+      double* gt = &tr.gates[static_cast<std::size_t>((t * B + b) * G)];
+      double* ct = &tr.c[static_cast<std::size_t>((t * B + b) * H)];
+      double* ht = &tr.h[static_cast<std::size_t>((t * B + b) * H)];
+      for (std::int64_t u = 0; u < H; ++u) {
+        const double i = sigmoid(a[static_cast<std::size_t>(u)]), f = sigmoid(a[static_cast<std::size_t>(H + u)]),
+                     g = std::tanh(a[static_cast<std::size_t>(2 * H + u)]), o = sigmoid(a[static_cast<std::size_t>(3 * H + u)]);
+        gt[u] = i;
+        gt[H + u] = f;
+        gt[2 * H + u] = g;
+        gt[3 * H + u] = o;
+        ct[u] = f * cp[u] + i * g;
+        ht[u] = o * std::tanh(ct[u]);
+        y[static_cast<std::size_t>((t * B + b) * s.D * H + d * H + u)] = ht[u];
+      }
+    }
+  }
+  return tr;
+}
+
+struct Forward {
+  std::vector<Vec> layer_in;           // per layer, its input [T][B][in_l]
+  std::vector<Cell> cells;             // per (l, d)
+  std::vector<Trace> traces;           // per (l, d)
+  Vec y;                               // last layer's output [T][B][D H]
+  Vec hy, cy;                          // [L D][B][H]
+};
+
+Forward forward(const Spec& s, const std::vector<HostTensor>& w, const HostTensor& x, const HostTensor& hx,
+                const HostTensor& cx) {
+  Forward f;
+  const Vec h0 = to_doubles(hx), c0 = to_doubles(cx);
+  const std::size_t BH = static_cast<std::size_t>(s.B * s.H);
+  f.hy.resize(h0.size());
+  f.cy.resize(c0.size());
+  Vec in = seq_values(x, s);
+  for (std::int64_t l = 0; l < s.L; ++l) {
+    Vec y(static_cast<std::size_t>(s.T * s.B * s.D * s.H));
+    for (std::int64_t d = 0; d < s.D; ++d) {
+      const std::size_t ld = static_cast<std::size_t>(l * s.D + d);
+      f.cells.push_back(load_cell(w, s, l, d));
+      Vec hi(h0.begin() + static_cast<std::ptrdiff_t>(ld * BH), h0.begin() + static_cast<std::ptrdiff_t>((ld + 1) * BH));
+      Vec ci(c0.begin() + static_cast<std::ptrdiff_t>(ld * BH), c0.begin() + static_cast<std::ptrdiff_t>((ld + 1) * BH));
+      f.traces.push_back(run_cell(f.cells.back(), in, hi, ci, s, d, y));
+      const std::int64_t last = d == 0 ? s.T - 1 : 0;
+      for (std::size_t k = 0; k < BH; ++k) {
+        f.hy[ld * BH + k] = s.T ? f.traces.back().h[static_cast<std::size_t>(last) * BH + k] : hi[k];
+        f.cy[ld * BH + k] = s.T ? f.traces.back().c[static_cast<std::size_t>(last) * BH + k] : ci[k];
+      }
+    }
+    f.layer_in.push_back(std::move(in));
+    in = y;
+    f.y = std::move(y);
+  }
+  return f;
+}
+
+// _cudnn_rnn(...) -> (output, hy, cy, reserve, weight_buf)
+Out cudnn_rnn(Call& c) {
+  const HostTensor& x = tensor_arg(c, 0, "input");
+  Spec s = check(c, x, 6);
+  const HostTensor* hx = optional_tensor(c, 4, "hx");
+  const HostTensor* cx = optional_tensor(c, 5, "cx");
+  check_state(hx, s, "hx");
+  check_state(cx, s, "cx");
+  HostTensor out = empty_tensor(x.dtype, s.batch_first ? std::vector<std::int64_t>{s.B, s.T, s.D * s.H}
+                                                       : std::vector<std::int64_t>{s.T, s.B, s.D * s.H}, c.meta);
+  HostTensor hy = empty_tensor(hx->dtype, hx->shape, c.meta), cy = empty_tensor(cx->dtype, cx->shape, c.meta);
+  HostTensor reserve, weight_buf;
+  reserve.undefined = weight_buf.undefined = true;
+  if (c.meta) return {out, hy, cy, reserve, weight_buf};
+  Forward f = forward(s, tensor_list(c, 1, "weight"), x, *hx, *cx);
+  store_seq(out, f.y, s);
+  for (std::size_t i = 0; i < f.hy.size(); ++i) {
+    hy.store(static_cast<std::int64_t>(i), f.hy[i]);
+    cy.store(static_cast<std::int64_t>(i), f.cy[i]);
+  }
+  return {out, hy, cy, reserve, weight_buf};
+}
+
+// Back-propagation through one layer and direction. dy: gradient of the
+// layer's output [T][B][D H] (column d H); dh, dc: gradients of hy, cy
+// ([B][H]) in, of h0, c0 out. Accumulates dx ([T][B][in]) and the weight grads.
+void back_cell(const Cell& cell, const Trace& tr, const Vec& x, const Vec& dy, const Spec& s, std::int64_t d, Vec& dh,
+               Vec& dc, Vec& dx, Vec& dwih, Vec& dwhh, Vec& dbias) {
+  const std::int64_t T = s.T, B = s.B, H = s.H, G = 4 * H, in = cell.in;
+  Vec da(static_cast<std::size_t>(G)), dh_prev(static_cast<std::size_t>(B * H), 0.0);
+  for (std::int64_t k = T; k-- > 0;) {
+    const std::int64_t t = d == 0 ? k : T - 1 - k, tp = d == 0 ? t - 1 : t + 1;
+    std::fill(dh_prev.begin(), dh_prev.end(), 0.0);
+    for (std::int64_t b = 0; b < B; ++b) {
+      const double* gt = &tr.gates[static_cast<std::size_t>((t * B + b) * G)];
+      const double* ct = &tr.c[static_cast<std::size_t>((t * B + b) * H)];
+      const double* cp = k == 0 ? &tr.c0[static_cast<std::size_t>(b * H)] : &tr.c[static_cast<std::size_t>((tp * B + b) * H)];
+      const double* hp = k == 0 ? &tr.h0[static_cast<std::size_t>(b * H)] : &tr.h[static_cast<std::size_t>((tp * B + b) * H)];
+      const double* xt = &x[static_cast<std::size_t>((t * B + b) * in)];
+      for (std::int64_t u = 0; u < H; ++u) {
+        const std::size_t bu = static_cast<std::size_t>(b * H + u);
+        const double i = gt[u], f = gt[H + u], g = gt[2 * H + u], o = gt[3 * H + u];
+        const double th = std::tanh(ct[u]);
+        const double dht = dh[bu] + dy[static_cast<std::size_t>((t * B + b) * s.D * H + d * H + u)];
+        const double dct = dc[bu] + dht * o * (1 - th * th);
+        da[static_cast<std::size_t>(u)] = dct * g * i * (1 - i);
+        da[static_cast<std::size_t>(H + u)] = dct * cp[u] * f * (1 - f);
+        da[static_cast<std::size_t>(2 * H + u)] = dct * i * (1 - g * g);
+        da[static_cast<std::size_t>(3 * H + u)] = dht * th * o * (1 - o);
+        dc[bu] = dct * f;
+      }
+      for (std::int64_t r = 0; r < G; ++r) {
+        const double g = da[static_cast<std::size_t>(r)];
+        dbias[static_cast<std::size_t>(r)] += g;
+        double* wi = &dwih[static_cast<std::size_t>(r * in)];
+        for (std::int64_t j = 0; j < in; ++j) wi[j] += g * xt[j];
+        double* wh = &dwhh[static_cast<std::size_t>(r * H)];
+        for (std::int64_t j = 0; j < H; ++j) wh[j] += g * hp[j];
+      }
+      // dx_t += w_ih^T da, dh_{t-1} = w_hh^T da (rows of the transposed copies dotted with da)
+      double* dxt = &dx[static_cast<std::size_t>((t * B + b) * in)];
+      for (std::int64_t r = 0; r < G; ++r) {
+        const double g = da[static_cast<std::size_t>(r)];
+        const double* wi = &cell.wih[static_cast<std::size_t>(r * in)];
+        for (std::int64_t j = 0; j < in; ++j) dxt[j] += g * wi[j];
+        const double* wh = &cell.whh[static_cast<std::size_t>(r * H)];
+        double* dhp = &dh_prev[static_cast<std::size_t>(b * H)];
+        for (std::int64_t j = 0; j < H; ++j) dhp[j] += g * wh[j];
+      }
+    }
+    dh = dh_prev;
+  }
+}
+
+// _cudnn_rnn_backward(...) -> (grad_input, grad_hx, grad_cx, grad_weight[])
+Out cudnn_rnn_backward(Call& c) {
+  const HostTensor& x = tensor_arg(c, 0, "input");
+  Spec s = check(c, x, 10);
+  const HostTensor* hx = optional_tensor(c, 4, "hx");
+  const HostTensor* cx = optional_tensor(c, 5, "cx");
+  check_state(hx, s, "hx");
+  check_state(cx, s, "cx");
+  const std::vector<std::int64_t> out_shape = s.batch_first ? std::vector<std::int64_t>{s.B, s.T, s.D * s.H}
+                                                            : std::vector<std::int64_t>{s.T, s.B, s.D * s.H};
+  const HostTensor* gout = optional_tensor(c, 7, "grad_output");
+  const HostTensor* ghy = optional_tensor(c, 8, "grad_hy");
+  const HostTensor* gcy = optional_tensor(c, 9, "grad_cy");
+  if (gout && gout->shape != out_shape)
+    fail(fmt::format("grad_output must be {}, got {}", shape_text(out_shape), shape_text(gout->shape)));
+  if (ghy) check_state(ghy, s, "grad_hy");
+  if (gcy) check_state(gcy, s, "grad_cy");
+  const CallArg* mask = c.find(21, "output_mask");
+  if (!mask || mask->value->kind != Kind::list || mask->value->children.size() != 4)
+    fail("output_mask must be a list of 4 bools");
+  bool want[4];
+  for (std::size_t k = 0; k < 4; ++k) {
+    const Value& m = mask->value->children[k];
+    if (m.kind != Kind::boolean) fail("output_mask must hold bools");
+    want[k] = m.text == "True";
+  }
+  const auto& w = tensor_list(c, 1, "weight");
+  Out outs{empty_tensor(x.dtype, x.shape, c.meta), empty_tensor(hx->dtype, hx->shape, c.meta),
+           empty_tensor(cx->dtype, cx->shape, c.meta)};
+  for (std::size_t k = 0; k < 3; ++k)
+    if (!want[k]) {
+      outs[k] = HostTensor{};
+      outs[k].undefined = true;
+    }
+  const std::size_t first_w = outs.size();
+  if (want[3])
+    for (const HostTensor& t : w) outs.push_back(empty_tensor(t.dtype, t.shape, c.meta));
+  if (c.meta) return outs;
+
+  Forward f = forward(s, w, x, *hx, *cx);
+  const std::size_t BH = static_cast<std::size_t>(s.B * s.H);
+  const Vec ghy_v = ghy ? to_doubles(*ghy) : Vec(static_cast<std::size_t>(s.L * s.D) * BH, 0.0);
+  const Vec gcy_v = gcy ? to_doubles(*gcy) : Vec(static_cast<std::size_t>(s.L * s.D) * BH, 0.0);
+  Vec dy = gout ? seq_values(*gout, s) : Vec(static_cast<std::size_t>(s.T * s.B * s.D * s.H), 0.0);
+  Vec dhx(ghy_v.size()), dcx(gcy_v.size());
+  for (std::int64_t l = s.L; l-- > 0;) {
+    const Vec& xin = f.layer_in[static_cast<std::size_t>(l)];
+    const std::int64_t in_l = l == 0 ? s.in : s.D * s.H;
+    Vec dx(static_cast<std::size_t>(s.T * s.B * in_l), 0.0);
+    for (std::int64_t d = 0; d < s.D; ++d) {
+      const std::size_t ld = static_cast<std::size_t>(l * s.D + d);
+      const Cell& cell = f.cells[ld];
+      Vec dh(ghy_v.begin() + static_cast<std::ptrdiff_t>(ld * BH), ghy_v.begin() + static_cast<std::ptrdiff_t>((ld + 1) * BH));
+      Vec dc(gcy_v.begin() + static_cast<std::ptrdiff_t>(ld * BH), gcy_v.begin() + static_cast<std::ptrdiff_t>((ld + 1) * BH));
+      Vec dwih(cell.wih.size(), 0.0), dwhh(cell.whh.size(), 0.0), dbias(static_cast<std::size_t>(4 * s.H), 0.0);
+      back_cell(cell, f.traces[ld], xin, dy, s, d, dh, dc, dx, dwih, dwhh, dbias);
+      std::copy(dh.begin(), dh.end(), dhx.begin() + static_cast<std::ptrdiff_t>(ld * BH));
+      std::copy(dc.begin(), dc.end(), dcx.begin() + static_cast<std::ptrdiff_t>(ld * BH));
+      if (want[3]) {
+        const std::size_t b = first_w + static_cast<std::size_t>(ld * static_cast<std::size_t>(s.stride0));
+        for (std::size_t i = 0; i < dwih.size(); ++i) outs[b].store(static_cast<std::int64_t>(i), dwih[i]);
+        for (std::size_t i = 0; i < dwhh.size(); ++i) outs[b + 1].store(static_cast<std::int64_t>(i), dwhh[i]);
+        if (s.biases)  // b_ih and b_hh enter the gates as one sum: the same gradient
+          for (std::size_t i = 0; i < dbias.size(); ++i) {
+            outs[b + 2].store(static_cast<std::int64_t>(i), dbias[i]);
+            outs[b + 3].store(static_cast<std::int64_t>(i), dbias[i]);
+          }
+      }
+    }
+    dy = std::move(dx);
+  }
+  if (want[0]) store_seq(outs[0], dy, s);
+  for (std::size_t i = 0; i < dhx.size(); ++i) {
+    if (want[1]) outs[1].store(static_cast<std::int64_t>(i), dhx[i]);
+    if (want[2]) outs[2].store(static_cast<std::int64_t>(i), dcx[i]);
+  }
+  return outs;
+}
+
+// weight_buf <- the weights packed back to back, when its size is their total (see the top of this file).
+void prep_backward(Call& c, Rng&) {
+  CallArg* wb = c.find(3, "weight_buf");
+  if (!wb || !wb->tensor || wb->tensor->is_meta()) return;
+  const auto& w = tensor_list(c, 1, "weight");
+  std::int64_t total = 0;
+  for (const HostTensor& t : w) total += t.numel();
+  HostTensor& buf = *wb->tensor;
+  if (buf.rank() != 1 || buf.numel() != total) return;
+  std::int64_t at = 0;
+  for (const HostTensor& t : w) {
+    if (t.dtype != buf.dtype) return;
+    for (std::int64_t i = 0; i < t.numel(); ++i, ++at) {
+      const std::int64_t idx[1] = {at};
+      buf.store(buf.index_of(idx), t.at(i));
+    }
+  }
+}
+
+const OpInfo kOps[] = {
+    {"aten._cudnn_rnn.default", "rnn", cudnn_rnn, nullptr},
+    {"aten._cudnn_rnn_backward.default", "rnn", cudnn_rnn_backward, prep_backward},
+};
+
+}  // namespace
+
+std::span<const OpInfo> rnn_ops() { return kOps; }
+
+}  // namespace kb::backendbench::aten
