@@ -1349,7 +1349,8 @@ typedef struct kb_bench_options {
   uint32_t flags;            /* reserved: must be 0 */
   const char* baseline;      /* nullable: what the speedup divides by, recorded in each trace: NULL, "" or
                                 "reference" (the reference's own time where the run times it: the CPU),
-                                "none", or a selected solution's name (its latency at the same workload
+                                "none", "torch" (the definition's PyTorch reference timed on the run's
+                                device: python3 with torch needed), or a selected solution's name (its latency at the same workload
                                 where it PASSED; it runs first on each definition). An unknown name is
                                 KB_ERROR_NOT_FOUND. Since 0.2; read only when struct_size reaches it. */
 } kb_bench_options;

@@ -200,14 +200,17 @@ Status prepare(const RunOptions& o, bool listing, const EventFn& on_event, Optio
                                                 : "",
                                             suggestion_text(name, {known.begin(), known.end()}))));
   }
-  // --baseline names "reference", "none" or a solution of the selection.
-  if (!o.baseline.empty() && o.baseline != "reference" && o.baseline != "none") {
+  // --baseline names "reference", "none", "torch" or a solution of the selection.
+  if (o.baseline == "torch") {
+    auto tv = torch_version(s.bench.torch);
+    if (!tv) return about(option, Option::baseline, tv.error());
+  } else if (!o.baseline.empty() && o.baseline != "reference" && o.baseline != "none") {
     std::set<std::string> known;
     for (const auto& impl : s.registry.all()) known.insert(impl.name);
     for (const auto& ds : s.datasets)
       for (const auto& e : ds.solutions) known.insert(e.solution.name);
     if (!known.count(o.baseline)) {
-      std::vector<std::string> names{"reference", "none"};
+      std::vector<std::string> names{"reference", "none", "torch"};
       names.insert(names.end(), known.begin(), known.end());
       return about(option, Option::baseline,
                    make_error(Code::not_found, fmt::format("no solution \"{}\" to time against{}", o.baseline,
@@ -219,6 +222,29 @@ Status prepare(const RunOptions& o, bool listing, const EventFn& on_event, Optio
                               fmt::format("{} is not among the selected solutions (--solutions): add it", o.baseline)));
   }
   return ok_status();
+}
+
+// The definition's PyTorch reference timed on the run's device, on the inputs of the workload's
+// first trial (seed as the judge draws them): the median of kTorchBaselineRuns calls after a
+// warm-up, each synchronized on CUDA.
+constexpr int kTorchBaselineRuns = 10;
+Result<double> time_torch_baseline(const Definition& d, const Workload& w, const BenchOptions& opt, Device device,
+                                   const std::optional<std::string>& dataset_root) {
+  auto m = materialize(d, w, MaterializeOptions{opt.seed, dataset_root});
+  if (!m) return m.error();
+  rebind_args(*m);
+  auto outputs = allocate_outputs(d, m->axes);
+  if (!outputs) return outputs.error();
+  TorchReferenceOptions t = opt.torch;
+  t.timed_runs = kTorchBaselineRuns;
+  if (device == Device::cuda) {
+    auto current = cuda::current_device();
+    if (!current) return current.error();
+    t.device = fmt::format("cuda:{}", *current);
+  }
+  auto run = run_torch_reference(d, m->args, *outputs, t);
+  if (!run) return run.error();
+  return run->reference_ms;
 }
 
 // Sets what the speedup divides by: `latency_ms` of `baseline` (0: no speedup), named in extra.
@@ -362,7 +388,8 @@ Result<RunSummary> run_dataset(const RunOptions& options, const EventFn& on_even
 
   // A named baseline runs first on each definition, so every other row can show its speedup.
   const std::string& baseline = options.baseline;
-  const bool named_baseline = !baseline.empty() && baseline != "reference" && baseline != "none";
+  const bool named_baseline =
+      !baseline.empty() && baseline != "reference" && baseline != "none" && baseline != "torch";
   if (named_baseline) {
     std::map<const Definition*, std::size_t> first;
     for (std::size_t j = 0; j < jobs.size(); ++j) first.emplace(jobs[j].def, j);
@@ -413,6 +440,15 @@ Result<RunSummary> run_dataset(const RunOptions& options, const EventFn& on_even
         baseline_ms[key] = ev.performance->latency_ms;
       auto b = baseline_ms.find(key);
       set_baseline(r->evaluation, baseline, b == baseline_ms.end() ? 0.0 : b->second);
+    } else if (baseline == "torch") {
+      const auto key = std::pair(job.def->name, job.wl->uuid);
+      auto b = baseline_ms.find(key);
+      if (b == baseline_ms.end()) {
+        auto ms = time_torch_baseline(*job.def, *job.wl, opt, s.device, job.dataset_root);
+        if (!ms) r->evaluation.log += "baseline torch: " + ms.error().message + "\n";
+        b = baseline_ms.emplace(key, ms ? *ms : 0.0).first;
+      }
+      set_baseline(r->evaluation, "torch", b->second);
     } else if (baseline == "none") {
       set_baseline(r->evaluation, "", 0);
     } else if (r->evaluation.performance && r->evaluation.performance->reference_latency_ms > 0) {

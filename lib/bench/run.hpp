@@ -47,7 +47,8 @@ struct RunOptions {
   BenchOptions bench;
   // What the speedup column divides by, recorded in each trace (reference_latency_ms, and extra's
   // "baseline"): "" or "reference" (the reference's own time, when the run timed it: kb's oracle or
-  // the PyTorch reference on the CPU; GPU runs time none), "none" (no speedup), or a solution's name
+  // the PyTorch reference on the CPU; GPU runs time none), "none" (no speedup), "torch" (the
+  // definition's PyTorch reference timed on the run's device, once per workload), or a solution's name
   // (its latency at the same workload when it PASSED there; it runs first on each definition).
   std::string baseline;
   std::vector<std::string> plugins;  // plugin libraries (kb_plugin_entry_v1) whose solutions run too

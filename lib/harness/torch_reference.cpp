@@ -177,15 +177,22 @@ run = namespace.get("run")
 if not callable(run):
     fail(3, "the reference defines no function run")
 
+# "timed_runs" > 1: one warm-up call, then that many timed calls (ms is their median)
+runs = max(1, int(call.get("timed_runs", 1)))
 try:
     with torch.no_grad():
-        if device != "cpu":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        result = run(*args)
-        if device != "cpu":
-            torch.cuda.synchronize()
-        ms = (time.perf_counter() - t0) * 1e3
+        if runs > 1:
+            run(*args)
+        times = []
+        for _ in range(runs):
+            if device != "cpu":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            result = run(*args)
+            if device != "cpu":
+                torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+        ms = sorted(times)[len(times) // 2]
 except BaseException as e:
     traceback.print_exc()
     fail(3, "the reference raised %s: %s%s%s" % (type(e).__name__, e, last_frame(), newer_torch_hint(e)))
@@ -308,7 +315,8 @@ Result<TorchRun> run_torch_reference(const Definition& d, std::span<const Arg> i
   // Inputs: tensors to safetensors, scalars into call.json.
   std::vector<safetensors::TensorView> views;
   json::Writer w;
-  w.begin_object().key("definition").string(d.name).key("device").string(opt.device).key("inputs").begin_array();
+  w.begin_object().key("definition").string(d.name).key("device").string(opt.device);
+  w.key("timed_runs").integer(opt.timed_runs).key("inputs").begin_array();
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     w.begin_object().key("name").string(d.inputs[i].name);
     if (inputs[i].tensor) {

@@ -50,11 +50,15 @@ struct TorchReferenceOptions {
   // Where run() gets its tensors: "cpu", or "cuda:N" (device N as this process numbers them; the subprocess
   // inherits CUDA_VISIBLE_DEVICES). A torch without CUDA runs on the CPU and says so in a note.
   std::string device = "cpu";
+  // How many calls of run() are timed (after one warm-up call when more than one); reference_ms is
+  // their median. Each call's wall time, synchronized on CUDA: Python's own overhead included, as a
+  // user calling the reference pays it.
+  int timed_runs = 1;
 };
 
 struct TorchRun {
   std::string torch_version;
-  double reference_ms = 0;          // wall time of the run() call inside Python (CUDA: synchronized)
+  double reference_ms = 0;          // wall time of a run() call inside Python (CUDA: synchronized); median of timed_runs
   std::string device = "cpu";       // where it ran: "cpu" or "cuda:N"
   std::vector<std::string> notes;   // e.g. an output cast to the declared dtype
 };

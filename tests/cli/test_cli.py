@@ -570,6 +570,22 @@ else:
                            "--no-time", "--out", tmp, env={"KB_PYTHON": "/nonexistent/python3"})
         check("--reference torch without python is refused clearly", rc == 1 and
               "--reference torch: torch reference: cannot start /nonexistent/python3" in err, err)
+        # --baseline torch: the definition's PyTorch reference timed as the speedup's baseline, named in the trace.
+        out_dir = os.path.join(tmp, "torch_baseline")
+        rc, out, err = run("bench", "--device", "cpu", "--definitions", "rmsnorm_h4096", "--trials", "1",
+                           "--max-workloads", "2", "--solutions", "kb_cpu_rmsnorm", "--baseline", "torch",
+                           "--out", out_dir)
+        recs = trace_lines(out_dir)
+        extras = [(r["evaluation"].get("performance") or {}).get("extra") or {} for r in recs]
+        cells = speedup_cells(out)
+        check("--baseline torch: every row's speedup is over the timed PyTorch reference", rc == 0 and len(recs) == 2
+              and all(e.get("baseline") == "torch" for e in extras) and len(cells) == 2
+              and all(c.endswith("x") and c != "0.00x" for c in cells)
+              and all(r["evaluation"]["performance"]["reference_latency_ms"] > 0 for r in recs), out + err)
+        rc, out, err = run("bench", "--device", "cpu", "--definitions", "rmsnorm_h4096", "--baseline", "torch",
+                           "--no-time", "--out", tmp, env={"KB_PYTHON": "/nonexistent/python3"})
+        check("--baseline torch without python is bad usage, said clearly",
+              rc == 2 and "--baseline: torch reference: cannot start /nonexistent/python3" in err, err)
 
 print(f"{failures} failed")
 sys.exit(1 if failures else 0)

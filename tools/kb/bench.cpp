@@ -63,10 +63,13 @@ options:
   --required-matched-ratio (= --matched-ratio); --timeout limits one call of an
   outside solution (FlashInfer-Bench's limits a whole evaluation)
   --no-time           judge correctness only
-  --baseline reference|none|SOLUTION   what the speedup column divides by
-                      (recorded in each trace): reference (default) the
+  --baseline reference|none|torch|SOLUTION   what the speedup column divides
+                      by (recorded in each trace): reference (default) the
                       reference's own time where the run times it (the CPU:
-                      kb's oracle, or the PyTorch reference); none; or a
+                      kb's oracle, or the PyTorch reference); none; torch: the
+                      definition's PyTorch reference on the run's device (needs
+                      python3 with torch), median of 10 synchronized calls
+                      after a warm-up, Python's overhead included; or a
                       selected solution's latency at the same workload (it runs
                       first on each definition; rows where it did not PASS
                       show no speedup)
