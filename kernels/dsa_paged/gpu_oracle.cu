@@ -26,32 +26,6 @@
 namespace kb::kernels {
 namespace {
 
-__device__ __forceinline__ float ld(const void* p, int dt, long long i) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::bfloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case DType::float8_e4m3fn: {
-      __nv_fp8_e4m3 v;
-      v.__x = static_cast<const __nv_fp8_storage_t*>(p)[i];
-      return static_cast<float>(v);
-    }
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void st(void* p, int dt, long long i, float v) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case DType::bfloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
-  }
-}
-
-__device__ __forceinline__ long long ld_int(const void* p, int dt, long long i) {
-  return static_cast<DType>(dt) == DType::int64 ? static_cast<const long long*>(p)[i]
-                                                 : static_cast<long long>(static_cast<const int*>(p)[i]);
-}
-
 struct In {
   const void* p;
   int dt;
@@ -75,12 +49,12 @@ __global__ void sparse_attention(AttnParams p) {
   const long long qn0 = (t * p.H + h) * p.Dc, qp0 = (t * p.H + h) * p.Dp;
   double mx = -INFINITY;
   for (long long j = threadIdx.x; j < p.K; j += blockDim.x) {
-    const long long r = ld_int(p.idx.p, p.idx.dt, t * p.K + j);
+    const long long r = load_index(p.idx.p, p.idx.dt, t * p.K + j);
     double s = -INFINITY;
     if (r >= 0 && r < p.rows) {
       s = 0;
-      for (long long e = 0; e < p.Dc; ++e) s += static_cast<double>(ld(p.qn.p, p.qn.dt, qn0 + e)) * ld(p.ckv.p, p.ckv.dt, r * p.Dc + e);
-      for (long long e = 0; e < p.Dp; ++e) s += static_cast<double>(ld(p.qp.p, p.qp.dt, qp0 + e)) * ld(p.kpe.p, p.kpe.dt, r * p.Dp + e);
+      for (long long e = 0; e < p.Dc; ++e) s += static_cast<double>(load_f32(p.qn.p, p.qn.dt, qn0 + e)) * load_f32(p.ckv.p, p.ckv.dt, r * p.Dc + e);
+      for (long long e = 0; e < p.Dp; ++e) s += static_cast<double>(load_f32(p.qp.p, p.qp.dt, qp0 + e)) * load_f32(p.kpe.p, p.kpe.dt, r * p.Dp + e);
       s *= p.scale;
     }
     logit[j] = s;
@@ -96,7 +70,7 @@ __global__ void sparse_attention(AttnParams p) {
   __syncthreads();
   const long long o0 = (t * p.H + h) * p.Dc;
   if (mx == -INFINITY) {  // no entries
-    for (long long e = threadIdx.x; e < p.Dc; e += blockDim.x) st(p.out, p.out_dt, o0 + e, 0.0f);
+    for (long long e = threadIdx.x; e < p.Dc; e += blockDim.x) store_f32(p.out, p.out_dt, o0 + e, 0.0f);
     if (threadIdx.x == 0 && p.lse) p.lse[t * p.H + h] = -INFINITY;
     return;
   }
@@ -116,10 +90,10 @@ __global__ void sparse_attention(AttnParams p) {
     double acc = 0;
     for (long long j = 0; j < p.K; ++j) {
       if (logit[j] == 0.0) continue;
-      const long long r = ld_int(p.idx.p, p.idx.dt, t * p.K + j);
-      acc += logit[j] * ld(p.ckv.p, p.ckv.dt, r * p.Dc + e);
+      const long long r = load_index(p.idx.p, p.idx.dt, t * p.K + j);
+      acc += logit[j] * load_f32(p.ckv.p, p.ckv.dt, r * p.Dc + e);
     }
-    st(p.out, p.out_dt, o0 + e, static_cast<float>(acc / sum));
+    store_f32(p.out, p.out_dt, o0 + e, static_cast<float>(acc / sum));
   }
   if (threadIdx.x == 0 && p.lse) p.lse[t * p.H + h] = static_cast<float>((mx + log(sum)) / log(2.0));
 }
@@ -138,10 +112,10 @@ __global__ void indexer_scores(IndexParams p) {
   const long long b = blockIdx.y;
   const long long j = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (j >= p.span) return;
-  const long long len = ld_int(p.lens.p, p.lens.dt, b);
+  const long long len = load_index(p.lens.p, p.lens.dt, b);
   float score = -INFINITY;
   if (j < len) {
-    const long long page = ld_int(p.table.p, p.table.dt, b * p.max_pages + j / p.ps), slot = j % p.ps;
+    const long long page = load_index(p.table.p, p.table.dt, b * p.max_pages + j / p.ps), slot = j % p.ps;
     if (page >= 0 && page < p.pages) {
       const unsigned char* base = p.cache + page * p.ps * (p.D + 4);
       float kscale;
@@ -153,9 +127,9 @@ __global__ void indexer_scores(IndexParams p) {
           __nv_fp8_e4m3 kv;
           kv.__x = base[slot * p.D + e];
           const float key = static_cast<float>(kv) * kscale;
-          dot += static_cast<double>(ld(p.q.p, p.q.dt, (b * p.H + h) * p.D + e)) * key;
+          dot += static_cast<double>(load_f32(p.q.p, p.q.dt, (b * p.H + h) * p.D + e)) * key;
         }
-        if (dot > 0) s += dot * ld(p.w.p, p.w.dt, b * p.H + h);
+        if (dot > 0) s += dot * load_f32(p.w.p, p.w.dt, b * p.H + h);
       }
       score = static_cast<float>(s);
     }
@@ -173,11 +147,11 @@ __global__ void indexer_write(IndexParams p, const int* sorted_pos, void* out, i
   const long long b = blockIdx.y;
   const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (i >= topk) return;
-  const long long len = ld_int(p.lens.p, p.lens.dt, b);
+  const long long len = load_index(p.lens.p, p.lens.dt, b);
   long long v = -1;
   if (i < len && i < p.span) {
     const long long j = sorted_pos[b * p.span + i];
-    v = ld_int(p.table.p, p.table.dt, b * p.max_pages + j / p.ps) * p.ps + j % p.ps;
+    v = load_index(p.table.p, p.table.dt, b * p.max_pages + j / p.ps) * p.ps + j % p.ps;
   }
   if (static_cast<DType>(out_dt) == DType::int64) static_cast<long long*>(out)[b * topk + i] = v;
   else static_cast<int*>(out)[b * topk + i] = static_cast<int>(v);

@@ -19,27 +19,6 @@
 namespace kb::kernels {
 namespace {
 
-__device__ __forceinline__ float ld(const void* p, int dt, long long i) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::bfloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void st(void* p, int dt, long long i, float v) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case DType::bfloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
-  }
-}
-
-__device__ __forceinline__ long long ld_int(const void* p, int dt, long long i) {
-  return static_cast<DType>(dt) == DType::int64 ? static_cast<const long long*>(p)[i]
-                                                 : static_cast<long long>(static_cast<const int*>(p)[i]);
-}
-
 struct Tensor {
   const void* p;
   int dt;
@@ -63,40 +42,40 @@ __global__ void gdn_recurrence(Params P) {
   const long long s = blockIdx.x, h = blockIdx.y;
   long long first, len, row;
   if (P.cu) {
-    first = ld_int(P.cu, P.cu_dt, s);
-    len = ld_int(P.cu, P.cu_dt, s + 1) - first;
+    first = load_index(P.cu, P.cu_dt, s);
+    len = load_index(P.cu, P.cu_dt, s + 1) - first;
     row = s;
   } else {
     first = s * P.tokens_per_seq;
     len = P.tokens_per_seq;
-    row = P.seq_index.p ? ld_int(P.seq_index.p, P.seq_index.dt, s) : s;
+    row = P.seq_index.p ? load_index(P.seq_index.p, P.seq_index.dt, s) : s;
   }
   if (len <= 0 || row < 0 || row >= P.state_rows) return;
   const long long per = P.hv * P.dv * P.dk;
   for (long long i = threadIdx.x; i < P.dv * P.dk; i += blockDim.x)
-    S[i] = P.state.p ? ld(P.state.p, P.state.dt, row * per + h * P.dv * P.dk + i) : 0.0f;
+    S[i] = P.state.p ? load_f32(P.state.p, P.state.dt, row * per + h * P.dv * P.dk + i) : 0.0f;
   __syncthreads();
   const long long qh = h / (P.hv / P.hq), kh = h / (P.hv / P.hk);
   for (long long t = first; t < first + len; ++t) {
-    const float x = ld(P.a.p, P.a.dt, t * P.hv + h) + ld(P.dt_bias.p, P.dt_bias.dt, h);
+    const float x = load_f32(P.a.p, P.a.dt, t * P.hv + h) + load_f32(P.dt_bias.p, P.dt_bias.dt, h);
     const double sp = x > 20.0f ? static_cast<double>(x) : log1p(exp(static_cast<double>(x)));
-    const double g = exp(-exp(static_cast<double>(ld(P.a_log.p, P.a_log.dt, h))) * sp);
-    const double beta = 1.0 / (1.0 + exp(-static_cast<double>(ld(P.b.p, P.b.dt, t * P.hv + h))));
+    const double g = exp(-exp(static_cast<double>(load_f32(P.a_log.p, P.a_log.dt, h))) * sp);
+    const double beta = 1.0 / (1.0 + exp(-static_cast<double>(load_f32(P.b.p, P.b.dt, t * P.hv + h))));
     const long long kbase = (t * P.hk + kh) * P.dk, qbase = (t * P.hq + qh) * P.dk;
     for (long long vi = threadIdx.x; vi < P.dv; vi += blockDim.x) {
       float* r = S + vi * P.dk;
       double u = 0;
       for (long long e = 0; e < P.dk; ++e) {
         r[e] = static_cast<float>(g * r[e]);
-        u += static_cast<double>(r[e]) * ld(P.k.p, P.k.dt, kbase + e);
+        u += static_cast<double>(r[e]) * load_f32(P.k.p, P.k.dt, kbase + e);
       }
-      const double delta = beta * (static_cast<double>(ld(P.v.p, P.v.dt, (t * P.hv + h) * P.dv + vi)) - u);
+      const double delta = beta * (static_cast<double>(load_f32(P.v.p, P.v.dt, (t * P.hv + h) * P.dv + vi)) - u);
       double o = 0;
       for (long long e = 0; e < P.dk; ++e) {
-        r[e] = static_cast<float>(r[e] + delta * ld(P.k.p, P.k.dt, kbase + e));
-        o += static_cast<double>(r[e]) * ld(P.q.p, P.q.dt, qbase + e);
+        r[e] = static_cast<float>(r[e] + delta * load_f32(P.k.p, P.k.dt, kbase + e));
+        o += static_cast<double>(r[e]) * load_f32(P.q.p, P.q.dt, qbase + e);
       }
-      st(P.out, P.out_dt, (t * P.hv + h) * P.dv + vi, static_cast<float>(P.scale * o));
+      store_f32(P.out, P.out_dt, (t * P.hv + h) * P.dv + vi, static_cast<float>(P.scale * o));
     }
   }
   __syncthreads();

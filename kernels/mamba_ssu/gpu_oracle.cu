@@ -15,27 +15,6 @@
 namespace kb::kernels {
 namespace {
 
-__device__ __forceinline__ float ld(const void* p, int dt, long long i) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::bfloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void st(void* p, int dt, long long i, float v) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case DType::bfloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
-  }
-}
-
-__device__ __forceinline__ long long ld_int(const void* p, int dt, long long i) {
-  return static_cast<DType>(dt) == DType::int64 ? static_cast<const long long*>(p)[i]
-                                                 : static_cast<long long>(static_cast<const int*>(p)[i]);
-}
-
 struct In {
   const void* p;
   int dt;
@@ -56,23 +35,23 @@ __global__ void mamba_update(Params p) {
   const long long h = hp / p.P, g = h / (p.H / p.G);
   for (long long b = 0; b < p.batch; ++b) {
     const long long bhp = b * p.H * p.P + hp;
-    const long long slot = ld_int(p.slots.p, p.slots.dt, b);
+    const long long slot = load_index(p.slots.p, p.slots.dt, b);
     if (slot < 0 || slot >= p.cache) {
-      st(p.out, p.out_dt, bhp, 0.0f);
+      store_f32(p.out, p.out_dt, bhp, 0.0f);
       continue;
     }
-    const float u = ld(p.dt.p, p.dt.dt, bhp) + ld(p.bias.p, p.bias.dt, hp);
+    const float u = load_f32(p.dt.p, p.dt.dt, bhp) + load_f32(p.bias.p, p.bias.dt, hp);
     const double dtf = u > 20.0f ? static_cast<double>(u) : log1p(exp(static_cast<double>(u)));
-    const double xv = ld(p.x.p, p.x.dt, bhp);
+    const double xv = load_f32(p.x.p, p.x.dt, bhp);
     double acc = 0;
     for (long long n = 0; n < p.N; ++n) {
       const long long e = slot * p.H * p.P * p.N + hp * p.N + n;
-      const double s = static_cast<double>(ld(p.state, p.state_dt, e)) * exp(static_cast<double>(ld(p.A.p, p.A.dt, hp * p.N + n)) * dtf) +
-                       dtf * xv * ld(p.B.p, p.B.dt, (b * p.G + g) * p.N + n);
-      st(p.state, p.state_dt, e, static_cast<float>(s));
-      acc += s * ld(p.C.p, p.C.dt, (b * p.G + g) * p.N + n);
+      const double s = static_cast<double>(load_f32(p.state, p.state_dt, e)) * exp(static_cast<double>(load_f32(p.A.p, p.A.dt, hp * p.N + n)) * dtf) +
+                       dtf * xv * load_f32(p.B.p, p.B.dt, (b * p.G + g) * p.N + n);
+      store_f32(p.state, p.state_dt, e, static_cast<float>(s));
+      acc += s * load_f32(p.C.p, p.C.dt, (b * p.G + g) * p.N + n);
     }
-    st(p.out, p.out_dt, bhp, static_cast<float>(acc + xv * ld(p.D.p, p.D.dt, hp)));
+    store_f32(p.out, p.out_dt, bhp, static_cast<float>(acc + xv * load_f32(p.D.p, p.D.dt, hp)));
   }
 }
 

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../../common/cuda_types.cuh"
 #include "gdn_cuda.hpp"
 
 namespace kb::kernels {
@@ -36,27 +37,6 @@ namespace {
 constexpr int kLanes = 16;         // lanes sharing one state row
 constexpr int kMaxWarps = 4;
 constexpr int kStateFloats = 32;   // state floats a thread holds: rows x elems
-
-__device__ __forceinline__ float ld(const void* p, int dt, long long i) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::bfloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void st(void* p, int dt, long long i, float v) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case DType::bfloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
-  }
-}
-
-__device__ __forceinline__ long long ld_index(const void* p, int dt, long long i) {
-  return static_cast<DType>(dt) == DType::int64 ? static_cast<const long long*>(p)[i]
-                                                 : static_cast<long long>(static_cast<const int*>(p)[i]);
-}
 
 struct Params {
   const void *q, *k, *v, *a, *b, *a_log, *dt_bias;
@@ -98,14 +78,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gdn_kernel(Params p) {
 
   long long first, len, read_row, write_row;
   if (p.cu) {
-    const long long lo = ld_index(p.cu, p.cu_dt, s), hi = ld_index(p.cu, p.cu_dt, s + 1);
+    const long long lo = load_index(p.cu, p.cu_dt, s), hi = load_index(p.cu, p.cu_dt, s + 1);
     first = lo;
     len = lo < 0 || hi > p.total_tokens ? 0 : hi - lo;  // out of range: the oracle refuses it; nothing is read
     read_row = write_row = s;
   } else {
     first = s * p.tokens_per_seq;
     len = p.tokens_per_seq;
-    read_row = p.seq_index ? ld_index(p.seq_index, p.seq_index_dt, s) : s;
+    read_row = p.seq_index ? load_index(p.seq_index, p.seq_index_dt, s) : s;
     write_row = p.seq_index ? -1 : s;
   }
   const bool have_state = p.state && len > 0 && read_row >= 0 && read_row < p.state_rows;
@@ -135,27 +115,27 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gdn_kernel(Params p) {
   }
 
   const long long qh = h / (p.hv / p.hq), kh = h / (p.hv / p.hk);
-  const float decay_rate = expf(ld(p.a_log, p.a_log_dt, h));
-  const float dt_bias = ld(p.dt_bias, p.dt_bias_dt, h);
+  const float decay_rate = expf(load_f32(p.a_log, p.a_log_dt, h));
+  const float dt_bias = load_f32(p.dt_bias, p.dt_bias_dt, h);
   for (long long t0 = 0; t0 < len; t0 += tt) {
     const int n = static_cast<int>(min(static_cast<long long>(tt), len - t0));
     for (int i = threadIdx.x; i < n * KP; i += blockDim.x) {
       const int t = i / KP, e = i % KP;
       const long long tok = first + t0 + t;
-      ks[i] = e < p.dk ? ld(p.k, p.k_dt, (tok * p.hk + kh) * p.dk + e) : 0.f;
-      qs[i] = e < p.dk ? ld(p.q, p.q_dt, (tok * p.hq + qh) * p.dk + e) : 0.f;
+      ks[i] = e < p.dk ? load_f32(p.k, p.k_dt, (tok * p.hk + kh) * p.dk + e) : 0.f;
+      qs[i] = e < p.dk ? load_f32(p.q, p.q_dt, (tok * p.hq + qh) * p.dk + e) : 0.f;
     }
     for (int i = threadIdx.x; i < n * rows_cta; i += blockDim.x) {
       const int t = i / rows_cta, r = i % rows_cta;
       const long long tok = first + t0 + t, row = v0 + r;
-      vs[i] = row < p.dv ? ld(p.v, p.v_dt, (tok * p.hv + h) * p.dv + row) : 0.f;
+      vs[i] = row < p.dv ? load_f32(p.v, p.v_dt, (tok * p.hv + h) * p.dv + row) : 0.f;
     }
     if (static_cast<int>(threadIdx.x) < n) {
       const long long tok = first + t0 + threadIdx.x;
-      const float x = ld(p.a, p.a_dt, tok * p.hv + h) + dt_bias;  // fp32 add, as the reference
+      const float x = load_f32(p.a, p.a_dt, tok * p.hv + h) + dt_bias;  // fp32 add, as the reference
       const float sp = x > 20.0f ? x : log1pf(expf(x));
       gs[threadIdx.x] = expf(-decay_rate * sp);
-      bs[threadIdx.x] = 1.0f / (1.0f + expf(-ld(p.b, p.b_dt, tok * p.hv + h)));
+      bs[threadIdx.x] = 1.0f / (1.0f + expf(-load_f32(p.b, p.b_dt, tok * p.hv + h)));
     }
     __syncthreads();
     for (int t = 0; t < n; ++t) {
@@ -202,7 +182,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gdn_kernel(Params p) {
     for (int i = threadIdx.x; i < n * rows_cta; i += blockDim.x) {
       const int t = i / rows_cta, r = i % rows_cta;
       const long long tok = first + t0 + t, row = v0 + r;
-      if (row < p.dv) st(p.out, p.out_dt, (tok * p.hv + h) * p.dv + row, os[i]);
+      if (row < p.dv) store_f32(p.out, p.out_dt, (tok * p.hv + h) * p.dv + row, os[i]);
     }
     // The next tile's staging overwrites ks / qs / vs only after every thread
     // has passed the barrier above, and os only after the next barrier.

@@ -41,27 +41,6 @@ constexpr int kStateFloats = 32;                  // state elements a thread hol
 
 constexpr int rows_per_thread(int vw, int nv) { return vw * nv >= kStateFloats ? 1 : kStateFloats / (vw * nv); }
 
-__device__ __forceinline__ float ld(const void* p, int dt, long long i) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::bfloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void st(void* p, int dt, long long i, float v) {
-  switch (static_cast<DType>(dt)) {
-    case DType::float16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case DType::bfloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
-  }
-}
-
-__device__ __forceinline__ long long ld_index(const void* p, int dt, long long i) {
-  return static_cast<DType>(dt) == DType::int64 ? static_cast<const long long*>(p)[i]
-                                                 : static_cast<long long>(static_cast<const int*>(p)[i]);
-}
-
 struct Params {
   const void* state;
   void* new_state;
@@ -108,7 +87,7 @@ __device__ long long next_use(const Params& p, long long slot, long long after, 
   if (threadIdx.x == 0) *sh = ULLONG_MAX;
   __syncthreads();
   for (long long b = after + 1 + threadIdx.x; b < p.batch; b += blockDim.x)
-    if (ld_index(p.slots, p.slots_dt, b) == slot) {
+    if (load_index(p.slots, p.slots_dt, b) == slot) {
       atomicMin(sh, static_cast<unsigned long long>(b));  // a thread's first hit is its smallest
       break;
     }
@@ -138,10 +117,10 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
     const long long hp0 = chunk * RC;
     if (slot == p.cache) {  // the padding column: zero outputs of elements without a slot
       for (long long b = 0; b < p.batch; ++b) {
-        const long long s = ld_index(p.slots, p.slots_dt, b);
+        const long long s = load_index(p.slots, p.slots_dt, b);
         if (s >= 0 && s < p.cache) continue;
         for (int r = threadIdx.x; r < RC; r += blockDim.x)
-          if (hp0 + r < HP) st(p.out, p.out_dt, b * HP + hp0 + r, 0.0f);
+          if (hp0 + r < HP) store_f32(p.out, p.out_dt, b * HP + hp0 + r, 0.0f);
       }
       continue;
     }
@@ -177,7 +156,7 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
         if (in) {
           load_state<ST, VW>(src + slot_base + hp * p.N + n0, &S[i][j * VW]);
           if constexpr (VW == 1) {
-            Ar[i][j] = ld(p.A, p.A_dt, hp * p.N + n0);
+            Ar[i][j] = load_f32(p.A, p.A_dt, hp * p.N + n0);
           } else {
             const float4* a4 = reinterpret_cast<const float4*>(static_cast<const float*>(p.A) + hp * p.N + n0);
 #pragma unroll
@@ -201,8 +180,8 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
       // the previous element's readers ahead of these writes.
       for (long long i = threadIdx.x; i < n_groups * p.N; i += blockDim.x) {
         const long long src_i = (b * p.G + g_lo) * p.N + i;
-        Bs[i] = ld(p.B, p.B_dt, src_i);
-        Cs[i] = ld(p.C, p.C_dt, src_i);
+        Bs[i] = load_f32(p.B, p.B_dt, src_i);
+        Cs[i] = load_f32(p.C, p.C_dt, src_i);
       }
       __syncthreads();
 #pragma unroll
@@ -210,8 +189,8 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
         const long long hp = hp0 + i * kRowsAtOnce + hw;
         const bool row_in = hp < HP;
         const long long bhp = b * HP + hp;
-        const float xv = row_in ? ld(p.x, p.x_dt, bhp) : 0.f;
-        const float u = row_in ? __fadd_rn(ld(p.dt, p.dt_dt, bhp), ld(p.dt_bias, p.dt_bias_dt, hp)) : 0.f;
+        const float xv = row_in ? load_f32(p.x, p.x_dt, bhp) : 0.f;
+        const float u = row_in ? __fadd_rn(load_f32(p.dt, p.dt_dt, bhp), load_f32(p.dt_bias, p.dt_bias_dt, hp)) : 0.f;
         const float dtf = u > 20.0f ? u : log1pf(expf(u));
         const float dtx = __fmul_rn(dtf, xv);
         const long long gl = row_in ? (hp / p.P) / ratio - g_lo : 0;
@@ -231,7 +210,7 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
         }
 #pragma unroll
         for (int off = kLanes / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        if (row_in && l == 0) st(p.out, p.out_dt, bhp, acc + xv * ld(p.D, p.D_dt, hp));
+        if (row_in && l == 0) store_f32(p.out, p.out_dt, bhp, acc + xv * load_f32(p.D, p.D_dt, hp));
         // The cache holds s rounded to its dtype; a later element naming the slot reads that.
         if constexpr (!std::is_same_v<ST, float>)
 #pragma unroll
