@@ -33,6 +33,7 @@
 #include "../../kernels/dsa_paged/cuda/dsa_cuda.hpp"
 #include "cuda/device.hpp"
 #include "device_buffer.hpp"
+#include "gpu_test_support.hpp"
 #include "harness/dsa_judge.hpp"
 #include "harness/harness.hpp"
 #include "harness/implementation.hpp"
@@ -48,32 +49,16 @@ using kb_gpu_test::DeviceBuffer;
 
 namespace {
 
+using kb_gpu_test::check_cuda;
+using kb_gpu_test::load_definition;
+using kb_gpu_test::set_const;
+
 int g_failures = 0;
 bool g_dry = false;
 
 struct SkipTest {
   std::string reason;
 };
-
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
-}
-
-kb::Definition load(const fs::path& p) {
-  auto d = kb::read_definition_file(p.string());
-  if (!d) throw std::runtime_error("cannot read definition " + p.string() + ": " + d.error().message);
-  return *d;
-}
-
-void set_const(kb::Definition& d, const std::string& axis, std::int64_t v) {
-  for (auto& a : d.axes)
-    if (a.name == axis && a.kind == kb::AxisKind::const_) {
-      a.value = v;
-      return;
-    }
-  throw std::runtime_error(d.name + ": no const axis " + axis);
-}
 
 kb::Workload workload(const kb::Definition& d, std::vector<std::pair<std::string, std::int64_t>> axes, double scalar) {
   kb::Workload w;
@@ -409,8 +394,8 @@ int main(int argc, char** argv) {
   }
   const auto start = std::chrono::steady_clock::now();
   try {
-    const kb::Definition attn_base = load(bundled / "definitions" / "dsa_sparse_attention_h4_ckv64_kpe16_topk64_ps16.json");
-    const kb::Definition index_base = load(bundled / "definitions" / "dsa_topk_indexer_fp8_h8_d32_topk64_ps16.json");
+    const kb::Definition attn_base = load_definition(bundled / "definitions" / "dsa_sparse_attention_h4_ckv64_kpe16_topk64_ps16.json");
+    const kb::Definition index_base = load_definition(bundled / "definitions" / "dsa_topk_indexer_fp8_h8_d32_topk64_ps16.json");
 
     // Part 1: ranges.
     const AttnCase attn_cases[] = {
@@ -450,7 +435,7 @@ int main(int argc, char** argv) {
     // Part 2: kb's harness on CUDA. The bundled definitions' workloads:
     for (const char* name : {"dsa_sparse_attention_h4_ckv64_kpe16_topk64_ps1", "dsa_sparse_attention_h4_ckv64_kpe16_topk64_ps16",
                              "dsa_topk_indexer_fp8_h8_d32_topk64_ps16"}) {
-      const kb::Definition d = load(bundled / "definitions" / (std::string(name) + ".json"));
+      const kb::Definition d = load_definition(bundled / "definitions" / (std::string(name) + ".json"));
       const kb::Implementation& impl = kb::input_index(d, "sparse_indices") ? *attn : *index;
       for (const kb::Workload& w : bundled_workloads(bundled / "workloads" / (std::string(name) + ".jsonl")))
         harness_case(impl, d, w, "bundled workload");
@@ -459,12 +444,12 @@ int main(int argc, char** argv) {
     const fs::path defs = shared / "flashinfer-trace" / "definitions" / "dsa_paged";
     for (const auto& [name, ps] : {std::pair{"dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps1", 1},
                                    std::pair{"dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64", 64}}) {
-      const kb::Definition d = load(defs / (std::string(name) + ".json"));
+      const kb::Definition d = load_definition(defs / (std::string(name) + ".json"));
       harness_case(*attn, d, workload(d, {{"num_tokens", 1}, {"num_pages", 4096 / ps}}, 0.0721), "full rows");
       harness_case(*attn, d, workload(d, {{"num_tokens", 4}, {"num_pages", 700 / ps + 1}}, 0.0721), "padded rows");
     }
     {
-      const kb::Definition d = load(defs / "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64.json");
+      const kb::Definition d = load_definition(defs / "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64.json");
       harness_case(*index, d, workload(d, {{"batch_size", 2}, {"max_num_pages", 32}, {"num_pages", 40}}, 0.0),
                    "at most top-k tokens");
       harness_case(*index, d, workload(d, {{"batch_size", 3}, {"max_num_pages", 64}, {"num_pages", 80}}, 0.0),

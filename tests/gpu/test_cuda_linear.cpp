@@ -30,6 +30,7 @@
 
 #include "cuda/device.hpp"
 #include "device_buffer.hpp"
+#include "gpu_test_support.hpp"
 #include "harness/harness.hpp"
 #include "harness/implementation.hpp"
 #include "harness/judge.hpp"
@@ -45,32 +46,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using kb_gpu_test::env_or;
+using kb_gpu_test::check_cuda;
+using kb_gpu_test::load_definition;
+using kb_gpu_test::set_const;
+
 int g_failures = 0, g_cases = 0;
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
-}
-
-kb::Definition load_definition(const fs::path& p) {
-  auto d = kb::read_definition_file(p.string());
-  if (!d) throw std::runtime_error("cannot read definition " + p.string() + ": " + d.error().message);
-  return *d;
-}
-
-void set_const(kb::Definition& d, const std::string& axis, std::int64_t v) {
-  for (auto& a : d.axes)
-    if (a.name == axis && a.kind == kb::AxisKind::const_) {
-      a.value = v;
-      return;
-    }
-  throw std::runtime_error(d.name + ": no const axis " + axis);
-}
 
 void set_dtype(kb::Definition& d, const std::string& tensor, kb::DType t) {
   for (auto* list : {&d.inputs, &d.outputs})

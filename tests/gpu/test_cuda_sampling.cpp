@@ -54,6 +54,7 @@
 #include "../../kernels/sampling/sampling_oracle.hpp"
 #include "cuda/device.hpp"
 #include "device_buffer.hpp"
+#include "gpu_test_support.hpp"
 #include "harness/gpu_eval.hpp"
 #include "harness/implementation.hpp"
 #include "harness/sampling_judge.hpp"
@@ -71,6 +72,9 @@ namespace fs = std::filesystem;
 using kb_gpu_test::DeviceBuffer;
 
 namespace {
+
+using kb_gpu_test::load_definition;
+using kb_gpu_test::set_const;
 
 int g_failures = 0, g_passes = 0;
 bool g_dry = false;  // judge kb_cpu_sampling through kb::evaluate instead (no device)
@@ -91,21 +95,6 @@ void check_cuda(cudaError_t e, const char* what) {
       throw SkipTest{std::string(what) + ": " + cudaGetErrorName(e)};
     throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
   }
-}
-
-kb::Definition load_definition(const fs::path& p) {
-  auto d = kb::read_definition_file(p.string());
-  if (!d) throw std::runtime_error("cannot read definition " + p.string() + ": " + d.error().message);
-  return *d;
-}
-
-void set_const(kb::Definition& d, const std::string& axis, std::int64_t v) {
-  for (auto& a : d.axes)
-    if (a.name == axis && a.kind == kb::AxisKind::const_) {
-      a.value = v;
-      return;
-    }
-  throw std::runtime_error(d.name + ": no const axis " + axis);
 }
 
 kb::TensorSpec& spec(kb::Definition& d, const std::string& name) {
