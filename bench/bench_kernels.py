@@ -5,21 +5,28 @@ their fraction of the measured bf16 tensor-core rate (the cost model's counts, d
 The definitions are the shipped ones (SHARED/flashinfer-trace/definitions/<op_type>) and kb's bundled ones
 (KERNELS/<op_type>/definitions). Each gets workloads from one rule per op kind, derived from its variable axes
 (below): decode batches of 1 to 256, multi-token steps, prefill of 1 to 16 sequences over 4k to 16k tokens, sparse
-attention over a 64k-token cache. Inputs are kb's seeded random ones; a scalar input takes the value a bundled or
+attention over a 64k-token cache; for the attention op types (family serving) paged decode of 1 and 64 sequences
+of 4096 tokens each and causal prefill of 16 x 1024 and 1 x 16384 tokens, with each evaluation's wall time (the judge
+included) beside its latency. Inputs are kb's seeded random ones; a scalar input takes the value a bundled or
 shipped workload of the same op type gives it (the rule has no way to invent a scale).
 
-usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS --family moe|linear|sampling --out DIR
-       [--time-limit S] [--max-workloads N]
+usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS --family moe|linear|sampling|serving --out DIR
+       [--time-limit S] [--max-workloads N] [--max-definitions N]
        bench_kernels.py --table TRACES_DIR [--out-md FILE]     (render traces already written; no GPU)"""
 import argparse
 import glob
 import json
+import itertools
 import os
+import re
 import subprocess
 import sys
+import threading
+import time
 import uuid
 
-FAMILIES = {"moe": ["moe"], "linear": ["gdn", "mamba_ssu", "dsa_paged"], "sampling": ["sampling"]}
+FAMILIES = {"moe": ["moe"], "linear": ["gdn", "mamba_ssu", "dsa_paged"], "sampling": ["sampling"],
+            "serving": ["gqa_paged", "gqa_ragged", "mla_paged", "mla_ragged"]}
 
 
 def var_axes(d):
@@ -51,7 +58,31 @@ def axis_grid(d):
         return [{"batch_size": b, "max_num_pages": per, "num_pages": b * per} for b in (1, 32)]
     if v == {"seq_len"}:  # moe: decode to prefill
         return [{"seq_len": t} for t in (1, 16, 64, 1024, 4096)]
+    ps = const(d, "page_size", 1)
+    if v == {"batch_size", "num_pages", "len_indptr", "num_kv_indices"}:  # paged decode: 4096 tokens a sequence
+        return [{"batch_size": b, "len_indptr": b + 1, "num_kv_indices": b * 4096 // ps, "num_pages": b * 4096 // ps}
+                for b in (1, 64)]
+    if v in ({"len_indptr", "total_q", "num_kv_indices", "num_pages"},
+             {"len_indptr", "total_q", "num_kv_indices", "num_pages", "batch_size"}):  # paged causal prefill
+        grid = []
+        for s, t in ((16, 1024), (1, 16384)):
+            a = {"len_indptr": s + 1, "total_q": s * t, "num_kv_indices": s * t // ps, "num_pages": s * t // ps}
+            if "batch_size" in v:
+                a["batch_size"] = s
+            grid.append(a)
+        return grid
+    if v == {"len_indptr", "total_q", "total_kv"}:  # ragged causal prefill
+        return [{"len_indptr": s + 1, "total_q": s * t, "total_kv": s * t} for s, t in ((16, 1024), (1, 16384))]
     return None
+
+
+def qk_dim(d):
+    return const(d, "qk_dim", const(d, "head_dim_qk", const(d, "head_dim")))
+
+
+def definition_kind(path):
+    """gqa_paged_decode_h32_kv8_d128_ps64.json -> gqa_paged_decode: the definitions that differ only in constants."""
+    return re.sub(r"_h\d+.*$", "", os.path.basename(path))
 
 
 def scalar_values(op_dirs):
@@ -80,7 +111,14 @@ def write_dataset(args, ops, dest):
     scalars = scalar_values([(op, w) for op, _, w in sources])
     planned, skipped = 0, []
     for op, ddir, _ in sources:
-        for path in sorted(glob.glob(os.path.join(ddir, "*.json"))):
+        paths = []
+        for kind, group in itertools.groupby(sorted(glob.glob(os.path.join(ddir, "*.json"))), key=definition_kind):
+            group = list(group)
+            n = args.max_definitions
+            if n and len(group) > n:  # evenly spaced over the sorted names
+                group = [group[i * (len(group) - 1) // max(n - 1, 1)] for i in range(n)]
+            paths += group
+        for path in paths:
             with open(path) as f:
                 d = json.load(f)
             grid = axis_grid(d)
@@ -93,6 +131,8 @@ def write_dataset(args, ops, dest):
                     inputs[name] = {"type": "random"}
                 elif (op, name) in scalars:
                     inputs[name] = {"type": "scalar", "value": scalars[(op, name)]}
+                elif name == "sm_scale" and qk_dim(d):  # attention's usual scale, 1 / sqrt(the logits' dim)
+                    inputs[name] = {"type": "scalar", "value": qk_dim(d) ** -0.5}
                 else:
                     missing.append(name)
             if missing:
@@ -141,6 +181,45 @@ def table(traces_dir):
     return head + rows
 
 
+def defined_names(dataset):
+    return [os.path.splitext(os.path.basename(p))[0]
+            for p in glob.glob(os.path.join(dataset, "definitions", "*", "*.json"))]
+
+
+def run_timed(cmd, names, time_limit):
+    """Runs kb bench, echoing its output; returns its exit status (124: stopped at time_limit) and, for each result
+    row it printed, (definition, first axes cell, solution, status, seconds since the previous row)."""
+    start = last = time.monotonic()
+    walls = []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1)
+    timer = threading.Timer(time_limit, proc.kill) if time_limit else None
+    if timer:
+        timer.start()
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        cells = line.split()
+        if len(cells) >= 4 and cells[0] in names:
+            now = time.monotonic()
+            walls.append((cells[0], cells[1], cells[2], cells[3], now - last))
+            last = now
+    rc = proc.wait()
+    if timer:
+        timer.cancel()
+        if time.monotonic() - start >= time_limit:
+            rc = 124
+    return rc, walls
+
+
+def wall_table(walls):
+    rows = ["| definition | axes | solution | status | wall s |", "| --- | --- | --- | --- | ---: |"]
+    rows += [f"| {d} | {a} | {s} | {st} | {w:.2f} |" for d, a, s, st, w in walls]
+    if walls:
+        rows += ["", f"{len(walls)} evaluations in {sum(w[4] for w in walls):.1f} s; the slowest "
+                 f"{max(w[4] for w in walls):.2f} s, the slowest after the first "
+                 f"{max([w[4] for w in walls[1:]] or [0]):.2f} s."]
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kb")
@@ -150,6 +229,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--time-limit", type=int, default=0, help="stop kb bench after this many seconds (0: none)")
     ap.add_argument("--max-workloads", type=int, default=None)
+    ap.add_argument("--max-definitions", type=int, default=None, help="per folder of definitions, evenly spaced")
     ap.add_argument("--table", help="render the traces under this folder and exit")
     ap.add_argument("--out-md")
     args = ap.parse_args()
@@ -170,12 +250,12 @@ def main():
         print("not measured:", s)
     print(f"{planned} workloads planned", flush=True)
     cmd = [args.kb, "bench", dataset, "--device", "cuda", "--out", os.path.join(args.out, "results"), "--resume"]
-    try:
-        rc = subprocess.run(cmd, timeout=args.time_limit or None).returncode
-    except subprocess.TimeoutExpired:
+    rc, walls = run_timed(cmd, set(defined_names(dataset)), args.time_limit)
+    if rc == 124:
         print(f"STOPPED: kb bench ran past {args.time_limit} s; the table holds what it finished")
-        rc = 124
     md = [f"Produced by `bash bench/run.sh {args.family}`.", ""] + table(os.path.join(args.out, "results", "traces"))
+    md += ["", "Wall time of each evaluation (`kb bench` from one result row to the next: inputs, reference, judging "
+           "and timing; the first row also holds loading the dataset and starting CUDA):", ""] + wall_table(walls)
     if skipped:
         md += ["", "Not measured:"] + [f"- {s}" for s in skipped]
     with open(os.path.join(args.out, args.family + ".md"), "w") as f:

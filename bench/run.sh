@@ -15,12 +15,16 @@
 #   moe | linear | sampling  kb's CUDA solutions of those op types (linear: gdn, mamba_ssu, dsa_paged) judged and
 #                          timed by kb bench at serving sizes (bench_kernels.py): latency, fraction of the copy
 #                          bandwidth and of the bf16 tensor-core rate
+#   serving                kb's CUDA attention solutions (gqa_paged, gqa_ragged, mla_paged, mla_ragged) judged by
+#                          kb bench at serving sizes (paged decode of 64 x 4096 tokens, causal prefill of 16 x 1024
+#                          and 1 x 16384): latency and each evaluation's wall time, judging included; extra
+#                          arguments go to bench_kernels.py (e.g. --max-definitions 2)
 # BENCH_SCALE (default 1) multiplies the time limits of the parts.
 set -u
 cd "$(dirname "$0")/.."
 family=${1:-}; [ $# -gt 0 ] && shift
-case $family in tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling) ;;
-  *) echo "usage: bash bench/run.sh tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling [PART...]" >&2
+case $family in tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving) ;;
+  *) echo "usage: bash bench/run.sh tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving [PART...]" >&2
      exit 2 ;;
 esac
 bench/device_build.sh || exit 1
@@ -62,7 +66,7 @@ case $family in
     compare norms 260 --families rmsnorm,silu_and_mul,rope --torch-after
     python3 bench/summary.py "$out/norms/benchmark.json" --command "bash bench/run.sh norms" --out "$out/norms.md" \
         && cat "$out/norms.md" ;;
-  moe|linear|sampling)
+  moe|linear|sampling|serving)
     python3 bench/bench_kernels.py --kb "$kb" --shared "$shared" --kernels kernels --family "$family" \
         --out "$out/$family" --time-limit "$(limit 300)" "$@" > "$out/$family.log" 2>&1 || status=1
     echo "$family: exit $status"; grep -E "STOPPED|not measured|planned" "$out/$family.log"
