@@ -475,8 +475,8 @@ Launch plan(KP p, int prod, Dtype dt, const DView& out, std::vector<std::shared_
     const std::int64_t per_split = static_cast<std::int64_t>(p.groups) * M * N * acc_bytes;
     splits = std::max<std::int64_t>(1, std::min({splits, (std::int64_t{256} << 20) / std::max<std::int64_t>(per_split, 1),
                                                  std::int64_t{65535} / p.groups}));
-    const std::int64_t chunk = ((K + splits - 1) / splits + kBK - 1) / kBK * kBK;
-    splits = (K + chunk - 1) / chunk;
+    const std::int64_t chunk = K == 0 ? kBK : ((K + splits - 1) / splits + kBK - 1) / kBK * kBK;
+    splits = K == 0 ? 1 : (K + chunk - 1) / chunk;
     if (p.groups * splits > 65535) fail("convolution on CUDA: more than 65535 groups");
     p.kchunk = static_cast<int>(chunk);
     p.splits = static_cast<int>(splits);

@@ -76,7 +76,8 @@ Launch convolution_backward(Call& c, const DeviceArgs& d, Outs& o) {
   if (!o[2].undefined) {
     std::vector<std::int64_t> dims{0};
     for (std::size_t k = 2; k < gy.shape.size(); ++k) dims.push_back(static_cast<std::int64_t>(k));
-    steps.push_back(cuda::reduce(cuda::ROp::sum, o[2], vgy, dims, false));
+    // An empty batch sums nothing: zeros.
+    steps.push_back(vgy.numel() == 0 ? cuda::fill(o[2], 0.0) : cuda::reduce(cuda::ROp::sum, o[2], vgy, dims, false));
   }
   return sequence(std::move(steps));
 }
