@@ -14,6 +14,8 @@
 // Three kernels share those operand readers:
 //  - gemm: 64 x 64 output tiles, 256 threads of 4 x 4 sums, k in steps of 16
 //    through shared memory; used when both tile sides are at least kWide.
+//    f16/bf16 tiles multiply on tensor cores (wmma 16 x 16 x 16, fp32 sums;
+//    KB_CONV_MMA=0 keeps them on the scalar tile).
 //    When the tiles are too few to fill the device and k is long, k is split
 //    over blocks that write partial sums to scratch, added in a fixed order by
 //    a finishing kernel (no atomics: the result does not depend on timing).
@@ -25,8 +27,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -152,9 +156,10 @@ __device__ __forceinline__ Ctx col_ctx(const KP& p, int g, int nn) {
   return c;
 }
 
-// A[m][k] for the row's context; k < K.
-template <class T, class Acc, int P>
-__device__ __forceinline__ Acc a_at(const KP& p, const Ctx& r, int k) {
+// Where A[m][k] lies in its tensor (x for forward, gy otherwise) for the
+// row's context, or -1 where it is zero (a tap outside); k < K.
+template <int P>
+__device__ __forceinline__ long long a_off(const KP& p, const Ctx& r, int k) {
   if constexpr (P == kForward) {
     const int ch = k / p.kvol;
     int t[3];
@@ -162,10 +167,10 @@ __device__ __forceinline__ Acc a_at(const KP& p, const Ctx& r, int k) {
     long long off = r.base + ch * p.xs[1];
     for (int d = 0; d < 3; ++d) {
       const int i = r.a[d] + t[d] * p.dil[d];
-      if (i < 0 || i >= p.in[d]) return Acc(0);
+      if (i < 0 || i >= p.in[d]) return -1;
       off += i * p.xs[2 + d];
     }
-    return ld<T, Acc>(p.x, off);
+    return off;
   } else if constexpr (P == kBackwardData) {
     const int ch = k / p.kvol;
     int t[3];
@@ -173,29 +178,30 @@ __device__ __forceinline__ Acc a_at(const KP& p, const Ctx& r, int k) {
     long long off = r.base + ch * p.ys[1];
     for (int d = 0; d < 3; ++d) {
       const int num = r.a[d] - t[d] * p.dil[d];
-      if (num < 0) return Acc(0);
+      if (num < 0) return -1;
       const int o = num / p.st[d];
-      if (o * p.st[d] != num || o >= p.out[d]) return Acc(0);
+      if (o * p.st[d] != num || o >= p.out[d]) return -1;
       off += o * p.ys[2 + d];
     }
-    return ld<T, Acc>(p.gy, off);
+    return off;
   } else {
     const int n = k / p.ocount;
     int o[3];
     decode3(k - n * p.ocount, p.out, o);
-    return ld<T, Acc>(p.gy, r.base + n * p.ys[0] + o[0] * p.ys[2] + o[1] * p.ys[3] + o[2] * p.ys[4]);
+    return r.base + n * p.ys[0] + o[0] * p.ys[2] + o[1] * p.ys[3] + o[2] * p.ys[4];
   }
 }
 
-// B[k][n] for the column's context; k < K.
-template <class T, class Acc, int P>
-__device__ __forceinline__ Acc b_at(const KP& p, const Ctx& c, int k) {
+// Where B[k][n] lies in its tensor (w, or x for backward weight) for the
+// column's context, or -1 where it is zero; k < K.
+template <int P>
+__device__ __forceinline__ long long b_off(const KP& p, const Ctx& c, int k) {
   if constexpr (P == kForward || P == kBackwardData) {
     const int ch = k / p.kvol;
     int t[3];
     decode3(k - ch * p.kvol, p.k, t);
     const long long chs = P == kForward ? p.ws[1] : p.ws[0];
-    return ld<T, Acc>(p.w, c.base + ch * chs + t[0] * p.ws[2] + t[1] * p.ws[3] + t[2] * p.ws[4]);
+    return c.base + ch * chs + t[0] * p.ws[2] + t[1] * p.ws[3] + t[2] * p.ws[4];
   } else {
     const int n = k / p.ocount;
     int o[3];
@@ -203,11 +209,31 @@ __device__ __forceinline__ Acc b_at(const KP& p, const Ctx& c, int k) {
     long long off = c.base + n * p.xs[0];
     for (int d = 0; d < 3; ++d) {
       const int i = o[d] * p.st[d] + c.a[d];
-      if (i < 0 || i >= p.in[d]) return Acc(0);
+      if (i < 0 || i >= p.in[d]) return -1;
       off += i * p.xs[2 + d];
     }
-    return ld<T, Acc>(p.x, off);
+    return off;
   }
+}
+
+template <int P>
+__device__ __forceinline__ const void* a_tensor(const KP& p) {
+  return P == kForward ? p.x : p.gy;
+}
+template <int P>
+__device__ __forceinline__ const void* b_tensor(const KP& p) {
+  return P == kBackwardWeight ? p.x : p.w;
+}
+
+template <class T, class Acc, int P>
+__device__ __forceinline__ Acc a_at(const KP& p, const Ctx& r, int k) {
+  const long long off = a_off<P>(p, r, k);
+  return off < 0 ? Acc(0) : ld<T, Acc>(a_tensor<P>(p), off);
+}
+template <class T, class Acc, int P>
+__device__ __forceinline__ Acc b_at(const KP& p, const Ctx& c, int k) {
+  const long long off = b_off<P>(p, c, k);
+  return off < 0 ? Acc(0) : ld<T, Acc>(b_tensor<P>(p), off);
 }
 
 // Stores out[m][nn] of group g (m < M, nn < N), adding the bias where given.
@@ -287,6 +313,67 @@ __global__ void __launch_bounds__(kThreads) conv_gemm_kernel(KP p) {
   }
 }
 
+// The gemm tile on tensor cores (f16/bf16 inputs, fp32 sums): the same
+// 64 x 64 x 16 tiling and operand readers, the tiles staged in shared memory
+// in the input dtype (exact: they are the tensors' own values, zeros for taps
+// outside), each of the 8 warps multiplying a 16 x 32 strip with
+// 16 x 16 x 16 mma fragments, the sums staged through shared memory to the
+// same epilogue as the scalar tile.
+template <class T, int P>
+__global__ void __launch_bounds__(kThreads) conv_gemm_mma_kernel(KP p) {
+  constexpr int kLdA = kBK + 8, kLdB = kBN + 8, kLdC = kBN + 4;
+  __shared__ __align__(32) T As[kBM][kLdA];  // [m][k]
+  __shared__ __align__(32) T Bs[kBK][kLdB];  // [k][n]
+  __shared__ __align__(32) float Cs[kBM][kLdC];
+  const int g = static_cast<int>(blockIdx.z) % p.groups, split = static_cast<int>(blockIdx.z) / p.groups;
+  const int m0 = static_cast<int>(blockIdx.x) * kBM, n0 = static_cast<int>(blockIdx.y) * kBN;
+  const int kb = split * p.kchunk, ke = min(p.K, kb + p.kchunk);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lm = tid & 63, lk = tid >> 6;
+  const Ctx rc = row_ctx<P>(p, g, m0 + lm);
+  const Ctx cc = col_ctx<P>(p, g, n0 + lm);
+  const T* at = static_cast<const T*>(a_tensor<P>(p));
+  const T* bt = static_cast<const T*>(b_tensor<P>(p));
+  const T zero = T(0.0f);
+  const int warp = tid >> 5, wm = warp >> 1, wn = warp & 1;
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc[2];
+  nvcuda::wmma::fill_fragment(acc[0], 0.0f);
+  nvcuda::wmma::fill_fragment(acc[1], 0.0f);
+  for (int k0 = kb; k0 < ke; k0 += kBK) {
+#pragma unroll
+    for (int j = 0; j < kBK / 4; ++j) {
+      const int kk = lk + 4 * j, k = k0 + kk;
+      const long long ao = rc.valid && k < ke ? a_off<P>(p, rc, k) : -1;
+      const long long bo = cc.valid && k < ke ? b_off<P>(p, cc, k) : -1;
+      As[lm][kk] = ao < 0 ? zero : at[ao];
+      Bs[kk][lm] = bo < 0 ? zero : bt[bo];
+    }
+    __syncthreads();
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, T, nvcuda::wmma::row_major> fa;
+    nvcuda::wmma::load_matrix_sync(fa, &As[wm * 16][0], kLdA);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, T, nvcuda::wmma::row_major> fb;
+      nvcuda::wmma::load_matrix_sync(fb, &Bs[0][wn * 32 + j * 16], kLdB);
+      nvcuda::wmma::mma_sync(acc[j], fa, fb, acc[j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+    nvcuda::wmma::store_matrix_sync(&Cs[wm * 16][wn * 32 + j * 16], acc[j], kLdC, nvcuda::wmma::mem_row_major);
+  __syncthreads();
+  for (int e = tid; e < kBM * kBN; e += kThreads) {
+    const int m = m0 + e / kBN, nn = n0 + e % kBN;
+    if (m >= p.M || nn >= p.N) continue;
+    const float v = Cs[e / kBN][e % kBN];
+    if (p.partial)
+      static_cast<float*>(p.partial)[((static_cast<long long>(split) * p.groups + g) * p.M + m) * p.N + nn] = v;
+    else
+      store_out<T, float, P>(p, g, m, nn, v);
+  }
+}
+
 // The split-k partial sums of each output element, added in split order.
 template <class T, class Acc, int P>
 __global__ void conv_finish_kernel(KP p) {
@@ -360,11 +447,16 @@ int sm_count() {
 enum class Kind { gemm, direct, reduce };
 
 template <class T, class Acc, int P>
-Status launch(const KP& p, Kind kind, cudaStream_t s) {
+Status launch(const KP& p, Kind kind, bool mma, cudaStream_t s) {
   if (kind == Kind::gemm) {
     dim3 grid(static_cast<unsigned>((p.M + kBM - 1) / kBM), static_cast<unsigned>((p.N + kBN - 1) / kBN),
               static_cast<unsigned>(p.groups * p.splits));
-    conv_gemm_kernel<T, Acc, P><<<grid, kThreads, 0, s>>>(p);
+    if constexpr ((std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) && std::is_same_v<Acc, float>) {
+      if (mma) conv_gemm_mma_kernel<T, P><<<grid, kThreads, 0, s>>>(p);
+      else conv_gemm_kernel<T, Acc, P><<<grid, kThreads, 0, s>>>(p);
+    } else {
+      conv_gemm_kernel<T, Acc, P><<<grid, kThreads, 0, s>>>(p);
+    }
     if (auto st = check_launch("convolution gemm kernel"); !st) return st;
     if (p.partial) {
       const long long total = static_cast<long long>(p.groups) * p.M * p.N;
@@ -386,13 +478,13 @@ Status launch(const KP& p, Kind kind, cudaStream_t s) {
 }
 
 template <int P>
-Status launch_for(const KP& p, Kind kind, Dtype dt, bool fp64, cudaStream_t s) {
+Status launch_for(const KP& p, Kind kind, Dtype dt, bool fp64, bool mma, cudaStream_t s) {
   switch (dt) {
-    case Dtype::f16: return fp64 ? launch<__half, double, P>(p, kind, s) : launch<__half, float, P>(p, kind, s);
+    case Dtype::f16: return fp64 ? launch<__half, double, P>(p, kind, mma, s) : launch<__half, float, P>(p, kind, mma, s);
     case Dtype::bf16:
-      return fp64 ? launch<__nv_bfloat16, double, P>(p, kind, s) : launch<__nv_bfloat16, float, P>(p, kind, s);
-    case Dtype::f32: return fp64 ? launch<float, double, P>(p, kind, s) : launch<float, float, P>(p, kind, s);
-    default: return launch<double, double, P>(p, kind, s);
+      return fp64 ? launch<__nv_bfloat16, double, P>(p, kind, mma, s) : launch<__nv_bfloat16, float, P>(p, kind, mma, s);
+    case Dtype::f32: return fp64 ? launch<float, double, P>(p, kind, mma, s) : launch<float, float, P>(p, kind, mma, s);
+    default: return launch<double, double, P>(p, kind, mma, s);
   }
 }
 
@@ -451,6 +543,9 @@ KP base_params(const ConvShape& s) {
 // The product's sizes, the kernel for them and (gemm) its k split.
 Launch plan(KP p, int prod, Dtype dt, const DView& out, std::vector<std::shared_ptr<void>> keep) {
   const bool fp64 = dt == Dtype::f64 || reference_mode();
+  // Tensor cores for f16/bf16 tiles; KB_CONV_MMA=0 keeps them on the scalar fp32 tile.
+  const char* mma_env = std::getenv("KB_CONV_MMA");
+  const bool mma = !fp64 && (dt == Dtype::f16 || dt == Dtype::bf16) && !(mma_env && std::string(mma_env) == "0");
   if (dt != Dtype::f16 && dt != Dtype::bf16 && dt != Dtype::f32 && dt != Dtype::f64)
     fail(std::string("convolution on CUDA takes f16, bf16, f32 and f64, not ") + dtype_abbrev(dt));
   const std::int64_t n = p.n, cig = p.cig, cog = p.cog, kvol = p.kvol;
@@ -486,11 +581,11 @@ Launch plan(KP p, int prod, Dtype dt, const DView& out, std::vector<std::shared_
       keep.push_back(std::move(scratch));
     }
   }
-  return [p, kind, prod, dt, fp64, keep](void* stream) -> Status {
+  return [p, kind, prod, dt, fp64, mma, keep](void* stream) -> Status {
     auto s = static_cast<cudaStream_t>(stream);
-    if (prod == kForward) return launch_for<kForward>(p, kind, dt, fp64, s);
-    if (prod == kBackwardData) return launch_for<kBackwardData>(p, kind, dt, fp64, s);
-    return launch_for<kBackwardWeight>(p, kind, dt, fp64, s);
+    if (prod == kForward) return launch_for<kForward>(p, kind, dt, fp64, mma, s);
+    if (prod == kBackwardData) return launch_for<kBackwardData>(p, kind, dt, fp64, mma, s);
+    return launch_for<kBackwardWeight>(p, kind, dt, fp64, mma, s);
   };
 }
 
