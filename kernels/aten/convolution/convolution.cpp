@@ -23,25 +23,92 @@
 
 #include "../common/args.hpp"
 #include "../families.hpp"
+#include "conv_geometry.hpp"
 
 namespace kb::backendbench::aten {
+
 namespace {
 
-using Out = std::vector<HostTensor>;
+std::vector<std::int64_t> per_dim(const Call& c, std::size_t pos, const char* name, std::size_t rank,
+                                  std::int64_t dflt) {
+  auto v = int_list_arg(c, pos, name);
+  if (!v || v->empty()) return std::vector<std::int64_t>(rank, dflt);
+  if (v->size() == 1) return std::vector<std::int64_t>(rank, (*v)[0]);
+  if (v->size() != rank)
+    fail(fmt::format("{} holds {} values for {} spatial dims", name, v->size(), rank));
+  return *v;
+}
 
-// The non-transposed convolution's sizes: "in" is x's spatial side, "out" y's.
-struct Geometry {
-  std::int64_t n = 1, ci = 1, co = 1, groups = 1;
-  std::vector<std::int64_t> in, out, k, stride, pad, dil;
-  std::int64_t in_count() const { return product(in); }
-  std::int64_t out_count() const { return product(out); }
-  std::int64_t k_count() const { return product(k); }
-  static std::int64_t product(const std::vector<std::int64_t>& v) {
-    std::int64_t p = 1;
-    for (auto x : v) p *= x;
-    return p;
+}  // namespace
+
+ConvParams conv_params(const Call& c, const HostTensor& x, const HostTensor& w, std::size_t at) {
+  if (x.rank() < 3) fail(fmt::format("input must have rank >= 3 ([N, C, spatial...]), got {}", shape_text(x.shape)));
+  if (w.rank() != x.rank())
+    fail(fmt::format("weight {} must have the rank of input {}", shape_text(w.shape), shape_text(x.shape)));
+  if (!is_floating(x.dtype) || w.dtype != x.dtype)
+    fail(fmt::format("input and weight must share one floating dtype, got {} and {}", dtype_abbrev(x.dtype),
+                     dtype_abbrev(w.dtype)));
+  const std::size_t rank = x.rank() - 2;
+  ConvParams p;
+  ConvGeometry& g = p.g;
+  g.stride = per_dim(c, at, "stride", rank, 1);
+  g.pad = per_dim(c, at + 1, "padding", rank, 0);
+  g.dil = per_dim(c, at + 2, "dilation", rank, 1);
+  p.transposed = bool_arg(c, at + 3, "transposed", false);
+  auto opad = per_dim(c, at + 4, "output_padding", rank, 0);
+  g.groups = int_arg(c, at + 5, "groups", 1);
+  if (g.groups < 1) fail(fmt::format("groups must be positive, got {}", g.groups));
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (g.stride[d] < 1 || g.dil[d] < 1 || g.pad[d] < 0 || opad[d] < 0)
+      fail("stride and dilation must be positive, padding and output_padding non-negative");
+    if (p.transposed && opad[d] >= std::max(g.stride[d], g.dil[d]))
+      fail(fmt::format("output_padding {} must be smaller than stride {} or dilation {}", opad[d], g.stride[d], g.dil[d]));
+    if (!p.transposed && opad[d] != 0) fail("output_padding needs transposed=True");
   }
-};
+  g.n = x.shape[0];
+  g.k.assign(w.shape.begin() + 2, w.shape.end());
+  const std::vector<std::int64_t> xs(x.shape.begin() + 2, x.shape.end());
+  if (w.shape[0] % g.groups != 0)
+    fail(fmt::format("weight's dim 0 ({}) is not divisible by groups {}", w.shape[0], g.groups));
+  // Weight [Co][Ci/G][k] of the non-transposed convolution in both forms.
+  g.co = w.shape[0];
+  g.ci = w.shape[1] * g.groups;
+  std::vector<std::int64_t> ys(rank);
+  if (!p.transposed) {
+    if (x.shape[1] != g.ci)
+      fail(fmt::format("input has {} channels, weight {} with groups {} expects {}", x.shape[1], shape_text(w.shape),
+                       g.groups, g.ci));
+    g.in = xs;
+    for (std::size_t d = 0; d < rank; ++d) {
+      const std::int64_t span = g.dil[d] * (g.k[d] - 1) + 1;
+      if (xs[d] + 2 * g.pad[d] < span)
+        fail(fmt::format("input spatial size {} (padded {}) is smaller than the dilated kernel {}", xs[d],
+                         xs[d] + 2 * g.pad[d], span));
+      ys[d] = (xs[d] + 2 * g.pad[d] - span) / g.stride[d] + 1;
+    }
+    g.out = ys;
+  } else {
+    if (x.shape[1] != g.co)
+      fail(fmt::format("input has {} channels, transposed weight {} expects {}", x.shape[1], shape_text(w.shape), g.co));
+    g.out = xs;
+    for (std::size_t d = 0; d < rank; ++d) {
+      ys[d] = (xs[d] - 1) * g.stride[d] - 2 * g.pad[d] + g.dil[d] * (g.k[d] - 1) + opad[d] + 1;
+      if (ys[d] < 1) fail(fmt::format("transposed output size {} along spatial dim {} is not positive", ys[d], d));
+    }
+    g.in = ys;
+  }
+  p.x_shape = x.shape;
+  p.y_shape = {x.shape[0], p.transposed ? g.ci : g.co};
+  p.y_shape.insert(p.y_shape.end(), ys.begin(), ys.end());
+  return p;
+}
+
+namespace {
+
+using Geometry = ConvGeometry;
+using Params = ConvParams;
+
+using Out = std::vector<HostTensor>;
 
 // Calls f(o, taps) for each output position o (row-major over out), taps
 // holding the (tap index, input index) pairs that fall inside the input.
@@ -151,87 +218,6 @@ std::vector<double> backward_weight(const Geometry& g, const std::vector<double>
   return gw;
 }
 
-std::vector<std::int64_t> per_dim(const Call& c, std::size_t pos, const char* name, std::size_t rank,
-                                  std::int64_t dflt) {
-  auto v = int_list_arg(c, pos, name);
-  if (!v || v->empty()) return std::vector<std::int64_t>(rank, dflt);
-  if (v->size() == 1) return std::vector<std::int64_t>(rank, (*v)[0]);
-  if (v->size() != rank)
-    fail(fmt::format("{} holds {} values for {} spatial dims", name, v->size(), rank));
-  return *v;
-}
-
-// The parameters shared by convolution and convolution_backward, from the
-// argument positions of stride (then padding, dilation, transposed,
-// output_padding, groups), with x the convolution's input and w its weight.
-struct Params {
-  Geometry g;
-  bool transposed = false;
-  std::vector<std::int64_t> x_shape, y_shape;  // the call's input and output
-};
-
-Params params(const Call& c, const HostTensor& x, const HostTensor& w, std::size_t at) {
-  if (x.rank() < 3) fail(fmt::format("input must have rank >= 3 ([N, C, spatial...]), got {}", shape_text(x.shape)));
-  if (w.rank() != x.rank())
-    fail(fmt::format("weight {} must have the rank of input {}", shape_text(w.shape), shape_text(x.shape)));
-  if (!is_floating(x.dtype) || w.dtype != x.dtype)
-    fail(fmt::format("input and weight must share one floating dtype, got {} and {}", dtype_abbrev(x.dtype),
-                     dtype_abbrev(w.dtype)));
-  const std::size_t rank = x.rank() - 2;
-  Params p;
-  Geometry& g = p.g;
-  g.stride = per_dim(c, at, "stride", rank, 1);
-  g.pad = per_dim(c, at + 1, "padding", rank, 0);
-  g.dil = per_dim(c, at + 2, "dilation", rank, 1);
-  p.transposed = bool_arg(c, at + 3, "transposed", false);
-  auto opad = per_dim(c, at + 4, "output_padding", rank, 0);
-  g.groups = int_arg(c, at + 5, "groups", 1);
-  if (g.groups < 1) fail(fmt::format("groups must be positive, got {}", g.groups));
-  for (std::size_t d = 0; d < rank; ++d) {
-    if (g.stride[d] < 1 || g.dil[d] < 1 || g.pad[d] < 0 || opad[d] < 0)
-      fail("stride and dilation must be positive, padding and output_padding non-negative");
-    if (p.transposed && opad[d] >= std::max(g.stride[d], g.dil[d]))
-      fail(fmt::format("output_padding {} must be smaller than stride {} or dilation {}", opad[d], g.stride[d], g.dil[d]));
-    if (!p.transposed && opad[d] != 0) fail("output_padding needs transposed=True");
-  }
-  g.n = x.shape[0];
-  g.k.assign(w.shape.begin() + 2, w.shape.end());
-  const std::vector<std::int64_t> xs(x.shape.begin() + 2, x.shape.end());
-  if (w.shape[0] % g.groups != 0)
-    fail(fmt::format("weight's dim 0 ({}) is not divisible by groups {}", w.shape[0], g.groups));
-  // Weight [Co][Ci/G][k] of the non-transposed convolution in both forms.
-  g.co = w.shape[0];
-  g.ci = w.shape[1] * g.groups;
-  std::vector<std::int64_t> ys(rank);
-  if (!p.transposed) {
-    if (x.shape[1] != g.ci)
-      fail(fmt::format("input has {} channels, weight {} with groups {} expects {}", x.shape[1], shape_text(w.shape),
-                       g.groups, g.ci));
-    g.in = xs;
-    for (std::size_t d = 0; d < rank; ++d) {
-      const std::int64_t span = g.dil[d] * (g.k[d] - 1) + 1;
-      if (xs[d] + 2 * g.pad[d] < span)
-        fail(fmt::format("input spatial size {} (padded {}) is smaller than the dilated kernel {}", xs[d],
-                         xs[d] + 2 * g.pad[d], span));
-      ys[d] = (xs[d] + 2 * g.pad[d] - span) / g.stride[d] + 1;
-    }
-    g.out = ys;
-  } else {
-    if (x.shape[1] != g.co)
-      fail(fmt::format("input has {} channels, transposed weight {} expects {}", x.shape[1], shape_text(w.shape), g.co));
-    g.out = xs;
-    for (std::size_t d = 0; d < rank; ++d) {
-      ys[d] = (xs[d] - 1) * g.stride[d] - 2 * g.pad[d] + g.dil[d] * (g.k[d] - 1) + opad[d] + 1;
-      if (ys[d] < 1) fail(fmt::format("transposed output size {} along spatial dim {} is not positive", ys[d], d));
-    }
-    g.in = ys;
-  }
-  p.x_shape = x.shape;
-  p.y_shape = {x.shape[0], p.transposed ? g.ci : g.co};
-  p.y_shape.insert(p.y_shape.end(), ys.begin(), ys.end());
-  return p;
-}
-
 void store_all(HostTensor& t, const std::vector<double>& v) {
   for (std::size_t i = 0; i < v.size(); ++i) t.store(static_cast<std::int64_t>(i), v[i]);
 }
@@ -241,7 +227,7 @@ Out convolution(Call& c) {
   const HostTensor& x = tensor_arg(c, 0, "input");
   const HostTensor& w = tensor_arg(c, 1, "weight");
   const HostTensor* b = optional_tensor(c, 2, "bias");
-  Params p = params(c, x, w, 3);
+  Params p = conv_params(c, x, w, 3);
   const std::int64_t cy = p.y_shape[1];
   if (b && (b->rank() != 1 || b->shape[0] != cy))
     fail(fmt::format("bias {} must be [{}]", shape_text(b->shape), cy));
@@ -249,7 +235,7 @@ Out convolution(Call& c) {
   if (c.meta) return {y};
   auto xv = to_doubles(x), wv = to_doubles(w);
   std::vector<double> yv = p.transposed ? backward_data(p.g, xv, wv) : forward(p.g, xv, wv);
-  if (b) {
+  if (b && !yv.empty()) {  // an empty batch has no positions to add the bias to
     auto bv = to_doubles(*b);
     const std::int64_t s = static_cast<std::int64_t>(yv.size()) / (p.y_shape[0] * cy);
     for (std::size_t i = 0; i < yv.size(); ++i) yv[i] += bv[static_cast<std::size_t>((static_cast<std::int64_t>(i) / s) % cy)];
@@ -264,7 +250,7 @@ Out convolution_backward(Call& c) {
   const HostTensor& gy = tensor_arg(c, 0, "grad_output");
   const HostTensor& x = tensor_arg(c, 1, "input");
   const HostTensor& w = tensor_arg(c, 2, "weight");
-  Params p = params(c, x, w, 4);
+  Params p = conv_params(c, x, w, 4);
   if (gy.shape != p.y_shape)
     fail(fmt::format("grad_output {} must have the convolution's output shape {}", shape_text(gy.shape),
                      shape_text(p.y_shape)));
@@ -280,7 +266,8 @@ Out convolution_backward(Call& c) {
     store_all(o[1], p.transposed ? backward_weight(p.g, xv, gyv) : backward_weight(p.g, gyv, xv));
   if (!o[2].undefined) {
     std::vector<double> gb(static_cast<std::size_t>(cy), 0.0);
-    const std::int64_t s = static_cast<std::int64_t>(gyv.size()) / (p.y_shape[0] * cy);
+    // Positions per (batch, channel); an empty batch leaves the sums at zero.
+    const std::int64_t s = gyv.empty() ? 1 : static_cast<std::int64_t>(gyv.size()) / (p.y_shape[0] * cy);
     for (std::size_t i = 0; i < gyv.size(); ++i) gb[static_cast<std::size_t>((static_cast<std::int64_t>(i) / s) % cy)] += gyv[i];
     store_all(o[2], gb);
   }
