@@ -285,8 +285,9 @@ __global__ void __launch_bounds__(C::kThreads, MINB) prefill_kernel(const Params
       }
     } else {
       // Other row widths (head dim 96: 12 chunks): chunk c of the tile is
-      // row c / CH, column c % CH.
-#pragma unroll
+      // row c / CH, column c % CH. Not unrolled: the unrolled copies' live
+      // addresses pushed the kernel past its 128 registers (spills at d 96).
+#pragma unroll 1
       for (int c = tid; c < BN * CH; c += T) {
         const int r = c / CH, col = (c % CH) * 8;
         const int tok = toks[r];
