@@ -16,6 +16,11 @@
 //        kb_attention_bench --kind prefill-gqa|prefill-gqa-ragged|prefill-mla [--hq 32] [--hkv 8]
 //          [--batches 1] [--keys 512,...,16384 (total query tokens; q_len = kv_len = tokens / batch)]
 //          [--page-sizes 1,64] [--max-time 0.4] [--page-order random|sequential]
+//        kb_attention_bench --kind gqa --shapes B:L:PS:HQ:HKV:D,... [--max-kv-gib 9] [--max-time 0.4]
+//   --shapes: GQA decode at exactly these shapes (batch, keys per sequence,
+//   page size, query heads, kv heads, head_dim), in place of the product of
+//   --batches x --keys x --page-sizes at one --hq / --hkv / --dim
+//   (bench/bench_attention.py --grid decode generates them).
 //   --page-order sequential: page ids in order (each sequence's pages
 //   contiguous in the cache) instead of a random permutation, to tell the
 //   cost of scattered pages from the cost of the page lookup.
@@ -52,6 +57,31 @@ std::vector<std::int64_t> parse_list(const std::string& s) {
     p = q + 1;
   }
   return v;
+}
+
+// One GQA / MLA decode shape.
+struct DecodeShape {
+  std::int64_t batch, keys, page_size, hq, hkv, dim;
+};
+
+// --shapes B:L:PS:HQ:HKV:D,...; empty on a malformed entry.
+std::vector<DecodeShape> parse_shapes(const std::string& s) {
+  std::vector<DecodeShape> out;
+  std::size_t p = 0;
+  while (p < s.size()) {
+    std::size_t q = s.find(',', p);
+    if (q == std::string::npos) q = s.size();
+    DecodeShape d{};
+    long long v[6];
+    if (std::sscanf(s.substr(p, q - p).c_str(), "%lld:%lld:%lld:%lld:%lld:%lld", &v[0], &v[1], &v[2], &v[3], &v[4],
+                    &v[5]) != 6)
+      return {};
+    d.batch = v[0], d.keys = v[1], d.page_size = v[2], d.hq = v[3], d.hkv = v[4], d.dim = v[5];
+    if (d.batch < 1 || d.keys < 1 || d.page_size < 1 || d.hq < 1 || d.hkv < 1 || d.dim < 1) return {};
+    out.push_back(d);
+    p = q + 1;
+  }
+  return out;
 }
 
 bool ok(cudaError_t e, const char* what) {
@@ -195,9 +225,17 @@ int main(int argc, char** argv) {
   std::int64_t hq = 32, hkv = 8, dim = 128;
   std::vector<std::int64_t> batches{1, 16, 64}, keys{512, 8192}, page_sizes{1, 64};
   double max_kv_gib = 9, max_time = 0.4;
+  std::vector<DecodeShape> shapes;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--kind") kind = v;
+    else if (a == "--shapes") {
+      shapes = parse_shapes(v);
+      if (shapes.empty()) {
+        std::printf("--shapes: expected B:L:PS:HQ:HKV:D,... with every value >= 1, got %s\n", v.c_str());
+        return 2;
+      }
+    }
     else if (a == "--hq") hq = std::atoll(v.c_str());
     else if (a == "--hkv") hkv = std::atoll(v.c_str());
     else if (a == "--dim") dim = std::atoll(v.c_str());
@@ -252,8 +290,16 @@ int main(int argc, char** argv) {
     return f ? 1 : 0;
   }
 
-  const std::int64_t qk_dim = mla ? 576 : dim;
-  const std::int64_t kv_bytes_per_token = mla ? 576 * 2 : 2 * hkv * dim * 2;  // MLA: ckv + kpe; GQA: K + V
+  if (!shapes.empty() && mla) {
+    std::printf("--shapes: GQA decode only\n");
+    return 2;
+  }
+  if (shapes.empty())
+    for (std::int64_t ps : page_sizes)
+      for (std::int64_t batch : batches)
+        for (std::int64_t L : keys) shapes.push_back({batch, L, ps, hq, mla ? 1 : hkv, dim});
+  // MLA: ckv + kpe; GQA: K + V.
+  auto kv_bytes_per_token = [mla](const DecodeShape& c) { return mla ? 576 * 2 : 2 * c.hkv * c.dim * 2; };
   int failures = 0;
   // One KV pool for every case, allocated once, as an engine allocates its
   // cache at start: a cache allocated per case lands wherever the earlier
@@ -261,97 +307,96 @@ int main(int argc, char** argv) {
   // size 64) ran 206 us in a fresh process but 237 us after the sweep's
   // earlier cases (H100, 2026-11-24).
   std::size_t pool_cache_bytes = 0;
-  for (std::int64_t ps : page_sizes)
-    for (std::int64_t batch : batches)
-      for (std::int64_t L : keys) {
-        if (static_cast<double>(batch) * L * kv_bytes_per_token > max_kv_gib * (1ull << 30)) continue;
-        const std::int64_t pages = batch * ((L + ps - 1) / ps);
-        pool_cache_bytes = std::max(pool_cache_bytes, static_cast<std::size_t>(pages * ps) *
-                                                          static_cast<std::size_t>(kv_bytes_per_token));
-      }
+  for (const DecodeShape& c : shapes) {
+    if (static_cast<double>(c.batch) * c.keys * kv_bytes_per_token(c) > max_kv_gib * (1ull << 30)) continue;
+    const std::int64_t pages = c.batch * ((c.keys + c.page_size - 1) / c.page_size);
+    pool_cache_bytes = std::max(pool_cache_bytes, static_cast<std::size_t>(pages * c.page_size) *
+                                                      static_cast<std::size_t>(kv_bytes_per_token(c)));
+  }
   void* kv_pool = nullptr;
   if (pool_cache_bytes > 0 && !ok(cudaMalloc(&kv_pool, pool_cache_bytes), "KV pool")) return 1;
-  for (std::int64_t ps : page_sizes)
-    for (std::int64_t batch : batches)
-      for (std::int64_t L : keys) {
-        const double kv_bytes = static_cast<double>(batch) * L * kv_bytes_per_token;
-        if (kv_bytes > max_kv_gib * (1ull << 30)) continue;
-        const std::int64_t pages_per_seq = (L + ps - 1) / ps;
-        const std::int64_t pages = batch * pages_per_seq;
-        const std::int64_t last = L - (pages_per_seq - 1) * ps;
-        // Device buffers.
-        const std::size_t q_bytes = static_cast<std::size_t>(batch * hq * qk_dim * 2);
-        const std::size_t out_bytes = static_cast<std::size_t>(batch * hq * dim * 2);
-        const std::size_t cache_bytes = static_cast<std::size_t>(pages * ps) * static_cast<std::size_t>(kv_bytes_per_token);
-        void *q = nullptr, *cache = kv_pool, *out = nullptr, *lse = nullptr, *idx = nullptr;
-        bool good = ok(cudaMalloc(&q, q_bytes), "q") && ok(cudaMalloc(&out, out_bytes), "out") &&
-                    ok(cudaMalloc(&lse, batch * hq * 4), "lse") &&
-                    ok(cudaMalloc(&idx, static_cast<std::size_t>(pages + 2 * batch + 1) * 4), "index");
-        if (good) good = fill_random(q, q_bytes, pool, pool_elems * 2, stream) &&
-                         fill_random(cache, cache_bytes, pool, pool_elems * 2, stream);
-        // Page table: a random permutation of all pages, sequences in order.
-        std::vector<std::int32_t> h(static_cast<std::size_t>(pages + 2 * batch + 1));
-        std::int32_t* indptr = h.data();
-        std::int32_t* indices = indptr + batch + 1;
-        std::int32_t* lastlen = indices + pages;
-        for (std::int64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<std::int32_t>(b * pages_per_seq);
-        std::iota(indices, indices + pages, 0);
-        if (g_random_pages) std::shuffle(indices, indices + pages, std::mt19937_64(7));
-        for (std::int64_t b = 0; b < batch; ++b) lastlen[b] = static_cast<std::int32_t>(last);
-        if (good) good = ok(cudaMemcpyAsync(idx, h.data(), h.size() * 4, cudaMemcpyHostToDevice, stream), "index upload") &&
-                         ok(cudaStreamSynchronize(stream), "setup");
-        const auto* d_indptr = static_cast<const std::int32_t*>(idx);
-        const auto* d_indices = d_indptr + batch + 1;
-        const auto* d_last = d_indices + pages;
-        int splits = 0;
-        std::function<kb::Status(int, void*)> launch;
-        if (!mla) {
-          kb::kernels::GqaPagedDecodeArgs a;
-          a.q = q;
-          a.k_cache = cache;
-          a.v_cache = static_cast<char*>(cache) + cache_bytes / 2;
-          a.kv_indptr = d_indptr, a.kv_indices = d_indices, a.kv_last_page_len = ps > 1 ? d_last : nullptr;
-          a.output = out, a.lse = static_cast<float*>(lse);
-          a.batch = batch, a.num_qo_heads = hq, a.num_kv_heads = hkv, a.head_dim = dim, a.page_size = ps;
-          a.num_pages = pages, a.num_kv_indices = pages, a.sm_scale = 1.0 / std::sqrt(static_cast<double>(dim));
-          launch = [a, &splits](int, void* s) { return kb::kernels::launch_gqa_paged_decode(a, s, &splits); };
-        } else {
-          kb::kernels::MlaPagedDecodeArgs a;
-          a.q_nope = q;
-          a.q_pe = static_cast<char*>(q) + static_cast<std::size_t>(batch * hq * 512 * 2);
-          a.ckv_cache = cache;
-          a.kpe_cache = static_cast<char*>(cache) + static_cast<std::size_t>(pages * ps) * 512 * 2;
-          a.kv_indptr = d_indptr, a.kv_indices = d_indices, a.kv_last_page_len = ps > 1 ? d_last : nullptr;
-          a.output = out, a.lse = static_cast<float*>(lse);
-          a.batch = batch, a.num_qo_heads = hq, a.head_dim_ckv = 512, a.head_dim_kpe = 64, a.page_size = ps;
-          a.num_pages = pages, a.num_kv_indices = pages, a.sm_scale = 1.0 / std::sqrt(192.0);
-          launch = [a, &splits](int, void* s) { return kb::kernels::launch_mla_paged_decode(a, s, &splits); };
-        }
-        if (good) {
-          kb::cuda::TimingOptions o;
-          o.max_time_s = max_time;
-          auto t = kb::cuda::time_gpu(launch, stream, o);
-          if (!t) {
-            std::printf("{\"error\": \"%s\"}\n", t.error().message.c_str());
-            ++failures;
-          } else {
-            // Bytes: the KV each sequence reads, q, output, lse, page table; each once.
-            const double bytes = kv_bytes + q_bytes + out_bytes + batch * hq * 4.0 + (pages + batch + 1) * 4.0;
-            std::printf(
-                "{\"kind\": \"%s\", \"batch\": %lld, \"keys\": %lld, \"page_size\": %lld, \"hq\": %lld, \"hkv\": %lld, "
-                "\"dim\": %lld, \"ms\": %.6f, \"min_ms\": %.6f, \"rel_noise\": %.4f, \"samples\": %zu, \"graph\": %s, "
-                "\"splits\": %d, \"bytes\": %.0f, \"gbs\": %.1f, \"throttled\": %s}\n",
-                kind.c_str(), static_cast<long long>(batch), static_cast<long long>(L), static_cast<long long>(ps),
-                static_cast<long long>(hq), static_cast<long long>(mla ? 1 : hkv), static_cast<long long>(dim),
-                t->median_ms, t->min_ms, t->rel_noise, t->samples, t->graph ? "true" : "false", splits, bytes,
-                bytes / (t->median_ms * 1e-3) / 1e9, t->throttled ? "true" : "false");
-          }
-        } else {
-          ++failures;
-        }
-        std::fflush(stdout);
-        cudaFree(q), cudaFree(out), cudaFree(lse), cudaFree(idx);
+  for (const DecodeShape& c : shapes) {
+    const std::int64_t ps = c.page_size, batch = c.batch, L = c.keys;
+    hq = c.hq, hkv = c.hkv, dim = c.dim;
+    const std::int64_t qk_dim = mla ? 576 : dim;
+    const double kv_bytes = static_cast<double>(batch) * L * kv_bytes_per_token(c);
+    if (kv_bytes > max_kv_gib * (1ull << 30)) continue;
+    const std::int64_t pages_per_seq = (L + ps - 1) / ps;
+    const std::int64_t pages = batch * pages_per_seq;
+    const std::int64_t last = L - (pages_per_seq - 1) * ps;
+    // Device buffers.
+    const std::size_t q_bytes = static_cast<std::size_t>(batch * hq * qk_dim * 2);
+    const std::size_t out_bytes = static_cast<std::size_t>(batch * hq * dim * 2);
+    const std::size_t cache_bytes = static_cast<std::size_t>(pages * ps) * static_cast<std::size_t>(kv_bytes_per_token(c));
+    void *q = nullptr, *cache = kv_pool, *out = nullptr, *lse = nullptr, *idx = nullptr;
+    bool good = ok(cudaMalloc(&q, q_bytes), "q") && ok(cudaMalloc(&out, out_bytes), "out") &&
+                ok(cudaMalloc(&lse, batch * hq * 4), "lse") &&
+                ok(cudaMalloc(&idx, static_cast<std::size_t>(pages + 2 * batch + 1) * 4), "index");
+    if (good) good = fill_random(q, q_bytes, pool, pool_elems * 2, stream) &&
+                     fill_random(cache, cache_bytes, pool, pool_elems * 2, stream);
+    // Page table: a random permutation of all pages, sequences in order.
+    std::vector<std::int32_t> h(static_cast<std::size_t>(pages + 2 * batch + 1));
+    std::int32_t* indptr = h.data();
+    std::int32_t* indices = indptr + batch + 1;
+    std::int32_t* lastlen = indices + pages;
+    for (std::int64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<std::int32_t>(b * pages_per_seq);
+    std::iota(indices, indices + pages, 0);
+    if (g_random_pages) std::shuffle(indices, indices + pages, std::mt19937_64(7));
+    for (std::int64_t b = 0; b < batch; ++b) lastlen[b] = static_cast<std::int32_t>(last);
+    if (good) good = ok(cudaMemcpyAsync(idx, h.data(), h.size() * 4, cudaMemcpyHostToDevice, stream), "index upload") &&
+                     ok(cudaStreamSynchronize(stream), "setup");
+    const auto* d_indptr = static_cast<const std::int32_t*>(idx);
+    const auto* d_indices = d_indptr + batch + 1;
+    const auto* d_last = d_indices + pages;
+    int splits = 0;
+    std::function<kb::Status(int, void*)> launch;
+    if (!mla) {
+      kb::kernels::GqaPagedDecodeArgs a;
+      a.q = q;
+      a.k_cache = cache;
+      a.v_cache = static_cast<char*>(cache) + cache_bytes / 2;
+      a.kv_indptr = d_indptr, a.kv_indices = d_indices, a.kv_last_page_len = ps > 1 ? d_last : nullptr;
+      a.output = out, a.lse = static_cast<float*>(lse);
+      a.batch = batch, a.num_qo_heads = hq, a.num_kv_heads = hkv, a.head_dim = dim, a.page_size = ps;
+      a.num_pages = pages, a.num_kv_indices = pages, a.sm_scale = 1.0 / std::sqrt(static_cast<double>(dim));
+      launch = [a, &splits](int, void* s) { return kb::kernels::launch_gqa_paged_decode(a, s, &splits); };
+    } else {
+      kb::kernels::MlaPagedDecodeArgs a;
+      a.q_nope = q;
+      a.q_pe = static_cast<char*>(q) + static_cast<std::size_t>(batch * hq * 512 * 2);
+      a.ckv_cache = cache;
+      a.kpe_cache = static_cast<char*>(cache) + static_cast<std::size_t>(pages * ps) * 512 * 2;
+      a.kv_indptr = d_indptr, a.kv_indices = d_indices, a.kv_last_page_len = ps > 1 ? d_last : nullptr;
+      a.output = out, a.lse = static_cast<float*>(lse);
+      a.batch = batch, a.num_qo_heads = hq, a.head_dim_ckv = 512, a.head_dim_kpe = 64, a.page_size = ps;
+      a.num_pages = pages, a.num_kv_indices = pages, a.sm_scale = 1.0 / std::sqrt(192.0);
+      launch = [a, &splits](int, void* s) { return kb::kernels::launch_mla_paged_decode(a, s, &splits); };
+    }
+    if (good) {
+      kb::cuda::TimingOptions o;
+      o.max_time_s = max_time;
+      auto t = kb::cuda::time_gpu(launch, stream, o);
+      if (!t) {
+        std::printf("{\"error\": \"%s\"}\n", t.error().message.c_str());
+        ++failures;
+      } else {
+        // Bytes: the KV each sequence reads, q, output, lse, page table; each once.
+        const double bytes = kv_bytes + q_bytes + out_bytes + batch * hq * 4.0 + (pages + batch + 1) * 4.0;
+        std::printf(
+            "{\"kind\": \"%s\", \"batch\": %lld, \"keys\": %lld, \"page_size\": %lld, \"hq\": %lld, \"hkv\": %lld, "
+            "\"dim\": %lld, \"ms\": %.6f, \"min_ms\": %.6f, \"rel_noise\": %.4f, \"samples\": %zu, \"graph\": %s, "
+            "\"splits\": %d, \"bytes\": %.0f, \"gbs\": %.1f, \"throttled\": %s}\n",
+            kind.c_str(), static_cast<long long>(batch), static_cast<long long>(L), static_cast<long long>(ps),
+            static_cast<long long>(hq), static_cast<long long>(mla ? 1 : hkv), static_cast<long long>(dim),
+            t->median_ms, t->min_ms, t->rel_noise, t->samples, t->graph ? "true" : "false", splits, bytes,
+            bytes / (t->median_ms * 1e-3) / 1e9, t->throttled ? "true" : "false");
       }
+    } else {
+      ++failures;
+    }
+    std::fflush(stdout);
+    cudaFree(q), cudaFree(out), cudaFree(lse), cudaFree(idx);
+  }
   cudaFree(kv_pool);
   cudaFree(pool);
   cudaStreamDestroy(stream);

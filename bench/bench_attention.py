@@ -19,6 +19,10 @@ the page table (kb). GB/s = bytes / median time.
 
 usage: python3 bench/bench_attention.py --driver BUILD/tests/gpu/kb_attention_bench --out bench-out [--quick]
        [--prefill no|also|only]   (causal prefill rows: kb paged/ragged vs SDPA is_causal, TFLOP/s; default also)
+       [--grid decode]            (instead: GQA decode over a generated grid of shapes, grid_shapes() below:
+                                   groups 1..16, head_dim 64..256, page sizes 1..64, batch 1..256, 512..16384
+                                   keys a sequence; latency, fraction of copy bandwidth, SDPA beside it;
+                                   writes benchmark_attention_grid.md / .json)
 """
 import argparse
 import json
@@ -43,6 +47,7 @@ p.add_argument("--quick", action="store_true", help="fewer shapes")
 p.add_argument("--max-kv-gib", type=float, default=9.0, help="skip shapes whose KV cache is larger")
 p.add_argument("--prefill", choices=["no", "also", "only"], default="also",
                help="causal prefill rows (kb vs SDPA is_causal, TFLOP/s): none, after decode, or prefill alone")
+p.add_argument("--grid", choices=["decode"], help="GQA decode over a generated grid of shapes, nothing else")
 args = p.parse_args()
 os.makedirs(args.out, exist_ok=True)
 
@@ -80,6 +85,123 @@ def run_driver(kind, extra):
     if r.returncode != 0:
         print(f"driver {kind}: exit {r.returncode}\n{r.stderr[-2000:]}", flush=True)
     return rows, copy
+
+
+
+# ---- --grid decode: GQA decode over generated shapes --------------------------------
+GRID_DIMS = [64, 96, 128, 192, 256]
+GRID_GROUPS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 14, 16]
+GRID_PAGES = [1, 16, 32, 64]
+GRID_BATCHES = [1, 2, 8, 32, 64, 128, 256]
+GRID_KEYS = [512, 1024, 2048, 4096, 8192, 16384]
+GRID_SHAPES = 55       # shapes in the grid
+GRID_KV_HEADS = 8      # H_kv; H_q = group x H_kv
+GRID_MAX_KV_GIB = 2.0  # a shape's KV read at most (time: ~0.5 ms a sample on an H200)
+
+
+def grid_shapes():
+    """The grid: shape i takes head dim i mod 5, group i mod 13, page size i mod 4, batch i mod 7 and keys
+    (i div 4) mod 6 of the lists above (pairwise-coprime cycles, so the axes combine rather than move in step),
+    then halves the batch while the KV read exceeds GRID_MAX_KV_GIB. Every value of every list appears."""
+    out = []
+    for i in range(GRID_SHAPES):
+        d = GRID_DIMS[i % len(GRID_DIMS)]
+        g = GRID_GROUPS[i % len(GRID_GROUPS)]
+        ps = GRID_PAGES[i % len(GRID_PAGES)]
+        b = GRID_BATCHES[i % len(GRID_BATCHES)]
+        L = GRID_KEYS[(i // len(GRID_PAGES)) % len(GRID_KEYS)]
+        while b > 1 and b * L * GRID_KV_HEADS * d * 4 > GRID_MAX_KV_GIB * (1 << 30):
+            b //= 2
+        out.append({"batch": b, "keys": L, "page_size": ps, "hq": g * GRID_KV_HEADS, "hkv": GRID_KV_HEADS, "dim": d})
+    return out
+
+
+def run_decode_grid():
+    shapes = grid_shapes()
+    spec = ",".join(f"{s['batch']}:{s['keys']}:{s['page_size']}:{s['hq']}:{s['hkv']}:{s['dim']}" for s in shapes)
+    cmd = [args.driver, "--kind", "gqa", "--shapes", spec, "--max-kv-gib", str(GRID_MAX_KV_GIB + 0.5),
+           "--max-time", str(MAX_TIME)]
+    print("+", " ".join(cmd[:3]), f"--shapes <{len(shapes)} shapes>", " ".join(cmd[5:]), flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    rows, copy = [], 0.0
+    for line in r.stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            print(line)
+            continue
+        o = json.loads(line)
+        if "copy_gbs" in o:
+            copy = o["copy_gbs"]
+        elif "error" in o:
+            print("driver error:", o["error"], flush=True)
+        else:
+            rows.append(o)
+    if r.returncode != 0:
+        print(f"driver gqa --shapes: exit {r.returncode}\n{r.stderr[-2000:]}", flush=True)
+    print(f"kb driver done in {time.time() - t_start:.0f} s; copy bandwidth {copy:.0f} GB/s", flush=True)
+
+    dev = torch.device("cuda")
+    L2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20)
+    flush = torch.empty(2 * L2, dtype=torch.uint8, device=dev)
+    sdpa = {}
+    for s in shapes:
+        b, L, hq, hkv, d = s["batch"], s["keys"], s["hq"], s["hkv"], s["dim"]
+        key = (b, L, hq, hkv, d)
+        if key in sdpa:
+            continue
+        try:
+            q = torch.randn(b, hq, 1, d, dtype=torch.bfloat16, device=dev)
+            k = torch.randn(b, hkv, L, d, dtype=torch.bfloat16, device=dev)
+            v = torch.randn(b, hkv, L, d, dtype=torch.bfloat16, device=dev)
+            F.scaled_dot_product_attention(q, k, v, scale=d ** -0.5, enable_gqa=True)
+            ms = time_like_kb(lambda: F.scaled_dot_product_attention(q, k, v, scale=d ** -0.5, enable_gqa=True),
+                              flush, max_time_s=MAX_TIME)
+            sdpa[key] = ms
+            del q, k, v
+        except torch.cuda.OutOfMemoryError:
+            print(f"SDPA {key}: out of memory", flush=True)
+        except Exception as e:  # an SDPA without enable_gqa: no SDPA column for this shape
+            print(f"SDPA {key}: {e}", flush=True)
+        torch.cuda.empty_cache()
+    print(f"SDPA done at {time.time() - t_start:.0f} s", flush=True)
+
+    name = torch.cuda.get_device_name(0)
+    lines = [f"# GQA paged decode over a generated grid of shapes: kb vs PyTorch SDPA ({name})", "",
+             f"torch {torch.__version__}; kb's measured device copy bandwidth {copy:.0f} GB/s. {len(shapes)} shapes "
+             "generated by bench/bench_attention.py grid_shapes(): head_dim, group (H_q / H_kv, H_kv = "
+             f"{GRID_KV_HEADS}), page size, batch and keys a sequence cycled together. kb: paged KV in random page "
+             "order; SDPA: dense KV, enable_gqa=True. Medians of cold samples (L2 flushed). % copy: kb's bytes "
+             "(KV, q, output, lse, page table, each once) per second over the copy bandwidth.", "",
+             "| head_dim | group | H_q/H_kv | page size | batch | keys | KV MB | kb us | GB/s | % copy | splits "
+             "| SDPA us | SDPA / kb |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out_rows = []
+    for s in shapes:
+        r = next((x for x in rows if x["batch"] == s["batch"] and x["keys"] == s["keys"] and
+                  x["page_size"] == s["page_size"] and x["hq"] == s["hq"] and x["hkv"] == s["hkv"] and
+                  x["dim"] == s["dim"]), None)
+        sd = sdpa.get((s["batch"], s["keys"], s["hq"], s["hkv"], s["dim"]))
+        kv_mb = s["batch"] * s["keys"] * s["hkv"] * s["dim"] * 4 / 1e6
+        frac = r["gbs"] / copy if r and copy else None
+        cells = [str(s["dim"]), str(s["hq"] // s["hkv"]), f"{s['hq']}/{s['hkv']}", str(s["page_size"]),
+                 str(s["batch"]), str(s["keys"]), f"{kv_mb:.0f}",
+                 f"{r['ms'] * 1e3:.1f}" if r else "-", f"{r['gbs']:.0f}" if r else "-",
+                 f"{100 * frac:.0f}%" if frac is not None else "-", str(r["splits"]) if r else "-",
+                 f"{sd * 1e3:.1f}" if sd else "-", f"{sd / r['ms']:.2f}x" if sd and r else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+        out_rows.append({**s, "kb": r, "sdpa_ms": sd, "copy_fraction": frac})
+    measured = [x["copy_fraction"] for x in out_rows if x["copy_fraction"] is not None]
+    if measured:
+        lines += ["", f"{len(measured)} of {len(shapes)} shapes measured; copy fraction median "
+                  f"{statistics.median(measured):.2f}, min {min(measured):.2f}. Run time {time.time() - t_start:.0f} s."]
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "benchmark_attention_grid.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(args.out, "benchmark_attention_grid.json"), "w") as f:
+        json.dump({"device": name, "torch": torch.__version__, "copy_gbs": copy, "shapes": out_rows}, f, indent=1)
+    print(md)
+    if len(rows) != len(shapes):
+        sys.exit(1)
 
 
 gqa_rows, copy_gbs = run_driver("gqa", ["--hq", str(HQ), "--hkv", str(HKV), "--dim", str(D)]) if BATCHES else ([], None)

@@ -10,6 +10,7 @@
 #                          join calls with bench/summary.py over their gemm-*/benchmark.json)
 #   norms                  rmsnorm, fused add + rmsnorm, silu_and_mul and rope against torch, batch 1 .. 32768
 #   attention              paged GQA / MLA decode and causal prefill against SDPA and the copy bandwidth
+#                          (attention --grid decode: GQA decode over a generated grid of shapes instead)
 #   nsight                 kb's timing against Nsight Compute's kernel duration (kernels over 20 us)
 #   backendbench           kb's CUDA ATen kernels against PyTorch eager on the BackendBench trace
 #   moe | linear | sampling  kb's CUDA solutions of those op types (linear: gdn, mamba_ssu, dsa_paged) judged and
@@ -75,7 +76,8 @@ case $family in
     timeout "$(limit 540)" python3 bench/bench_attention.py --driver "$build/tests/gpu/kb_attention_bench" \
         --out "$out" "$@" > "$out/attention.log" 2>&1 || status=1
     echo "attention: exit $status"
-    [ -f "$out/benchmark_attention.md" ] && mv "$out/benchmark_attention.md" "$out/attention.md" && cat "$out/attention.md" ;;
+    [ -f "$out/benchmark_attention.md" ] && mv "$out/benchmark_attention.md" "$out/attention.md" && cat "$out/attention.md"
+    [ -f "$out/benchmark_attention_grid.md" ] && cat "$out/benchmark_attention_grid.md" ;;
   nsight)
     timeout "$(limit 300)" python3 bench/nsight_check.py --kb "$kb" --definitions "$defs" --bundled kernels \
         --out "$out/nsight" --lib "$build/capi/libkb.so.1" > "$out/nsight.log" 2>&1 || status=1

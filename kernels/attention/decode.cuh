@@ -166,20 +166,34 @@ __device__ __forceinline__ void split_stats(const float* __restrict__ pl, int sp
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
 }
 
-// acc += the weighted partial outputs of splits s0, s0 + step, ... of a row;
-// lane holds columns 4 (lane + 32 i) .. + 3. No skip of empty splits (weight
-// 0, partial output 0: adding 0 * 0 changes nothing), so the loads of several
-// splits can be in flight together.
+// A row's merge is spread over a warp in float4s: lane holds columns
+// 4 (lane + 32 i) .. + 3 for i < merge_vecs<DV>() where 4 (lane + 32 i) < DV
+// (merge_lane_has: every lane and i where DV is a multiple of 128).
+template <int DV>
+constexpr int merge_vecs() {
+  static_assert(DV % 4 == 0, "rows in float4s");
+  return (DV / 4 + 31) / 32;
+}
+template <int DV>
+__device__ __forceinline__ bool merge_lane_has(int lane, int i) {
+  return DV % 128 == 0 || lane + 32 * i < DV / 4;
+}
+
+// acc += the weighted partial outputs of splits s0, s0 + step, ... of a row
+// (columns as above). No skip of empty splits (weight 0, partial output 0:
+// adding 0 * 0 changes nothing), so the loads of several splits can be in
+// flight together.
 template <int DV>
 __device__ __forceinline__ void accumulate_splits(const float* __restrict__ part_o, const float* __restrict__ pl,
                                                   std::int64_t row, int splits, int s0, int step, float m, float inv,
-                                                  int lane, float4 (&acc)[DV / 128]) {
+                                                  int lane, float4 (&acc)[merge_vecs<DV>()]) {
 #pragma unroll 4
   for (int s = s0; s < splits; s += step) {
     const float w = exp2f(__ldcg(pl + s) - m) * inv;
     const float4* src = reinterpret_cast<const float4*>(part_o + (row * splits + s) * DV);
 #pragma unroll
-    for (int i = 0; i < DV / 128; ++i) {
+    for (int i = 0; i < merge_vecs<DV>(); ++i) {
+      if (!merge_lane_has<DV>(lane, i)) continue;
       const float4 x = __ldcg(src + lane + 32 * i);
       acc[i].x += w * x.x;
       acc[i].y += w * x.y;
@@ -192,11 +206,12 @@ __device__ __forceinline__ void accumulate_splits(const float* __restrict__ part
 // The bf16 output row (columns as in accumulate_splits) and its lse.
 template <int DV>
 __device__ __forceinline__ void store_row(std::uint16_t* __restrict__ out, float* __restrict__ lse, std::int64_t row,
-                                          const float4 (&acc)[DV / 128], float m, float sum, int lane) {
+                                          const float4 (&acc)[merge_vecs<DV>()], float m, float sum, int lane) {
 #pragma unroll
-  for (int i = 0; i < DV / 128; ++i)
-    *reinterpret_cast<uint2*>(out + row * DV + (lane + 32 * i) * 4) =
-        make_uint2(pack_bf16(acc[i].x, acc[i].y), pack_bf16(acc[i].z, acc[i].w));
+  for (int i = 0; i < merge_vecs<DV>(); ++i)
+    if (merge_lane_has<DV>(lane, i))
+      *reinterpret_cast<uint2*>(out + row * DV + (lane + 32 * i) * 4) =
+          make_uint2(pack_bf16(acc[i].x, acc[i].y), pack_bf16(acc[i].z, acc[i].w));
   if (lane == 0 && lse) lse[row] = m == -INFINITY ? -INFINITY : m + log2f(sum);
 }
 
@@ -206,12 +221,11 @@ __device__ __forceinline__ void store_row(std::uint16_t* __restrict__ out, float
 template <int DV>
 __device__ __forceinline__ void merge_share(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                                             std::int64_t row, int splits, int s0, int step, int lane,
-                                            float4 (&acc)[DV / 128], float& m, float& sum) {
-  static_assert(DV % 128 == 0, "one float4 per lane per 128 columns");
+                                            float4 (&acc)[merge_vecs<DV>()], float& m, float& sum) {
   const float* pl = part_lse + row * splits;
   split_stats(pl, splits, lane, m, sum);
 #pragma unroll
-  for (int i = 0; i < DV / 128; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int i = 0; i < merge_vecs<DV>(); ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   if (m != -INFINITY) accumulate_splits<DV>(part_o, pl, row, splits, s0, step, m, 1.f / sum, lane, acc);
 }
 
@@ -220,7 +234,7 @@ template <int DV>
 __device__ __forceinline__ void merge_row(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                                           std::uint16_t* __restrict__ out, float* __restrict__ lse, std::int64_t row,
                                           int splits, int lane) {
-  float4 acc[DV / 128];
+  float4 acc[merge_vecs<DV>()];
   float m, sum;
   merge_share<DV>(part_o, part_lse, row, splits, 0, 1, lane, acc, m, sum);
   store_row<DV>(out, lse, row, acc, m, sum, lane);
@@ -241,7 +255,7 @@ constexpr std::size_t smem_bytes() {
 template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK = kTileKeys>
 __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   constexpr int kWarps = WARPS, kThreads = WARPS * 32;
-  static_assert(DQK % 32 == 0 && DV % (16 * kWarps) == 0, "head dims must split into mma tiles");
+  static_assert(DQK % 32 == 0 && DV % (8 * kWarps) == 0, "head dims must split into mma tiles");
   static_assert(kWarps == 4 || kWarps == 8, "16 or 8 keys of a tile per warp in S = Q K^T");
   static_assert(MLA || DQK == DV, "GQA keys and values share the head dim");
   static_assert(STAGES >= 2, "at least double buffering");
@@ -495,6 +509,15 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
         mma_bf16(o[2 * np], a, bv[0], bv[1]);
         mma_bf16(o[2 * np + 1], a, bv[2], bv[3]);
       }
+      if constexpr (NB % 2 == 1) {
+        // An odd last n-block (DV / WARPS = 8 mod 16, e.g. head dim 96): the
+        // same x4 load, of which only the first two matrices (its 8 columns)
+        // are used; the other two read the next 8 columns of the row (the
+        // next warp's, or the row's padding), never past it.
+        std::uint32_t bv[4];
+        ldmatrix_x4_trans(bv, vb + (NB / 2) * 16);
+        mma_bf16(o[NB - 1], a, bv[0], bv[1]);
+      }
     }
   }
   cp_async_wait<0>();  // only empty groups can be left; drain anyway
@@ -564,17 +587,19 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
   __shared__ float4 partial[kMergeWarps - 1][DV / 4];
   const std::int64_t row = blockIdx.x;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  float4 acc[DV / 128];
+  float4 acc[merge_vecs<DV>()];
   float m, sum;
   merge_share<DV>(part_o, part_lse, row, splits, warp, kMergeWarps, lane, acc, m, sum);
   if (warp > 0)
 #pragma unroll
-    for (int i = 0; i < DV / 128; ++i) partial[warp - 1][lane + 32 * i] = acc[i];
+    for (int i = 0; i < merge_vecs<DV>(); ++i)
+      if (merge_lane_has<DV>(lane, i)) partial[warp - 1][lane + 32 * i] = acc[i];
   __syncthreads();
   if (warp > 0) return;
   for (int w = 0; w < kMergeWarps - 1; ++w)  // fixed order: deterministic
 #pragma unroll
-    for (int i = 0; i < DV / 128; ++i) {
+    for (int i = 0; i < merge_vecs<DV>(); ++i) {
+      if (!merge_lane_has<DV>(lane, i)) continue;
       const float4 x = partial[w][lane + 32 * i];
       acc[i].x += x.x;
       acc[i].y += x.y;

@@ -1,6 +1,7 @@
 // kb_cuda_gqa_paged_decode's launcher: GQA decode over a paged NHD KV cache,
-// bf16, head_dim 128 or 256, group 1..16. The kernel, the split planning and
-// the merge are in decode.cuh; the instantiation per head_dim in dispatch.cuh.
+// bf16, head_dim one of kGqaHeadDims (launch.hpp), group 1..16, any page
+// size. The kernel, the split planning and the merge are in decode.cuh; the
+// instantiation per head_dim in dispatch.cuh.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -29,13 +30,20 @@ Status launch_gqa_paged_decode(const GqaPagedDecodeArgs& a, void* stream, int* s
   if (a.batch < 0 || a.num_qo_heads < 0 || a.num_kv_heads < 1 || a.page_size < 1 || a.num_pages < 0 ||
       a.num_kv_indices < 0)
     return make_error(Code::invalid_argument, "kb_cuda_gqa_paged_decode: negative or zero size");
-  if (!attention::gqa_decode_supports_head_dim(a.head_dim))
+  if (!gqa_decode_supports_head_dim(a.head_dim))
     return make_error(Code::unsupported, "kb_cuda_gqa_paged_decode: head_dim " + std::to_string(a.head_dim) +
-                                             " (this kernel handles 128 and 256)");
-  if (a.num_qo_heads % a.num_kv_heads != 0 || a.num_qo_heads / a.num_kv_heads > pd::kRows)
+                                             " (this kernel handles " + kGqaHeadDimsText + ")");
+  static_assert(kGqaDecodeMaxGroup == pd::kRows, "a KV head's query heads are the rows of one mma tile");
+  if (a.num_qo_heads % a.num_kv_heads != 0)
     return make_error(Code::unsupported, "kb_cuda_gqa_paged_decode: " + std::to_string(a.num_qo_heads) +
-                                             " query heads over " + std::to_string(a.num_kv_heads) +
-                                             " kv heads (the group must be 1..16)");
+                                             " query heads are not a multiple of " + std::to_string(a.num_kv_heads) +
+                                             " kv heads");
+  if (a.num_qo_heads / a.num_kv_heads > kGqaDecodeMaxGroup)
+    return make_error(Code::unsupported, "kb_cuda_gqa_paged_decode: " + std::to_string(a.num_qo_heads) +
+                                             " query heads over " + std::to_string(a.num_kv_heads) + " kv heads: group " +
+                                             std::to_string(a.num_qo_heads / a.num_kv_heads) +
+                                             " (this kernel holds a kv head's query heads in the 16 rows of one "
+                                             "tensor-core tile: the group must be 1..16)");
   if (a.batch == 0 || a.num_qo_heads == 0) return ok_status();
   // Token rows and page-table entries are int32 on the device.
   if (a.num_pages > INT_MAX / a.page_size || a.num_kv_indices > INT_MAX / a.page_size ||

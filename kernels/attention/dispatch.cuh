@@ -8,8 +8,14 @@
 // dtype is not an axis: every kernel reads bf16 and writes bf16 (fp32
 // accumulation, fp32 lse), and the solutions reject other dtypes before any
 // launch. The GQA group size is not one either: a decode CTA holds the group's
-// query heads in its 16 mma rows and a prefill CTA one query head, so any
-// group runs on the same code.
+// query heads in its 16 mma rows (any group 1 .. 16, rows past it zero) and a
+// prefill CTA one query head (any group), so every group runs on the same code.
+//
+// The GQA head dims are kGqaHeadDims (launch.hpp): one instantiation each,
+// whose tiles and pipeline depth follow from the head dim by the shared-memory
+// rules below (GqaDecodeTiles, GqaMmaPrefillTiles), not from a table of
+// shapes. Head dim 128 keeps the kernels tuned for it (the rules reproduce
+// them; static_asserts hold them there).
 //
 // A dispatch_* function calls f(K{}) with the chosen instantiation K (a tag
 // whose static launch() launches it), as FlashInfer's DISPATCH_* macros do:
@@ -19,9 +25,13 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <type_traits>
 
 #include "decode.cuh"
+#include "launch.hpp"
 #include "prefill.cuh"
 #include "prefill_wgmma.cuh"
 
@@ -40,16 +50,55 @@ struct DecodeKernel {
   }
 };
 
-// GQA decode, by head_dim: 128 with a 3-stage pipeline (two CTAs an SM), 256
-// with 2 stages. cudaErrorInvalidValue for other head dims (the launcher
-// rejects them first).
-inline bool gqa_decode_supports_head_dim(std::int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
+// Shared memory of an H100 / H200 SM (228 KB, 1 KB of it reserved per
+// resident CTA): the budget of a CTA that shares its SM with one other.
+constexpr std::size_t kSmemPerSm = 228 * 1024;
+constexpr std::size_t kSmemPerCtaReserved = 1024;
+constexpr std::size_t kSmemHalfSm = kSmemPerSm / 2 - kSmemPerCtaReserved;
+constexpr std::size_t kSmemMaxPerCta = 227 * 1024;
 
-template <class F>
+// GQA decode at head dim D: 4 warps, 64-key tiles, and as many cp.async
+// stages (at most kDecodeMaxStages) as fit two CTAs an SM, so one CTA's wait
+// for its scattered rows runs beside the other's work; where not even two
+// stages fit half an SM (D 256), two stages and one CTA an SM. D 128: 3
+// stages, two CTAs an SM; D 256: 2 stages, one CTA.
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeMaxStages = 4;
+// The most stages, S at most, whose GQA decode CTA at head dim D fits `budget` bytes (1 if none does).
+template <int D, int S = kDecodeMaxStages>
+constexpr int gqa_decode_stages_within(std::size_t budget) {
+  if constexpr (S <= 1) {
+    return 1;
+  } else {
+    return paged_decode::smem_bytes<false, D, D, S, kDecodeWarps, paged_decode::kTileKeys>() <= budget
+               ? S
+               : gqa_decode_stages_within<D, S - 1>(budget);
+  }
+}
+template <int D>
+struct GqaDecodeTiles {
+  static constexpr int kHalfSmStages = gqa_decode_stages_within<D>(kSmemHalfSm);
+  static constexpr int STAGES = kHalfSmStages >= 2 ? kHalfSmStages : 2;
+  static_assert(paged_decode::smem_bytes<false, D, D, STAGES, kDecodeWarps, paged_decode::kTileKeys>() <=
+                    kSmemMaxPerCta,
+                "two 64-key stages must fit one CTA's shared memory");
+  using Kernel = DecodeKernel<false, D, D, STAGES, kDecodeWarps, paged_decode::kTileKeys, 1>;
+};
+static_assert(std::is_same_v<GqaDecodeTiles<128>::Kernel, DecodeKernel<false, 128, 128, 3, 4, paged_decode::kTileKeys, 1>>,
+              "head dim 128 keeps its tuned decode instantiation");
+static_assert(GqaDecodeTiles<256>::STAGES == 2, "head dim 256: two stages, one CTA an SM");
+
+// GQA decode, by head_dim (one of kGqaHeadDims); cudaErrorInvalidValue for
+// others (the launcher rejects them first).
+template <std::size_t I = 0, class F>
 cudaError_t dispatch_gqa_decode(std::int64_t head_dim, F&& f) {
-  if (head_dim == 128) return f(DecodeKernel<false, 128, 128, 3, 4, paged_decode::kTileKeys, 1>{});
-  if (head_dim == 256) return f(DecodeKernel<false, 256, 256, 2, 4, paged_decode::kTileKeys, 1>{});
-  return cudaErrorInvalidValue;
+  if constexpr (I == std::size(kGqaHeadDims)) {
+    return cudaErrorInvalidValue;
+  } else {
+    constexpr int D = kGqaHeadDims[I];
+    if (head_dim == D) return f(typename GqaDecodeTiles<D>::Kernel{});
+    return dispatch_gqa_decode<I + 1>(head_dim, f);
+  }
 }
 
 // MLA (absorbed: logits over ckv 512 + kpe 64, values ckv), decode and prefill.
@@ -115,19 +164,44 @@ struct WgmmaPrefill {
   }
 };
 
+// The mma.sync prefill kernel (prefill.cuh) for head dims qk / vo: 8 warps,
+// one query head a CTA, two CTAs an SM (at most 128 registers a thread):
+//  * WN warps along the value columns, WN = ceil(vo / 128): a warp
+//    accumulates at most 128 output columns (64 fp32 registers a thread, as
+//    at head dim 128); WN > 1 passes P through shared memory. 8 / WN warps
+//    along the rows, 16 rows each.
+//  * 64-key tiles where Q, two K / V stages (and P) fit half an SM's shared
+//    memory, else 32-key tiles.
+// Head dim 128: 64-key tiles, P in registers (104 KB); qk 192 / vo 128:
+// 32-key tiles (94 KB): the tuned and measured configurations, which the
+// static_asserts below hold the rule to.
+constexpr int kMmaPrefillWarps = 8;
+template <int DQK, int DV>
+struct GqaMmaPrefillTiles {
+  static constexpr int WN = (DV + 127) / 128;
+  static constexpr int WM = kMmaPrefillWarps / WN;
+  static_assert(WN * WM == kMmaPrefillWarps, "the value columns split over a divisor of the warps");
+  using Tile64 = prefill::Config<DQK, DV, 1, WM, WN, 64, false>;
+  using Tile32 = prefill::Config<DQK, DV, 1, WM, WN, 32, false>;
+  using Config = std::conditional_t<Tile64::smem_bytes <= kSmemHalfSm, Tile64, Tile32>;
+  static_assert(Config::smem_bytes <= kSmemHalfSm, "two CTAs an SM");
+  using Kernel = MmaPrefill<Config, 2>;
+};
+static_assert(std::is_same_v<GqaMmaPrefillTiles<128, 128>::Config, prefill::Config<128, 128, 1, 8, 1, 64, false>>,
+              "head dim 128 keeps its tuned mma.sync prefill");
+static_assert(std::is_same_v<GqaMmaPrefillTiles<192, 128>::Config, prefill::Config<192, 128, 1, 8, 1, 32, false>>,
+              "qk 192 / vo 128 keeps its tuned mma.sync prefill");
+
 // The kernels of a GQA / MHA prefill (gqa_paged, gqa_ragged) and of the
-// unabsorbed MLA one (mla_ragged: qk 192 / vo 128, GQA-shaped). Every wgmma
-// form has 128-key tiles, the softmax of tile j overlapping P V of tile j - 1,
-// a producer that never waits on its own copies and the mask only on diagonal
-// tiles (kWgSoftmax2).
+// unabsorbed MLA one (mla_ragged: qk 192 / vo 128, GQA-shaped). The wgmma
+// kernels are written for head dim 128; every wgmma form has 128-key tiles,
+// the softmax of tile j overlapping P V of tile j - 1, a producer that never
+// waits on its own copies and the mask only on diagonal tiles (kWgSoftmax2).
 enum class GqaPrefillKernel {
-  // mma.sync, qk 192 / vo 128: 8 warps x 16 rows, 32-key tiles (94 KB of
-  // shared memory, two CTAs an SM).
-  mma_qk192_vo128,
-  // mma.sync, head_dim 128: 8 warps x 16 rows, 64-key tiles, P in registers,
-  // two CTAs an SM (104 KB each, at most 128 registers). Where the wgmma
-  // kernel cannot run (not an sm_90 device, outside its case).
-  mma_d128,
+  // mma.sync (GqaMmaPrefillTiles): every head dims pair the launcher
+  // accepts; at 128 / 128 where no wgmma kernel runs (not an sm_90 device,
+  // outside its case).
+  mma,
   // wgmma, K / V rows in runs of 64 (ragged, gathered, page sizes multiple of
   // 64): K / V by TMA boxes, the two consumer warpgroups taking turns
   // (kWgPingPong), three stages, one CTA a unit.
@@ -146,14 +220,36 @@ enum class GqaPrefillKernel {
   wgmma_fused_gather,
 };
 
+// Head dims the wgmma kernels run (the others take the mma.sync kernel).
+inline bool gqa_prefill_uses_wgmma(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
+  return head_dim_qk == 128 && head_dim_vo == 128;
+}
+
+// The mma.sync kernel for head dims qk / vo: qk 192 / vo 128, or qk == vo one
+// of kGqaHeadDims; cudaErrorInvalidValue for others.
+template <std::size_t I = 0, class F>
+cudaError_t dispatch_gqa_mma_prefill(std::int64_t head_dim_qk, std::int64_t head_dim_vo, F&& f) {
+  if constexpr (I == 0) {
+    if (gqa_prefill_is_qk192(head_dim_qk, head_dim_vo)) return f(typename GqaMmaPrefillTiles<192, 128>::Kernel{});
+  }
+  if constexpr (I == std::size(kGqaHeadDims)) {
+    return cudaErrorInvalidValue;
+  } else {
+    constexpr int D = kGqaHeadDims[I];
+    if (head_dim_qk == D && head_dim_vo == D) return f(typename GqaMmaPrefillTiles<D, D>::Kernel{});
+    return dispatch_gqa_mma_prefill<I + 1>(head_dim_qk, head_dim_vo, f);
+  }
+}
+
 template <class F>
-cudaError_t dispatch_gqa_prefill(GqaPrefillKernel k, F&& f) {
+cudaError_t dispatch_gqa_prefill(GqaPrefillKernel k, std::int64_t head_dim_qk, std::int64_t head_dim_vo, F&& f) {
   using namespace prefill;
+  if (k == GqaPrefillKernel::mma) return dispatch_gqa_mma_prefill(head_dim_qk, head_dim_vo, f);
+  if (!gqa_prefill_uses_wgmma(head_dim_qk, head_dim_vo)) return cudaErrorInvalidValue;
   constexpr int kBase = kWgSoftmax2;
   constexpr int kTurns = kWgSoftmax2 | kWgTma | kWgPingPong;
   switch (k) {
-    case GqaPrefillKernel::mma_qk192_vo128: return f(MmaPrefill<Config<192, 128, 1, 8, 1, 32, false>, 2>{});
-    case GqaPrefillKernel::mma_d128: return f(MmaPrefill<Config<128, 128, 1, 8, 1, 64, false>, 2>{});
+    case GqaPrefillKernel::mma: break;
     case GqaPrefillKernel::wgmma_tma: return f(WgmmaPrefill<WgmmaConfig<128, 3, true, true, kTurns>>{});
     case GqaPrefillKernel::wgmma_tma_persistent:
       return f(WgmmaPrefill<WgmmaConfig<128, 2, true, true, kTurns | kWgPersistent>>{});
@@ -162,16 +258,6 @@ cudaError_t dispatch_gqa_prefill(GqaPrefillKernel k, F&& f) {
       return f(WgmmaPrefill<WgmmaConfig<128, 2, true, true, kTurns | kWgPersistent | kWgFusedGather>>{});
   }
   return cudaErrorInvalidValue;
-}
-
-// The GQA prefill kernel by head dims: qk 192 / vo 128 on mma_qk192_vo128;
-// 128 / 128 on the wgmma kernels (prefill_gqa.cu picks the form by the rules
-// below, mma_d128 where none runs).
-inline bool gqa_prefill_is_qk192(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
-  return head_dim_qk == 192 && head_dim_vo == 128;
-}
-inline bool gqa_prefill_supports_head_dims(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
-  return (head_dim_qk == 128 && head_dim_vo == 128) || gqa_prefill_is_qk192(head_dim_qk, head_dim_vo);
 }
 
 // K / V rows come in runs of 64 (a TMA box never crosses a page): ragged, or

@@ -14,8 +14,33 @@
 
 namespace kb::kernels {
 
-// GQA decode over a paged NHD cache, bf16, head_dim 128 or 256, group
-// (num_qo_heads / num_kv_heads) 1..16:
+// The head dims kb's GQA kernels handle, in decode, paged prefill and ragged
+// prefill alike (qk == vo), plus qk 192 / vo 128 in prefill (mla_ragged).
+// dispatch.cuh instantiates one kernel per entry and derives its tiles from
+// the head dim; the solutions' supports() and the launchers' argument checks
+// read these, so a definition is refused where no kernel exists for it.
+inline constexpr int kGqaHeadDims[] = {64, 96, 128, 192, 256};
+inline constexpr const char* kGqaHeadDimsText = "64, 96, 128, 192 and 256";
+inline constexpr bool gqa_head_dim_supported(std::int64_t head_dim) {
+  for (int d : kGqaHeadDims)
+    if (head_dim == d) return true;
+  return false;
+}
+// Decode holds a KV head's query heads in the 16 rows of one mma tile
+// (paged_decode::kRows): the group H_q / H_kv is 1 .. 16. Prefill takes one
+// query head a CTA and has no bound on the group.
+inline constexpr std::int64_t kGqaDecodeMaxGroup = 16;
+inline constexpr bool gqa_decode_supports_head_dim(std::int64_t head_dim) { return gqa_head_dim_supported(head_dim); }
+inline constexpr bool gqa_prefill_is_qk192(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
+  return head_dim_qk == 192 && head_dim_vo == 128;
+}
+inline constexpr bool gqa_prefill_supports_head_dims(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
+  return (head_dim_qk == head_dim_vo && gqa_head_dim_supported(head_dim_qk)) ||
+         gqa_prefill_is_qk192(head_dim_qk, head_dim_vo);
+}
+
+// GQA decode over a paged NHD cache, bf16, head_dim one of kGqaHeadDims,
+// group (num_qo_heads / num_kv_heads) 1..16, any page size:
 //   q [batch, H_q, D], k_cache / v_cache [num_pages, page_size, H_kv, D],
 //   kv_indptr [batch + 1], kv_indices [num_kv_indices] (int32),
 //   kv_last_page_len [batch] (int32) or null (every page full),
@@ -81,8 +106,8 @@ enum class PrefillMode { plan_and_run, plan_only, run_only };
 //   kv_indptr in pages, kv_indices page ids, kv_last_page_len [batch] or null.
 // Ragged: k [kv_rows, H_kv, head_dim_qk], v [kv_rows, H_kv,
 //   head_dim_vo], kv_indptr in rows.
-// Supported dims: qk 128 / vo 128 (GQA, group H_q / H_kv any) and qk 192 /
-// vo 128 (mla_ragged). Every pointer 16-byte aligned, contiguous, on the
+// Supported dims: qk == vo one of kGqaHeadDims (GQA, group H_q / H_kv any)
+// and qk 192 / vo 128 (mla_ragged). Every pointer 16-byte aligned, contiguous, on the
 // current device; launches on `stream`, never synchronizes.
 struct GqaPrefillArgs {
   const void* q = nullptr;

@@ -268,9 +268,9 @@ __global__ void __launch_bounds__(C::kThreads, MINB) prefill_kernel(const Params
           cp_async16(dst + r * ld + col0 + col, src, tok >= 0);
         }
       }
-    } else {
+    } else if constexpr (CH % 8 == 0) {
       // Rows in 128-byte column groups: thread keeps chunk tid % 8 of a group.
-      static_assert(CH % 8 == 0 && T % 8 == 0, "128-byte column groups");
+      static_assert(T % 8 == 0, "128-byte column groups");
       constexpr int RPP = T / 8;
       const int col = (tid % 8) * 8, r0 = tid / 8;
 #pragma unroll
@@ -282,6 +282,17 @@ __global__ void __launch_bounds__(C::kThreads, MINB) prefill_kernel(const Params
 #pragma unroll
           for (int cg = 0; cg < CH / 8; ++cg) cp_async16(dst + r * ld + col0 + cg * 64 + col, src + cg * 64, tok >= 0);
         }
+      }
+    } else {
+      // Other row widths (head dim 96: 12 chunks): chunk c of the tile is
+      // row c / CH, column c % CH. Not unrolled: the unrolled copies' live
+      // addresses pushed the kernel past its 128 registers (spills at d 96).
+#pragma unroll 1
+      for (int c = tid; c < BN * CH; c += T) {
+        const int r = c / CH, col = (c % CH) * 8;
+        const int tok = toks[r];
+        const std::uint16_t* src = base + (static_cast<std::int64_t>(tok < 0 ? 0 : tok) * stride + col);
+        cp_async16(dst + r * ld + col0 + col, src, tok >= 0);
       }
     }
   };

@@ -3,6 +3,10 @@
 // (kb_cuda_mla_ragged_prefill, qk 192 / vo 128): argument checks, the page
 // gather, and the order in which the kernels of dispatch.cuh are tried.
 //
+// Head dims other than 128 / 128 (every qk == vo of kGqaHeadDims, and qk 192
+// / vo 128): the mma.sync kernel with the tiles dispatch.cuh derives from the
+// head dims, any page size, any group.
+//
 // Head dims 128 / 128:
 //  * K / V rows in runs of 64: the persistent TMA kernel, else the TMA kernel
 //    with one CTA a unit;
@@ -31,10 +35,16 @@ using attention::GqaPrefillKernel;
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // Launches kernel k of dispatch.cuh.
+// Launches kernel k of dispatch.cuh for head dims qk / vo (the wgmma kinds: 128 / 128 only).
+cudaError_t run_kernel(GqaPrefillKernel k, std::int64_t qk, std::int64_t vo, const prefill::Params& p,
+                       prefill::Mode m, cudaStream_t s, bool after_gather = false) {
+  return attention::dispatch_gqa_prefill(
+      k, qk, vo, [&](auto kernel) { return decltype(kernel)::launch(p, m, s, after_gather); });
+}
+// The head-dim-128 kernels (the wgmma ones, and the mma.sync one where they cannot run).
 cudaError_t run_kernel(GqaPrefillKernel k, const prefill::Params& p, prefill::Mode m, cudaStream_t s,
                        bool after_gather = false) {
-  return attention::dispatch_gqa_prefill(
-      k, [&](auto kernel) { return decltype(kernel)::launch(p, m, s, after_gather); });
+  return run_kernel(k, 128, 128, p, m, s, after_gather);
 }
 
 // K / V rows in runs of 64 (ragged, gathered, page sizes multiple of 64): the
@@ -122,7 +132,7 @@ bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode
   const std::int64_t rows = a.num_kv_indices * p.page_size;
   if (2 * bytes > kGatherMaxBytes || rows > INT_MAX || page_bytes / 16 > INT_MAX) return false;
   // No Hopper kernel to read the copy: no copy.
-  if (attention::dispatch_gqa_prefill(GqaPrefillKernel::wgmma_tma, [](auto kernel) {
+  if (attention::dispatch_gqa_prefill(GqaPrefillKernel::wgmma_tma, 128, 128, [](auto kernel) {
         return decltype(kernel)::prepare();
       }) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -204,9 +214,10 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
   if (a.batch < 0 || a.total_q < 0 || a.num_qo_heads < 0 || a.num_kv_heads < 1 || a.page_size < 1 || a.kv_rows < 0 ||
       a.num_kv_indices < 0)
     return fail(Code::invalid_argument, "negative or zero size");
-  if (!attention::gqa_prefill_supports_head_dims(a.head_dim_qk, a.head_dim_vo))
+  if (!gqa_prefill_supports_head_dims(a.head_dim_qk, a.head_dim_vo))
     return fail(Code::unsupported, "head dims qk " + std::to_string(a.head_dim_qk) + " / vo " +
-                                       std::to_string(a.head_dim_vo) + " (this kernel handles 128/128 and 192/128)");
+                                       std::to_string(a.head_dim_vo) + " (this kernel handles qk = vo = " +
+                                       kGqaHeadDimsText + ", and qk 192 / vo 128)");
   if (a.num_qo_heads % a.num_kv_heads != 0)
     return fail(Code::unsupported, std::to_string(a.num_qo_heads) + " query heads over " +
                                        std::to_string(a.num_kv_heads) + " kv heads");
@@ -243,8 +254,8 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
   const auto m = static_cast<prefill::Mode>(static_cast<int>(mode));
   auto s = static_cast<cudaStream_t>(stream);
   cudaError_t e = cudaSuccess;
-  if (attention::gqa_prefill_is_qk192(a.head_dim_qk, a.head_dim_vo)) {
-    e = run_kernel(GqaPrefillKernel::mma_qk192_vo128, p, m, s);
+  if (!attention::gqa_prefill_uses_wgmma(a.head_dim_qk, a.head_dim_vo)) {
+    e = run_kernel(GqaPrefillKernel::mma, a.head_dim_qk, a.head_dim_vo, p, m, s);
   } else {
     const bool runs_of_64 = attention::prefill_rows_in_runs_of_64(p.paged, p.page_size);
     prefill::Params pg = p;
@@ -265,7 +276,7 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
     }
     if (e == cudaErrorNotSupported) {  // not an sm_90 device, or outside the Hopper kernel's case
       (void)cudaGetLastError();
-      e = run_kernel(GqaPrefillKernel::mma_d128, p, m, s);
+      e = run_kernel(GqaPrefillKernel::mma, p, m, s);
     }
   }
   if (e != cudaSuccess)

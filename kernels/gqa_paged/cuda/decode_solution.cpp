@@ -1,7 +1,8 @@
 // kb_cuda_gqa_paged_decode: kb's CUDA solution for gqa_paged decode
 // definitions (no qo_indptr): bf16 q / k_cache / v_cache, int32 page tables,
 // page size any (1 and 64 shipped), with or without kv_last_page_len,
-// head_dim 128 or 256, group 1..16. Kernel: kernels/attention/decode.cuh.
+// head_dim one of kGqaHeadDims (64, 96, 128, 192, 256), group 1..16. Kernel:
+// kernels/attention/decode.cuh.
 #include <fmt/format.h>
 
 #include <string>
@@ -21,13 +22,14 @@ std::string supports(const Definition& d) {
   if (d.op_type != "gqa_paged") return fmt::format("op_type {} is not gqa_paged", d.op_type);
   if (d.find_input("qo_indptr")) return "prefill (qo_indptr): this kernel is decode only";
   if (std::string why = check_signature(d, {"q", "k_cache", "v_cache"}, {"kv_indptr", "kv_indices"}, {"kv_last_page_len"}); !why.empty()) return why;
-  if (const Axis* a = d.find_axis("head_dim"); a && a->kind == AxisKind::const_ && a->value != 128 && a->value != 256)
-    return fmt::format("head_dim {}: this kernel handles 128 and 256", a->value);
+  if (const Axis* a = d.find_axis("head_dim"); a && a->kind == AxisKind::const_ && !gqa_decode_supports_head_dim(a->value))
+    return fmt::format("head_dim {}: this kernel handles {}", a->value, kGqaHeadDimsText);
   const Axis* hq = d.find_axis("num_qo_heads");
   const Axis* hkv = d.find_axis("num_kv_heads");
   if (hq && hkv && hq->kind == AxisKind::const_ && hkv->kind == AxisKind::const_) {
-    if (hkv->value < 1 || hq->value % hkv->value != 0 || hq->value / hkv->value > 16)
-      return fmt::format("{} query heads over {} kv heads: the group must be 1..16", hq->value, hkv->value);
+    if (hkv->value < 1 || hq->value % hkv->value != 0 || hq->value / hkv->value > kGqaDecodeMaxGroup)
+      return fmt::format("{} query heads over {} kv heads: the group must be 1..{}", hq->value, hkv->value,
+                         kGqaDecodeMaxGroup);
   }
   auto o = find_oracle(d);
   if (!o) return "no oracle for this definition: " + o.error().message;

@@ -1,8 +1,9 @@
 // kb_cuda_gqa_paged_prefill: kb's CUDA solution for gqa_paged causal prefill
 // definitions (with qo_indptr): bf16 q / k_cache / v_cache, int32 page
 // tables, any page size (1 and 64 shipped), with or without
-// kv_last_page_len, head_dim 128, any group. Kernel:
-// kernels/attention/prefill_wgmma.cuh; launcher: kernels/attention/prefill_gqa.cu.
+// kv_last_page_len, head_dim one of kGqaHeadDims (64, 96, 128, 192, 256),
+// any group. Kernels: kernels/attention/prefill_wgmma.cuh (head_dim 128),
+// prefill.cuh (the others); launcher: kernels/attention/prefill_gqa.cu.
 #include <fmt/format.h>
 
 #include <string>
@@ -22,8 +23,8 @@ std::string supports(const Definition& d) {
   if (d.op_type != "gqa_paged") return fmt::format("op_type {} is not gqa_paged", d.op_type);
   if (!d.find_input("qo_indptr")) return "decode (no qo_indptr): this kernel is prefill only";
   if (std::string why = check_signature(d, {"q", "k_cache", "v_cache"}, {"qo_indptr", "kv_indptr", "kv_indices"}, {"kv_last_page_len"}); !why.empty()) return why;
-  if (const Axis* a = d.find_axis("head_dim"); a && a->kind == AxisKind::const_ && a->value != 128)
-    return fmt::format("head_dim {}: this kernel handles 128", a->value);
+  if (const Axis* a = d.find_axis("head_dim"); a && a->kind == AxisKind::const_ && !gqa_head_dim_supported(a->value))
+    return fmt::format("head_dim {}: this kernel handles {}", a->value, kGqaHeadDimsText);
   if (std::string why = check_head_groups(d); !why.empty()) return why;
   auto o = find_oracle(d);
   if (!o) return "no oracle for this definition: " + o.error().message;

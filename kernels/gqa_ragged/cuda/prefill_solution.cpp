@@ -1,11 +1,12 @@
 // kb_cuda_gqa_ragged_prefill: kb's CUDA solution for gqa_ragged causal prefill definitions: bf16
 // q / k / v in ragged layout (rows of every sequence contiguous, CSR
-// qo_indptr / kv_indptr, int32), head_dim 128, any group. Kernel: kernels/attention/prefill_wgmma.cuh;
-// launcher: kernels/attention/prefill_gqa.cu.
+// qo_indptr / kv_indptr, int32), head_dim one of kGqaHeadDims (64, 96, 128, 192, 256), any group. Kernels:
+// kernels/attention/prefill_wgmma.cuh (head_dim 128), prefill.cuh (the others); launcher: kernels/attention/prefill_gqa.cu.
 #include <fmt/format.h>
 
 #include <string>
 
+#include "../../attention/launch.hpp"
 #include "../../attention/ragged_prefill_run.hpp"
 #include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
@@ -20,7 +21,8 @@ const char* kName = "kb_cuda_gqa_ragged_prefill";
 std::string supports(const Definition& d) {
   if (d.op_type != "gqa_ragged") return fmt::format("op_type {} is not gqa_ragged", d.op_type);
   if (std::string why = check_signature(d, {"q", "k", "v"}, {"qo_indptr", "kv_indptr"}); !why.empty()) return why;
-  if (!const_is(d, "head_dim", 128)) return "head_dim: this kernel handles 128";
+  if (const Axis* a = d.find_axis("head_dim"); a && a->kind == AxisKind::const_ && !gqa_head_dim_supported(a->value))
+    return fmt::format("head_dim {}: this kernel handles {}", a->value, kGqaHeadDimsText);
   if (std::string why = check_head_groups(d); !why.empty()) return why;
   auto o = find_oracle(d);
   if (!o) return "no oracle for this definition: " + o.error().message;
