@@ -1,5 +1,6 @@
-// kb's CUDA kernels for the index-accumulating, embedding-bag, pooling and
-// factory ATen operators (kernels/aten/{index,embedding_bag,pooling,factory}/cuda/)
+// kb's CUDA kernels for the index-accumulating, embedding-bag, pooling,
+// upsampling and factory ATen operators
+// (kernels/aten/{index,embedding_bag,pooling,upsample,factory}/cuda/)
 // against the fp64 CPU oracles, through `kb backendbench run --device cuda`'s
 // runner (run_cuda_trace) and BackendBench's judge:
 //  1. hand-written lines for the argument forms the shared trace lacks (every
@@ -9,7 +10,9 @@
 //     reductions, weights, ignore_index hits and 1-D inputs; pooling with
 //     ceil_mode, padding, dilation, count_include_pad, divisor_override,
 //     channels-last and gapped inputs, rank-3 inputs; adaptive pooling up and
-//     down; factories with non-contiguous strides), in f16, bf16 and f32;
+//     down; nearest and bilinear upsampling by sizes and by scale factors,
+//     align_corners, channels-last inputs and gapped gradients; factories
+//     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
 //  2. from the shared trace (KB_SHARED_DIR), the smallest line of every
 //     distinct argument form (dtypes, ranks, stride layouts, scalar
@@ -112,6 +115,23 @@ cnt: 1, ((T([4], f16), [0, 1, 5, 5]), {'dtype': f16, 'layout': torch.strided, 'd
 Operator: aten.new_empty_strided.default
 cnt: 1, ((T([4, 4], f16, stride=(1, 4)), [6, 4, 3, 3], [36, 9, 3, 1]), {'dtype': f16, 'layout': torch.strided, 'device': 'cuda'})
 cnt: 1, ((T([4, 4], f32), [5, 4], [1, 5]), {'dtype': f32, 'layout': torch.strided, 'device': 'cuda'})
+Operator: aten.upsample_nearest2d.vec
+cnt: 1, ((T([2, 3, 5, 6], f16), None, [2.0, 2.0]), {})
+cnt: 1, ((T([2, 3, 5, 6], f32), [7, 13], None), {})
+cnt: 1, ((T([1, 4, 6, 6], bf16, stride=(144, 1, 24, 4)), None, [1.5, 2.5]), {})
+Operator: aten.upsample_nearest2d_backward.vec
+cnt: 1, ((T([2, 3, 10, 12], f16), None, [2, 3, 5, 6], [2.0, 2.0]), {})
+cnt: 1, ((T([2, 3, 7, 13], f32), [7, 13], [2, 3, 5, 6], None), {})
+cnt: 1, ((T([2, 3, 10, 12], f16, stride=(400, 120, 12, 1)), None, [2, 3, 5, 6], [2.0, 2.0]), {})
+Operator: aten.upsample_bilinear2d.vec
+cnt: 1, ((T([2, 3, 5, 6], f16), None, False, [2.0, 2.0]), {})
+cnt: 1, ((T([2, 3, 5, 6], f32), None, True, [2.0, 2.0]), {})
+cnt: 1, ((T([1, 3, 8, 10], f16, stride=(3, 1, 30, 3)), [13, 7], False, None), {})
+cnt: 1, ((T([2, 2, 1, 6], bf16), [1, 9], True, None), {})
+Operator: aten.upsample_bilinear2d_backward.vec
+cnt: 1, ((T([2, 3, 10, 12], f16), None, [2, 3, 5, 6], False, [2.0, 2.0]), {})
+cnt: 1, ((T([2, 3, 10, 12], f32), None, [2, 3, 5, 6], True, [2.0, 2.0]), {})
+cnt: 1, ((T([1, 3, 13, 7], f16), [13, 7], [1, 3, 8, 10], False, None), {})
 )TRACE";
 
 const char* const kOps[] = {
@@ -132,6 +152,10 @@ const char* const kOps[] = {
     "aten._adaptive_avg_pool2d_backward.default",
     "aten.new_empty.default",
     "aten.new_empty_strided.default",
+    "aten.upsample_nearest2d.vec",
+    "aten.upsample_nearest2d_backward.vec",
+    "aten.upsample_bilinear2d.vec",
+    "aten.upsample_bilinear2d_backward.vec",
 };
 
 enum class Judge { oracle, reference, mixed };
