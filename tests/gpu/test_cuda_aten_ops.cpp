@@ -11,7 +11,10 @@
 //     ceil_mode, padding, dilation, count_include_pad, divisor_override,
 //     channels-last and gapped inputs, rank-3 inputs; adaptive pooling up and
 //     down; nearest and bilinear upsampling by sizes and by scale factors,
-//     align_corners, channels-last inputs and gapped gradients; factories
+//     align_corners, channels-last inputs and gapped gradients; advanced
+//     indexing with Nones, broadcast and 0-strided indices, separated indexed
+//     dims, integer self, index_put with and without accumulate (duplicate
+//     targets: the last write wins) and broadcast values; factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
 //  2. from the shared trace (KB_SHARED_DIR), the smallest line of every
@@ -133,6 +136,28 @@ Operator: aten.upsample_bilinear2d_backward.vec
 cnt: 1, ((T([2, 3, 10, 12], f16), None, [2, 3, 5, 6], False, [2.0, 2.0]), {})
 cnt: 1, ((T([2, 3, 10, 12], f32), None, [2, 3, 5, 6], True, [2.0, 2.0]), {})
 cnt: 1, ((T([1, 3, 13, 7], f16), [13, 7], [1, 3, 8, 10], False, None), {})
+Operator: aten.index.Tensor
+cnt: 1, ((T([16, 64], f32), [T([50], i64)]), {})
+cnt: 1, ((T([4, 10, 2], f16), [T([4], i64), T([4], i64)]), {})
+cnt: 1, ((T([8, 19], f16), [None, T([5, 19], i64)]), {})
+cnt: 1, ((T([29], i64), [T([6, 7], i64)]), {})
+cnt: 1, ((T([6, 7, 8], f16, stride=(64, 8, 1)), [T([6, 7], i64, stride=(1, 0)), T([6, 7], i64, stride=(8, 1))]), {})
+cnt: 1, ((T([30, 4], f16, stride=(1, 30)), [T([50], i64)]), {})
+cnt: 1, ((T([4, 9, 4], bf16), [T([4, 1], i64), T([4, 5], i64)]), {})
+cnt: 1, ((T([3, 6, 5], f32), [None, T([7], i64), T([7], i64)]), {})
+cnt: 1, ((T([5, 6, 7], f16), [T([3], i64), None, T([3], i64)]), {})
+cnt: 1, ((T([0, 4], f16), [T([0], i64)]), {})
+Operator: aten.index_put.default
+cnt: 1, ((T([4, 10, 2], f16), [T([4], i64), T([4], i64)], T([4, 2], f16), True), {})
+cnt: 1, ((T([13, 12], f16), [T([300], i64)], T([300, 12], f16, stride=(1, 300)), True), {})
+cnt: 1, ((T([12, 16], f16), [None, T([16, 16], i64)], T([12, 16, 16], f16), True), {})
+cnt: 1, ((T([13, 12], f32), [T([300], i64)], T([300, 12], f32), False), {})
+cnt: 1, ((T([6, 5], bf16), [T([4], i64)], T([5], bf16), False), {})
+Operator: aten.index_put_.default
+cnt: 1, ((T([7, 5], f16, stride=(1, 7)), [T([9], i64)], T([9, 5], f16)), {})
+cnt: 1, ((T([0, 4, 3], f16), [T([0], i64)], T([0, 4, 3], f16)), {})
+Operator: aten._index_put_impl_.default
+cnt: 1, ((T([6, 7, 8], f16), [T([6, 7], i64, stride=(1, 0)), T([6, 7], i64, stride=(8, 1))], T([6, 7, 8], f16), True, True), {})
 )TRACE";
 
 const char* const kOps[] = {
@@ -157,6 +182,10 @@ const char* const kOps[] = {
     "aten.upsample_nearest2d_backward.vec",
     "aten.upsample_bilinear2d.vec",
     "aten.upsample_bilinear2d_backward.vec",
+    "aten.index.Tensor",
+    "aten.index_put.default",
+    "aten.index_put_.default",
+    "aten._index_put_impl_.default",
 };
 
 enum class Judge { oracle, reference, mixed };

@@ -1,7 +1,8 @@
 // CUDA plans for the gathering index operators (index_select, gather,
 // embedding) through the engine's gather kernel, and for the accumulating
 // ones (scatter_add(_), index_add(_), embedding_dense_backward, nll_loss
-// forward and backward) through index_scatter_kernels.cu. Indices are the
+// forward and backward) through index_scatter_kernels.cu, advanced indexing
+// (index.Tensor, index_put(_)) through index_advanced_kernels.cu. Indices are the
 // valid ones the family's prepare functions made; negative ones count from
 // the end. The accumulating plans check every index on the host, as the
 // oracles do, before any kernel reads one.
@@ -174,6 +175,114 @@ Launch nll_loss_backward(Call& c, const DeviceArgs& d, Outs& o) {
                                  batched, x.shape.back());
 }
 
+// ---- advanced indexing (the CPU oracle's rules, advanced.cpp; integer indices only) ----
+
+// The list argument's entries in order, null for None.
+std::vector<const HostTensor*> optional_tensor_list(const Call& c, std::size_t pos, std::string_view name) {
+  const CallArg* a = c.find(pos, name);
+  if (!a) fail(fmt::format("argument {} ({}) is missing", pos, name));
+  if (a->value->kind != Kind::list && a->value->kind != Kind::tuple)
+    fail(fmt::format("argument {} ({}) must be a list of tensors and Nones", pos, name));
+  std::vector<const HostTensor*> out;
+  std::size_t k = 0;
+  for (const Value& v : a->value->children) {
+    if (v.kind == Kind::tensor) out.push_back(&a->tensors[k++]);
+    else if (v.kind == Kind::none) out.push_back(nullptr);
+    else fail(fmt::format("argument {} ({}) must hold only tensors and Nones", pos, name));
+  }
+  return out;
+}
+
+// self[indices] as an AdvancedIndex over target strides `ts` from `base`; the indexed shape in `shape`.
+cuda::AdvancedIndex advanced_index(const HostTensor& self, const std::vector<const HostTensor*>& indices,
+                                   const DeviceArgs& d, const std::vector<std::int64_t>& ts, std::int64_t base) {
+  std::vector<const HostTensor*> per_dim;
+  for (const HostTensor* t : indices) {
+    if (t && (t->dtype == Dtype::b8 || t->dtype == Dtype::u8)) fail("mask indices are not supported on CUDA");
+    if (t && !is_integral(t->dtype))
+      fail(fmt::format("index tensors must be integral or bool, got {}", dtype_abbrev(t->dtype)));
+    per_dim.push_back(t);
+  }
+  if (per_dim.size() > self.rank())
+    fail(fmt::format("too many indices for a tensor of rank {}: {}", self.rank(), per_dim.size()));
+  per_dim.resize(self.rank(), nullptr);
+  std::vector<std::int64_t> bshape;
+  std::vector<std::size_t> free;
+  bool any = false, gap = false, seen_after = false;
+  std::size_t first = 0;
+  for (std::size_t k = 0; k < per_dim.size(); ++k) {
+    if (per_dim[k]) {
+      bshape = any ? broadcast_shapes(bshape, per_dim[k]->shape) : per_dim[k]->shape;
+      if (!any) first = k;
+      if (seen_after) gap = true;
+      any = true;
+    } else {
+      free.push_back(k);
+      if (any) seen_after = true;
+    }
+  }
+  if (!any) fail("index needs at least one index tensor");
+  std::size_t before = 0;
+  for (std::size_t k : free)
+    if (k < first) ++before;
+  const std::size_t insert = gap ? 0 : before, nb = bshape.size();
+  cuda::AdvancedIndex ix;
+  ix.base = base;
+  for (std::size_t k = 0; k < insert; ++k) ix.shape.push_back(self.shape[free[k]]);
+  ix.shape.insert(ix.shape.end(), bshape.begin(), bshape.end());
+  for (std::size_t k = insert; k < free.size(); ++k) ix.shape.push_back(self.shape[free[k]]);
+  ix.free_stride.assign(ix.shape.size(), 0);
+  for (std::size_t k = 0; k < free.size(); ++k) ix.free_stride[k < insert ? k : k + nb] = ts[free[k]];
+  for (std::size_t k = 0; k < per_dim.size(); ++k) {
+    const HostTensor* t = per_dim[k];
+    if (!t) continue;
+    const std::int64_t n = self.shape[k];
+    for (std::int64_t i = 0; i < t->numel(); ++i) {
+      const double v = t->at(i);
+      if (!(v >= -9.0e18 && v <= 9.0e18)) fail(fmt::format("index {} is not an integer index", v));
+      const auto j = static_cast<std::int64_t>(v);
+      if (j < -n || j >= n) fail(fmt::format("index {} is out of bounds for dimension {} with size {}", j, k, n));
+    }
+    cuda::AdvancedIndex::Index e;
+    e.view = d.view(*t);
+    e.strides.assign(ix.shape.size(), 0);
+    const std::vector<std::int64_t> bs = broadcast_strides(*t, bshape);
+    for (std::size_t b = 0; b < nb; ++b) e.strides[insert + b] = bs[b];
+    e.dim_stride = ts[k];
+    e.dim_size = n;
+    ix.indices.push_back(std::move(e));
+  }
+  return ix;
+}
+
+// index.Tensor(self, indices)
+Launch index_tensor(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& self = tensor_arg(c, 0, "self");
+  cuda::AdvancedIndex ix = advanced_index(self, optional_tensor_list(c, 1, "indices"), d, self.strides, self.offset);
+  if (ix.shape != o[0].shape) fail("internal: index.Tensor's result shape differs from the oracle's");
+  return cuda::index_gather(o[0], d.view(self), ix);
+}
+
+// index_put(self, indices, values, accumulate=False), index_put_, _index_put_impl_(..., unsafe)
+Launch index_put(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& self = tensor_arg(c, 0, "self");
+  const HostTensor& values = tensor_arg(c, 2, "values");
+  const bool accumulate = bool_arg(c, 3, "accumulate", false);
+  if (values.dtype != self.dtype)
+    fail(fmt::format("values ({}) must have self's dtype ({})", dtype_abbrev(values.dtype), dtype_abbrev(self.dtype)));
+  cuda::AdvancedIndex ix =
+      advanced_index(self, optional_tensor_list(c, 1, "indices"), d, contiguous_strides(self.shape), 0);
+  bool fits = values.rank() <= ix.shape.size();
+  for (std::size_t k = 0; fits && k < values.rank(); ++k) {
+    const std::int64_t v = values.shape[values.rank() - 1 - k], s = ix.shape[ix.shape.size() - 1 - k];
+    fits = v == s || v == 1;
+  }
+  if (!fits)
+    fail(fmt::format("values of shape {} cannot be broadcast to the indexed shape {}", shape_text(values.shape),
+                     shape_text(ix.shape)));
+  return cuda::index_put(o[0], d.view(self), ix, d.view(values), broadcast_strides(values, ix.shape), accumulate);
+}
+
 const CudaOpInfo kOps[] = {
     {"aten.index_select.default", index_select},
     {"aten.gather.default", gather},
@@ -185,6 +294,10 @@ const CudaOpInfo kOps[] = {
     {"aten.embedding_dense_backward.default", embedding_dense_backward},
     {"aten.nll_loss_forward.default", nll_loss_forward},
     {"aten.nll_loss_backward.default", nll_loss_backward},
+    {"aten.index.Tensor", index_tensor},
+    {"aten.index_put.default", index_put},
+    {"aten.index_put_.default", index_put},
+    {"aten._index_put_impl_.default", index_put},
 };
 
 }  // namespace

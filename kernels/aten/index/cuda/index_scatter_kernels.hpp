@@ -35,3 +35,34 @@ Launch nll_loss_backward(const DView& out, const DView& grad, const DView& targe
                          std::int64_t classes);
 
 }  // namespace kb::backendbench::aten::cuda
+
+namespace kb::backendbench::aten::cuda {
+
+// Advanced indexing (index.Tensor, index_put): element i of the indexed shape
+// (`shape`, row-major) lies at target offset
+//   base + sum_k coord_k * free_stride[k] + sum_t wrap(index_t[coords]) * dim_stride[t]
+// where index_t is read at its own offset + sum_k coord_k * index_strides[t][k]
+// (its strides broadcast to `shape`, 0 outside its dims) and wrapped by dim_size[t].
+struct AdvancedIndex {
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> free_stride;  // per dim of `shape`
+  std::int64_t base = 0;
+  struct Index {
+    DView view;                             // the index tensor (i64 or i32)
+    std::vector<std::int64_t> strides;      // per dim of `shape`
+    std::int64_t dim_stride = 0, dim_size = 1;
+  };
+  std::vector<Index> indices;
+};
+
+// index.Tensor: out (contiguous, `shape`) = self's elements at the target offsets in self's storage
+// (any dtype: elements copied as bytes).
+Launch index_gather(const DView& out, const DView& self, const AdvancedIndex& ix);
+
+// index_put: out = self, then at each target (a logical flat index of self's shape: contiguous
+// strides, base 0) += values (accumulate) or = values (the last write in row-major order wins).
+// `value_strides` are values' strides broadcast to `shape`. Floating dtypes.
+Launch index_put(const DView& out, const DView& self, const AdvancedIndex& ix, const DView& values,
+                 const std::vector<std::int64_t>& value_strides, bool accumulate);
+
+}  // namespace kb::backendbench::aten::cuda
