@@ -1,6 +1,6 @@
 // kb's CUDA kernels for the index-accumulating, embedding-bag, pooling,
-// upsampling and factory ATen operators
-// (kernels/aten/{index,embedding_bag,pooling,upsample,factory}/cuda/)
+// upsampling, copy-family (flip, repeat, roll, triu, tril) and factory ATen
+// operators (kernels/aten/{index,embedding_bag,pooling,upsample,copy,factory}/cuda/)
 // against the fp64 CPU oracles, through `kb backendbench run --device cuda`'s
 // runner (run_cuda_trace) and BackendBench's judge:
 //  1. hand-written lines for the argument forms the shared trace lacks (every
@@ -14,7 +14,9 @@
 //     align_corners, channels-last inputs and gapped gradients; advanced
 //     indexing with Nones, broadcast and 0-strided indices, separated indexed
 //     dims, integer self, index_put with and without accumulate (duplicate
-//     targets: the last write wins) and broadcast values; factories
+//     targets: the last write wins) and broadcast values; flip, repeat
+//     (leading repeats, 0-strided bool inputs), roll by dims and flattened,
+//     triu/tril of any dtype; factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
 //  2. from the shared trace (KB_SHARED_DIR), the smallest line of every
@@ -158,6 +160,28 @@ cnt: 1, ((T([7, 5], f16, stride=(1, 7)), [T([9], i64)], T([9, 5], f16)), {})
 cnt: 1, ((T([0, 4, 3], f16), [T([0], i64)], T([0, 4, 3], f16)), {})
 Operator: aten._index_put_impl_.default
 cnt: 1, ((T([6, 7, 8], f16), [T([6, 7], i64, stride=(1, 0)), T([6, 7], i64, stride=(8, 1))], T([6, 7, 8], f16), True, True), {})
+Operator: aten.flip.default
+cnt: 1, ((T([1, 6, 1, 9], f16), [1, 3]), {})
+cnt: 1, ((T([4, 5, 6], f32, stride=(1, 4, 20)), [0, -1]), {})
+cnt: 1, ((T([3, 4], i64), [0]), {})
+Operator: aten.repeat.default
+cnt: 1, ((T([4, 1, 8], b8), [1, 8, 1]), {})
+cnt: 1, ((T([3, 5, 1, 1], f16), [1, 1, 6, 7]), {})
+cnt: 1, ((T([64], f16), [16]), {})
+cnt: 1, ((T([5, 9, 9], b8, stride=(9, 0, 1)), [3, 1, 1]), {})
+cnt: 1, ((T([2, 3], f32, stride=(1, 2)), [2, 2, 3]), {})
+Operator: aten.roll.default
+cnt: 1, ((T([2, 7, 7, 16], f16), [-3, -3], [1, 2]), {})
+cnt: 1, ((T([2, 7, 7, 16], f16), [3, 3], [2, 1]), {})
+cnt: 1, ((T([5, 6], f32, stride=(1, 5)), [4]), {})
+cnt: 1, ((T([5, 6], bf16), [2, -9], [0, 0]), {})
+Operator: aten.triu.default
+cnt: 1, ((T([1, 31, 31], f32), 1), {})
+cnt: 1, ((T([22, 22], u8), 1), {})
+cnt: 1, ((T([4, 6], f16, stride=(1, 4)), -1), {})
+Operator: aten.tril.default
+cnt: 1, ((T([25, 27], f16),), {})
+cnt: 1, ((T([3, 5, 4], i64), 2), {})
 )TRACE";
 
 const char* const kOps[] = {
@@ -186,6 +210,11 @@ const char* const kOps[] = {
     "aten.index_put.default",
     "aten.index_put_.default",
     "aten._index_put_impl_.default",
+    "aten.flip.default",
+    "aten.repeat.default",
+    "aten.roll.default",
+    "aten.triu.default",
+    "aten.tril.default",
 };
 
 enum class Judge { oracle, reference, mixed };
