@@ -1,6 +1,7 @@
 // kb's CUDA kernels for the index-accumulating, embedding-bag, pooling,
-// upsampling, copy-family (flip, repeat, roll, triu, tril) and factory ATen
-// operators (kernels/aten/{index,embedding_bag,pooling,upsample,copy,factory}/cuda/)
+// upsampling, copy-family (flip, repeat, roll, triu, tril), rounding-division,
+// elu_backward and factory ATen operators
+// (kernels/aten/{index,embedding_bag,pooling,upsample,copy,elementwise,factory}/cuda/)
 // against the fp64 CPU oracles, through `kb backendbench run --device cuda`'s
 // runner (run_cuda_trace) and BackendBench's judge:
 //  1. hand-written lines for the argument forms the shared trace lacks (every
@@ -16,7 +17,9 @@
 //     dims, integer self, index_put with and without accumulate (duplicate
 //     targets: the last write wins) and broadcast values; flip, repeat
 //     (leading repeats, 0-strided bool inputs), roll by dims and flattened,
-//     triu/tril of any dtype; factories
+//     triu/tril of any dtype; floor_divide, fmod and remainder on integers
+//     (negative divisors) and floats, elu_backward on inputs and results;
+//     factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
 //  2. from the shared trace (KB_SHARED_DIR), the smallest line of every
@@ -182,6 +185,23 @@ cnt: 1, ((T([4, 6], f16, stride=(1, 4)), -1), {})
 Operator: aten.tril.default
 cnt: 1, ((T([25, 27], f16),), {})
 cnt: 1, ((T([3, 5, 4], i64), 2), {})
+Operator: aten.floor_divide.default
+cnt: 1, ((T([504], i64), 42), {})
+cnt: 1, ((T([1, 500], i64), -7), {})
+cnt: 1, ((T([3, 40], f32), T([40], f32)), {})
+cnt: 1, ((T([6, 7], f16, stride=(1, 6)), -2.5), {})
+Operator: aten.fmod.Scalar
+cnt: 1, ((T([6, 47], i64), 2), {})
+cnt: 1, ((T([5, 9], f32), 1.5), {})
+cnt: 1, ((T([5, 9], f16), -0.7), {})
+Operator: aten.remainder.Scalar
+cnt: 1, ((T([1, 500], i64), 90), {})
+cnt: 1, ((T([1, 500], i64), -9), {})
+cnt: 1, ((T([5, 9], bf16), 2.5), {})
+Operator: aten.elu_backward.default
+cnt: 1, ((T([3, 40, 7], f16), 1.0, 1, 1, False, T([3, 40, 7], f16)), {})
+cnt: 1, ((T([25, 51], f16), 1.6732632423543772, 1.0507009873554805, 1, False, T([25, 51], f16)), {})
+cnt: 1, ((T([25, 51], f32), 1.0, 1, 1, True, T([25, 51], f32, stride=(1, 25))), {})
 )TRACE";
 
 const char* const kOps[] = {
@@ -215,6 +235,10 @@ const char* const kOps[] = {
     "aten.roll.default",
     "aten.triu.default",
     "aten.tril.default",
+    "aten.floor_divide.default",
+    "aten.fmod.Scalar",
+    "aten.remainder.Scalar",
+    "aten.elu_backward.default",
 };
 
 enum class Judge { oracle, reference, mixed };
