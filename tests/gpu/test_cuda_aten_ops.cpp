@@ -1,7 +1,7 @@
 // kb's CUDA kernels for the index-accumulating, embedding-bag, pooling,
 // upsampling, copy-family (flip, repeat, roll, triu, tril), rounding-division,
-// elu_backward and factory ATen operators
-// (kernels/aten/{index,embedding_bag,pooling,upsample,copy,elementwise,factory}/cuda/)
+// elu_backward, cumsum, var_mean and factory ATen operators
+// (kernels/aten/{index,embedding_bag,pooling,upsample,copy,elementwise,reduction,factory}/cuda/)
 // against the fp64 CPU oracles, through `kb backendbench run --device cuda`'s
 // runner (run_cuda_trace) and BackendBench's judge:
 //  1. hand-written lines for the argument forms the shared trace lacks (every
@@ -19,6 +19,8 @@
 //     (leading repeats, 0-strided bool inputs), roll by dims and flattened,
 //     triu/tril of any dtype; floor_divide, fmod and remainder on integers
 //     (negative divisors) and floats, elu_backward on inputs and results;
+//     cumsum of integers, floats and strided inputs with a dtype; var_mean
+//     over channels-last and several dims, each correction;
 //     factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
@@ -202,6 +204,17 @@ Operator: aten.elu_backward.default
 cnt: 1, ((T([3, 40, 7], f16), 1.0, 1, 1, False, T([3, 40, 7], f16)), {})
 cnt: 1, ((T([25, 51], f16), 1.6732632423543772, 1.0507009873554805, 1, False, T([25, 51], f16)), {})
 cnt: 1, ((T([25, 51], f32), 1.0, 1, 1, True, T([25, 51], f32, stride=(1, 25))), {})
+Operator: aten.cumsum.default
+cnt: 1, ((T([1, 1024], i32), 1), {})
+cnt: 1, ((T([6, 476], i64), -1), {})
+cnt: 1, ((T([5, 70], f16), 0), {})
+cnt: 1, ((T([3, 40, 5], f32, stride=(1, 15, 3)), 1), {})
+cnt: 1, ((T([4, 33], i32), 1), {'dtype': f32})
+Operator: aten.var_mean.correction
+cnt: 1, ((T([4, 16, 5, 5], f16, stride=(400, 1, 80, 16)), [1]), {'correction': 0, 'keepdim': True})
+cnt: 1, ((T([6, 50], f32), [1]), {})
+cnt: 1, ((T([3, 4, 5], bf16), [0, 2]), {'correction': 1})
+cnt: 1, ((T([7, 9], f32),), {'correction': 0})
 )TRACE";
 
 const char* const kOps[] = {
@@ -239,6 +252,8 @@ const char* const kOps[] = {
     "aten.fmod.Scalar",
     "aten.remainder.Scalar",
     "aten.elu_backward.default",
+    "aten.cumsum.default",
+    "aten.var_mean.correction",
 };
 
 enum class Judge { oracle, reference, mixed };

@@ -40,6 +40,53 @@ __device__ __forceinline__ void st(T* p, long long i, A v) {
   }
 }
 
+// Element `at` of a buffer of any real dtype known only at run time, as a double / as an int64
+// (exact for integer dtypes), and a store rounding once (integers from `iv` when `integral`).
+__device__ __forceinline__ double load_any_f64(const void* p, Dtype dt, long long at) {
+  switch (dt) {
+    case Dtype::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[at]);
+    case Dtype::f64: return static_cast<const double*>(p)[at];
+    case Dtype::f32: return static_cast<const float*>(p)[at];
+    case Dtype::f16: return __half2float(static_cast<const __half*>(p)[at]);
+    case Dtype::i8: return static_cast<const signed char*>(p)[at];
+    case Dtype::i16: return static_cast<const short*>(p)[at];
+    case Dtype::i32: return static_cast<const int*>(p)[at];
+    case Dtype::i64: return static_cast<double>(static_cast<const long long*>(p)[at]);
+    case Dtype::u8: return static_cast<const unsigned char*>(p)[at];
+    case Dtype::b8: return static_cast<const unsigned char*>(p)[at] != 0;
+    default: return 0;
+  }
+}
+
+__device__ __forceinline__ long long load_any_i64(const void* p, Dtype dt, long long at) {
+  switch (dt) {
+    case Dtype::i8: return static_cast<const signed char*>(p)[at];
+    case Dtype::i16: return static_cast<const short*>(p)[at];
+    case Dtype::i32: return static_cast<const int*>(p)[at];
+    case Dtype::i64: return static_cast<const long long*>(p)[at];
+    case Dtype::u8: return static_cast<const unsigned char*>(p)[at];
+    case Dtype::b8: return static_cast<const unsigned char*>(p)[at] != 0;
+    default: return static_cast<long long>(load_any_f64(p, dt, at));
+  }
+}
+
+__device__ __forceinline__ void store_any(void* p, Dtype dt, long long i, double v, long long iv, bool integral) {
+  const long long w = integral ? iv : static_cast<long long>(v);
+  switch (dt) {
+    case Dtype::bf16: static_cast<__nv_bfloat16*>(p)[i] = __double2bfloat16(v); break;
+    case Dtype::f64: static_cast<double*>(p)[i] = v; break;
+    case Dtype::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case Dtype::f16: static_cast<__half*>(p)[i] = __double2half(v); break;
+    case Dtype::i8: static_cast<signed char*>(p)[i] = static_cast<signed char>(w); break;
+    case Dtype::i16: static_cast<short*>(p)[i] = static_cast<short>(w); break;
+    case Dtype::i32: static_cast<int*>(p)[i] = static_cast<int>(w); break;
+    case Dtype::i64: static_cast<long long*>(p)[i] = w; break;
+    case Dtype::u8: static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(w); break;
+    case Dtype::b8: static_cast<unsigned char*>(p)[i] = integral ? iv != 0 : v != 0; break;
+    default: break;
+  }
+}
+
 // An int64 or int32 index element.
 __device__ __forceinline__ long long ldi(const void* p, bool i64, long long i) {
   return i64 ? static_cast<const long long*>(p)[i] : static_cast<long long>(static_cast<const int*>(p)[i]);

@@ -23,50 +23,15 @@ struct Operand {
 };
 
 __device__ __forceinline__ double load_f64(const Operand& o, long long i) {
-  if (o.is_const) return o.value;
-  const long long at = offset_of(o.s, i);
-  switch (static_cast<Dtype>(o.dt)) {
-    case Dtype::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(o.p)[at]);
-    case Dtype::f64: return static_cast<const double*>(o.p)[at];
-    case Dtype::f32: return static_cast<const float*>(o.p)[at];
-    case Dtype::f16: return __half2float(static_cast<const __half*>(o.p)[at]);
-    case Dtype::i8: return static_cast<const std::int8_t*>(o.p)[at];
-    case Dtype::i16: return static_cast<const std::int16_t*>(o.p)[at];
-    case Dtype::i32: return static_cast<const std::int32_t*>(o.p)[at];
-    case Dtype::i64: return static_cast<double>(static_cast<const long long*>(o.p)[at]);
-    case Dtype::u8: return static_cast<const std::uint8_t*>(o.p)[at];
-    case Dtype::b8: return static_cast<const std::uint8_t*>(o.p)[at] != 0;
-    default: return 0;
-  }
+  return o.is_const ? o.value : load_any_f64(o.p, static_cast<Dtype>(o.dt), offset_of(o.s, i));
 }
 
 __device__ __forceinline__ long long load_i64(const Operand& o, long long i) {
-  if (o.is_const) return o.ivalue;
-  const long long at = offset_of(o.s, i);
-  switch (static_cast<Dtype>(o.dt)) {
-    case Dtype::i8: return static_cast<const std::int8_t*>(o.p)[at];
-    case Dtype::i16: return static_cast<const std::int16_t*>(o.p)[at];
-    case Dtype::i32: return static_cast<const std::int32_t*>(o.p)[at];
-    case Dtype::i64: return static_cast<const long long*>(o.p)[at];
-    case Dtype::u8: return static_cast<const std::uint8_t*>(o.p)[at];
-    case Dtype::b8: return static_cast<const std::uint8_t*>(o.p)[at] != 0;
-    default: return static_cast<long long>(load_f64(o, i));
-  }
+  return o.is_const ? o.ivalue : load_any_i64(o.p, static_cast<Dtype>(o.dt), offset_of(o.s, i));
 }
 
 __device__ __forceinline__ void store(void* p, int dt, long long i, double v, long long iv, bool integral) {
-  switch (static_cast<Dtype>(dt)) {
-    case Dtype::bf16: static_cast<__nv_bfloat16*>(p)[i] = __double2bfloat16(v); break;
-    case Dtype::f64: static_cast<double*>(p)[i] = v; break;
-    case Dtype::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case Dtype::f16: static_cast<__half*>(p)[i] = __double2half(v); break;
-    case Dtype::i8: static_cast<std::int8_t*>(p)[i] = static_cast<std::int8_t>(integral ? iv : static_cast<long long>(v)); break;
-    case Dtype::i16: static_cast<std::int16_t*>(p)[i] = static_cast<std::int16_t>(integral ? iv : static_cast<long long>(v)); break;
-    case Dtype::i32: static_cast<std::int32_t*>(p)[i] = static_cast<std::int32_t>(integral ? iv : static_cast<long long>(v)); break;
-    case Dtype::i64: static_cast<long long*>(p)[i] = integral ? iv : static_cast<long long>(v); break;
-    case Dtype::u8: static_cast<std::uint8_t*>(p)[i] = static_cast<std::uint8_t>(integral ? iv : static_cast<long long>(v)); break;
-    default: break;
-  }
+  store_any(p, static_cast<Dtype>(dt), i, v, iv, integral);
 }
 
 __device__ __forceinline__ long long int_div(long long a, long long b, int k) {
