@@ -1,7 +1,7 @@
 // kb's CUDA kernels for the index-accumulating, embedding-bag, pooling,
 // upsampling, copy-family (flip, repeat, roll, triu, tril), rounding-division,
-// elu_backward, cumsum, var_mean and factory ATen operators
-// (kernels/aten/{index,embedding_bag,pooling,upsample,copy,elementwise,reduction,factory}/cuda/)
+// elu_backward, cumsum, var_mean, reflection-padding and factory ATen operators
+// (kernels/aten/{index,embedding_bag,pooling,upsample,copy,elementwise,reduction,padding,factory}/cuda/)
 // against the fp64 CPU oracles, through `kb backendbench run --device cuda`'s
 // runner (run_cuda_trace) and BackendBench's judge:
 //  1. hand-written lines for the argument forms the shared trace lacks (every
@@ -20,7 +20,8 @@
 //     triu/tril of any dtype; floor_divide, fmod and remainder on integers
 //     (negative divisors) and floats, elu_backward on inputs and results;
 //     cumsum of integers, floats and strided inputs with a dtype; var_mean
-//     over channels-last and several dims, each correction;
+//     over channels-last and several dims, each correction; reflection
+//     padding, uneven, rank 3, channels-last, gapped gradients;
 //     factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
@@ -215,6 +216,14 @@ cnt: 1, ((T([4, 16, 5, 5], f16, stride=(400, 1, 80, 16)), [1]), {'correction': 0
 cnt: 1, ((T([6, 50], f32), [1]), {})
 cnt: 1, ((T([3, 4, 5], bf16), [0, 2]), {'correction': 1})
 cnt: 1, ((T([7, 9], f32),), {'correction': 0})
+Operator: aten.reflection_pad2d.default
+cnt: 1, ((T([2, 3, 9, 8], f16), [3, 3, 3, 3]), {})
+cnt: 1, ((T([3, 5, 6], f32), [1, 2, 0, 4]), {})
+cnt: 1, ((T([2, 4, 7, 7], bf16, stride=(196, 1, 28, 4)), [1, 1, 1, 1]), {})
+Operator: aten.reflection_pad2d_backward.default
+cnt: 1, ((T([2, 3, 15, 14], f16), T([2, 3, 9, 8], f16), [3, 3, 3, 3]), {})
+cnt: 1, ((T([3, 9, 9], f32), T([3, 5, 6], f32), [1, 2, 0, 4]), {})
+cnt: 1, ((T([1, 4, 9, 9], f16, stride=(400, 100, 10, 1)), T([1, 4, 7, 7], f16), [1, 1, 1, 1]), {})
 )TRACE";
 
 const char* const kOps[] = {
@@ -254,6 +263,8 @@ const char* const kOps[] = {
     "aten.elu_backward.default",
     "aten.cumsum.default",
     "aten.var_mean.correction",
+    "aten.reflection_pad2d.default",
+    "aten.reflection_pad2d_backward.default",
 };
 
 enum class Judge { oracle, reference, mixed };
