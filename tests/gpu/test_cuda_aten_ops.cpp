@@ -1,7 +1,8 @@
 // kb's CUDA kernels for the index-accumulating, embedding-bag, pooling,
 // upsampling, copy-family (flip, repeat, roll, triu, tril), rounding-division,
-// elu_backward, cumsum, var_mean, reflection-padding and factory ATen operators
-// (kernels/aten/{index,embedding_bag,pooling,upsample,copy,elementwise,reduction,padding,factory}/cuda/)
+// elu_backward, cumsum, var_mean, reflection-padding, group-norm and factory
+// ATen operators (kernels/aten/{index,embedding_bag,pooling,upsample,copy,
+// elementwise,reduction,padding,group_norm,factory}/cuda/)
 // against the fp64 CPU oracles, through `kb backendbench run --device cuda`'s
 // runner (run_cuda_trace) and BackendBench's judge:
 //  1. hand-written lines for the argument forms the shared trace lacks (every
@@ -21,7 +22,8 @@
 //     (negative divisors) and floats, elu_backward on inputs and results;
 //     cumsum of integers, floats and strided inputs with a dtype; var_mean
 //     over channels-last and several dims, each correction; reflection
-//     padding, uneven, rank 3, channels-last, gapped gradients;
+//     padding, uneven, rank 3, channels-last, gapped gradients; group norm
+//     with one and several groups, without affine parameters, output masks;
 //     factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
@@ -224,6 +226,14 @@ Operator: aten.reflection_pad2d_backward.default
 cnt: 1, ((T([2, 3, 15, 14], f16), T([2, 3, 9, 8], f16), [3, 3, 3, 3]), {})
 cnt: 1, ((T([3, 9, 9], f32), T([3, 5, 6], f32), [1, 2, 0, 4]), {})
 cnt: 1, ((T([1, 4, 9, 9], f16, stride=(400, 100, 10, 1)), T([1, 4, 7, 7], f16), [1, 1, 1, 1]), {})
+Operator: aten.native_group_norm.default
+cnt: 1, ((T([4, 12, 7, 7], f16), T([12], f16), T([12], f16), 4, 12, 49, 1, 1e-05), {})
+cnt: 1, ((T([3, 8, 5, 6], f32), T([8], f32), T([8], f32), 3, 8, 30, 4, 1e-05), {})
+cnt: 1, ((T([2, 6, 10], bf16, stride=(60, 1, 6)), None, None, 2, 6, 10, 3, 1e-05), {})
+Operator: aten.native_group_norm_backward.default
+cnt: 1, ((T([4, 12, 7, 7], f16), T([4, 12, 7, 7], f16), T([4, 1], f16), T([4, 1], f16), T([12], f16), 4, 12, 49, 1, [True, True, True]), {})
+cnt: 1, ((T([3, 8, 5, 6], f32), T([3, 8, 5, 6], f32), T([3, 4], f32), T([3, 4], f32), T([8], f32), 3, 8, 30, 4, [True, False, True]), {})
+cnt: 1, ((T([2, 6, 10], f32), T([2, 6, 10], f32, stride=(60, 1, 6)), T([2, 3], f32), T([2, 3], f32), None, 2, 6, 10, 3, [True, True, False]), {})
 )TRACE";
 
 const char* const kOps[] = {
@@ -265,6 +275,8 @@ const char* const kOps[] = {
     "aten.var_mean.correction",
     "aten.reflection_pad2d.default",
     "aten.reflection_pad2d_backward.default",
+    "aten.native_group_norm.default",
+    "aten.native_group_norm_backward.default",
 };
 
 enum class Judge { oracle, reference, mixed };
