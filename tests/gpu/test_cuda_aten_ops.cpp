@@ -1,7 +1,7 @@
 // kb's CUDA kernels for the index-accumulating, embedding-bag, pooling,
 // upsampling, copy-family (flip, repeat, roll, triu, tril), rounding-division,
-// elu_backward, cumsum, var_mean, reflection-padding, group-norm and factory
-// ATen operators (kernels/aten/{index,embedding_bag,pooling,upsample,copy,
+// elu_backward, cumsum, var_mean, norm, mse_loss, reflection-padding,
+// group-norm, unsqueeze_ and factory ATen operators (kernels/aten/{index,embedding_bag,pooling,upsample,copy,
 // elementwise,reduction,padding,group_norm,factory}/cuda/)
 // against the fp64 CPU oracles, through `kb backendbench run --device cuda`'s
 // runner (run_cuda_trace) and BackendBench's judge:
@@ -24,6 +24,8 @@
 //     over channels-last and several dims, each correction; reflection
 //     padding, uneven, rank 3, channels-last, gapped gradients; group norm
 //     with one and several groups, without affine parameters, output masks;
+//     unsqueeze_ (a view, no kernel); p-norms for p = 0, 1, 2, 3.5, +-inf;
+//     mse_loss and its backward with each reduction and broadcasting;
 //     factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
@@ -234,6 +236,26 @@ Operator: aten.native_group_norm_backward.default
 cnt: 1, ((T([4, 12, 7, 7], f16), T([4, 12, 7, 7], f16), T([4, 1], f16), T([4, 1], f16), T([12], f16), 4, 12, 49, 1, [True, True, True]), {})
 cnt: 1, ((T([3, 8, 5, 6], f32), T([3, 8, 5, 6], f32), T([3, 4], f32), T([3, 4], f32), T([8], f32), 3, 8, 30, 4, [True, False, True]), {})
 cnt: 1, ((T([2, 6, 10], f32), T([2, 6, 10], f32, stride=(60, 1, 6)), T([2, 3], f32), T([2, 3], f32), None, 2, 6, 10, 3, [True, True, False]), {})
+Operator: aten.unsqueeze_.default
+cnt: 1, ((T([12, 14, 3], i64), 0), {})
+cnt: 1, ((T([2, 12, 6, 6], f16), 2), {})
+cnt: 1, ((T([3, 4], f32, stride=(1, 3)), -1), {})
+Operator: aten.norm.ScalarOpt_dim
+cnt: 1, ((T([64, 256], f16, stride=(12800, 1)), 2, [1], True), {})
+cnt: 1, ((T([5, 7, 3], f32), 1, [0, 2]), {})
+cnt: 1, ((T([5, 7], bf16), inf, [1]), {})
+cnt: 1, ((T([4, 9], f32), -inf, [1]), {})
+cnt: 1, ((T([6, 9], f32), 3.5, [-1], False), {})
+cnt: 1, ((T([6, 9], f32), 0, [0]), {})
+cnt: 1, ((T([4, 9], f16), None, [1]), {})
+Operator: aten.mse_loss.default
+cnt: 1, ((T([6, 5, 4, 4], f16), T([6, 5, 4, 4], f16)), {})
+cnt: 1, ((T([6, 5], f32), T([5], f32), 0), {})
+cnt: 1, ((T([3000, 7], bf16), T([3000, 7], bf16), 2), {})
+Operator: aten.mse_loss_backward.default
+cnt: 1, ((T([], f16), T([6, 5, 4, 4], f16), T([6, 5, 4, 4], f16), 1), {})
+cnt: 1, ((T([6, 5], f32), T([6, 5], f32), T([5], f32), 0), {})
+cnt: 1, ((T([], f32), T([4, 4], f32, stride=(1, 4)), T([4, 4], f32), 2), {})
 )TRACE";
 
 const char* const kOps[] = {
@@ -277,6 +299,10 @@ const char* const kOps[] = {
     "aten.reflection_pad2d_backward.default",
     "aten.native_group_norm.default",
     "aten.native_group_norm_backward.default",
+    "aten.unsqueeze_.default",
+    "aten.norm.ScalarOpt_dim",
+    "aten.mse_loss.default",
+    "aten.mse_loss_backward.default",
 };
 
 enum class Judge { oracle, reference, mixed };

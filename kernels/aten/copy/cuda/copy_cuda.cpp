@@ -262,6 +262,18 @@ Launch triangle(Call& c, const DeviceArgs& d, Outs& o) {
   return cuda::triangle(o[0], d.view(x), int_arg(c, 1, "diagonal", 0), Upper);
 }
 
+// unsqueeze_(self, dim): self's view gains a dim of size 1 (the oracle's stride rule, inplace_view.cpp); no kernel.
+Launch unsqueeze_inplace(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& self = tensor_arg(c, 0, "self");
+  const auto dim = static_cast<std::size_t>(wrap_dim(int_arg(c, 1, "dim"), self.rank() + 1));
+  const std::int64_t stride = dim >= self.rank() ? 1 : self.shape[dim] * self.strides[dim];
+  DView v = d.view(self);
+  v.shape.insert(v.shape.begin() + static_cast<std::ptrdiff_t>(dim), 1);
+  v.strides.insert(v.strides.begin() + static_cast<std::ptrdiff_t>(dim), stride);
+  o[0] = v;
+  return none();
+}
+
 const CudaOpInfo kOps[] = {
     {"aten.clone.default", clone},
     {"aten.lift_fresh_copy.default", clone},
@@ -284,6 +296,7 @@ const CudaOpInfo kOps[] = {
     {"aten.roll.default", roll},
     {"aten.triu.default", triangle<true>},
     {"aten.tril.default", triangle<false>},
+    {"aten.unsqueeze_.default", unsqueeze_inplace},
 };
 
 }  // namespace
