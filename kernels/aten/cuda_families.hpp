@@ -26,6 +26,7 @@ std::span<const CudaOpInfo> division_cuda_ops();
 std::span<const CudaOpInfo> scan_cuda_ops();
 std::span<const CudaOpInfo> padding_cuda_ops();
 std::span<const CudaOpInfo> group_norm_cuda_ops();
+std::span<const CudaOpInfo> fold_cuda_ops();
 
 // All of them (cuda_table.cpp); null when the overload has no CUDA kernel.
 std::span<const CudaOpInfo> cuda_ops();

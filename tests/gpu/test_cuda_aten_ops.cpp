@@ -1,8 +1,9 @@
 // kb's CUDA kernels for the index-accumulating, embedding-bag, pooling,
 // upsampling, copy-family (flip, repeat, roll, triu, tril), rounding-division,
 // elu_backward, cumsum, var_mean, norm, mse_loss, reflection-padding,
-// group-norm, unsqueeze_ and factory ATen operators (kernels/aten/{index,embedding_bag,pooling,upsample,copy,
-// elementwise,reduction,padding,group_norm,factory}/cuda/)
+// group-norm, fold (im2col, col2im, unfold_backward), unsqueeze_ and factory
+// ATen operators (kernels/aten/{index,embedding_bag,pooling,upsample,copy,
+// elementwise,reduction,padding,group_norm,fold,factory}/cuda/)
 // against the fp64 CPU oracles, through `kb backendbench run --device cuda`'s
 // runner (run_cuda_trace) and BackendBench's judge:
 //  1. hand-written lines for the argument forms the shared trace lacks (every
@@ -26,6 +27,9 @@
 //     with one and several groups, without affine parameters, output masks;
 //     unsqueeze_ (a view, no kernel); p-norms for p = 0, 1, 2, 3.5, +-inf;
 //     mse_loss and its backward with each reduction and broadcasting;
+//     im2col/col2im and their backwards with dilation, padding, stride,
+//     channels-last and transposed inputs; unfold_backward with overlapping,
+//     gapped and single windows;
 //     factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
@@ -256,6 +260,21 @@ Operator: aten.mse_loss_backward.default
 cnt: 1, ((T([], f16), T([6, 5, 4, 4], f16), T([6, 5, 4, 4], f16), 1), {})
 cnt: 1, ((T([6, 5], f32), T([6, 5], f32), T([5], f32), 0), {})
 cnt: 1, ((T([], f32), T([4, 4], f32, stride=(1, 4)), T([4, 4], f32), 2), {})
+Operator: aten.im2col.default
+cnt: 1, ((T([2, 3, 8, 8], f16), [4, 4], [1, 1], [0, 0], [4, 4]), {})
+cnt: 1, ((T([2, 5, 7, 7], f16, stride=(245, 1, 35, 5)), [3, 3], [1, 1], [1, 1], [2, 2]), {})
+cnt: 1, ((T([3, 6, 6], f32), [2, 3], [2, 1], [1, 0], [1, 2]), {})
+Operator: aten.col2im_backward.default
+cnt: 1, ((T([2, 5, 7, 7], f16), [3, 3], [1, 1], [1, 1], [2, 2]), {})
+Operator: aten.col2im.default
+cnt: 1, ((T([2, 45, 16], f16), [7, 7], [3, 3], [1, 1], [1, 1], [2, 2]), {})
+cnt: 1, ((T([18, 12], f32, stride=(1, 18)), [6, 6], [2, 3], [2, 1], [1, 0], [1, 2]), {})
+Operator: aten.im2col_backward.default
+cnt: 1, ((T([2, 45, 16], f16), [7, 7], [3, 3], [1, 1], [1, 1], [2, 2]), {})
+Operator: aten.unfold_backward.default
+cnt: 1, ((T([2, 6, 1, 1, 4, 4], f16), [2, 6, 1, 4, 4], 3, 4, 3), {})
+cnt: 1, ((T([2, 6, 3, 5, 4], f32), [2, 6, 11, 5], 2, 4, 3), {})
+cnt: 1, ((T([2, 4, 3], bf16), [10, 4], 0, 3, 4), {})
 )TRACE";
 
 const char* const kOps[] = {
@@ -303,6 +322,11 @@ const char* const kOps[] = {
     "aten.norm.ScalarOpt_dim",
     "aten.mse_loss.default",
     "aten.mse_loss_backward.default",
+    "aten.im2col.default",
+    "aten.col2im_backward.default",
+    "aten.col2im.default",
+    "aten.im2col_backward.default",
+    "aten.unfold_backward.default",
 };
 
 enum class Judge { oracle, reference, mixed };
