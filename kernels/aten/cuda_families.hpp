@@ -19,6 +19,15 @@ std::span<const CudaOpInfo> matmul_cuda_ops();
 std::span<const CudaOpInfo> copy_cuda_ops();
 std::span<const CudaOpInfo> index_cuda_ops();
 std::span<const CudaOpInfo> convolution_cuda_ops();
+std::span<const CudaOpInfo> embedding_bag_cuda_ops();
+std::span<const CudaOpInfo> pooling_cuda_ops();
+std::span<const CudaOpInfo> factory_cuda_ops();
+std::span<const CudaOpInfo> upsample_cuda_ops();
+std::span<const CudaOpInfo> division_cuda_ops();
+std::span<const CudaOpInfo> scan_cuda_ops();
+std::span<const CudaOpInfo> padding_cuda_ops();
+std::span<const CudaOpInfo> group_norm_cuda_ops();
+std::span<const CudaOpInfo> fold_cuda_ops();
 
 // All of them (cuda_table.cpp); null when the overload has no CUDA kernel.
 std::span<const CudaOpInfo> cuda_ops();

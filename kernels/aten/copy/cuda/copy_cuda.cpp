@@ -9,6 +9,7 @@
 #include "../../common/args.hpp"
 #include "../../common/cuda_engine.hpp"
 #include "../../cuda_families.hpp"
+#include "copy_kernels.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
@@ -152,6 +153,127 @@ Launch unbind(Call& c, const DeviceArgs& d, Outs& o) {
   return split_views(d.view(x), static_cast<std::size_t>(wrap_dim(int_arg(c, 1, "dim", 0), x.rank())), o, true);
 }
 
+// flip(self, dims): a copy of self viewed with each listed dim reversed (the oracle's view, repeated dims included).
+Launch flip(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& x = tensor_arg(c, 0, "self");
+  auto dims = int_list_arg(c, 1, "dims").value_or(std::vector<std::int64_t>{});
+  DView v = d.view(x);
+  for (auto dim : dims) {
+    auto w = static_cast<std::size_t>(wrap_dim(dim, x.rank()));
+    if (x.shape[w] > 0) v.offset += (x.shape[w] - 1) * x.strides[w];
+    v.strides[w] = -x.strides[w];
+  }
+  return cuda::copy(o[0], v);
+}
+
+// repeat(self, repeats): one copy over the output viewed as (repeat, size) pairs, self broadcast along the repeats.
+Launch repeat(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& x = tensor_arg(c, 0, "self");
+  auto reps = int_list_arg(c, 1, "repeats").value_or(std::vector<std::int64_t>{});
+  if (reps.size() < x.rank()) fail("repeats has fewer entries than the tensor has dims");
+  const std::size_t lead = reps.size() - x.rank();
+  for (auto r : reps)
+    if (r < 0) fail("negative repeat");
+  DView dst = o[0], src = d.view(x);
+  dst.shape.clear();
+  dst.strides.clear();
+  src.shape.clear();
+  src.strides.clear();
+  for (std::size_t i = 0; i < reps.size(); ++i) {
+    const std::int64_t os = o[0].strides[i];
+    if (i < lead) {
+      dst.shape.push_back(reps[i]);
+      dst.strides.push_back(os);
+      src.shape.push_back(reps[i]);
+      src.strides.push_back(0);
+      continue;
+    }
+    const std::int64_t n = x.shape[i - lead];
+    dst.shape.insert(dst.shape.end(), {reps[i], n});
+    dst.strides.insert(dst.strides.end(), {n * os, os});
+    src.shape.insert(src.shape.end(), {reps[i], n});
+    src.strides.insert(src.strides.end(), {0, x.strides[i - lead]});
+  }
+  return cuda::copy(dst, src);
+}
+
+// roll(self, shifts, dims=[]): each rolled dim in two pieces, one copy per combination of pieces;
+// without dims the row-major order of self is rolled (self copied contiguous first when it is not).
+Launch roll(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& x = tensor_arg(c, 0, "self");
+  auto shifts = int_list_arg(c, 1, "shifts").value_or(std::vector<std::int64_t>{});
+  auto dims = int_list_arg(c, 2, "dims").value_or(std::vector<std::int64_t>{});
+  const std::int64_t n = x.numel();
+  std::vector<Launch> parts;
+  DView src = d.view(x), dst = o[0];
+  std::vector<std::int64_t> shift(x.rank(), 0);
+  if (dims.empty()) {
+    if (shifts.size() != 1) fail("roll without dims takes one shift");
+    if (n == 0) return none();
+    if (!x.is_contiguous()) {
+      DView tmp = cuda::device_empty(x.dtype, x.shape);
+      parts.push_back(cuda::copy(tmp, src));
+      src = tmp;
+    }
+    src.shape = {n};
+    src.strides = {1};
+    dst.shape = {n};
+    dst.strides = {1};
+    shift = {shifts[0]};
+  } else {
+    if (dims.size() != shifts.size()) fail("shifts and dims differ in length");
+    for (std::size_t i = 0; i < dims.size(); ++i) shift[static_cast<std::size_t>(wrap_dim(dims[i], x.rank()))] += shifts[i];
+    if (n == 0) return none();
+  }
+  // Per dim: (source start, destination start, length) pieces.
+  struct Piece {
+    std::int64_t from, to, len;
+  };
+  std::vector<std::vector<Piece>> pieces(src.shape.size());
+  for (std::size_t k = 0; k < src.shape.size(); ++k) {
+    const std::int64_t len = src.shape[k], s = ((shift[k] % len) + len) % len;
+    if (s == 0) pieces[k] = {{0, 0, len}};
+    else pieces[k] = {{0, s, len - s}, {len - s, 0, s}};
+  }
+  std::vector<std::size_t> pick(src.shape.size(), 0);
+  while (true) {
+    DView a = src, b = dst;
+    for (std::size_t k = 0; k < pick.size(); ++k) {
+      const Piece& p = pieces[k][pick[k]];
+      a = narrow(a, k, p.from, p.len);
+      b = narrow(b, k, p.to, p.len);
+    }
+    parts.push_back(cuda::copy(b, a));
+    std::size_t k = 0;
+    for (; k < pick.size(); ++k) {
+      if (++pick[k] < pieces[k].size()) break;
+      pick[k] = 0;
+    }
+    if (k == pick.size()) break;
+  }
+  return sequence(std::move(parts));
+}
+
+// triu / tril(self, diagonal=0)
+template <bool Upper>
+Launch triangle(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& x = tensor_arg(c, 0, "self");
+  if (x.rank() < 2) fail("triu/tril need a tensor of rank >= 2");
+  return cuda::triangle(o[0], d.view(x), int_arg(c, 1, "diagonal", 0), Upper);
+}
+
+// unsqueeze_(self, dim): self's view gains a dim of size 1 (the oracle's stride rule, inplace_view.cpp); no kernel.
+Launch unsqueeze_inplace(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& self = tensor_arg(c, 0, "self");
+  const auto dim = static_cast<std::size_t>(wrap_dim(int_arg(c, 1, "dim"), self.rank() + 1));
+  const std::int64_t stride = dim >= self.rank() ? 1 : self.shape[dim] * self.strides[dim];
+  DView v = d.view(self);
+  v.shape.insert(v.shape.begin() + static_cast<std::ptrdiff_t>(dim), 1);
+  v.strides.insert(v.strides.begin() + static_cast<std::ptrdiff_t>(dim), stride);
+  o[0] = v;
+  return none();
+}
+
 const CudaOpInfo kOps[] = {
     {"aten.clone.default", clone},
     {"aten.lift_fresh_copy.default", clone},
@@ -169,6 +291,12 @@ const CudaOpInfo kOps[] = {
     {"aten.split.Tensor", split},
     {"aten.split_with_sizes.default", split},
     {"aten.unbind.int", unbind},
+    {"aten.flip.default", flip},
+    {"aten.repeat.default", repeat},
+    {"aten.roll.default", roll},
+    {"aten.triu.default", triangle<true>},
+    {"aten.tril.default", triangle<false>},
+    {"aten.unsqueeze_.default", unsqueeze_inplace},
 };
 
 }  // namespace
