@@ -204,6 +204,10 @@ def run_decode_grid():
         sys.exit(1)
 
 
+if args.grid == "decode":
+    run_decode_grid()
+    sys.exit(0)
+
 gqa_rows, copy_gbs = run_driver("gqa", ["--hq", str(HQ), "--hkv", str(HKV), "--dim", str(D)]) if BATCHES else ([], None)
 mla_rows, copy2 = run_driver("mla", ["--hq", str(MLA_H)]) if BATCHES else ([], None)
 prefill_rows = []

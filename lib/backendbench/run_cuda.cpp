@@ -464,11 +464,28 @@ std::string over_budget(std::string_view op, const ArgLine& l, const CudaRunOpti
         a[0].shape.size() >= 3) {
       const bool transposed = a[tr_at].kind == Kind::boolean && a[tr_at].text == "True";
       // The tensor on the non-transposed output side: grad_output (or, transposed, input) of the
-      // backward; the forward's input when transposed. A non-transposed forward's output is
-      // bounded by its input's positions.
+      // backward; the forward's input, whose positions become the output's by
+      // stride, padding and dilation unless transposed.
       const Value& side = backward ? (transposed ? a[1] : a[0]) : a[0];
       double flops = 2.0 * static_cast<double>(a[backward ? 2 : 1].numel()) * static_cast<double>(side.shape[0]);
-      for (std::size_t d = 2; d < side.shape.size(); ++d) flops *= static_cast<double>(side.shape[d]);
+      // A non-transposed forward's output positions from its stride, padding and
+      // dilation (lists at 3, 4, 5; one entry stands for every spatial dim).
+      auto list_at = [&](std::size_t i, std::size_t d, std::int64_t fallback) {
+        if (i >= a.size() || a[i].children.empty()) return fallback;
+        const Value& v = a[i].children[std::min(d, a[i].children.size() - 1)];
+        return v.int_value ? *v.int_value : fallback;
+      };
+      const Value& weight = a[1];
+      const bool forward_output = !backward && !transposed && weight.shape.size() == side.shape.size();
+      for (std::size_t d = 2; d < side.shape.size(); ++d) {
+        std::int64_t positions = side.shape[d];
+        if (forward_output) {
+          const std::int64_t k = weight.shape[d], st = std::max<std::int64_t>(list_at(3, d - 2, 1), 1);
+          const std::int64_t span = positions + 2 * list_at(4, d - 2, 0) - list_at(5, d - 2, 1) * (k - 1) - 1;
+          positions = span < 0 ? 0 : span / st + 1;
+        }
+        flops *= static_cast<double>(positions);
+      }
       if (backward) flops *= 2;
       if (flops > copt.oracle_flops)
         return fmt::format("not judged: {:.3g} convolution FLOPs exceed the CPU oracle budget of {:.3g} (--oracle-flops)",
