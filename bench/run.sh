@@ -15,7 +15,9 @@
 #   backendbench           kb's CUDA ATen kernels against PyTorch eager on the BackendBench trace
 #   moe | linear | sampling  kb's CUDA solutions of those op types (linear: gdn, mamba_ssu, dsa_paged) judged and
 #                          timed by kb bench at serving sizes (bench_kernels.py): latency, fraction of the copy
-#                          bandwidth and of the bf16 tensor-core rate
+#                          bandwidth and of the bf16 tensor-core rate; moe and linear then run bench/side_by_side.py:
+#                          fla (gdn), mamba-ssm's Triton selective_state_update (mamba_ssu) and torch._scaled_mm
+#                          (fp8 block-scale moe) on the same definitions and axes, $OUT/FAMILY_side_by_side.md
 #   serving                kb's CUDA attention solutions (gqa_paged, gqa_ragged, mla_paged, mla_ragged) judged by
 #                          kb bench at serving sizes (paged decode of 64 x 4096 tokens, causal prefill of 16 x 1024
 #                          and 1 x 16384): latency and each evaluation's wall time, judging included; extra
@@ -71,7 +73,21 @@ case $family in
     python3 bench/bench_kernels.py --kb "$kb" --shared "$shared" --kernels kernels --family "$family" \
         --out "$out/$family" --time-limit "$(limit 300)" "$@" > "$out/$family.log" 2>&1 || status=1
     echo "$family: exit $status"; grep -E "STOPPED|not measured|planned" "$out/$family.log"
-    cp "$out/$family/$family.md" "$out/$family.md" 2>/dev/null && cat "$out/$family.md" ;;
+    cp "$out/$family/$family.md" "$out/$family.md" 2>/dev/null && cat "$out/$family.md"
+    if [ "$family" = moe ] || [ "$family" = linear ]; then
+      # the other implementations beside kb's on the same definitions and axes (bench/side_by_side.py); the wheels
+      # listed in bench/README.md travel in .whl (a missing package prints 'not compared: <why>')
+      if ls .whl/*.whl > /dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+      fi
+      sdist=$(ls .whl/mamba_ssm-*.tar.gz 2>/dev/null | head -1)
+      timeout "$(limit 240)" python3 bench/side_by_side.py --family "$family" --run "$out/$family" \
+          --out-md "$out/${family}_side_by_side.md" --time-limit "$(limit 200)" ${sdist:+--mamba-sdist "$sdist"} \
+          > "$out/${family}_side_by_side.log" 2>&1 || status=1
+      grep -E "^not compared|check FAILED" "$out/${family}_side_by_side.log"
+      cat "$out/${family}_side_by_side.md" 2>/dev/null
+    fi ;;
   attention)
     timeout "$(limit 540)" python3 bench/bench_attention.py --driver "$build/tests/gpu/kb_attention_bench" \
         --out "$out" "$@" > "$out/attention.log" 2>&1 || status=1
