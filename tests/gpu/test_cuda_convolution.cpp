@@ -9,8 +9,8 @@
 //     and without bias, an empty batch, every output_mask pattern of the
 //     backward; products small enough to run direct or per-block, and large
 //     enough for 64 x 64 tiles with k split across blocks;
-//     and beyond the trace: dilation, 3-D, bf16, f32 and f64; run twice,
-//     f16/bf16 tiles on tensor cores and (KB_CONV_MMA=0) on the scalar tile;
+//     and beyond the trace: dilation, 3-D, bf16, f32 and f64 (f16/bf16 tiles
+//     on tensor cores, f32 and f64 on the scalar tile);
 //  2. a sample of the shared trace's own convolution lines (KB_SHARED_DIR),
 //     when the file is there: the cheap ones against the CPU oracle, the
 //     others against the GPU fp64 reference (the same kernels summing in fp64).
@@ -148,10 +148,6 @@ int main() {
   {
     CudaRunOptions copt;  // every line here is under the CPU oracle's default budget
     ok &= run(hand.trace, RunOptions{}, copt, "forms", lines_of(kLines));
-    // Again with f16/bf16 tiles on the scalar fp32 tile instead of tensor cores.
-    setenv("KB_CONV_MMA", "0", 1);
-    ok &= run(hand.trace, RunOptions{}, copt, "forms-scalar-tiles", lines_of(kLines));
-    unsetenv("KB_CONV_MMA");
   }
   const char* shared = std::getenv("KB_SHARED_DIR");
   std::string path = std::string(shared ? shared : "../shared") + "/backendbench/tritonbench-op-traces.txt";

@@ -14,8 +14,8 @@
 // Three kernels share those operand readers:
 //  - gemm: 64 x 64 output tiles, 256 threads of 4 x 4 sums, k in steps of 16
 //    through shared memory; used when both tile sides are at least kWide.
-//    f16/bf16 tiles multiply on tensor cores (wmma 16 x 16 x 16, fp32 sums;
-//    KB_CONV_MMA=0 keeps them on the scalar tile).
+//    f16/bf16 tiles multiply on tensor cores (wmma 16 x 16 x 16, fp32 sums);
+//    f32, f64 and the fp64 reference on the scalar tile.
 //    When the tiles are too few to fill the device and k is long, k is split
 //    over blocks that write partial sums to scratch, added in a fixed order by
 //    a finishing kernel (no atomics: the result does not depend on timing).
@@ -543,9 +543,8 @@ KP base_params(const ConvShape& s) {
 // The product's sizes, the kernel for them and (gemm) its k split.
 Launch plan(KP p, int prod, Dtype dt, const DView& out, std::vector<std::shared_ptr<void>> keep) {
   const bool fp64 = dt == Dtype::f64 || reference_mode();
-  // Tensor cores for f16/bf16 tiles; KB_CONV_MMA=0 keeps them on the scalar fp32 tile.
-  const char* mma_env = std::getenv("KB_CONV_MMA");
-  const bool mma = !fp64 && (dt == Dtype::f16 || dt == Dtype::bf16) && !(mma_env && std::string(mma_env) == "0");
+  // Tensor cores for f16/bf16 tiles; the scalar fp32 tile for the rest.
+  const bool mma = !fp64 && (dt == Dtype::f16 || dt == Dtype::bf16);
   if (dt != Dtype::f16 && dt != Dtype::bf16 && dt != Dtype::f32 && dt != Dtype::f64)
     fail(std::string("convolution on CUDA takes f16, bf16, f32 and f64, not ") + dtype_abbrev(dt));
   const std::int64_t n = p.n, cig = p.cig, cog = p.cog, kvol = p.kvol;
