@@ -79,18 +79,19 @@ __device__ __forceinline__ long long visible_keys(const Params& p, long long t) 
 
 // Shared memory, in floats: the transposed Q and K chunks [kDepth][kPad], the
 // transposed weights [kKeys][kPad], the value tile [kKeys][kCols + 4]; then
-// the tile's cache rows (long long).
+// (long long) the tile's cache rows and the block rows' rows of q.
 template <int kCols>
 constexpr int shared_floats() {
   return 2 * kDepth * kPad + kKeys * kPad + kKeys * (kCols + 4);
 }
 template <int kCols>
 constexpr int shared_bytes() {
-  return shared_floats<kCols>() * 4 + kKeys * 8;
+  return shared_floats<kCols>() * 4 + (kKeys + kRows) * 8;
 }
 
 // Two blocks an SM where the registers allow it (a thread's 4 x kCols / 16
-// accumulators; at 256 columns that would spill).
+// accumulators; from 256 columns on, two would spill). One block holds up to
+// 512 value columns, so MLA's 512 computes each logit once.
 template <int kCols>
 __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tiles(const Params p) {
   constexpr int kVStride = kCols + 4;
@@ -101,7 +102,8 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
   float* ks = qs + kDepth * kPad;         // ks[e][key]
   float* ps = ks + kDepth * kPad;         // ps[key][row]
   float* vs = ps + kKeys * kPad;          // vs[key][col]
-  long long* rows_of = reinterpret_cast<long long*>(smem + shared_floats<kCols>());
+  long long* rows_of = reinterpret_cast<long long*>(smem + shared_floats<kCols>());  // [kKeys], -1 past the tile
+  long long* q_row_of = rows_of + kKeys;  // [kRows]: token * H_q + head, -1 past the block's rows
 
   const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
   const int g = blockIdx.y;
@@ -116,7 +118,12 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
   const bool rope = p.q1 && p.k1;
   const int depth = p.d_qk + (rope ? p.d_pe : 0);
 
-  // This thread's rows: visible keys, and for loading, each block row's q offsets.
+  if (tid < kRows) {
+    const long long u = u0 + tid;
+    q_row_of[tid] = tid < n_rows ? (u / p.group) * p.q_heads + static_cast<long long>(g) * p.group + u % p.group : -1;
+  }
+  __syncthreads();  // q_row_of is read by every thread, also when there is no key to walk
+  // This thread's rows' visible keys.
   long long vis[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -149,12 +156,10 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
         const int r = idx / kDepth, e = e0 + idx % kDepth;
         float qv = 0.f, kv = 0.f;
         if (e < depth) {
-          if (r < n_rows) {
-            const long long u = u0 + r;
-            const long long qrow = (u / p.group) * p.q_heads + static_cast<long long>(g) * p.group + u % p.group;
-            qv = e < p.d_qk ? load(p.q0, p.q0_type, qrow * p.d_qk + e)
-                            : load(p.q1, p.q1_type, qrow * p.d_pe + (e - p.d_qk));
-          }
+          const long long qr = q_row_of[r];
+          if (qr >= 0)
+            qv = e < p.d_qk ? load(p.q0, p.q0_type, qr * p.d_qk + e)
+                            : load(p.q1, p.q1_type, qr * p.d_pe + (e - p.d_qk));
           const long long kr = rows_of[r];  // kRows == kKeys: the same index serves both tiles
           if (kr >= 0)
             kv = e < p.d_qk ? load(p.k0, p.k0_type, (kr * p.kv_heads + g) * p.d_qk + e)
@@ -164,6 +169,13 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
         ks[(idx % kDepth) * kPad + r] = kv;
       }
       __syncthreads();
+      // A chunk's partial sums first, then into the total: each rounding
+      // error grows with at most kDepth + depth / kDepth additions, not depth.
+      float part[4][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) part[i][j] = 0.f;
 #pragma unroll 8
       for (int e = 0; e < kDepth; ++e) {
         const float4 q4 = *reinterpret_cast<const float4*>(&qs[e * kPad + 4 * ty]);
@@ -172,8 +184,12 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
 #pragma unroll
         for (int i = 0; i < 4; ++i)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) sc[i][j] = fmaf(qa[i], ka[j], sc[i][j]);
+          for (int j = 0; j < 4; ++j) part[i][j] = fmaf(qa[i], ka[j], part[i][j]);
       }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sc[i][j] += part[i][j];
       __syncthreads();
     }
 
@@ -199,14 +215,14 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
       const float m_new = fmaxf(m[i], tile_max);
       // A row with no visible key yet keeps m = -inf, l = 0, acc = 0 (weights 0, correction 1).
       const float correction = m_new == -INFINITY ? 1.f : expf(m[i] - m_new);
-      float part = 0.f;
+      float tile_sum = 0.f;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float w = sc[i][j] == -INFINITY ? 0.f : expf(sc[i][j] - m_new);
         ps[(4 * tx + j) * kPad + 4 * ty + i] = w;
-        part += w;
+        tile_sum += w;
       }
-      l[i] = l[i] * correction + row_sum(part);
+      l[i] = l[i] * correction + row_sum(tile_sum);
       m[i] = m_new;
 #pragma unroll
       for (int c = 0; c < 4 * kColGroups; ++c) acc[i][c] *= correction;
@@ -235,8 +251,7 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
   for (int i = 0; i < 4; ++i) {
     const int r = 4 * ty + i;
     if (r >= n_rows) continue;
-    const long long u = u0 + r;
-    const long long row = (u / p.group) * p.q_heads + static_cast<long long>(g) * p.group + u % p.group;
+    const long long row = q_row_of[r];
 #pragma unroll
     for (int cg = 0; cg < kColGroups; ++cg)
 #pragma unroll
@@ -271,7 +286,8 @@ int launch(const Params& p, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   if (p.d_v <= 64) return launch_cols<64>(p, s);
   if (p.d_v <= 128) return launch_cols<128>(p, s);
-  return launch_cols<256>(p, s);  // wider: slices of 256 columns (blockIdx.z)
+  if (p.d_v <= 256) return launch_cols<256>(p, s);
+  return launch_cols<512>(p, s);  // wider than 512: slices of 512 columns (blockIdx.z), each redoing the logits
 }
 
 }  // namespace kb::kernels::attention_gpu_oracle
