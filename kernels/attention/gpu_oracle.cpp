@@ -5,9 +5,12 @@
 // checked on the host by the code the CPU oracle uses (the index tensors are
 // small and are copied back first), so a bad page id is the same clear error
 // on either path and never an out-of-bounds read on the device. The kernel
-// then reads each sequence's keys from a flat list of cache rows built here.
-// No tensor cores, no tiling: slow next to kb's solutions, and simple enough
-// to trust once it agrees with the CPU oracle (tests/gpu/test_gpu_oracles.cpp).
+// then reads each sequence's keys from a flat list of cache rows built here,
+// a block per chunk of query rows (one sequence's tokens times the query heads
+// of one KV head, cut here), walking the keys in tiles shared by its rows.
+// fp32 on CUDA cores, no tensor cores: slow next to kb's solutions, and simple
+// enough to trust once it agrees with the CPU oracle
+// (tests/gpu/test_gpu_oracles.cpp).
 #include "gpu_oracle.hpp"
 
 #include <cuda_runtime_api.h>
@@ -203,6 +206,20 @@ Status run(const GpuOracleCall& c, Family family) {
   if (q_begin.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     return make_error(Code::limit_exceeded, fmt::format("{} (GPU oracle): too many sequences", d.name));
 
+  // The blocks' chunks of rows: each run of tokens with one sequence (or none),
+  // times the group's heads, cut into pieces of at most rows_per_chunk() rows.
+  const long long group = sh.q_heads / sh.kv_heads, per_chunk = rows_per_chunk();
+  std::vector<long long> chunks;
+  for (std::int64_t a = 0; a < sh.tokens;) {
+    std::int64_t b = a + 1;
+    while (b < sh.tokens && token_seq[static_cast<std::size_t>(b)] == token_seq[static_cast<std::size_t>(a)]) ++b;
+    for (long long u = a * group; u < b * group; u += per_chunk) {
+      chunks.push_back(u);
+      chunks.push_back(std::min(per_chunk, b * group - u));
+    }
+    a = b;
+  }
+
   Params p{};
   // A tensor's data and element type into the kernel's parameters (data: const void* or void*).
   auto types = [&](const cuda::DeviceTensor* t, std::string_view name, auto* data, int* type) -> Status {
@@ -234,10 +251,11 @@ Status run(const GpuOracleCall& c, Family family) {
   p.d_v = static_cast<int>(sh.d_v);
   p.scale = *scale;
   p.causal = !paged || *qo_t;  // ragged is always causal prefill; paged with qo_indptr
+  p.n_chunks = static_cast<long long>(chunks.size() / 2);
 
   std::vector<cuda::DeviceCopy> lists;
   for (auto [list, field] : {std::pair{&q_begin, &p.seq_q_begin}, {&q_len, &p.seq_q_len}, {&kv_begin, &p.seq_kv_begin},
-                             {&kv_len, &p.seq_kv_len}, {&kv_rows, &p.kv_rows}}) {
+                             {&kv_len, &p.seq_kv_len}, {&kv_rows, &p.kv_rows}, {&chunks, &p.chunks}}) {
     auto up = upload_list(*list, DType::int64, c.stream);
     if (!up) return up.error();
     *field = up->view.as<const long long>();

@@ -5,7 +5,7 @@
 
 namespace kb::kernels::attention_gpu_oracle {
 
-constexpr int kMaxHeadDim = 1024;  // d_qk and d_v: 32 elements a lane
+constexpr int kMaxHeadDim = 1024;  // d_qk and d_v
 constexpr int kMaxRopeDim = 64;    // d_pe (MLA's q_pe / kpe)
 
 // Element types, told at run time (one kernel for every mix of dtypes).
@@ -31,10 +31,19 @@ struct Params {
   const long long* seq_kv_begin;  // into kv_rows
   const long long* seq_kv_len;
   const long long* kv_rows;      // every sequence's keys in order, as rows of k0 / k1 / v
+  // The blocks' rows, the same for every KV head g: n_chunks pairs (u0, n),
+  // the flattened rows u = token * group + (head - g * group) in [u0, u0 + n),
+  // 1 <= n <= rows_per_chunk(), all of one token_seq value; together they
+  // cover [0, tokens * group) once.
+  const long long* chunks;
+  long long n_chunks;
 };
 
-// Queues the kernel on `stream` (one warp per query token and head); returns
-// a cudaError_t value, 0 on success.
+// The most rows a chunk may have (one block's rows).
+int rows_per_chunk();
+
+// Queues the kernel on `stream` (a block per chunk, KV head and slice of the
+// value columns); returns a cudaError_t value, 0 on success.
 int launch(const Params& p, void* stream);
 
 }  // namespace kb::kernels::attention_gpu_oracle

@@ -2,8 +2,10 @@
 // the CPU) judged against the CPU oracles on small, awkward shapes through
 // kb's own harness: gemm, rmsnorm and silu_and_mul on kb's bundled
 // definitions; rope (NeoX, GPT-J, math in bf16) on FlashInfer-Bench's; the attention ones (decode and causal prefill, paged at page
-// sizes 1 and 64, and ragged; GQA and MLA) on FlashInfer-Bench's definitions
-// in KB_SHARED_DIR, with the index tensors the workload materializer builds.
+// sizes 1 and 64, and ragged; GQA and MLA; head groups 4 to 16; sequences
+// longer than the oracle's key tiles and row blocks) on FlashInfer-Bench's
+// definitions in KB_SHARED_DIR, with the index tensors the workload
+// materializer builds.
 // Skips (exit 77) without a usable CUDA device.
 #include <cmath>
 #include <cstdio>
@@ -72,6 +74,24 @@ int main() {
        {{"len_indptr", 4}, {"total_q", 61}, {"total_kv", 150}}},
       {"mla_ragged/mla_ragged_prefill_causal_h16_qk192_vo128.json", 192,
        {{"len_indptr", 3}, {"total_q", 40}, {"total_kv", 97}}},
+      // Several sequences of unequal length, each longer than one 64-key tile
+      // and one 64-row block; head groups of 6 (blocks cut inside a token's
+      // heads), 8 and 16; MLA's 512 value columns (two slices); rows that see
+      // no key where a sequence has more queries than keys.
+      {"gqa_ragged/gqa_ragged_prefill_causal_h6_kv1_d128.json", 128,
+       {{"len_indptr", 4}, {"total_q", 301}, {"total_kv", 905}}},
+      {"gqa_ragged/gqa_ragged_prefill_causal_h16_kv2_d128.json", 128,
+       {{"len_indptr", 5}, {"total_q", 397}, {"total_kv", 1201}}},
+      {"gqa_ragged/gqa_ragged_prefill_causal_h5_kv1_d128.json", 128,
+       {{"len_indptr", 4}, {"total_q", 250}, {"total_kv", 200}}},
+      {"gqa_paged/gqa_paged_prefill_causal_h16_kv2_d128_ps1.json", 128, paged(3, 1500, 1100, 333)},
+      {"gqa_paged/gqa_paged_prefill_causal_h6_kv1_d128_ps64.json", 128, paged(4, 40, 25, 290)},
+      {"gqa_paged/gqa_paged_decode_h32_kv4_d128_ps64.json", 128, paged(5, 60, 41, 0)},
+      {"mla_paged/mla_paged_prefill_causal_h16_ckv512_kpe64_ps1.json", 192, paged(3, 900, 601, 150)},
+      {"mla_paged/mla_paged_prefill_causal_h16_ckv512_kpe64_ps64.json", 192, paged(4, 30, 13, 170)},
+      {"mla_paged/mla_paged_decode_h16_ckv512_kpe64_ps64.json", 192, paged(3, 40, 25, 0)},
+      {"mla_ragged/mla_ragged_prefill_causal_h16_qk192_vo128.json", 192,
+       {{"len_indptr", 4}, {"total_q", 211}, {"total_kv", 640}}},
   };
 
   int failures = 0, checks = 0;
@@ -91,8 +111,13 @@ int main() {
     auto r = kb::evaluate(d, w, impl, opt);
     ++checks;
     bool ok = r && r->evaluation.status == kb::EvalStatus::passed;
-    std::printf("%s %s %s: %s\n", ok ? "ok  " : "FAIL", d.name.c_str(), label.c_str(),
-                r ? (ok ? "PASSED against the CPU oracle" : r->summary.c_str()) : r.error().message.c_str());
+    std::string numbers;
+    if (r && r->evaluation.correctness)
+      numbers = " (max abs error " + std::to_string(r->evaluation.correctness->max_absolute_error) +
+                ", max rel error " + std::to_string(r->evaluation.correctness->max_relative_error) + ")";
+    std::printf("%s %s %s: %s%s\n", ok ? "ok  " : "FAIL", d.name.c_str(), label.c_str(),
+                r ? (ok ? "PASSED against the CPU oracle" : r->summary.c_str()) : r.error().message.c_str(),
+                numbers.c_str());
     failures += !ok;
   };
 
