@@ -188,7 +188,8 @@ if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
     import argparse
     for fam, ops in bench_kernels.FAMILIES.items():
         with tempfile.TemporaryDirectory() as tmp:
-            ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None)
+            ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
+                                    max_definitions=None)
             planned, skipped = bench_kernels.write_dataset(ns, ops, tmp)
             defs = glob.glob(os.path.join(tmp, "definitions", "*", "*.json"))
             lines = [json.loads(x) for p in glob.glob(os.path.join(tmp, "workloads", "*", "*.jsonl")) for x in open(p)]
@@ -197,6 +198,15 @@ if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
             scalars_ok = all(spec.get("type") == "random" or "value" in spec
                              for w in lines for spec in w["workload"]["inputs"].values())
             check(scalars_ok, f"bench_kernels {fam}: every input random or a scalar with its value")
+    # --max-definitions keeps that many of each kind (the definitions that differ only in constants)
+    with tempfile.TemporaryDirectory() as tmp:
+        ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
+                                max_definitions=1)
+        bench_kernels.write_dataset(ns, bench_kernels.FAMILIES["serving"], tmp)
+        names = [os.path.basename(p)[:-5] for p in glob.glob(os.path.join(tmp, "definitions", "*", "*.json"))]
+        kinds = [bench_kernels.definition_kind(n + ".json") for n in names]
+        check(len(kinds) == len(set(kinds)) and "gqa_paged_decode" in kinds and "mla_ragged_prefill_causal" in kinds,
+              f"bench_kernels --max-definitions 1: one definition of each kind: {sorted(kinds)}")
     gdn = {"axes": {"total_seq_len": {"type": "var"}, "num_seqs": {"type": "var"}, "len_cu_seqlens": {"type": "var"}}}
     check(all(a["len_cu_seqlens"] == a["num_seqs"] + 1 for a in bench_kernels.axis_grid(gdn)),
           "bench_kernels: prefill workloads have num_seqs + 1 offsets")
@@ -209,6 +219,10 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(tmp, "kb", "x", "d.jsonl"), "w") as f:
         f.write(json.dumps(trace) + "\n")
     rows = bench_kernels.table(tmp)
+    walls = bench_kernels.wall_table([("d", "batch_size=4", "kb_cuda_x", "PASSED", 1.5),
+                                      ("d", "batch_size=8", "kb_cuda_x", "PASSED", 0.25)])
+    check(walls[2] == "| d | batch_size=4 | kb_cuda_x | PASSED | 1.50 |" and "slowest 1.50 s" in walls[-1]
+          and "slowest after the first 0.25 s" in walls[-1], f"bench_kernels renders wall times: {walls}")
     check(rows[2:] == ["| d | batch_size=4 | kb_cuda_x | PASSED | 0.0125 | 3012 | 71% | 1.2 | - |"],
           f"bench_kernels renders a trace as a row: {rows[2:]}")
 
