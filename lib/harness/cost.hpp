@@ -2,7 +2,8 @@
 // do, from which achieved bytes/s and FLOP/s follow (measurement.hpp). The
 // model reads the call's inputs, not only its axes: which pages a sequence
 // reads, how many keys a causal query sees, which experts tokens are routed
-// to are values of the index tensors.
+// to are values of the index tensors (or, where the call routes itself, of
+// the routing logits).
 //
 // bytes: every input element the call reads, counted once, plus every output
 //   element, written once. kb hands a solution fresh output buffers, so every
@@ -23,6 +24,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "common/result.hpp"
 #include "harness/measurement.hpp"  // CostBasis
@@ -42,6 +44,14 @@ struct CallCost {
 // (Code::invalid_data): an input the model needs is missing, or an index
 // value points outside the tensor it indexes.
 Result<CallCost> ideal_cost(const Definition& d, const AxisValues& axes, std::span<const Arg> inputs);
+
+// Whether the model reads the values of `d`'s float input `input`, not only
+// its size: MoE's routing_logits and routing_bias where the call routes
+// itself (the experts it picks are what the model counts). A caller that
+// keeps random inputs off the host (gpu_eval's deferred inputs) fills these
+// there; without their values the cost is an upper bound. Integer (index)
+// inputs are always on the host and not listed here.
+bool cost_reads_values(const Definition& d, std::string_view input);
 
 // The mean cost of calls timed in rotation over several input sets (one
 // sample per set in turn): mean bytes and FLOPs, the weakest basis.
