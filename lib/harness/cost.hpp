@@ -28,6 +28,7 @@
 
 #include "common/result.hpp"
 #include "harness/measurement.hpp"  // CostBasis
+#include "inputs/inputs.hpp"
 #include "oracle/oracle.hpp"
 
 namespace kb {
@@ -52,6 +53,13 @@ Result<CallCost> ideal_cost(const Definition& d, const AxisValues& axes, std::sp
 // there; without their values the cost is an upper bound. Integer (index)
 // inputs are always on the host and not listed here.
 bool cost_reads_values(const Definition& d, std::string_view input);
+
+// Host values for the deferred inputs of `m` whose values the model reads
+// (the bytes materialize() without deferral gives them; small: MoE's routing
+// logits are tokens x experts floats), so that a call whose large inputs stay
+// on the device is still counted exactly. The deferred recipe is dropped; a
+// caller that generates on the device keeps its own copy of the recipes.
+Status fill_cost_inputs(const Definition& d, Materialized& m);
 
 // The mean cost of calls timed in rotation over several input sets (one
 // sample per set in turn): mean bytes and FLOPs, the weakest basis.

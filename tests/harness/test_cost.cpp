@@ -598,6 +598,74 @@ TEST_CASE("moe routing inside the call, every expert local: top-k + softmax over
   }
 }
 
+// The shipped MoE definitions at their smallest workload, inputs made as a
+// CUDA evaluation makes them (random floats deferred to the device) and the
+// routing inputs filled on the host by fill_cost_inputs: every form kb
+// computes is counted exactly, never above the bound the model gives without
+// the routing values. Expert-parallel forms (48 or 32 of 256+ routed experts)
+// count fewer (token, choice) pairs than tokens * top_k.
+TEST_CASE("shipped moe definitions: exact from the routing values, at most the bound") {
+  const char* dir = std::getenv("KB_SHARED_DIR");
+  if (!dir) {
+    MESSAGE("KB_SHARED_DIR not set: shipped definitions not checked");
+    return;
+  }
+  const std::filesystem::path root = std::filesystem::path(dir) / "flashinfer-trace";
+  int exact = 0, expert_parallel = 0;
+  for (const auto& f : std::filesystem::directory_iterator(root / "definitions" / "moe")) {
+    auto d = kb::read_definition_file(f.path().string());
+    REQUIRE_MESSAGE(d.ok(), f.path().string());
+    CAPTURE(d->name);
+    std::ifstream in(root / "workloads" / "moe" / (d->name + ".jsonl"));
+    std::optional<kb::Workload> w;
+    std::int64_t fewest = 0;
+    for (std::string line; std::getline(in, line);) {
+      auto t = kb::read_trace(line, "workload");
+      REQUIRE(t.ok());
+      auto axes = kb::bind_axes(*d, t->workload);
+      REQUIRE(axes.ok());
+      const std::int64_t tokens = axes->get("seq_len").value_or(0);
+      if (!w || tokens < fewest) {
+        w = t->workload;
+        fewest = tokens;
+      }
+    }
+    if (!w) continue;
+    // inputs kept on the host (integers, blobs) must stay small
+    auto axes = kb::bind_axes(*d, *w);
+    REQUIRE(axes.ok());
+    double host = 0;
+    for (const auto& s : d->inputs) {
+      if (!s.shape || kb::dtype_is_float(s.dtype)) continue;
+      double n = 1;
+      for (const auto& a : *s.shape) n *= static_cast<double>(axes->get(a).value_or(0));
+      host += n * kb::dtype_bits(s.dtype) / 8.0;
+    }
+    if (host > 64e6) continue;
+    kb::MaterializeOptions mo{1, root.string()};
+    mo.defer_random_floats = true;
+    auto m = kb::materialize(*d, *w, mo);
+    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+    kb::rebind_args(*m);
+    auto bound = kb::ideal_cost(*d, m->axes, m->args);
+    REQUIRE_MESSAGE(bound.ok(), (bound.ok() ? "" : bound.error().message));
+    REQUIRE(kb::fill_cost_inputs(*d, *m).ok());
+    auto c = kb::ideal_cost(*d, m->axes, m->args);
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.error().message));
+    CHECK(c->bytes <= bound->bytes);
+    CHECK(c->flops <= bound->flops);
+    if (c->basis == kb::CostBasis::exact && bound->basis == kb::CostBasis::upper_bound) {
+      ++exact;
+      if (c->flops < bound->flops) ++expert_parallel;
+    }
+    // the DeepSeek forms with local_expert_offset and the renormalize forms are ones kb computes
+    if (d->name.starts_with("moe_fp8_block_scale_")) CHECK(c->basis == kb::CostBasis::exact);
+  }
+  MESSAGE("moe definitions counted exactly: " << exact << ", of them below the bound: " << expert_parallel);
+  CHECK(exact >= 1);
+  CHECK(expert_parallel >= 1);
+}
+
 TEST_CASE("gdn decode, prefill and multi-token decode") {
   const std::string heads = cst("num_q_heads", 1) + ", " + cst("num_k_heads", 1) + ", " + cst("num_v_heads", 2) +
                             ", " + cst("head_size", 4);
