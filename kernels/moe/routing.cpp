@@ -1,10 +1,13 @@
-// The routing of the MoE oracle (CPU and GPU): kernels/moe/form.hpp's route(), following the
-// reference's float32 steps; ties pick the lower expert index.
+// The routing of the MoE oracle (CPU and GPU) and of the cost model (lib/oracle's
+// moe_expert_choices): kernels/moe/form.hpp's route(), following the reference's float32 steps;
+// ties pick the lower expert index.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "form.hpp"
 #include "tensor/convert.hpp"
@@ -115,3 +118,29 @@ std::vector<Choice> route(const Form& f, const Sizes& s, std::span<const Arg> in
 }
 
 }  // namespace kb::kernels::moe
+
+namespace kb::kernels {
+
+// lib/oracle's moe_expert_choices: the cost model's view of this routing.
+Result<ExpertChoices> moe_expert_choices(const Definition& d, std::span<const Arg> inputs) {
+  auto f = moe::read_form(d);
+  if (!f) return f.error();
+  if (f->routing == moe::Routing::packed)
+    return make_error(Code::unsupported, d.name + ": moe: the routing is an input (topk_ids), not computed by the call");
+  auto s = moe::read_sizes(d, *f, inputs);
+  if (!s) return s.error();
+  for (auto i : {f->logits, f->bias})
+    if (i && (!inputs[*i].tensor || inputs[*i].tensor->empty_storage()))
+      return make_error(Code::invalid_argument, fmt::format("{}: moe: input \"{}\" holds no values", d.name, d.inputs[*i].name));
+  ExpertChoices c;
+  c.tokens = s->tokens;
+  c.top_k = f->top_k;
+  c.local_offset = s->local_offset;
+  c.local_experts = s->local_experts;
+  c.experts.reserve(static_cast<std::size_t>(s->tokens * f->top_k));
+  for (std::int64_t t = 0; t < s->tokens; ++t)
+    for (const moe::Choice& ch : moe::route(*f, *s, inputs, t)) c.experts.push_back(ch.expert);
+  return c;
+}
+
+}  // namespace kb::kernels

@@ -52,6 +52,8 @@ class Call {
     return v;
   }
 
+  std::span<const Arg> in() const { return in_; }
+
   double whole(std::string_view name) const {
     const Tensor* t = tensor(name);
     return t ? static_cast<double>(t->nbytes()) : 0.0;
@@ -390,14 +392,21 @@ Status dsa_indexer(Call& c, CallCost& cost) {
   return ok_status();
 }
 
-// moe: per (token, chosen expert) the two expert GEMMs, 2*G1*H + 2*H*I
-// (G1 = gemm1_weights' rows, 2*I for SwiGLU). Expert-indexed inputs (the
-// weights and their scales: leading axis the experts' axis, not routing_*)
-// count only the experts chosen. With routing an input (topk_ids, expert ids,
-// or packed `id << 16 | bf16 weight` where the reference unpacks `>> 16`) the
-// count is exact; with routing inside the call, each token is bounded by
-// min(top_k, experts) experts and the experts read by min(experts,
-// tokens * top_k), and the cost says upper_bound.
+// moe: per local (token, chosen expert) pair the two expert GEMMs, 2*G1*H +
+// 2*H*I (G1 = gemm1_weights' rows, 2*I for SwiGLU). Expert-indexed inputs
+// (the weights and their scales: leading axis the experts' axis, not
+// routing_*) count only the local experts chosen; hidden_states (and its
+// scales, stored [H / BLOCK, T]) only the tokens routed to one. The choices:
+// - routing an input (topk_ids, expert ids, or packed `id << 16 | bf16
+//   weight` where the reference unpacks `>> 16`): read off it, exact;
+// - routing inside the call (routing_logits, routing_bias): the definition's
+//   own routing run on the inputs' values (lib/oracle's moe_expert_choices,
+//   the oracle's routing), only choices among the local experts
+//   [local_expert_offset, + experts) counted, exact;
+// - routing inside the call without its inputs' values (deferred device
+//   inputs), or a form kb does not compute: each token bounded by min(top_k,
+//   experts) experts and the experts read by min(experts, tokens * top_k), and
+//   the cost says upper_bound.
 Status moe(Call& c, CallCost& cost) {
   const TensorSpec* w1s = c.d.find_input("gemm1_weights");
   auto w1 = c.need("gemm1_weights");
@@ -409,29 +418,56 @@ Status moe(Call& c, CallCost& cost) {
   if ((*w1)->rank() != 3 || (*w2)->rank() != 3 || !w1s->shape) return c.bad("expert weights must be [experts, rows, cols]");
   const std::int64_t experts = (*w1)->dim(0), g1 = (*w1)->dim(1), h = (*w1)->dim(2), inter = (*w2)->dim(2);
   const std::int64_t tokens = (*hs)->dim(0);
-  double pairs = 0, chosen = 0;
+  // Chosen expert ids (local ids: expert - offset) k per token, when known.
+  std::vector<std::int64_t> ids;
+  std::int64_t k = 0, offset = 0;
+  bool known = false;
   if (c.has("topk_ids")) {
-    auto ids = c.values("topk_ids");
-    if (!ids) return ids.error();
+    auto v = c.values("topk_ids");
+    if (!v) return v.error();
     const bool packed = c.d.reference.find(">> 16") != std::string::npos;
     const Tensor& t = **c.need("topk_ids");
-    const std::int64_t k = t.rank() == 2 ? t.dim(1) : 1;
+    k = t.rank() == 2 ? t.dim(1) : 1;
+    ids = std::move(*v);
+    if (packed)
+      for (auto& e : ids) e = static_cast<std::int16_t>(static_cast<std::uint32_t>(e) >> 16);
+    known = true;
+  } else if (cost_reads_values(c.d, "routing_logits") && c.has("routing_logits")) {
+    bool values = true;
+    for (const auto& t : c.d.inputs)
+      if (cost_reads_values(c.d, t.name) && c.has(t.name) && c.tensor(t.name)->empty_storage()) values = false;
+    if (values) {
+      auto r = moe_expert_choices(c.d, c.in());
+      if (r) {
+        if (r->local_experts != experts || r->tokens != tokens)
+          return c.bad(fmt::format("routing over {} tokens and {} local experts, the weights hold {} experts for {} tokens",
+                                   r->tokens, r->local_experts, experts, tokens));
+        k = r->top_k;
+        offset = r->local_offset;
+        ids = std::move(r->experts);
+        known = true;
+      } else if (r.error().code != Code::unsupported) {
+        return c.bad(r.error().message);
+      }
+    }
+  }
+  double pairs = 0, chosen = 0, rows = static_cast<double>(tokens);
+  if (known) {
     std::vector<bool> used(static_cast<std::size_t>(experts));
-    std::int64_t rows = 0;
-    for (std::int64_t r = 0; r * k < static_cast<std::int64_t>(ids->size()); ++r) {
+    std::int64_t routed_rows = 0;
+    for (std::int64_t r = 0; k > 0 && r * k < static_cast<std::int64_t>(ids.size()); ++r) {
       bool any = false;
       for (std::int64_t j = 0; j < k; ++j) {
-        std::int64_t v = (*ids)[static_cast<std::size_t>(r * k + j)];
-        const std::int64_t e = packed ? static_cast<std::int16_t>(static_cast<std::uint32_t>(v) >> 16) : v;
-        if (e < 0 || e >= experts) continue;  // an id outside [0, experts) selects no expert
+        const std::int64_t e = ids[static_cast<std::size_t>(r * k + j)] - offset;
+        if (e < 0 || e >= experts) continue;  // an expert outside the local ones: not this call's work
         used[static_cast<std::size_t>(e)] = true;
         pairs += 1;
         any = true;
       }
-      rows += any;
+      routed_rows += any;
     }
     chosen = static_cast<double>(count(used));
-    c.reads("hidden_states", static_cast<double>(rows) * c.row_bytes(**hs));
+    rows = static_cast<double>(routed_rows);
   } else {
     std::int64_t top_k = experts;
     if (auto a = c.axes.get("top_k")) top_k = *a;
@@ -441,6 +477,15 @@ Status moe(Call& c, CallCost& cost) {
     cost.basis = CostBasis::upper_bound;
   }
   cost.flops = pairs * 2.0 * (static_cast<double>(g1) * static_cast<double>(h) + static_cast<double>(h) * static_cast<double>(inter));
+  if (tokens > 0) {
+    c.reads("hidden_states", rows * c.row_bytes(**hs));
+    // Its scales, where they have the token axis ([H / BLOCK, T]: a column per token).
+    const TensorSpec* xs = c.d.find_input("hidden_states");
+    const TensorSpec* ss = c.d.find_input("hidden_states_scale");
+    if (xs && xs->shape && !xs->shape->empty() && ss && ss->shape &&
+        std::find(ss->shape->begin(), ss->shape->end(), (*xs->shape)[0]) != ss->shape->end())
+      c.reads("hidden_states_scale", c.whole("hidden_states_scale") * rows / static_cast<double>(tokens));
+  }
   const std::string& expert_axis = (*w1s->shape)[0];
   for (const auto& t : c.d.inputs) {
     if (!t.shape || t.shape->empty() || (*t.shape)[0] != expert_axis || t.name.starts_with("routing")) continue;
@@ -567,6 +612,24 @@ constexpr std::array kModels{
 };
 
 }  // namespace
+
+bool cost_reads_values(const Definition& d, std::string_view input) {
+  return d.op_type == "moe" && !d.find_input("topk_ids") && (input == "routing_logits" || input == "routing_bias") &&
+         d.find_input(input) != nullptr;
+}
+
+Status fill_cost_inputs(const Definition& d, Materialized& m) {
+  for (std::size_t i = 0; i < m.deferred.size() && i < d.inputs.size() && i < m.tensors.size(); ++i) {
+    if (!m.deferred[i] || !cost_reads_values(d, d.inputs[i].name)) continue;
+    auto t = Tensor::allocate(m.tensors[i].dtype(), m.tensors[i].shape());
+    if (!t) return t.error();
+    fill_random(*t, m.deferred[i]->key);
+    m.tensors[i] = std::move(*t);
+    m.deferred[i].reset();
+  }
+  rebind_args(m);
+  return ok_status();
+}
 
 Result<CallCost> ideal_cost(const Definition& d, const AxisValues& axes, std::span<const Arg> inputs) {
   if (inputs.size() != d.inputs.size())

@@ -210,6 +210,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     auto expected = allocate_outputs(d, m->axes);
     if (!expected) return expected.error();
     const std::vector<std::optional<RandomRecipe>> recipes = m->deferred;
+    KB_TRY(fill_cost_inputs(d, *m));  // the device still generates them: the same bytes
     // Large workloads are judged against the GPU oracle (plain fp32 CUDA
     // kernels, cross-checked with the CPU oracle in tests/gpu); the rest
     // against the CPU oracle. The line is where the CPU oracle stops being
@@ -221,7 +222,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     // cost model's on this trial's index values, attention included: a
     // causal prefill counts the pairs its mask keeps, a paged decode the
     // pages its sequences read.
-    auto trial_cost = ideal_cost(d, m->axes, m->args);  // index values and sizes: deferred inputs need no values
+    auto trial_cost = ideal_cost(d, m->axes, m->args);  // index values, routing values and sizes
     if (!trial_cost) return trial_cost.error();
     const CallCost& cost = *trial_cost;
     costs.push_back(cost);

@@ -22,6 +22,7 @@ extern const OracleEntry moe_oracle;
 extern const OracleEntry gdn_oracle;
 extern const OracleEntry mamba_ssu_oracle;
 extern const OracleEntry dsa_paged_oracle;
+Result<ExpertChoices> moe_expert_choices(const Definition& d, std::span<const Arg> inputs);  // kernels/moe/routing.cpp
 }  // namespace kernels
 
 std::span<const OracleEntry> oracles() {
@@ -33,6 +34,10 @@ std::span<const OracleEntry> oracles() {
       kernels::gdn_oracle,       kernels::mamba_ssu_oracle,  kernels::dsa_paged_oracle,
   };
   return table;
+}
+
+Result<ExpertChoices> moe_expert_choices(const Definition& d, std::span<const Arg> inputs) {
+  return kernels::moe_expert_choices(d, inputs);
 }
 
 Result<const OracleEntry*> find_oracle(const Definition& d) {

@@ -54,6 +54,21 @@ std::span<const OracleEntry> oracles();
 // The oracle for a definition, or Code::unsupported ("no oracle yet for op_type moe").
 Result<const OracleEntry*> find_oracle(const Definition& d);
 
+// The experts an MoE call picks where it routes itself (routing_logits, and
+// routing_bias for DeepSeek routing), by kernels/moe's routing (the oracle's,
+// following the reference's float32 steps): per token its top_k choices as
+// global expert ids, and the global ids [local_offset, local_offset +
+// local_experts) the call's weights hold. The cost model counts the weights and
+// FLOPs of the local choices from it. Code::unsupported where the definition is
+// no MoE form kb computes or takes its routing as an input (topk_ids); another
+// error where the inputs do not fit the form. The routing inputs must hold values.
+struct ExpertChoices {
+  std::int64_t tokens = 0, top_k = 0;
+  std::int64_t local_offset = 0, local_experts = 0;
+  std::vector<std::int64_t> experts;  // [tokens * top_k], token-major
+};
+Result<ExpertChoices> moe_expert_choices(const Definition& d, std::span<const Arg> inputs);
+
 // Numeric constants the reference code sets at top level of run(), e.g.
 // `EPS = 1e-6` or `head_size = 128`: the value of `name = <number>` on its
 // own line, or nullopt.

@@ -18,6 +18,7 @@
 #include "harness/timing_report.hpp"
 #include "inputs/inputs.hpp"
 #include "schema/io.hpp"
+#include "tensor/convert.hpp"
 
 namespace {
 
@@ -65,6 +66,25 @@ struct TestCall {
       if (t.dtype() == kb::DType::int64) t.data<std::int64_t>()[j] = v[j];
       else t.data<std::int32_t>()[j] = static_cast<std::int32_t>(v[j]);
     }
+  }
+  void set_floats(const std::string& name, const std::vector<float>& v) {
+    auto i = kb::input_index(d, name);
+    REQUIRE(i);
+    REQUIRE(kb::store_float(v, tensors[*i]).ok());
+  }
+  void set_scalar(const std::string& name, kb::ScalarValue v) {
+    auto i = kb::input_index(d, name);
+    REQUIRE(i);
+    args[*i].scalar = v;
+  }
+  // The input as a deferred device input has it: shape and size, no values.
+  void shape_only(const std::string& name) {
+    auto i = kb::input_index(d, name);
+    REQUIRE(i);
+    auto t = kb::Tensor::shape_only(tensors[*i].dtype(), tensors[*i].shape());
+    REQUIRE(t.ok());
+    tensors[*i] = std::move(*t);
+    args[*i].tensor = &tensors[*i];
   }
   void absent(const std::string& name) {
     auto i = kb::input_index(d, name);
@@ -438,6 +458,212 @@ TEST_CASE("moe with routing inside the call: an upper bound, named as such") {
   // 3 tokens * 2 = 6 pairs; min(4 experts, 3*2) = all 4 experts' weights
   CHECK(three.cost().flops == 3 * 2 * 2 * (4 * 4 + 4 * 2));
   CHECK(three.cost().bytes == 3 * 4 * 4 + 8 + 3 * 4 + 64 + 32 + 3 * 4 * 2);
+}
+
+// MoE references kb's oracle computes (kernels/moe/form.hpp): the lines its
+// form reader recognises, with the constants of the test.
+std::string moe_reference(const std::string& routing, const std::string& constants) {
+  return "def run():\n" + constants + routing +
+         "    g1 = A_e @ W13_e.t()\n    up, gate = g1[:, :I], g1[:, I:]\n    c = torch.nn.functional.silu(gate) * up\n"
+         "    o = c @ W2_e.t()\n    output.index_add_(0, tok_idx, o * w_tok)\n";
+}
+const char* kDeepSeekRouting =
+    "    s = torch.sigmoid(logits)\n    s_with_bias = s + bias\n    weights = s * M\n"
+    "    weights_sum = weights.sum(dim=-1, keepdim=True).clamp(min=1e-20)\n"
+    "    weights = weights / weights_sum * routed_scaling_factor\n";
+const char* kRenormalizeRouting = "    probs = torch.softmax(topk_logits, dim=-1)\n";
+
+// Logits rows that pick `first` then `second` (top 2 of the row; every other expert far below).
+std::vector<float> pick_rows(std::int64_t experts, const std::vector<std::pair<int, int>>& picks) {
+  std::vector<float> v;
+  for (auto [a, b] : picks) {
+    std::vector<float> row(static_cast<std::size_t>(experts), -8.0f);
+    row[static_cast<std::size_t>(a)] = 5.0f;
+    row[static_cast<std::size_t>(b)] = 4.0f;
+    v.insert(v.end(), row.begin(), row.end());
+  }
+  return v;
+}
+
+std::string ep_moe_json() {
+  // DeepSeek routing over 16 experts, 4 of them local (global ids 4..7 with local_expert_offset 4), top 2,
+  // fp8 weights with BLOCK 2 scales: H 4, I 2, G1 4.
+  return def("moe_fp8_block_scale_ds_routing_topk2_e4of16_h4_i2", "moe",
+             var("seq_len") + ", " + cst("num_experts", 16) + ", " + cst("num_local_experts", 4) + ", " +
+                 cst("hidden_size", 4) + ", " + cst("intermediate_size", 2) + ", " + cst("gemm1_out_size", 4) + ", " +
+                 cst("num_hidden_blocks", 2) + ", " + cst("num_intermediate_blocks", 1) + ", " +
+                 cst("num_gemm1_out_blocks", 2),
+             ten("routing_logits", {"seq_len", "num_experts"}, "float32") + ", " +
+                 ten("routing_bias", {"num_experts"}, "bfloat16") + ", " +
+                 ten("hidden_states", {"seq_len", "hidden_size"}, "float8_e4m3fn") + ", " +
+                 ten("hidden_states_scale", {"num_hidden_blocks", "seq_len"}, "float32") + ", " +
+                 ten("gemm1_weights", {"num_local_experts", "gemm1_out_size", "hidden_size"}, "float8_e4m3fn") + ", " +
+                 ten("gemm1_weights_scale", {"num_local_experts", "num_gemm1_out_blocks", "num_hidden_blocks"},
+                     "float32") + ", " +
+                 ten("gemm2_weights", {"num_local_experts", "hidden_size", "intermediate_size"}, "float8_e4m3fn") +
+                 ", " +
+                 ten("gemm2_weights_scale", {"num_local_experts", "num_hidden_blocks", "num_intermediate_blocks"},
+                     "float32") + ", " +
+                 "\"local_expert_offset\": {\"shape\": null, \"dtype\": \"int32\"}, " + scalar("routed_scaling_factor"),
+             ten("output", {"seq_len", "hidden_size"}, "bfloat16"),
+             moe_reference(kDeepSeekRouting, "    TOP_K = 2\n    BLOCK = 2\n"));
+}
+
+TEST_CASE("moe routing inside the call, expert parallel: the local choices of the definition's own routing") {
+  TestCall c(ep_moe_json(), {{"seq_len", 8}});
+  c.set_scalar("local_expert_offset", kb::ScalarValue{std::int64_t{4}});
+  // Bias 0: DeepSeek picks the two largest sigmoid(logit), the two largest logits.
+  // token:  0      1      2      3      4        5       6      7
+  // picks:  4, 9   0, 1   5, 6   4, 5   12, 13   6, 15   2, 3   4, 8
+  // local:  4      -      5, 6   4, 5   -        6       -      4
+  // 7 local pairs; local experts {4, 5, 6}: 3 of 4; tokens with a local choice: 0, 2, 3, 5, 7 (5 of 8)
+  c.set_floats("routing_logits", pick_rows(16, {{4, 9}, {0, 1}, {5, 6}, {4, 5}, {12, 13}, {6, 15}, {2, 3}, {4, 8}}));
+  kb::CallCost k = c.cost();
+  CHECK(k.basis == kb::CostBasis::exact);
+  CHECK(k.flops == 7 * 2 * (4 * 4 + 4 * 2));  // pairs * 2*(G1*H + H*I) = 336
+  // logits 8*16*4 = 512 and bias 16*2 = 32, read whole; hidden_states 5 rows * 4 = 20; its scales [2, 8] f32 = 64
+  // * 5/8 = 40; gemm1 4*4*4 = 64 * 3/4 = 48; its scales [4, 2, 2] f32 = 64 * 3/4 = 48; gemm2 4*4*2 = 32 * 3/4 = 24;
+  // its scales [4, 2, 1] f32 = 32 * 3/4 = 24; output 8*4*2 = 64
+  CHECK(k.bytes == 512 + 32 + 20 + 40 + 48 + 48 + 24 + 24 + 64);
+
+  // The same choices seen from the rank holding experts 0..3: tokens 1 and 6 (0, 1; 2, 3): 4 pairs, 4 experts.
+  c.set_scalar("local_expert_offset", kb::ScalarValue{std::int64_t{0}});
+  kb::CallCost k0 = c.cost();
+  CHECK(k0.basis == kb::CostBasis::exact);
+  CHECK(k0.flops == 4 * 2 * (4 * 4 + 4 * 2));
+  CHECK(k0.bytes == 512 + 32 + 2 * 4 + 64 * 2 / 8 + 64 + 64 + 32 + 32 + 64);
+
+  // The bias steers the choice (s + bias): +2 on expert 7 makes it every token's first pick; with the logits'
+  // first picks as second: 4 7 | 0 7 | 5 7 | 4 7 | 12 7 | 6 7 | 2 7 | 4 7. From offset 4: local pairs 8 (expert
+  // 7) + 5 (4, 5, 4, 6, 4) = 13; experts {4, 5, 6, 7}; every token.
+  c.set_scalar("local_expert_offset", kb::ScalarValue{std::int64_t{4}});
+  std::vector<float> bias(16, 0.0f);
+  bias[7] = 2.0f;
+  c.set_floats("routing_bias", bias);
+  kb::CallCost kb7 = c.cost();
+  CHECK(kb7.flops == 13 * 2 * (4 * 4 + 4 * 2));
+  CHECK(kb7.bytes == 512 + 32 + 8 * 4 + 64 + 64 + 64 + 32 + 32 + 64);
+
+  // Experts 12..15 local, none of them picked: no FLOPs, no weights, no activations; the routing inputs and the output remain.
+  c.set_floats("routing_bias", std::vector<float>(16, 0.0f));
+  c.set_scalar("local_expert_offset", kb::ScalarValue{std::int64_t{12}});
+  c.set_floats("routing_logits", pick_rows(16, {{4, 9}, {0, 1}, {5, 6}, {4, 5}, {10, 11}, {6, 9}, {2, 3}, {4, 8}}));
+  kb::CallCost none = c.cost();
+  CHECK(none.basis == kb::CostBasis::exact);
+  CHECK(none.flops == 0);
+  CHECK(none.bytes == 512 + 32 + 64);
+}
+
+TEST_CASE("moe routing inside the call: the routing inputs without values give the upper bound") {
+  TestCall c(ep_moe_json(), {{"seq_len", 8}});
+  c.set_scalar("local_expert_offset", kb::ScalarValue{std::int64_t{4}});
+  c.shape_only("routing_logits");
+  kb::CallCost k = c.cost();
+  CHECK(k.basis == kb::CostBasis::upper_bound);
+  CHECK(k.flops == 8 * 2 * 2 * (4 * 4 + 4 * 2));  // 8 tokens * top_k 2
+  // every input whole: min(4 experts, 8*2) = all 4 local experts, every token
+  CHECK(k.bytes == 512 + 32 + 32 + 64 + 64 + 64 + 32 + 32 + 64);
+  CHECK(kb::cost_reads_values(c.d, "routing_logits"));
+  CHECK(kb::cost_reads_values(c.d, "routing_bias"));
+  CHECK_FALSE(kb::cost_reads_values(c.d, "hidden_states"));
+  CHECK_FALSE(kb::cost_reads_values(c.d, "gemm1_weights"));
+}
+
+TEST_CASE("moe routing inside the call, every expert local: top-k + softmax over the call's own experts") {
+  // Renormalize routing, 4 experts all local, top 2, float32 weights: H 4, I 2, G1 4; no offset input.
+  const std::string json = def(
+      "moe_renorm_topk2_e4_h4_i2", "moe",
+      var("seq_len") + ", " + cst("num_local_experts", 4) + ", " + cst("hidden_size", 4) + ", " +
+          cst("intermediate_size", 2) + ", " + cst("gemm1_out_size", 4),
+      ten("routing_logits", {"seq_len", "num_local_experts"}, "bfloat16") + ", " +
+          ten("hidden_states", {"seq_len", "hidden_size"}, "bfloat16") + ", " +
+          ten("gemm1_weights", {"num_local_experts", "gemm1_out_size", "hidden_size"}, "float32") + ", " +
+          ten("gemm2_weights", {"num_local_experts", "hidden_size", "intermediate_size"}, "float32"),
+      ten("output", {"seq_len", "hidden_size"}, "bfloat16"), moe_reference(kRenormalizeRouting, "    TOP_K = 2\n"));
+  for (std::int64_t tokens : {1, 3, 6}) {
+    CAPTURE(tokens);
+    TestCall c(json, {{"seq_len", tokens}});
+    // token t picks experts (3, 1) for t even, (1, 2) for t odd
+    std::vector<std::pair<int, int>> picks;
+    for (std::int64_t t = 0; t < tokens; ++t) picks.push_back(t % 2 ? std::pair{1, 2} : std::pair{3, 1});
+    c.set_floats("routing_logits", pick_rows(4, picks));
+    kb::CallCost k = c.cost();
+    CHECK(k.basis == kb::CostBasis::exact);
+    const double chosen = tokens == 1 ? 2 : 3;  // {1, 3}, then {1, 2, 3}
+    CHECK(k.flops == static_cast<double>(tokens) * 2 * 2 * (4 * 4 + 4 * 2));
+    // logits T*4*2; hidden T*4*2 (every token routed); gemm1 4*4*4*4 = 256 * chosen/4; gemm2 4*4*2*4 = 128 *
+    // chosen/4; output T*4*2
+    CHECK(k.bytes == static_cast<double>(tokens) * 8 + static_cast<double>(tokens) * 8 + 64 * chosen + 32 * chosen +
+                         static_cast<double>(tokens) * 8);
+  }
+}
+
+// The shipped MoE definitions at their smallest workload, inputs made as a
+// CUDA evaluation makes them (random floats deferred to the device) and the
+// routing inputs filled on the host by fill_cost_inputs: every form kb
+// computes is counted exactly, never above the bound the model gives without
+// the routing values. Expert-parallel forms (48 or 32 of 256+ routed experts)
+// count fewer (token, choice) pairs than tokens * top_k.
+TEST_CASE("shipped moe definitions: exact from the routing values, at most the bound") {
+  const char* dir = std::getenv("KB_SHARED_DIR");
+  if (!dir) {
+    MESSAGE("KB_SHARED_DIR not set: shipped definitions not checked");
+    return;
+  }
+  const std::filesystem::path root = std::filesystem::path(dir) / "flashinfer-trace";
+  int exact = 0, expert_parallel = 0;
+  for (const auto& f : std::filesystem::directory_iterator(root / "definitions" / "moe")) {
+    auto d = kb::read_definition_file(f.path().string());
+    REQUIRE_MESSAGE(d.ok(), f.path().string());
+    CAPTURE(d->name);
+    std::ifstream in(root / "workloads" / "moe" / (d->name + ".jsonl"));
+    std::optional<kb::Workload> w;
+    std::int64_t fewest = 0;
+    for (std::string line; std::getline(in, line);) {
+      auto t = kb::read_trace(line, "workload");
+      REQUIRE(t.ok());
+      auto axes = kb::bind_axes(*d, t->workload);
+      REQUIRE(axes.ok());
+      const std::int64_t tokens = axes->get("seq_len").value_or(0);
+      if (!w || tokens < fewest) {
+        w = t->workload;
+        fewest = tokens;
+      }
+    }
+    if (!w) continue;
+    // inputs kept on the host (integers, blobs) must stay small
+    auto axes = kb::bind_axes(*d, *w);
+    REQUIRE(axes.ok());
+    double host = 0;
+    for (const auto& s : d->inputs) {
+      if (!s.shape || kb::dtype_is_float(s.dtype)) continue;
+      double n = 1;
+      for (const auto& a : *s.shape) n *= static_cast<double>(axes->get(a).value_or(0));
+      host += n * kb::dtype_bits(s.dtype) / 8.0;
+    }
+    if (host > 64e6) continue;
+    kb::MaterializeOptions mo{1, root.string()};
+    mo.defer_random_floats = true;
+    auto m = kb::materialize(*d, *w, mo);
+    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+    kb::rebind_args(*m);
+    auto bound = kb::ideal_cost(*d, m->axes, m->args);
+    REQUIRE_MESSAGE(bound.ok(), (bound.ok() ? "" : bound.error().message));
+    REQUIRE(kb::fill_cost_inputs(*d, *m).ok());
+    auto c = kb::ideal_cost(*d, m->axes, m->args);
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.error().message));
+    CHECK(c->bytes <= bound->bytes);
+    CHECK(c->flops <= bound->flops);
+    if (c->basis == kb::CostBasis::exact && bound->basis == kb::CostBasis::upper_bound) {
+      ++exact;
+      if (c->flops < bound->flops) ++expert_parallel;
+    }
+    // the DeepSeek forms with local_expert_offset and the renormalize forms are ones kb computes
+    if (d->name.starts_with("moe_fp8_block_scale_")) CHECK(c->basis == kb::CostBasis::exact);
+  }
+  MESSAGE("moe definitions counted exactly: " << exact << ", of them below the bound: " << expert_parallel);
+  CHECK(exact >= 1);
+  CHECK(expert_parallel >= 1);
 }
 
 TEST_CASE("gdn decode, prefill and multi-token decode") {
