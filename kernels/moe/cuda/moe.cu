@@ -72,6 +72,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -454,7 +456,8 @@ __host__ __device__ inline int stage_bytes(int a_bytes, int b_bytes) {
   return kBM * raw_stride(a_bytes) + kBNRows * raw_stride(b_bytes);
 }
 // As many stages as kRingBudget holds (2..kMaxStages): an fp8 stage (7.5 KiB) gets 8, so about
-// 28 KiB of weights are in flight a CTA; f32 weights (23 KiB a stage) get 2.
+// 28 KiB of weights are in flight a CTA; f32 weights (23 KiB a stage) get 2. The widest stage
+// (f32 x f32, 22.5 KiB) twice is under kRingBudget, so the ring never passes it.
 int ring_stages(int a_bytes, int b_bytes) {
   return std::clamp(kRingBudget / stage_bytes(a_bytes, b_bytes), 2, kMaxStages);
 }
@@ -873,17 +876,31 @@ Status launch_error(const char* what) {
   return make_error(Code::cuda_error, std::string("kb_cuda_moe: ") + what + ": " + cudaGetErrorString(e));
 }
 
-// A GEMM kernel with `smem` bytes of dynamic shared memory (over 48 KiB needs the opt-in; the
-// carveout preference lets several CTAs share an SM).
-Status launch_gemm(void (*kernel)(GemmArgs, Workspace), dim3 grid, std::size_t smem, cudaStream_t stream, const GemmArgs& g,
-                   const Workspace& w, const char* what) {
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      e != cudaSuccess)
-    return make_error(Code::cuda_error, std::string("kb_cuda_moe: ") + what + ": " + std::to_string(smem) +
-                                            " bytes of shared memory: " + cudaGetErrorString(e));
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-      e != cudaSuccess)
-    return make_error(Code::cuda_error, std::string("kb_cuda_moe: ") + what + ": shared memory carveout: " + cudaGetErrorString(e));
+// gemm_kernel<SWIGLU, FP8> with `smem` bytes of dynamic shared memory. Its attributes are set
+// once a device (not a stream operation, so never inside a capture after the first call): the
+// largest ring any dtype gets (kRingBudget; over 48 KiB needs the opt-in), and all of L1 as shared
+// memory so two or more CTAs share an SM (a hint: a refusal is cleared, not an error).
+template <bool SWIGLU, bool FP8>
+Status launch_gemm(dim3 grid, std::size_t smem, cudaStream_t stream, const GemmArgs& g, const Workspace& w, const char* what) {
+  constexpr int kMaxDevices = 64;
+  static std::array<std::atomic<bool>, kMaxDevices> ready{};
+  auto kernel = gemm_kernel<SWIGLU, FP8>;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
+    return make_error(Code::cuda_error, std::string("kb_cuda_moe: ") + what + ": cudaGetDevice: " + cudaGetErrorString(e));
+  if (device < 0 || device >= kMaxDevices)
+    return make_error(Code::unsupported, std::string("kb_cuda_moe: device ") + std::to_string(device) + " is past the " +
+                                             std::to_string(kMaxDevices) + " it keeps kernel attributes for");
+  if (!ready[device].load()) {
+    const int most = (FP8 ? 0 : static_cast<int>(sizeof(SmemBf16))) + kRingBudget;
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most); e != cudaSuccess)
+      return make_error(Code::cuda_error, std::string("kb_cuda_moe: ") + what + ": " + std::to_string(most) +
+                                              " bytes of shared memory: " + cudaGetErrorString(e));
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             static_cast<int>(cudaSharedmemCarveoutMaxShared)) != cudaSuccess)
+      (void)cudaGetLastError();
+    ready[device].store(true);
+  }
   kernel<<<grid, kThreads, smem, stream>>>(g, w);
   return launch_error(what);
 }
@@ -949,8 +966,7 @@ Status launch_moe(const MoeLaunch& m) {
     const dim3 grid1(static_cast<unsigned>(tile_slots(m, cb, g1.split.splits)), static_cast<unsigned>(cb),
                      static_cast<unsigned>(g1.split.splits));
     const std::size_t smem = gemm_smem(m.fp8_gemm1, ab, bb, g1.stages);
-    if (m.fp8_gemm1) KB_TRY(launch_gemm(gemm_kernel<true, true>, grid1, smem, stream, g1, w, "GEMM1"));
-    else KB_TRY(launch_gemm(gemm_kernel<true, false>, grid1, smem, stream, g1, w, "GEMM1"));
+    KB_TRY((m.fp8_gemm1 ? launch_gemm<true, true> : launch_gemm<true, false>)(grid1, smem, stream, g1, w, "GEMM1"));
     if (g1.split.splits > 1) {
       reduce_kernel<true><<<static_cast<unsigned>((pairs * m.inter + 255) / 256), 256, 0, stream>>>(g1, w);
       KB_TRY(launch_error("GEMM1's split-K sum"));
@@ -986,7 +1002,8 @@ Status launch_moe(const MoeLaunch& m) {
     const long long cb = (m.hidden + 127) / 128;
     const dim3 grid2(static_cast<unsigned>(tile_slots(m, cb, g2.split.splits)), static_cast<unsigned>(cb),
                      static_cast<unsigned>(g2.split.splits));
-    KB_TRY(launch_gemm(gemm_kernel<false, false>, grid2, gemm_smem(false, 4, bb, g2.stages), stream, g2, w, "GEMM2"));
+    const std::size_t smem = gemm_smem(false, 4, bb, g2.stages);
+    KB_TRY((launch_gemm<false, false>)(grid2, smem, stream, g2, w, "GEMM2"));
     if (g2.split.splits > 1) {
       reduce_kernel<false><<<static_cast<unsigned>((pairs * m.hidden + 255) / 256), 256, 0, stream>>>(g2, w);
       KB_TRY(launch_error("GEMM2's split-K sum"));
