@@ -29,6 +29,9 @@ struct MoeLaunch {
   bool fp8_gemm1 = false;
   // bfloat16 parts the fp32 intermediate is split into for GEMM2 (2: 16 significant bits, 3: 24).
   int inter_parts = 3;
+  // SMs of the device (0: unknown, K is never split). The K split of the expert GEMMs, and so
+  // moe_workspace_bytes, depend on it.
+  int sm_count = 0;
 
   const void* logits = nullptr;
   MoeDType logits_dtype = MoeDType::f32;
@@ -61,7 +64,8 @@ struct MoeLaunch {
 };
 
 // Scratch one call needs: routing lists sized by tokens x top_k, the fp32 intermediate
-// [tokens x top_k, I] and the fp32 expert outputs [tokens x top_k, H].
+// [tokens x top_k, I], the fp32 expert outputs [tokens x top_k, H] and, where a GEMM splits K
+// (few rows routed for sm_count SMs), its double partial sums [splits, tokens x top_k, weight rows].
 std::size_t moe_workspace_bytes(const MoeLaunch& m);
 
 // Shared memory the routing kernel needs per token (one warp each); more than 48 KiB is refused.

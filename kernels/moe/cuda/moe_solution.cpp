@@ -176,6 +176,12 @@ Status run(const CudaCall& c) {
   m.out = out.data;
   m.out_dtype = *dtype_of(out.dtype);
   m.stream = c.stream;
+  {
+    auto device = cuda::current_device();
+    if (!device) return device.error();
+    KB_TRY(cuda::check(cudaDeviceGetAttribute(&m.sm_count, cudaDevAttrMultiProcessorCount, *device),
+                       "kb_cuda_moe: reading the SM count"));
+  }
   // fp8 tensor cores for GEMM1 where both operands are e4m3 with block scales and every row of
   // 32-byte K steps is 16-byte aligned.
   auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
@@ -206,8 +212,9 @@ void add_moe_cuda(Registry& r) {
   impl.device = Device::cuda;
   impl.description =
       "MoE, every form: routing on the GPU (a warp per token, per-expert compaction), grouped GEMMs on mma.sync "
-      "(fp8 block forms: e4m3 m16n8k32 with per-128-block promotion for GEMM1; else bf16 m16n8k16 on values split "
-      "into bf16 parts to fp32 precision), SwiGLU fused into GEMM1, atomics-free combine";
+      "fed by a cp.async ring, K split across CTAs when few rows are routed (fp8 block forms: e4m3 m16n8k32 "
+      "with per-128-block promotion for GEMM1; else bf16 m16n8k16 on values split into bf16 parts to fp32 "
+      "precision), SwiGLU fused into GEMM1, atomics-free combine";
   impl.supports = supports;
   impl.run_cuda = run;
   r.add(std::move(impl));
