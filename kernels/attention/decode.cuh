@@ -9,10 +9,11 @@
 //    zero padding), for MLA 16 query heads (all heads read the one latent KV).
 //    The rows are the M = 16 of mma.sync.m16n8k16 (bf16 in, fp32 accumulate).
 //  * the sequence's keys are cut into tiles of TK keys, and the tiles into
-//    chunks of `chunk_tiles` (the last one shorter): one CTA a chunk, so a
-//    sequence takes as many CTAs as its length needs and a long one does not
-//    keep a few SMs busy while the rest idle (the work plan below). Each CTA
-//    streams its tiles
+//    chunks (chunk_of: a sequence of up to `splits` x `chunk_tiles` tiles
+//    into `splits` even ones, a longer one into chunks of `chunk_tiles`, the
+//    last shorter): one CTA a chunk, so a long sequence takes as many CTAs as
+//    its length needs and does not keep a few SMs busy while the rest idle
+//    (the work plan below). Each CTA streams its tiles
 //    through a STAGES-deep cp.async pipeline of 16-byte copies into shared
 //    memory; rows of a tile past the sequence end are zero-filled
 //    (cp.async with src-size 0). The page id of every key row is looked up
@@ -97,8 +98,9 @@ struct Params {
   int num_qo_heads = 0;
   int num_kv_heads = 1;  // GQA: H_kv; MLA: 1
   int page_size = 1;
-  int splits = 1;          // chunks of the average sequence: rows of at most this many merge a warp a row
-  int chunk_tiles = 1;     // tiles a CTA (the last chunk of a sequence: what is left)
+  int splits = 1;          // chunks of a sequence up to splits x chunk_tiles tiles (chunk_of); the fused merge's
+                           // warp-a-row bound
+  int chunk_tiles = 1;     // tiles a chunk of a longer sequence (its last chunk: what is left)
   std::int64_t max_slots = 0;  // partial slots the workspace holds (a bound over every page table of these shapes)
   int rows_per_cta = 16;  // GQA: group; MLA: 16
   int head_blocks = 1;    // CTAs per sequence and split: GQA: H_kv; MLA: ceil(H_q / 16)
@@ -267,12 +269,20 @@ __device__ __forceinline__ void merge_row(const float* __restrict__ part_o, cons
 
 // ---- The work plan ------------------------------------------------------------------
 
+// Tiles a chunk of a sequence of `tiles` tiles: up to splits x chunk_tiles
+// tiles, the even split into `splits` chunks (ceil(tiles / splits) each, as
+// many as the average sequence has); past it, chunk_tiles, so a long sequence
+// takes more CTAs, never longer ones. At least 1.
+__device__ __forceinline__ int chunk_of(int tiles, int splits, int chunk_tiles) {
+  return tiles > splits * chunk_tiles ? chunk_tiles : max(1, (tiles + splits - 1) / splits);
+}
 // Chunks of a sequence of kv_len keys: one at least (an empty sequence still
-// writes its output 0 and lse -inf), else ceil(tiles / chunk_tiles).
+// writes its output 0 and lse -inf).
 template <int TK>
-__device__ __forceinline__ int chunks_of(int kv_len, int chunk_tiles) {
+__device__ __forceinline__ int chunks_of(int kv_len, int splits, int chunk_tiles) {
   const int tiles = (kv_len + TK - 1) / TK;
-  return max(1, (tiles + chunk_tiles - 1) / chunk_tiles);
+  const int c = chunk_of(tiles, splits, chunk_tiles);
+  return max(1, (tiles + c - 1) / c);
 }
 
 // What one CTA computes.
@@ -316,7 +326,7 @@ __device__ bool find_work(const Params& p, int* sh, Work& w) {
       if (i < p.batch) {
         first[k] = p.indptr[i];
         kv_len[k] = paged_kv_len(p.indptr[i + 1] - first[k], p.page_size, p.last_page_len, i);
-        nc[k] = chunks_of<TK>(kv_len[k], p.chunk_tiles);
+        nc[k] = chunks_of<TK>(kv_len[k], p.splits, p.chunk_tiles);
       }
       a += nc[k] * p.head_blocks;
       s += nc[k] >= 2 ? nc[k] : 0;
@@ -422,8 +432,9 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   const int first = wk.first;
   const int kv_len = wk.kv_len;
   const int n_tiles = (kv_len + TK - 1) / TK;
-  const int tile_begin = split * p.chunk_tiles;
-  const int n = max(0, min(n_tiles, tile_begin + p.chunk_tiles) - tile_begin);  // tiles of this CTA
+  const int chunk = chunk_of(n_tiles, p.splits, p.chunk_tiles);
+  const int tile_begin = split * chunk;
+  const int n = max(0, min(n_tiles, tile_begin + chunk) - tile_begin);  // tiles of this CTA
 
   // Q rows -> Q_s (rows past nrows zero-filled), by cp.async: the copies join
   // the first tile's group, so Q's memory round trip overlaps the page-id
@@ -939,18 +950,22 @@ struct Plan {
 // SMs x resident CTAs; max_by_workspace: splits of every sequence the
 // workspace holds.
 //  * splits: choose_splits on the average sequence; chunk_tiles =
-//    ceil(avg_tiles / splits), at least min_tiles. With equal lengths every
-//    sequence then has `splits` chunks (or fewer where the last would be
-//    empty) of the tiles today's even split gives each CTA; with unequal
-//    ones a sequence of n tiles takes ceil(n / chunk_tiles) CTAs, so no CTA
-//    does more than chunk_tiles tiles and the longest sequence is spread over
-//    as many SMs as its share of the keys.
+//    ceil(avg_tiles / splits), at least min_tiles. A sequence of n tiles,
+//    n <= splits x chunk_tiles, is split evenly into `splits` chunks of
+//    ceil(n / splits) tiles (chunk_of), so with equal lengths every sequence
+//    is split exactly as an even split by the average would; a longer one
+//    takes ceil(n / chunk_tiles) chunks, so no CTA does more than
+//    chunk_tiles tiles and the longest sequence is spread over as many SMs as
+//    its share of the keys asks.
 //  * bounds: the sequences' tiles T <= (total_keys + batch (TK - 1)) / TK
-//    (ceil per sequence); a sequence of n tiles has max(1, ceil(n / c)) <=
-//    floor(n / c) + 1 chunks, so CTAs <= head_blocks (floor(T / c) + batch);
-//    a sequence of two or more chunks has n > c and at most 2 floor(n / c)
-//    of them, so slots <= floor(T / c) + min(batch, floor(T / c)). Where the
-//    partials of that many slots pass the workspace cap, chunk_tiles doubles.
+//    (ceil per sequence). A sequence has at most min(splits, n) chunks (one
+//    if empty) up to splits x c tiles, and ceil(n / c) <= floor(n / c) + 1
+//    past it; so at most min(batch splits + floor(T / c), T + batch)
+//    chunks in all, and head_blocks times that CTAs. Partial results are
+//    needed only by sequences of two or more chunks, at most
+//    min(batch splits + floor(T / c), T) slots. Where floor(T / c) slots
+//    would pass the workspace cap, chunk_tiles doubles (max_by_workspace
+//    keeps batch x splits slots within it).
 inline Plan plan_chunks(std::int64_t batch, std::int64_t head_blocks, std::int64_t num_qo_heads, std::int64_t dv,
                         std::int64_t total_keys, int tile_keys, std::int64_t slots, int min_tiles,
                         std::int64_t max_by_workspace) {
@@ -961,15 +976,13 @@ inline Plan plan_chunks(std::int64_t batch, std::int64_t head_blocks, std::int64
   pl.splits = choose_splits(work, avg_tiles, slots, min_tiles, max_by_workspace);
   std::int64_t c = std::max<std::int64_t>({(avg_tiles + pl.splits - 1) / pl.splits, min_tiles, 1});
   const std::int64_t tiles = (total_keys + batch * (tile_keys - 1)) / tile_keys;
-  auto slots_for = [&](std::int64_t cc) {
-    const std::int64_t f = tiles / cc;
-    return f + std::min(batch, f);
-  };
   const std::int64_t entry_bytes = num_qo_heads * (dv + 1) * static_cast<std::int64_t>(sizeof(float));
-  while (slots_for(c) * entry_bytes > static_cast<std::int64_t>(kWorkspaceCap)) c *= 2;
-  pl.chunk_tiles = static_cast<int>(std::min<std::int64_t>(c, 0x40000000));
-  pl.max_ctas = head_blocks * (tiles / pl.chunk_tiles + batch);
-  pl.max_slots = slots_for(pl.chunk_tiles);
+  while (tiles / c * entry_bytes > static_cast<std::int64_t>(kWorkspaceCap)) c *= 2;
+  // splits x chunk_tiles stays an int (chunk_of)
+  pl.chunk_tiles = static_cast<int>(std::min<std::int64_t>(c, 0x3fffffff / pl.splits));
+  const std::int64_t even = batch * pl.splits + tiles / pl.chunk_tiles;
+  pl.max_ctas = head_blocks * std::min(even, tiles + batch);
+  pl.max_slots = std::min(even, tiles);
   return pl;
 }
 
