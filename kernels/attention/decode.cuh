@@ -709,13 +709,13 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   __threadfence();  // the other splits' partials, seen after their arrivals
   const std::int64_t orow0 = static_cast<std::int64_t>(b) * p.num_qo_heads + row0;
   if (nsplits <= p.splits) {
-    // As many splits as the average sequence (the host's fused-merge rule
-    // covers these): a warp a row.
+    // At most `splits` chunks (a sequence of up to splits x chunk_tiles
+    // tiles, which the host's fused-merge rule covers): a warp a row.
     for (int r = warp; r < nrows; r += kWarps)
       merge_row<DV>(p.part_o, p.part_lse, p.out, p.lse, orow0 + r, part0 + static_cast<std::int64_t>(row0 + r) * nsplits,
                     nsplits, lane);
   } else {
-    // A sequence longer than the average, of more splits: each row by every
+    // A longer sequence, of more chunks: each row by every
     // warp (warp w taking splits w, w + WARPS, ...), their sums added in
     // shared memory in a fixed order, so one CTA's merge of many splits keeps
     // WARPS times the loads in flight. The K stages hold no copy any more
