@@ -10,8 +10,8 @@
 //    The rows are the M = 16 of mma.sync.m16n8k16 (bf16 in, fp32 accumulate).
 //  * the sequence's keys are cut into tiles of TK keys, and the tiles into
 //    chunks (chunk_of: a sequence of up to `splits` x `chunk_tiles` tiles
-//    into `splits` even ones, a longer one into chunks of `chunk_tiles`, the
-//    last shorter): one CTA a chunk, so a long sequence takes as many CTAs as
+//    into `splits` even ones, a longer one into chunks of `long_chunk_tiles`,
+//    the last shorter): one CTA a chunk, so a long sequence takes as many CTAs as
 //    its length needs and does not keep a few SMs busy while the rest idle
 //    (the work plan below). Each CTA streams its tiles
 //    through a STAGES-deep cp.async pipeline of 16-byte copies into shared
@@ -100,7 +100,8 @@ struct Params {
   int page_size = 1;
   int splits = 1;          // chunks of a sequence up to splits x chunk_tiles tiles (chunk_of); the fused merge's
                            // warp-a-row bound
-  int chunk_tiles = 1;     // tiles a chunk of a longer sequence (its last chunk: what is left)
+  int chunk_tiles = 1;     // ceil(average tiles / splits)
+  int long_chunk_tiles = 1;  // tiles a chunk of a longer sequence (its last chunk: what is left), >= chunk_tiles
   std::int64_t max_slots = 0;  // partial slots the workspace holds (a bound over every page table of these shapes)
   int rows_per_cta = 16;  // GQA: group; MLA: 16
   int head_blocks = 1;    // CTAs per sequence and split: GQA: H_kv; MLA: ceil(H_q / 16)
@@ -271,17 +272,18 @@ __device__ __forceinline__ void merge_row(const float* __restrict__ part_o, cons
 
 // Tiles a chunk of a sequence of `tiles` tiles: up to splits x chunk_tiles
 // tiles, the even split into `splits` chunks (ceil(tiles / splits) each, as
-// many as the average sequence has); past it, chunk_tiles, so a long sequence
-// takes more CTAs, never longer ones. At least 1.
-__device__ __forceinline__ int chunk_of(int tiles, int splits, int chunk_tiles) {
-  return tiles > splits * chunk_tiles ? chunk_tiles : max(1, (tiles + splits - 1) / splits);
+// many as the average sequence has); past it, long_chunk_tiles (one slot's
+// share of the whole batch's work), so a long sequence takes more CTAs,
+// none longer than a slot's share. At least 1.
+__device__ __forceinline__ int chunk_of(int tiles, const Params& p) {
+  return tiles > p.splits * p.chunk_tiles ? p.long_chunk_tiles : max(1, (tiles + p.splits - 1) / p.splits);
 }
 // Chunks of a sequence of kv_len keys: one at least (an empty sequence still
 // writes its output 0 and lse -inf).
 template <int TK>
-__device__ __forceinline__ int chunks_of(int kv_len, int splits, int chunk_tiles) {
+__device__ __forceinline__ int chunks_of(int kv_len, const Params& p) {
   const int tiles = (kv_len + TK - 1) / TK;
-  const int c = chunk_of(tiles, splits, chunk_tiles);
+  const int c = chunk_of(tiles, p);
   return max(1, (tiles + c - 1) / c);
 }
 
@@ -326,7 +328,7 @@ __device__ bool find_work(const Params& p, int* sh, Work& w) {
       if (i < p.batch) {
         first[k] = p.indptr[i];
         kv_len[k] = paged_kv_len(p.indptr[i + 1] - first[k], p.page_size, p.last_page_len, i);
-        nc[k] = chunks_of<TK>(kv_len[k], p.splits, p.chunk_tiles);
+        nc[k] = chunks_of<TK>(kv_len[k], p);
       }
       a += nc[k] * p.head_blocks;
       s += nc[k] >= 2 ? nc[k] : 0;
@@ -432,7 +434,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   const int first = wk.first;
   const int kv_len = wk.kv_len;
   const int n_tiles = (kv_len + TK - 1) / TK;
-  const int chunk = chunk_of(n_tiles, p.splits, p.chunk_tiles);
+  const int chunk = chunk_of(n_tiles, p);
   const int tile_begin = split * chunk;
   const int n = max(0, min(n_tiles, tile_begin + chunk) - tile_begin);  // tiles of this CTA
 
@@ -940,7 +942,8 @@ cudaError_t kernel_info(KernelInfo* info) {
 // captured once replays for any page table of them.
 struct Plan {
   int splits = 1;                // chunks of the average sequence (choose_splits)
-  int chunk_tiles = 1;           // tiles a CTA
+  int chunk_tiles = 1;           // ceil(average tiles / splits): the even split's chunk
+  int long_chunk_tiles = 1;      // tiles a chunk of a sequence past splits x chunk_tiles tiles
   std::int64_t max_ctas = 0;     // grid: CTAs of every page table of these shapes, at most
   std::int64_t max_slots = 0;    // partial slots of every page table of these shapes, at most
 };
@@ -953,19 +956,23 @@ struct Plan {
 //    ceil(avg_tiles / splits), at least min_tiles. A sequence of n tiles,
 //    n <= splits x chunk_tiles, is split evenly into `splits` chunks of
 //    ceil(n / splits) tiles (chunk_of), so with equal lengths every sequence
-//    is split exactly as an even split by the average would; a longer one
-//    takes ceil(n / chunk_tiles) chunks, so no CTA does more than
-//    chunk_tiles tiles and the longest sequence is spread over as many SMs as
-//    its share of the keys asks.
+//    is split exactly as an even split by the average would.
+//  * long_chunk_tiles: a longer sequence takes chunks of one slot's share of
+//    the whole batch's tiles, max(chunk_tiles, ceil(head_blocks x tiles /
+//    slots)) (with splits > 1 that is about chunk_tiles; where the batch
+//    alone fills the slots, splits = 1, it is more), so no CTA does more
+//    than its slot's share and the longest sequence is spread over as many
+//    slots as its share of the keys asks, in as few chunks as that allows
+//    (fewer partials to merge).
 //  * bounds: the sequences' tiles T <= (total_keys + batch (TK - 1)) / TK
 //    (ceil per sequence). A sequence has at most min(splits, n) chunks (one
-//    if empty) up to splits x c tiles, and ceil(n / c) <= floor(n / c) + 1
-//    past it; so at most min(batch splits + floor(T / c), T + batch)
-//    chunks in all, and head_blocks times that CTAs. Partial results are
-//    needed only by sequences of two or more chunks, at most
-//    min(batch splits + floor(T / c), T) slots. Where floor(T / c) slots
-//    would pass the workspace cap, chunk_tiles doubles (max_by_workspace
-//    keeps batch x splits slots within it).
+//    if empty) up to splits x chunk_tiles tiles, and ceil(n / c) <=
+//    floor(n / c) + 1 past it (c = long_chunk_tiles); so at most
+//    min(batch splits + floor(T / c), T + batch) chunks in all, and
+//    head_blocks times that CTAs. Partial results are needed only by
+//    sequences of two or more chunks, at most min(batch splits + floor(T /
+//    c), T) slots. Where floor(T / c) slots would pass the workspace cap, c
+//    doubles (max_by_workspace keeps batch x splits slots within it).
 inline Plan plan_chunks(std::int64_t batch, std::int64_t head_blocks, std::int64_t num_qo_heads, std::int64_t dv,
                         std::int64_t total_keys, int tile_keys, std::int64_t slots, int min_tiles,
                         std::int64_t max_by_workspace) {
@@ -974,13 +981,18 @@ inline Plan plan_chunks(std::int64_t batch, std::int64_t head_blocks, std::int64
   const std::int64_t avg_keys = total_keys / batch;
   const std::int64_t avg_tiles = (avg_keys + tile_keys - 1) / tile_keys;
   pl.splits = choose_splits(work, avg_tiles, slots, min_tiles, max_by_workspace);
-  std::int64_t c = std::max<std::int64_t>({(avg_tiles + pl.splits - 1) / pl.splits, min_tiles, 1});
-  const std::int64_t tiles = (total_keys + batch * (tile_keys - 1)) / tile_keys;
-  const std::int64_t entry_bytes = num_qo_heads * (dv + 1) * static_cast<std::int64_t>(sizeof(float));
-  while (tiles / c * entry_bytes > static_cast<std::int64_t>(kWorkspaceCap)) c *= 2;
   // splits x chunk_tiles stays an int (chunk_of)
-  pl.chunk_tiles = static_cast<int>(std::min<std::int64_t>(c, 0x3fffffff / pl.splits));
-  const std::int64_t even = batch * pl.splits + tiles / pl.chunk_tiles;
+  const std::int64_t c = std::min<std::int64_t>(std::max<std::int64_t>({(avg_tiles + pl.splits - 1) / pl.splits,
+                                                                       min_tiles, 1}),
+                                                0x3fffffff / pl.splits);
+  pl.chunk_tiles = static_cast<int>(c);
+  const std::int64_t tiles = (total_keys + batch * (tile_keys - 1)) / tile_keys;
+  const std::int64_t share = slots > 0 ? (head_blocks * ((total_keys + tile_keys - 1) / tile_keys) + slots - 1) / slots : c;
+  std::int64_t cl = std::max(c, share);
+  const std::int64_t entry_bytes = num_qo_heads * (dv + 1) * static_cast<std::int64_t>(sizeof(float));
+  while (tiles / cl * entry_bytes > static_cast<std::int64_t>(kWorkspaceCap)) cl *= 2;
+  pl.long_chunk_tiles = static_cast<int>(std::min<std::int64_t>(cl, 0x3fffffff));
+  const std::int64_t even = batch * pl.splits + tiles / pl.long_chunk_tiles;
   pl.max_ctas = head_blocks * std::min(even, tiles + batch);
   pl.max_slots = std::min(even, tiles);
   return pl;
@@ -1012,6 +1024,7 @@ cudaError_t launch(Params p, std::int64_t total_keys, int min_tiles, cudaStream_
   const int splits = plan.splits;
   p.splits = splits;
   p.chunk_tiles = plan.chunk_tiles;
+  p.long_chunk_tiles = plan.long_chunk_tiles;
   p.max_slots = plan.max_slots;
   // The KV stream's L2 policy, by its size (l2_stream_policy.cuh).
   const std::int64_t bytes_per_key = MLA ? std::int64_t{DQK} * 2 : std::int64_t{p.num_kv_heads} * (DQK + DV) * 2;
