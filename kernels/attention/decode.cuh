@@ -8,8 +8,12 @@
 //    `group` = H_q / H_kv query heads of one KV head (rows past `group` are
 //    zero padding), for MLA 16 query heads (all heads read the one latent KV).
 //    The rows are the M = 16 of mma.sync.m16n8k16 (bf16 in, fp32 accumulate).
-//  * the sequence's keys are cut into tiles of 64 keys; the tiles are divided
-//    among `splits` CTAs (contiguous ranges). Each CTA streams its tiles
+//  * the sequence's keys are cut into tiles of TK keys, and the tiles into
+//    chunks (chunk_of: a sequence of up to `splits` x `chunk_tiles` tiles
+//    into `splits` even ones, a longer one into chunks of `long_chunk_tiles`,
+//    the last shorter): one CTA a chunk, so a long sequence takes as many CTAs as
+//    its length needs and does not keep a few SMs busy while the rest idle
+//    (the work plan below). Each CTA streams its tiles
 //    through a STAGES-deep cp.async pipeline of 16-byte copies into shared
 //    memory; rows of a tile past the sequence end are zero-filled
 //    (cp.async with src-size 0). The page id of every key row is looked up
@@ -21,14 +25,26 @@
 //    same value). P = exp2(S - m) is written to shared memory as bf16, and warp
 //    w accumulates O[:, w*DV/WARPS .. (w+1)*DV/WARPS) += P V (ldmatrix.trans on V).
 //    Softmax is online in fp32 base 2; the row sums use the fp32 P.
-//  * splits == 1: the CTA writes the bf16 output and the base-2 lse itself.
-//    splits > 1: it writes its normalised fp32 partial output and its lse to
-//    a workspace; the last CTA of a (sequence, head block) to finish (an
-//    arrival counter per work item, zero at rest) combines the splits by
-//    their lse (merge_row), so a split decode is one launch. (merge_kernel,
-//    a second launch, only where the counters would not fit.)
-// A sequence with no keys (or a split with no tiles) yields output 0 and
-// lse -inf, as the definitions' references do.
+//  * a sequence of one chunk: the CTA writes the bf16 output and the base-2
+//    lse itself. More chunks (splits): each writes its normalised fp32
+//    partial output and its lse to a workspace; the last CTA of a (sequence,
+//    head block) to finish (an arrival counter per work item, zero at rest)
+//    combines the splits by their lse (merge_row), so a split decode is one
+//    launch. (merge_kernel, a second launch, only where the host's rule says
+//    the fused merge would be slow or the counters would not fit.)
+// A sequence with no keys (one chunk of no tiles) yields output 0 and lse
+// -inf, as the definitions' references do.
+//
+// The work plan is decided on the device, from the page table the kernel
+// reads anyway, so the host never reads it and a launch stays capturable in
+// a CUDA graph (no host sync, no allocation per call). The host picks
+// chunk_tiles from shapes only (launch(), below) and sizes the grid by an
+// upper bound of the CTAs any page table of those shapes needs; every CTA
+// scans the sequences' chunk counts (find_work: a block-wide prefix sum over
+// indptr / last_page_len) to find its (sequence, head block, chunk), and CTAs
+// past the real count exit. CTA order is sequence-major, then head block, then
+// chunk, so with equal lengths the plan is the even split of every sequence
+// into the same number of chunks.
 //
 // Shared memory rows are padded by 16 bytes, so the 8 row addresses of every
 // ldmatrix fall in distinct bank groups.
@@ -69,14 +85,24 @@ struct Params {
   const std::int32_t* last_page_len;  // [batch] or null (every page full)
   std::uint16_t* out;                 // [batch, H_q, DV] bf16
   float* lse;                         // [batch, H_q] or null
-  float* part_o;                      // splits > 1: [batch * H_q, splits, DV]
-  float* part_lse;                    // splits > 1: [batch * H_q, splits]
-  unsigned* counters;                 // splits > 1: [batch * head_blocks] arrivals, zero at rest; null: merge_kernel
+  // Partials of the sequences of two or more chunks: sequence b's block
+  // starts at partial slot slot_b (the prefix of those sequences' chunk
+  // counts) and holds H_q x nchunks_b entries, [query head][chunk]: entry
+  // (slot_b * H_q + head * nchunks_b + chunk). Null when no sequence of these
+  // shapes can have two chunks.
+  float* part_o;                      // [max_slots * H_q entries][DV]
+  float* part_lse;                    // [max_slots * H_q entries]
+  int2* seq_info;                     // [batch] (slot_b, nchunks_b), for merge_kernel; null: not needed
+  unsigned* counters;                 // [batch * head_blocks] arrivals, zero at rest; null: merge_kernel
   int batch = 0;
   int num_qo_heads = 0;
   int num_kv_heads = 1;  // GQA: H_kv; MLA: 1
   int page_size = 1;
-  int splits = 1;
+  int splits = 1;          // chunks of a sequence up to splits x chunk_tiles tiles (chunk_of); the fused merge's
+                           // warp-a-row bound
+  int chunk_tiles = 1;     // ceil(average tiles / splits)
+  int long_chunk_tiles = 1;  // tiles a chunk of a longer sequence (its last chunk: what is left), >= chunk_tiles
+  std::int64_t max_slots = 0;  // partial slots the workspace holds (a bound over every page table of these shapes)
   int rows_per_cta = 16;  // GQA: group; MLA: 16
   int head_blocks = 1;    // CTAs per sequence and split: GQA: H_kv; MLA: ceil(H_q / 16)
   std::int64_t num_pages = 0;
@@ -180,17 +206,18 @@ __device__ __forceinline__ bool merge_lane_has(int lane, int i) {
 }
 
 // acc += the weighted partial outputs of splits s0, s0 + step, ... of a row
-// (columns as above). No skip of empty splits (weight 0, partial output 0:
+// whose splits are the partial entries first .. first + splits - 1 (columns
+// as above). No skip of empty splits (weight 0, partial output 0:
 // adding 0 * 0 changes nothing), so the loads of several splits can be in
 // flight together.
 template <int DV>
 __device__ __forceinline__ void accumulate_splits(const float* __restrict__ part_o, const float* __restrict__ pl,
-                                                  std::int64_t row, int splits, int s0, int step, float m, float inv,
+                                                  std::int64_t first, int splits, int s0, int step, float m, float inv,
                                                   int lane, float4 (&acc)[merge_vecs<DV>()]) {
 #pragma unroll 4
   for (int s = s0; s < splits; s += step) {
     const float w = exp2f(__ldcg(pl + s) - m) * inv;
-    const float4* src = reinterpret_cast<const float4*>(part_o + (row * splits + s) * DV);
+    const float4* src = reinterpret_cast<const float4*>(part_o + (first + s) * DV);
 #pragma unroll
     for (int i = 0; i < merge_vecs<DV>(); ++i) {
       if (!merge_lane_has<DV>(lane, i)) continue;
@@ -215,29 +242,134 @@ __device__ __forceinline__ void store_row(std::uint16_t* __restrict__ out, float
   if (lane == 0 && lse) lse[row] = m == -INFINITY ? -INFINITY : m + log2f(sum);
 }
 
-// This warp's share of a row's merge: acc = the weighted partial outputs of
-// splits s0, s0 + step, ... (zero if every split is empty), with the row's
-// M and sum (split_stats) for store_row.
+// This warp's share of a row's merge (its splits the partial entries first
+// .. first + splits - 1): acc = the weighted partial outputs of splits s0,
+// s0 + step, ... (zero if every split is empty), with the row's M and sum
+// (split_stats) for store_row.
 template <int DV>
 __device__ __forceinline__ void merge_share(const float* __restrict__ part_o, const float* __restrict__ part_lse,
-                                            std::int64_t row, int splits, int s0, int step, int lane,
+                                            std::int64_t first, int splits, int s0, int step, int lane,
                                             float4 (&acc)[merge_vecs<DV>()], float& m, float& sum) {
-  const float* pl = part_lse + row * splits;
+  const float* pl = part_lse + first;
   split_stats(pl, splits, lane, m, sum);
 #pragma unroll
   for (int i = 0; i < merge_vecs<DV>(); ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (m != -INFINITY) accumulate_splits<DV>(part_o, pl, row, splits, s0, step, m, 1.f / sum, lane, acc);
+  if (m != -INFINITY) accumulate_splits<DV>(part_o, pl, first, splits, s0, step, m, 1.f / sum, lane, acc);
 }
 
-// One warp merges one (sequence, query head) row (the fused merge).
+// One warp merges one (sequence, query head) output row `row` (the fused merge).
 template <int DV>
 __device__ __forceinline__ void merge_row(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                                           std::uint16_t* __restrict__ out, float* __restrict__ lse, std::int64_t row,
-                                          int splits, int lane) {
+                                          std::int64_t first, int splits, int lane) {
   float4 acc[merge_vecs<DV>()];
   float m, sum;
-  merge_share<DV>(part_o, part_lse, row, splits, 0, 1, lane, acc, m, sum);
+  merge_share<DV>(part_o, part_lse, first, splits, 0, 1, lane, acc, m, sum);
   store_row<DV>(out, lse, row, acc, m, sum, lane);
+}
+
+// ---- The work plan ------------------------------------------------------------------
+
+// Tiles a chunk of a sequence of `tiles` tiles: up to splits x chunk_tiles
+// tiles, the even split into `splits` chunks (ceil(tiles / splits) each, as
+// many as the average sequence has); past it, long_chunk_tiles (one slot's
+// share of the whole batch's work), so a long sequence takes more CTAs,
+// none longer than a slot's share. At least 1.
+__device__ __forceinline__ int chunk_of(int tiles, const Params& p) {
+  return tiles > p.splits * p.chunk_tiles ? p.long_chunk_tiles : max(1, (tiles + p.splits - 1) / p.splits);
+}
+// Chunks of a sequence of kv_len keys: one at least (an empty sequence still
+// writes its output 0 and lse -inf).
+template <int TK>
+__device__ __forceinline__ int chunks_of(int kv_len, const Params& p) {
+  const int tiles = (kv_len + TK - 1) / TK;
+  const int c = chunk_of(tiles, p);
+  return max(1, (tiles + c - 1) / c);
+}
+
+// What one CTA computes.
+struct Work {
+  int b;        // sequence
+  int hb;       // head block
+  int chunk;    // chunk of the sequence
+  int nchunks;  // the sequence's chunks
+  int slot;     // the sequence's first partial slot (sequences of two or more chunks count)
+  int first;    // the sequence's first page-table entry (indptr[b])
+  int kv_len;   // its keys
+};
+
+// This CTA's work: CTA i is the (i - ctas_before_b)-th of sequence b, whose
+// head_blocks x nchunks_b CTAs are head block major, where ctas_before_b is
+// the prefix of head_blocks x nchunks over the sequences before b. A
+// block-wide prefix sum over the sequences, kPerThread x THREADS a round
+// (each thread's kPerThread loads of indptr / last_page_len in flight
+// together, so a batch of up to that many costs one round trip), in `sh`
+// (2 x THREADS / 32 + 8 ints of shared memory, free after the call). False:
+// the CTA is past the plan's end (the grid is an upper bound) and has
+// nothing to do. Uniform over the CTA; every thread gets the same Work.
+template <int THREADS, int TK>
+__device__ bool find_work(const Params& p, int* sh, Work& w) {
+  constexpr int kW = THREADS / 32, kPerThread = 4;
+  int* sum_ctas = sh;         // [kW]
+  int* sum_slots = sh + kW;   // [kW]
+  int* found = sh + 2 * kW;   // [8]: flag, b, hb, chunk, nchunks, slot, first, kv_len
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int me = static_cast<int>(blockIdx.x);
+  if (tid == 0) found[0] = 0;
+  int carry_ctas = 0, carry_slots = 0;
+  for (int base = 0; base < p.batch; base += THREADS * kPerThread) {
+    const int i0 = base + tid * kPerThread;  // this thread's sequences: i0 .. i0 + kPerThread - 1
+    int nc[kPerThread], first[kPerThread], kv_len[kPerThread];
+    int a = 0, s = 0;  // this thread's CTAs and slots
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const int i = i0 + k;
+      nc[k] = first[k] = kv_len[k] = 0;
+      if (i < p.batch) {
+        first[k] = p.indptr[i];
+        kv_len[k] = paged_kv_len(p.indptr[i + 1] - first[k], p.page_size, p.last_page_len, i);
+        nc[k] = chunks_of<TK>(kv_len[k], p);
+      }
+      a += nc[k] * p.head_blocks;
+      s += nc[k] >= 2 ? nc[k] : 0;
+    }
+    const int ta = a, ts = s;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {  // inclusive prefix within the warp
+      const int x = __shfl_up_sync(0xffffffffu, a, o), y = __shfl_up_sync(0xffffffffu, s, o);
+      if (lane >= o) a += x, s += y;
+    }
+    if (lane == 31) sum_ctas[warp] = a, sum_slots[warp] = s;
+    __syncthreads();
+    int pa = carry_ctas + a - ta, ps = carry_slots + s - ts;  // before this thread's sequences
+    for (int v = 0; v < kW; ++v) {
+      if (v < warp) pa += sum_ctas[v], ps += sum_slots[v];
+      carry_ctas += sum_ctas[v];
+      carry_slots += sum_slots[v];
+    }
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const int ctas = nc[k] * p.head_blocks;
+      if (i0 + k < p.batch && me >= pa && me < pa + ctas) {
+        const int local = me - pa;
+        found[0] = 1;
+        found[1] = i0 + k;
+        found[2] = local / nc[k];
+        found[3] = local % nc[k];
+        found[4] = nc[k];
+        found[5] = ps;
+        found[6] = first[k];
+        found[7] = kv_len[k];
+      }
+      pa += ctas;
+      ps += nc[k] >= 2 ? nc[k] : 0;
+    }
+    __syncthreads();  // found visible; the warp sums read before the next round writes them
+    if (found[0]) break;
+  }
+  if (!found[0]) return false;
+  w = Work{found[1], found[2], found[3], found[4], found[5], found[6], found[7]};
+  return true;
 }
 
 // ---- The decode kernel ---------------------------------------------------------
@@ -280,22 +412,31 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   const int warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, tq = lane % 4;  // mma fragment row group and column pair
 
-  const int split = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.splits));
-  const int work = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.splits));
-  const int hb = work % p.head_blocks;
-  const int b = work / p.head_blocks;
+  Work wk;
+  if (!find_work<kThreads, TK>(p, reinterpret_cast<int*>(red_max), wk)) return;
+  const int split = wk.chunk, nsplits = wk.nchunks;
+  const int hb = wk.hb;
+  const int b = wk.b;
+  const int work = b * p.head_blocks + hb;  // (sequence, head block): the arrival counter's index
   const int row0 = hb * p.rows_per_cta;  // first query head of this CTA
   const int nrows = min(p.rows_per_cta, p.num_qo_heads - row0);
+  const bool direct = nsplits == 1;
+  // A page table inconsistent with the shapes the host planned for (more
+  // chunks than they allow) must not write past the workspace: its split
+  // sequences are left unwritten, and merge_kernel skips them.
+  const bool fits = direct || static_cast<std::int64_t>(wk.slot) + nsplits <= p.max_slots;
+  if (p.seq_info && hb == 0 && split == 0 && tid == 0) p.seq_info[b] = make_int2(wk.slot, fits ? nsplits : 1);
+  if (!fits) return;
+  // The sequence's first partial entry (query head 0, chunk 0).
+  const std::int64_t part0 = static_cast<std::int64_t>(wk.slot) * p.num_qo_heads;
 
-  // The sequence: kv_len keys on pages indices[first .. first + npages).
-  // Loaded together (one round trip, not two behind the npages check).
-  const int first = p.indptr[b];
-  const int npages = p.indptr[b + 1] - first;
-  const int kv_len = paged_kv_len(npages, p.page_size, p.last_page_len, b);
+  // The sequence: kv_len keys on pages indices[first ...).
+  const int first = wk.first;
+  const int kv_len = wk.kv_len;
   const int n_tiles = (kv_len + TK - 1) / TK;
-  const int per_split = (n_tiles + p.splits - 1) / p.splits;
-  const int tile_begin = split * per_split;
-  const int n = max(0, min(n_tiles, tile_begin + per_split) - tile_begin);  // tiles of this CTA
+  const int chunk = chunk_of(n_tiles, p);
+  const int tile_begin = split * chunk;
+  const int n = max(0, min(n_tiles, tile_begin + chunk) - tile_begin);  // tiles of this CTA
 
   // Q rows -> Q_s (rows past nrows zero-filled), by cp.async: the copies join
   // the first tile's group, so Q's memory round trip overlaps the page-id
@@ -536,7 +677,6 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
     red_sum[warp * kRows + g + 8] = lsum[1];
   }
   __syncthreads();
-  const bool direct = p.splits == 1;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = g + 8 * r;
@@ -547,15 +687,16 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
     const float inv = l > 0.f ? 1.f / l : 0.f;
     const float lse = l > 0.f ? m_run[r] + log2f(l) : -INFINITY;
     const std::int64_t grow = static_cast<std::int64_t>(b) * p.num_qo_heads + row0 + row;
+    const std::int64_t pe = part0 + static_cast<std::int64_t>(row0 + row) * nsplits + split;  // partial entry
 #pragma unroll
     for (int i = 0; i < NB; ++i) {
       const int col = warp * DVW + i * 8 + 2 * tq;
       const float v0 = o[i][2 * r] * inv, v1 = o[i][2 * r + 1] * inv;
       if (direct) *reinterpret_cast<std::uint32_t*>(p.out + grow * DV + col) = pack_bf16(v0, v1);
-      else *reinterpret_cast<float2*>(p.part_o + (grow * p.splits + split) * DV + col) = make_float2(v0, v1);
+      else *reinterpret_cast<float2*>(p.part_o + pe * DV + col) = make_float2(v0, v1);
     }
     if (warp == 0 && tq == 0) {
-      if (!direct) p.part_lse[grow * p.splits + split] = lse;
+      if (!direct) p.part_lse[pe] = lse;
       else if (p.lse) p.lse[grow] = lse;
     }
   }
@@ -564,32 +705,77 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   __threadfence();  // this thread's partials, visible device-wide before the arrival
   __syncthreads();
   __shared__ bool last;
-  if (tid == 0) last = atomicAdd(p.counters + work, 1u) == static_cast<unsigned>(p.splits - 1);
+  if (tid == 0) last = atomicAdd(p.counters + work, 1u) == static_cast<unsigned>(nsplits - 1);
   __syncthreads();
   if (!last) return;
   __threadfence();  // the other splits' partials, seen after their arrivals
-  for (int r = warp; r < nrows; r += kWarps)
-    merge_row<DV>(p.part_o, p.part_lse, p.out, p.lse, static_cast<std::int64_t>(b) * p.num_qo_heads + row0 + r,
-                  p.splits, lane);
+  const std::int64_t orow0 = static_cast<std::int64_t>(b) * p.num_qo_heads + row0;
+  if (nsplits <= p.splits) {
+    // At most `splits` chunks (a sequence of up to splits x chunk_tiles
+    // tiles, which the host's fused-merge rule covers): a warp a row.
+    for (int r = warp; r < nrows; r += kWarps)
+      merge_row<DV>(p.part_o, p.part_lse, p.out, p.lse, orow0 + r, part0 + static_cast<std::int64_t>(row0 + r) * nsplits,
+                    nsplits, lane);
+  } else {
+    // A longer sequence, of more chunks: each row by every
+    // warp (warp w taking splits w, w + WARPS, ...), their sums added in
+    // shared memory in a fixed order, so one CTA's merge of many splits keeps
+    // WARPS times the loads in flight. The K stages hold no copy any more
+    // (drained above) and serve as the scratch.
+    float4* scratch = reinterpret_cast<float4*>(smem_raw);  // [WARPS - 1][DV / 4]
+    static_assert((kWarps - 1) * DV * sizeof(float) <= STAGES * TK * LDK * sizeof(std::uint16_t),
+                  "the merge scratch fits the K stages");
+    for (int r = 0; r < nrows; ++r) {
+      float4 acc[merge_vecs<DV>()];
+      float m, sum;
+      merge_share<DV>(p.part_o, p.part_lse, part0 + static_cast<std::int64_t>(row0 + r) * nsplits, nsplits, warp,
+                      kWarps, lane, acc, m, sum);
+      if (warp > 0)
+#pragma unroll
+        for (int i = 0; i < merge_vecs<DV>(); ++i)
+          if (merge_lane_has<DV>(lane, i)) scratch[(warp - 1) * (DV / 4) + lane + 32 * i] = acc[i];
+      __syncthreads();
+      if (warp == 0) {
+        for (int w = 0; w < kWarps - 1; ++w)  // fixed order: deterministic
+#pragma unroll
+          for (int i = 0; i < merge_vecs<DV>(); ++i) {
+            if (!merge_lane_has<DV>(lane, i)) continue;
+            const float4 x = scratch[w * (DV / 4) + lane + 32 * i];
+            acc[i].x += x.x;
+            acc[i].y += x.y;
+            acc[i].z += x.z;
+            acc[i].w += x.w;
+          }
+        store_row<DV>(p.out, p.lse, orow0 + r, acc, m, sum, lane);
+      }
+      __syncthreads();  // scratch read before the next row writes it
+    }
+  }
   if (tid == 0) p.counters[work] = 0u;  // zero at rest, for the next launch on this stream
 }
 
-// The merge as its own launch (splits > 1 without counters): a CTA of
-// kMergeWarps warps per row, warp w taking splits w, w + kMergeWarps, ...
+// The merge as its own launch (split sequences without counters): a CTA of
+// kMergeWarps warps per output row, warp w taking splits w, w + kMergeWarps, ...
 // (MLA at batch 1 has 16 rows of up to 122 splits: one warp per row would
 // walk its splits as a chain of dependent round trips), the warps' sums added
 // in shared memory.
 constexpr int kMergeWarps = 8;
 template <int DV>
 __global__ void __launch_bounds__(kMergeWarps * 32)
-    merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, std::uint16_t* __restrict__ out,
-                 float* __restrict__ lse, int splits) {
+    merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, const int2* __restrict__ seq_info,
+                 std::uint16_t* __restrict__ out, float* __restrict__ lse, int num_qo_heads) {
   __shared__ float4 partial[kMergeWarps - 1][DV / 4];
   const std::int64_t row = blockIdx.x;
+  const int b = static_cast<int>(row / num_qo_heads), head = static_cast<int>(row % num_qo_heads);
+  // (slot, chunks) of the row's sequence, written by the decode launch; one
+  // chunk: the decode wrote the row itself.
+  const int2 info = seq_info[b];
+  if (info.y <= 1) return;
+  const std::int64_t first = static_cast<std::int64_t>(info.x) * num_qo_heads + static_cast<std::int64_t>(head) * info.y;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   float4 acc[merge_vecs<DV>()];
   float m, sum;
-  merge_share<DV>(part_o, part_lse, row, splits, warp, kMergeWarps, lane, acc, m, sum);
+  merge_share<DV>(part_o, part_lse, first, info.y, warp, kMergeWarps, lane, acc, m, sum);
   if (warp > 0)
 #pragma unroll
     for (int i = 0; i < merge_vecs<DV>(); ++i)
@@ -614,9 +800,13 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 constexpr std::size_t kWorkspaceCap = std::size_t{64} << 20;  // bytes of partial results at most
 constexpr int kMaxSplits = 256;
 // The workspace starts with the split-merge arrival counters (zeroed when it is
-// allocated, left zero by every launch), then the partial results.
-constexpr int kMaxCounters = 4096;  // work items (sequence x head block) a fused merge serves at most
+// allocated, left zero by every launch), then each sequence's (slot, chunks)
+// for merge_kernel, then the partial results.
+constexpr int kMaxCounters = 65536;  // work items (sequence x head block) the counters serve at most
 constexpr std::size_t kCounterBytes = kMaxCounters * sizeof(unsigned);
+// Work items at most for the fused merge where the average sequence is split
+// (past it merge_kernel spreads the rows over the SMs).
+constexpr std::int64_t kFusedMaxWork = 4096;
 
 // Splits per (sequence, head block): enough CTAs to fill `slots` (SMs x
 // resident CTAs per SM) with the fewest waves per unit of work, each split
@@ -747,18 +937,79 @@ cudaError_t kernel_info(KernelInfo* info) {
   return cudaSuccess;
 }
 
+// The chunking of one decode, from shapes only (the page table stays on the
+// device), so one plan serves every call with these shapes and a graph
+// captured once replays for any page table of them.
+struct Plan {
+  int splits = 1;                // chunks of the average sequence (choose_splits)
+  int chunk_tiles = 1;           // ceil(average tiles / splits): the even split's chunk
+  int long_chunk_tiles = 1;      // tiles a chunk of a sequence past splits x chunk_tiles tiles
+  std::int64_t max_ctas = 0;     // grid: CTAs of every page table of these shapes, at most
+  std::int64_t max_slots = 0;    // partial slots of every page table of these shapes, at most
+};
+
+// `total_keys`: the keys the page table can address (num_kv_indices x
+// page_size, an upper bound of the sum of the sequences' lengths); `slots`:
+// SMs x resident CTAs; max_by_workspace: splits of every sequence the
+// workspace holds.
+//  * splits: choose_splits on the average sequence; chunk_tiles =
+//    ceil(avg_tiles / splits), at least min_tiles. A sequence of n tiles,
+//    n <= splits x chunk_tiles, is split evenly into `splits` chunks of
+//    ceil(n / splits) tiles (chunk_of), so with equal lengths every sequence
+//    is split exactly as an even split by the average would.
+//  * long_chunk_tiles: a longer sequence takes chunks of one slot's share of
+//    the whole batch's tiles, max(chunk_tiles, ceil(head_blocks x tiles /
+//    slots)) (with splits > 1 that is about chunk_tiles; where the batch
+//    alone fills the slots, splits = 1, it is more), so no CTA does more
+//    than its slot's share and the longest sequence is spread over as many
+//    slots as its share of the keys asks, in as few chunks as that allows
+//    (fewer partials to merge).
+//  * bounds: the sequences' tiles T <= (total_keys + batch (TK - 1)) / TK
+//    (ceil per sequence). A sequence has at most min(splits, n) chunks (one
+//    if empty) up to splits x chunk_tiles tiles, and ceil(n / c) <=
+//    floor(n / c) + 1 past it (c = long_chunk_tiles); so at most
+//    min(batch splits + floor(T / c), T + batch) chunks in all, and
+//    head_blocks times that CTAs. Partial results are needed only by
+//    sequences of two or more chunks, at most min(batch splits + floor(T /
+//    c), T) slots. Where floor(T / c) slots would pass the workspace cap, c
+//    doubles (max_by_workspace keeps batch x splits slots within it).
+inline Plan plan_chunks(std::int64_t batch, std::int64_t head_blocks, std::int64_t num_qo_heads, std::int64_t dv,
+                        std::int64_t total_keys, int tile_keys, std::int64_t slots, int min_tiles,
+                        std::int64_t max_by_workspace) {
+  Plan pl;
+  const std::int64_t work = batch * head_blocks;
+  const std::int64_t avg_keys = total_keys / batch;
+  const std::int64_t avg_tiles = (avg_keys + tile_keys - 1) / tile_keys;
+  pl.splits = choose_splits(work, avg_tiles, slots, min_tiles, max_by_workspace);
+  // splits x chunk_tiles stays an int (chunk_of)
+  const std::int64_t c = std::min<std::int64_t>(std::max<std::int64_t>({(avg_tiles + pl.splits - 1) / pl.splits,
+                                                                       min_tiles, 1}),
+                                                0x3fffffff / pl.splits);
+  pl.chunk_tiles = static_cast<int>(c);
+  const std::int64_t tiles = (total_keys + batch * (tile_keys - 1)) / tile_keys;
+  const std::int64_t share = slots > 0 ? (head_blocks * ((total_keys + tile_keys - 1) / tile_keys) + slots - 1) / slots : c;
+  std::int64_t cl = std::max(c, share);
+  const std::int64_t entry_bytes = num_qo_heads * (dv + 1) * static_cast<std::int64_t>(sizeof(float));
+  while (tiles / cl * entry_bytes > static_cast<std::int64_t>(kWorkspaceCap)) cl *= 2;
+  pl.long_chunk_tiles = static_cast<int>(std::min<std::int64_t>(cl, 0x3fffffff));
+  const std::int64_t even = batch * pl.splits + tiles / pl.long_chunk_tiles;
+  pl.max_ctas = head_blocks * std::min(even, tiles + batch);
+  pl.max_slots = std::min(even, tiles);
+  return pl;
+}
+
 // Plans and launches one decode (kernel, and the merge when split). `p` has
-// every field but splits / part_o / part_lse set; `avg_keys` is the average
-// key count per sequence, from shapes. Returns the CUDA error of the launch.
+// every field but the plan's and the workspace's set; `total_keys` is
+// num_kv_indices x page_size (shapes only). Returns the CUDA error of the
+// launch; `splits_used` gets the chunks of the average sequence.
 template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK = kTileKeys>
-cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t stream, int* splits_used = nullptr) {
+cudaError_t launch(Params p, std::int64_t total_keys, int min_tiles, cudaStream_t stream, int* splits_used = nullptr) {
   KernelInfo info;
   if (cudaError_t e = kernel_info<MLA, DQK, DV, STAGES, WARPS, TK>(&info); e != cudaSuccess) return e;
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.num_qo_heads;
   const std::int64_t work = static_cast<std::int64_t>(p.batch) * p.head_blocks;
   const std::int64_t per_split_bytes = rows * (DV + 1) * static_cast<std::int64_t>(sizeof(float));
   const std::int64_t max_ws = per_split_bytes > 0 ? static_cast<std::int64_t>(kWorkspaceCap) / per_split_bytes : 1;
-  const std::int64_t avg_tiles = (avg_keys + TK - 1) / TK;
   // Slots: SMs x resident CTAs, except where pages hold runs of 64 keys: a CTA
   // streaming whole pages keeps much more in flight than one gathering rows,
   // so fewer CTAs an SM (info.page_run_ctas: as many as the SM needs for its
@@ -768,43 +1019,58 @@ cudaError_t launch(Params p, std::int64_t avg_keys, int min_tiles, cudaStream_t 
   const std::int64_t slots =
       static_cast<std::int64_t>(info.sms) *
       (p.page_size % TK != 0 ? info.ctas_per_sm : info.page_run_ctas);  // page_run_ctas <= ctas_per_sm
-  const int splits = choose_splits(work, avg_tiles, slots, min_tiles, max_ws);
+  const Plan plan =
+      plan_chunks(p.batch, p.head_blocks, p.num_qo_heads, DV, total_keys, TK, slots, min_tiles, max_ws);
+  const int splits = plan.splits;
   p.splits = splits;
+  p.chunk_tiles = plan.chunk_tiles;
+  p.long_chunk_tiles = plan.long_chunk_tiles;
+  p.max_slots = plan.max_slots;
   // The KV stream's L2 policy, by its size (l2_stream_policy.cuh).
   const std::int64_t bytes_per_key = MLA ? std::int64_t{DQK} * 2 : std::int64_t{p.num_kv_heads} * (DQK + DV) * 2;
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  const std::int64_t kv_bytes = avg_keys * p.batch * bytes_per_key;
+  const std::int64_t kv_bytes = total_keys / p.batch * p.batch * bytes_per_key;
   p.kv_evict_first = evict_first_fraction(stream_evict_first(kv_bytes, device_l2_bytes(device)));
   p.part_o = p.part_lse = nullptr;
+  p.seq_info = nullptr;
   p.counters = nullptr;
-  if (splits > 1) {
+  bool merge_launch = false;
+  if (plan.max_slots > 0) {
     void* ws = nullptr;
-    const std::size_t o_bytes = static_cast<std::size_t>(rows) * splits * DV * sizeof(float);
-    const std::size_t l_bytes = static_cast<std::size_t>(rows) * splits * sizeof(float);
-    if (cudaError_t e = workspace_for(stream, kCounterBytes + o_bytes + l_bytes, &ws); e != cudaSuccess) return e;
+    const std::size_t info_bytes = (static_cast<std::size_t>(p.batch) * sizeof(int2) + 15) / 16 * 16;
+    const std::size_t entries = static_cast<std::size_t>(plan.max_slots) * static_cast<std::size_t>(p.num_qo_heads);
+    const std::size_t o_bytes = entries * DV * sizeof(float);
+    const std::size_t l_bytes = entries * sizeof(float);
+    if (cudaError_t e = workspace_for(stream, kCounterBytes + info_bytes + o_bytes + l_bytes, &ws); e != cudaSuccess)
+      return e;
     auto* base = static_cast<unsigned char*>(ws);
     // The fused merge is done by one CTA per work item after its own split, a
     // warp per row: worth it where that is little, at most two rows per warp
-    // and 64 KB of partials (it saves merge_kernel's launch). With more, one
-    // CTA walking every split of its rows takes longer than merge_kernel,
-    // which spreads the rows' splits over the SMs.
+    // and 64 KB of partials of the average sequence (it saves merge_kernel's
+    // launch). With more, one CTA walking every split of its rows takes longer
+    // than merge_kernel, which spreads the rows' splits over the SMs. Where the
+    // average sequence is one chunk only the longer ones split, and their last
+    // CTA merges them (every warp on each row): a second launch would cost
+    // every call for what few sequences need.
     const std::size_t merge_bytes = static_cast<std::size_t>(p.rows_per_cta) * splits * DV * sizeof(float);
-    const bool fused = p.rows_per_cta <= 2 * WARPS && merge_bytes <= (std::size_t{64} << 10);
+    const bool fused = splits == 1 || (work <= kFusedMaxWork && p.rows_per_cta <= 2 * WARPS &&
+                                       merge_bytes <= (std::size_t{64} << 10));
     if (work <= kMaxCounters && fused) p.counters = reinterpret_cast<unsigned*>(base);
-    p.part_o = reinterpret_cast<float*>(base + kCounterBytes);
-    p.part_lse = reinterpret_cast<float*>(base + kCounterBytes + o_bytes);
+    else merge_launch = true;
+    if (merge_launch) p.seq_info = reinterpret_cast<int2*>(base + kCounterBytes);
+    p.part_o = reinterpret_cast<float*>(base + kCounterBytes + info_bytes);
+    p.part_lse = reinterpret_cast<float*>(base + kCounterBytes + info_bytes + o_bytes);
   }
   if (splits_used) *splits_used = splits;
-  const std::int64_t grid = work * splits;
-  if (grid > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  if (plan.max_ctas > 0x7fffffff) return cudaErrorInvalidConfiguration;
   decode_kernel<MLA, DQK, DV, STAGES, WARPS, TK>
-      <<<static_cast<unsigned>(grid), WARPS * 32, smem_bytes<MLA, DQK, DV, STAGES, WARPS, TK>(), stream>>>(p);
+      <<<static_cast<unsigned>(plan.max_ctas), WARPS * 32, smem_bytes<MLA, DQK, DV, STAGES, WARPS, TK>(), stream>>>(p);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  if (splits > 1 && p.counters == nullptr) {
+  if (merge_launch) {
     if (rows > 0x7fffffff) return cudaErrorInvalidConfiguration;
-    merge_kernel<DV><<<static_cast<unsigned>(rows), kMergeWarps * 32, 0, stream>>>(p.part_o, p.part_lse, p.out, p.lse,
-                                                                                   splits);
+    merge_kernel<DV><<<static_cast<unsigned>(rows), kMergeWarps * 32, 0, stream>>>(p.part_o, p.part_lse, p.seq_info,
+                                                                                   p.out, p.lse, p.num_qo_heads);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -73,10 +73,10 @@ Status launch_gqa_paged_decode(const GqaPagedDecodeArgs& a, void* stream, int* s
   p.head_blocks = static_cast<int>(a.num_kv_heads);
   p.num_pages = a.num_pages;
   p.scale_log2 = static_cast<float>(static_cast<double>(static_cast<float>(a.sm_scale)) * 1.4426950408889634);
-  const std::int64_t avg_keys = a.num_kv_indices * a.page_size / a.batch;
+  const std::int64_t total_keys = a.num_kv_indices * a.page_size;
   auto s = static_cast<cudaStream_t>(stream);
   const cudaError_t e = attention::dispatch_gqa_decode(
-      a.head_dim, [&](auto kernel) { return decltype(kernel)::launch(p, avg_keys, s, splits_used); });
+      a.head_dim, [&](auto kernel) { return decltype(kernel)::launch(p, total_keys, s, splits_used); });
   return cuda_status("launch", e);
 }
 

@@ -39,14 +39,16 @@ namespace kb::kernels::attention {
 
 // ---- Paged decode (decode.cuh) ------------------------------------------------------
 
-// One instantiation of paged_decode::launch, and the fewest tiles of the
-// average sequence each split keeps (splits past that cost more in start and
-// merge than they add in parallelism).
+// One instantiation of paged_decode::launch, and the fewest tiles a chunk
+// (one CTA's share of a sequence) keeps (chunks shorter than that cost more
+// in start and merge than they add in parallelism). The chunking itself is
+// decode.cuh's plan_chunks, from shapes only: total_keys is num_kv_indices x
+// page_size.
 template <bool MLA, int DQK, int DV, int STAGES, int WARPS, int TK, int MIN_TILES>
 struct DecodeKernel {
-  static cudaError_t launch(const paged_decode::Params& p, std::int64_t avg_keys, cudaStream_t stream,
+  static cudaError_t launch(const paged_decode::Params& p, std::int64_t total_keys, cudaStream_t stream,
                             int* splits_used) {
-    return paged_decode::launch<MLA, DQK, DV, STAGES, WARPS, TK>(p, avg_keys, MIN_TILES, stream, splits_used);
+    return paged_decode::launch<MLA, DQK, DV, STAGES, WARPS, TK>(p, total_keys, MIN_TILES, stream, splits_used);
   }
 };
 

@@ -1,5 +1,6 @@
 // kb's CUDA GQA attention (kb_cuda_gqa_paged_decode, kb_cuda_gqa_paged_prefill,
-// kb_cuda_gqa_ragged_prefill) over the shape rule of
+// kb_cuda_gqa_ragged_prefill), and MLA decode (kb_cuda_mla_paged_decode) on
+// unequal lengths, over the shape rule of
 // kernels/attention/dispatch.cuh, against kb's CPU oracle
 // (kernels/attention/oracle.cpp), with definitions and index tensors built here
 // (none read from the shipped files):
@@ -12,6 +13,11 @@
 //    first, one long sequence whose keys are split over CTAs and merged);
 //  * the split merge as its own launch (group 16, one long sequence) at every
 //    head dim, and a prefill group past 16 (20 query heads over one kv head);
+//  * decode over very unequal sequence lengths (GQA at several groups and head
+//    dims, and MLA): one sequence holding 90% of the keys, lengths drawn as a
+//    random split of the total, three quarters of the sequences empty, batch
+//    1..256, so a long sequence's chunks spread over many CTAs and the merge
+//    of many splits runs in each of its forms (decode.cuh's work plan);
 //  * refusals: a decode group of 17 and an unsupported head dim are refused by
 //    supports() and by the launchers, with messages that name the supported set.
 // Each case goes through the solution's run_cuda with guarded inputs and
@@ -28,6 +34,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -50,16 +57,20 @@ namespace kb::kernels {
 void add_gqa_paged_cuda(Registry& r);
 void add_gqa_paged_prefill_cuda(Registry& r);
 void add_gqa_ragged_cuda(Registry& r);
+void add_mla_paged_cuda(Registry& r);
 }  // namespace kb::kernels
 
 using namespace kb_gpu_test;
 
 namespace {
 
-enum class Op { decode, paged_prefill, ragged_prefill };
+enum class Op { decode, paged_prefill, ragged_prefill, mla_decode };
 
 const char* op_name(Op op) {
-  return op == Op::decode ? "decode" : op == Op::paged_prefill ? "paged prefill" : "ragged prefill";
+  return op == Op::decode          ? "decode"
+         : op == Op::paged_prefill ? "paged prefill"
+         : op == Op::mla_decode    ? "mla decode"
+                                   : "ragged prefill";
 }
 
 // The definitions' PyTorch references (what kb's CPU oracle computes: causal
@@ -146,6 +157,58 @@ std::string json_escaped(const std::string& s) {
   return o;
 }
 
+const char* kReferenceMlaDecode = R"py(import math
+import torch
+
+
+@torch.no_grad()
+def run(q_nope, q_pe, ckv_cache, kpe_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
+    # absorbed MLA: logits over [ckv | kpe], values ckv; lse in base 2; empty sequences output 0, lse -inf
+    b_n, h, dc = q_nope.shape
+    ps = ckv_cache.shape[1]
+    out = torch.zeros_like(q_nope)
+    lse = torch.full((b_n, h), float("-inf"), dtype=torch.float32, device=q_nope.device)
+    for b in range(b_n):
+        pages = kv_indices[kv_indptr[b]:kv_indptr[b + 1]].long()
+        if len(pages) == 0:
+            continue
+        n = (len(pages) - 1) * ps + int(kv_last_page_len[b])
+        kc = ckv_cache[pages].reshape(-1, dc)[:n].float()
+        kp = kpe_cache[pages].reshape(-1, kpe_cache.shape[2])[:n].float()
+        s = (q_nope[b].float() @ kc.T + q_pe[b].float() @ kp.T) * sm_scale
+        lse[b] = torch.logsumexp(s, -1) / math.log(2.0)
+        out[b] = (torch.softmax(s, -1) @ kc).to(q_nope.dtype)
+    return out, lse
+)py";
+
+// An MLA (absorbed, ckv 512 + kpe 64) paged decode definition at hq query
+// heads and page size ps, in the shipped definitions' form.
+kb::Definition make_mla_definition(std::int64_t hq, std::int64_t ps) {
+  const std::string name = fmt::format("mla_paged_decode_h{}_ckv512_kpe64_ps{}", hq, ps);
+  const std::string text = fmt::format(
+      R"j({{"name": "{}", "description": "MLA decode at a generated shape: kb's shape test", "reference": "{}",
+          "op_type": "mla_paged",
+          "axes": {{"batch_size": {{"type": "var"}}, "num_qo_heads": {{"type": "const", "value": {}}},
+                   "head_dim_ckv": {{"type": "const", "value": 512}}, "head_dim_kpe": {{"type": "const", "value": 64}},
+                   "page_size": {{"type": "const", "value": {}}}, "num_pages": {{"type": "var"}},
+                   "len_indptr": {{"type": "var"}}, "num_kv_indices": {{"type": "var"}}}},
+          "constraints": ["len_indptr == batch_size + 1", "num_kv_indices == kv_indptr[-1].item()"],
+          "inputs": {{"q_nope": {{"shape": ["batch_size", "num_qo_heads", "head_dim_ckv"], "dtype": "bfloat16"}},
+                     "q_pe": {{"shape": ["batch_size", "num_qo_heads", "head_dim_kpe"], "dtype": "bfloat16"}},
+                     "ckv_cache": {{"shape": ["num_pages", "page_size", "head_dim_ckv"], "dtype": "bfloat16"}},
+                     "kpe_cache": {{"shape": ["num_pages", "page_size", "head_dim_kpe"], "dtype": "bfloat16"}},
+                     "kv_indptr": {{"shape": ["len_indptr"], "dtype": "int32"}},
+                     "kv_indices": {{"shape": ["num_kv_indices"], "dtype": "int32"}},
+                     "kv_last_page_len": {{"shape": ["batch_size"], "dtype": "int32"}},
+                     "sm_scale": {{"shape": null, "dtype": "float32"}}}},
+          "outputs": {{"output": {{"shape": ["batch_size", "num_qo_heads", "head_dim_ckv"], "dtype": "bfloat16"}},
+                      "lse": {{"shape": ["batch_size", "num_qo_heads"], "dtype": "float32"}}}}}})j",
+      name, json_escaped(kReferenceMlaDecode), hq, ps);
+  auto d = kb::read_definition(text, name);
+  if (!d) throw std::runtime_error("generated definition " + name + ": " + d.error().message);
+  return *d;
+}
+
 // A definition of op at these constants, in FlashInfer-Bench's format (the
 // shipped GQA definitions' axes, inputs and outputs; kv_last_page_len on
 // every paged one, so last pages may be partial).
@@ -205,7 +268,7 @@ kb::Definition make_definition(Op op, std::int64_t hq, std::int64_t hkv, std::in
 
 struct Case {
   Op op;
-  std::int64_t group, hkv, dim, ps;  // ps: paged only
+  std::int64_t group, hkv, dim, ps;  // ps: paged only; MLA: group = query heads, hkv 1, dim 512
   std::vector<std::int64_t> q;       // queries per sequence (prefill)
   std::vector<std::int64_t> keys;    // keys per sequence
   std::string mix;                   // the mix's name, for the line
@@ -236,9 +299,45 @@ const std::vector<Mix>& prefill_mixes() {
   return m;
 }
 
+// Very unequal decode lengths (decode.cuh's work plan): `total` keys over
+// `batch` sequences.
+std::vector<std::int64_t> split_lengths(std::size_t batch, std::int64_t total, std::uint64_t seed) {
+  // A random split of the total: batch - 1 uniform cuts of [0, total] (empty
+  // sequences where two cuts meet), as the bench's unequal workloads.
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> u(0, total);
+  std::vector<std::int64_t> cuts{0, total};
+  for (std::size_t i = 1; i < batch; ++i) cuts.push_back(u(rng));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<std::int64_t> v;
+  for (std::size_t i = 0; i + 1 < cuts.size(); ++i) v.push_back(cuts[i + 1] - cuts[i]);
+  return v;
+}
+std::vector<std::int64_t> one_long_lengths(std::size_t batch, std::int64_t total, std::uint64_t seed) {
+  // One sequence (at a random place) holds 90% of the keys, the rest a random split.
+  const std::int64_t big = total * 9 / 10;
+  std::vector<std::int64_t> v = batch > 1 ? split_lengths(batch - 1, total - big, seed) : std::vector<std::int64_t>{};
+  std::mt19937_64 rng(seed + 1);
+  const auto at = static_cast<std::ptrdiff_t>(std::uniform_int_distribution<std::size_t>(0, v.size())(rng));
+  v.insert(v.begin() + at, batch > 1 ? big : total);
+  return v;
+}
+std::vector<std::int64_t> mostly_empty_lengths(std::size_t batch, std::int64_t total, std::uint64_t seed) {
+  // Three sequences in four empty, the keys a random split over the rest.
+  std::vector<std::int64_t> full = split_lengths(std::max<std::size_t>(1, batch / 4), total, seed);
+  std::vector<std::int64_t> v(batch, 0);
+  std::mt19937_64 rng(seed + 2);
+  std::vector<std::size_t> pos(batch);
+  std::iota(pos.begin(), pos.end(), std::size_t{0});
+  std::shuffle(pos.begin(), pos.end(), rng);
+  for (std::size_t i = 0; i < full.size(); ++i) v[pos[i]] = full[i];
+  return v;
+}
+
 const kb::Implementation& impl_for(const kb::Registry& reg, Op op) {
   const char* name = op == Op::decode          ? "kb_cuda_gqa_paged_decode"
                      : op == Op::paged_prefill ? "kb_cuda_gqa_paged_prefill"
+                     : op == Op::mla_decode    ? "kb_cuda_mla_paged_decode"
                                                : "kb_cuda_gqa_ragged_prefill";
   const kb::Implementation* impl = reg.find(name);
   if (!impl) throw std::runtime_error(std::string("not registered: ") + name);
@@ -246,6 +345,7 @@ const kb::Implementation& impl_for(const kb::Registry& reg, Op op) {
 }
 
 std::string case_label(const Case& c) {
+  if (c.op == Op::mla_decode) return fmt::format("mla decode h{} ps{}, {}", c.group, c.ps, c.mix);
   std::string s = fmt::format("{} d{} group {} (h{}/kv{})", op_name(c.op), c.dim, c.group, c.group * c.hkv, c.hkv);
   if (c.op != Op::ragged_prefill) s += fmt::format(" ps{}", c.ps);
   return s + ", " + c.mix;
@@ -260,10 +360,11 @@ void run_case(const kb::Registry& reg, const Case& c) {
     std::fflush(stdout);
     ++g_failures;
   };
-  const kb::Definition d = make_definition(c.op, c.group * c.hkv, c.hkv, c.dim, c.ps);
+  const kb::Definition d = c.op == Op::mla_decode ? make_mla_definition(c.group, c.ps)
+                                                  : make_definition(c.op, c.group * c.hkv, c.hkv, c.dim, c.ps);
   const kb::Implementation& impl = impl_for(reg, c.op);
   if (std::string why = impl.supports(d); !why.empty()) return fail("supports() refused: " + why);
-  const bool paged = c.op != Op::ragged_prefill, prefill = c.op != Op::decode;
+  const bool paged = c.op != Op::ragged_prefill, prefill = c.op != Op::decode && c.op != Op::mla_decode;
   const auto batch = static_cast<std::int64_t>(c.keys.size());
 
   // Index tensors: pages of ps rows (the last partial), in random order among
@@ -301,7 +402,7 @@ void run_case(const kb::Registry& reg, const Case& c) {
     kb::InputSpec s;
     if (t.name == "sm_scale") {
       s.kind = kb::InputKind::scalar;
-      s.value = 1.0 / std::sqrt(static_cast<double>(c.dim));
+      s.value = 1.0 / std::sqrt(c.op == Op::mla_decode ? 192.0 : static_cast<double>(c.dim));
     }
     w.inputs.emplace_back(t.name, s);
   }
@@ -467,6 +568,51 @@ std::vector<Case> all_cases() {
     cases.push_back({Op::decode, 16, 1, dim, 16, {}, {3001}, "b1 keys 3001 (split, merge kernel)", ++seed});
     cases.push_back({Op::ragged_prefill, 20, 1, dim, 0, {1, 130}, {7, 200}, "b2 q 1/130 kv 7/200", ++seed});
   }
+  // Decode over very unequal lengths: a long sequence cut into many chunks
+  // beside short and empty ones; each merge form (a warp a row, every warp
+  // on a row of many splits, merge_kernel at group 16 and MLA's 16 rows).
+  enum class Lengths { one_long, random_split, mostly_empty };
+  auto lengths = [](Lengths l, std::size_t batch, std::int64_t total, std::uint64_t sd) {
+    return l == Lengths::one_long       ? one_long_lengths(batch, total, sd)
+           : l == Lengths::random_split ? split_lengths(batch, total, sd)
+                                        : mostly_empty_lengths(batch, total, sd);
+  };
+  auto mix_name = [](Lengths l, std::size_t batch, std::int64_t total) {
+    const char* what = l == Lengths::one_long       ? "one holds 90%"
+                       : l == Lengths::random_split ? "random split"
+                                                    : "3/4 empty";
+    return fmt::format("b{} {} keys, {} (unequal)", batch, total, what);
+  };
+  struct Unequal {
+    Op op;
+    std::int64_t group, hkv, dim, ps;
+    std::size_t batch;
+    std::int64_t total;
+    Lengths l;
+  };
+  const Unequal unequal[] = {
+      {Op::decode, 8, 2, 128, 1, 64, 16384, Lengths::one_long},
+      {Op::decode, 8, 2, 128, 16, 64, 16384, Lengths::random_split},
+      {Op::decode, 8, 2, 128, 1, 256, 30000, Lengths::one_long},
+      {Op::decode, 16, 1, 128, 1, 32, 12000, Lengths::one_long},
+      {Op::decode, 16, 2, 128, 16, 256, 20000, Lengths::one_long},
+      {Op::decode, 4, 4, 64, 64, 256, 20000, Lengths::mostly_empty},
+      {Op::decode, 5, 2, 96, 1, 1, 5000, Lengths::random_split},
+      {Op::decode, 1, 8, 192, 16, 128, 16384, Lengths::one_long},
+      {Op::decode, 2, 2, 256, 16, 3, 9000, Lengths::random_split},
+      {Op::decode, 8, 2, 128, 64, 17, 40000, Lengths::random_split},
+      {Op::mla_decode, 16, 1, 512, 64, 8, 32768, Lengths::one_long},
+      {Op::mla_decode, 16, 1, 512, 1, 64, 16384, Lengths::random_split},
+      {Op::mla_decode, 16, 1, 512, 1, 256, 16384, Lengths::mostly_empty},
+      {Op::mla_decode, 32, 1, 512, 16, 4, 8192, Lengths::one_long},
+      {Op::mla_decode, 16, 1, 512, 64, 64, 65536, Lengths::random_split},
+      {Op::mla_decode, 16, 1, 512, 1, 64, 262144, Lengths::one_long},  // 32-key kernel (dispatch.cuh)
+  };
+  for (const Unequal& u : unequal) {
+    ++seed;
+    cases.push_back({u.op, u.group, u.hkv, u.dim, u.ps, {}, lengths(u.l, u.batch, u.total, seed),
+                     mix_name(u.l, u.batch, u.total), seed});
+  }
   return cases;
 }
 
@@ -503,6 +649,7 @@ int main(int argc, char** argv) {
   kb::kernels::add_gqa_paged_cuda(reg);
   kb::kernels::add_gqa_paged_prefill_cuda(reg);
   kb::kernels::add_gqa_ragged_cuda(reg);
+  kb::kernels::add_mla_paged_cuda(reg);
   const auto t0 = std::chrono::steady_clock::now();
   try {
     run_refusals(reg);
