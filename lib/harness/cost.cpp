@@ -499,9 +499,10 @@ Status moe(Call& c, CallCost& cost) {
 // the decayed state g*S (K*V), k.(gS) (2*K*V), beta*(v - old_v) (2*V), the
 // rank-1 update S' = gS + k (x) delta (2*K*V), the output scale*(q.S')
 // (2*K*V + V): 7*K*V + 3*V + 6. Prefill (cu_seqlens) counts the tokens of the
-// sequences and reads the state of the non-empty ones; multi-token decode
-// (initial_state_indices) writes intermediate_states_buffer, when given, for
-// the pool slots in use (counted once, as written).
+// sequences and reads the state of the non-empty ones. Multi-token decode
+// (initial_state_indices) moves no byte of intermediate_states_buffer: the
+// reference fills it in place, but kb judges outputs and requires inputs
+// unchanged, so a solution must leave it alone.
 Status gdn(Call& c, CallCost& cost) {
   auto q = c.need("q");
   if (!q) return q.error();
@@ -533,15 +534,12 @@ Status gdn(Call& c, CallCost& cost) {
     auto pool = c.need("initial_state");
     if (!pool) return pool.error();
     const std::int64_t slots = (*pool)->dim(0);
-    std::vector<bool> used(static_cast<std::size_t>(slots));
     for (std::size_t i = 0; i < idx->size(); ++i) {
-      std::int64_t s = (*idx)[i];
+      std::int64_t s = (*idx)[i];  // Python indexing: -1 is the last slot
       if (s < -slots || s >= slots)
         return c.bad(fmt::format("initial_state_indices[{}] = {} is outside the pool's {} slots", i, s, slots));
-      used[static_cast<std::size_t>(s < 0 ? s + slots : s)] = true;  // Python indexing: -1 is the last slot
     }
-    if (const Tensor* buf = c.tensor("intermediate_states_buffer"))
-      c.reads("intermediate_states_buffer", static_cast<double>(count(used)) * c.row_bytes(*buf));
+    if (c.tensor("intermediate_states_buffer")) c.reads("intermediate_states_buffer", 0);
   }
   cost.flops = tokens * hv * (7.0 * kdim * vdim + 3.0 * vdim + 6.0);
   return ok_status();

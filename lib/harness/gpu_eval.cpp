@@ -228,7 +228,15 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     costs.push_back(cost);
     GpuOracleFn gpu_oracle = find_gpu_oracle(d);
     const bool use_torch = opt.reference == ReferenceSource::torch && !judged_by_distribution(d);
-    bool use_gpu_oracle = !use_torch && !opt.cpu_oracle_only && gpu_oracle && (cost.flops > 2e9 || cost.bytes > 64e6);
+    // The host generator makes every deferred input before a CPU oracle can
+    // run, at well under 1 GB/s on one thread: a MoE call that touches 15 MB
+    // of its 2 GB of expert weights would spend half a minute there, so the
+    // bytes to generate count as well as the bytes the call touches.
+    std::size_t host_generated_bytes = 0;
+    for (std::size_t i = 0; i < m->deferred.size() && i < m->tensors.size(); ++i)
+      if (m->deferred[i]) host_generated_bytes += m->tensors[i].nbytes();
+    bool use_gpu_oracle = !use_torch && !opt.cpu_oracle_only && gpu_oracle &&
+                          (cost.flops > 2e9 || cost.bytes > 64e6 || host_generated_bytes > 64e6);
     // The host reads every input's values for a CPU oracle or PyTorch, and
     // some for the judges that look at inputs (DSA's scores, sampling's
     // probabilities); a GPU oracle reads the device's.
