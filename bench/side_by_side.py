@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import tarfile
+import tempfile
 import time
 import types
 
@@ -188,20 +189,27 @@ def load_mamba(sdist):
     if not sdist or not os.path.exists(sdist):
         return None, why + "; no mamba-ssm sdist given (--mamba-sdist)"
     try:
+        # Triton reads a @jit function's source from its file, so the two modules are written out and imported
+        # from there (bare parent packages: the real __init__ imports the compiled extension).
+        root = tempfile.mkdtemp(prefix="kb_mamba_")
+        pkg_dir = os.path.join(root, "mamba_ssm", "ops", "triton")
+        os.makedirs(pkg_dir)
         with tarfile.open(sdist) as tar:
-            src = {}
             for m in tar.getmembers():
                 for mod in ("softplus", "selective_state_update"):
                     if m.name.endswith(f"mamba_ssm/ops/triton/{mod}.py"):
-                        src[mod] = tar.extractfile(m).read().decode()
-        for pkg in ("mamba_ssm", "mamba_ssm.ops", "mamba_ssm.ops.triton"):  # bare packages: no extension import
+                        with open(os.path.join(pkg_dir, f"{mod}.py"), "wb") as f:
+                            f.write(tar.extractfile(m).read())
+        for pkg, sub in (("mamba_ssm", ""), ("mamba_ssm.ops", "ops"), ("mamba_ssm.ops.triton", "ops/triton")):
             sys.modules[pkg] = types.ModuleType(pkg)
-            sys.modules[pkg].__path__ = []
+            sys.modules[pkg].__path__ = [os.path.join(root, "mamba_ssm", sub)]
         for mod in ("softplus", "selective_state_update"):
             name = f"mamba_ssm.ops.triton.{mod}"
-            m = types.ModuleType(name)
-            exec(compile(src[mod], f"{sdist}:{mod}.py", "exec"), m.__dict__)
+            path = os.path.join(pkg_dir, f"{mod}.py")
+            spec = importlib.util.spec_from_file_location(name, path)
+            m = importlib.util.module_from_spec(spec)
             sys.modules[name] = m
+            spec.loader.exec_module(m)
         return sys.modules["mamba_ssm.ops.triton.selective_state_update"].selective_state_update, None
     except Exception as e:  # noqa: BLE001
         return None, f"{why}; loading selective_state_update.py from {sdist} failed: {type(e).__name__}: {e}"
