@@ -199,8 +199,14 @@ def run_timed(cmd, names, time_limit):
         sys.stdout.write(line)
         cells = line.split()
         if len(cells) >= 4 and cells[0] in names:
+            # kb's row: definition, its axes as name=value cells (one or more), solution, status, ...
+            n = 1
+            while n < len(cells) and "=" in cells[n]:
+                n += 1
+            if n + 1 >= len(cells):
+                continue
             now = time.monotonic()
-            walls.append((cells[0], cells[1], cells[2], cells[3], now - last))
+            walls.append((cells[0], ", ".join(c.rstrip(",") for c in cells[1:n]), cells[n], cells[n + 1], now - last))
             last = now
     rc = proc.wait()
     if timer:
