@@ -29,6 +29,7 @@
 #include "harness/judge.hpp"
 #include "inputs/inputs.hpp"
 #include "schema/io.hpp"
+#include "schema/dtype.hpp"
 #include "tensor/tensor.hpp"
 
 namespace kb_gpu_test {
@@ -106,23 +107,27 @@ class GuardedCall {
   std::vector<kb::cuda::DeviceTensor> in, out;
   std::vector<kb::cuda::DeviceArg> args;
 
-  // min_bytes: the least room a buffer gets (an empty tensor still has an address).
-  GuardedCall(const kb::Materialized& m, const std::vector<kb::Tensor>& expected, std::size_t min_bytes = 0)
-      : in(m.tensors.size()), out(expected.size()), args(m.tensors.size()) {
+  // min_bytes: the least room a buffer gets (an empty tensor still has an
+  // address). misalign: every tensor one element off its buffer's 16-byte
+  // alignment.
+  GuardedCall(const kb::Materialized& m, const std::vector<kb::Tensor>& expected, std::size_t min_bytes = 0,
+              bool misalign = false)
+      : in(m.tensors.size()), out(expected.size()), args(m.tensors.size()), in_bufs_(m.tensors.size()) {
+    auto shift = [misalign](kb::DType t) { return misalign ? static_cast<std::size_t>(kb::dtype_bits(t) / 8) : 0; };
     for (std::size_t i = 0; i < m.tensors.size(); ++i) {
       args[i].scalar = m.args[i].scalar;
       if (!m.args[i].tensor) continue;
       const kb::Tensor& t = m.tensors[i];
-      auto b = std::make_unique<DeviceBuffer>(std::max(t.nbytes(), min_bytes));
+      auto b = std::make_unique<DeviceBuffer>(std::max(t.nbytes(), min_bytes), shift(t.dtype()));
       if (t.nbytes())
         check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
       in[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
       args[i].tensor = &in[i];
-      in_bufs_.push_back(std::move(b));
+      in_bufs_[i] = std::move(b);
     }
     for (std::size_t i = 0; i < expected.size(); ++i) {
       const kb::Tensor& t = expected[i];
-      auto b = std::make_unique<DeviceBuffer>(t.nbytes());
+      auto b = std::make_unique<DeviceBuffer>(t.nbytes(), shift(t.dtype()));
       out[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
       out_bufs_.push_back(std::move(b));
     }
@@ -171,15 +176,28 @@ class GuardedCall {
   // overwritten; else what went wrong.
   std::string inputs_intact(const kb::Materialized& m, const kb::Definition& d) const {
     for (std::size_t i = 0; i < m.tensors.size(); ++i) {
-      if (!m.args[i].tensor || !m.tensors[i].nbytes()) continue;
+      if (!in_bufs_[i]) continue;
       const kb::Tensor& t = m.tensors[i];
-      std::vector<std::byte> back(t.nbytes());
-      check_cuda(cudaMemcpy(back.data(), in[i].data, t.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (input back)");
-      if (std::memcmp(back.data(), t.bytes(), t.nbytes()) != 0) return "modified input " + d.inputs[i].name;
+      if (t.nbytes()) {
+        std::vector<std::byte> back(t.nbytes());
+        check_cuda(cudaMemcpy(back.data(), in[i].data, t.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (input back)");
+        if (std::memcmp(back.data(), t.bytes(), t.nbytes()) != 0) return "modified input " + d.inputs[i].name;
+      }
+      if (!in_bufs_[i]->guards_intact()) return "wrote around input " + d.inputs[i].name;
     }
-    for (const auto& b : in_bufs_)
-      if (!b->guards_intact()) return "wrote around an input";
     return {};
+  }
+
+  // Output i copied back as a tensor like `want`; an error where the solution
+  // wrote outside it.
+  kb::Result<kb::Tensor> output(std::size_t i, const kb::Tensor& want, const kb::Definition& d) const {
+    if (!out_bufs_[i]->guards_intact())
+      return kb::make_error(kb::Code::internal, "wrote outside output " + d.outputs[i].name);
+    auto got = kb::Tensor::allocate(want.dtype(), want.shape());
+    if (!got) return kb::make_error(got.error().code, "allocate: " + got.error().message);
+    if (got->nbytes())
+      check_cuda(cudaMemcpy(got->bytes(), out[i].data, got->nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (output)");
+    return got;
   }
 
   // The outputs against `expected` with the definition's tolerance (TolerancePolicy).
@@ -187,17 +205,11 @@ class GuardedCall {
     const kb::Tolerance tol = kb::TolerancePolicy().for_definition(d.op_type, d.name);
     Judged j;
     for (std::size_t i = 0; i < expected.size(); ++i) {
-      if (!out_bufs_[i]->guards_intact()) {
-        j.ok = false, j.failure = "wrote outside output " + d.outputs[i].name;
-        return j;
-      }
-      auto got = kb::Tensor::allocate(expected[i].dtype(), expected[i].shape());
+      auto got = output(i, expected[i], d);
       if (!got) {
-        j.ok = false, j.failure = "allocate: " + got.error().message;
+        j.ok = false, j.failure = got.error().message;
         return j;
       }
-      if (got->nbytes())
-        check_cuda(cudaMemcpy(got->bytes(), out[i].data, got->nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (output)");
       const kb::Comparison cmp = kb::compare(*got, expected[i], tol);
       j.line += fmt::format(" {}: max abs {:.3g} rel {:.3g}", d.outputs[i].name, cmp.max_abs, cmp.max_rel);
       if (cmp.verdict != kb::Comparison::Verdict::match || cmp.mismatched) {
