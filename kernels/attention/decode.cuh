@@ -59,12 +59,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "../common/l2_stream_policy.cuh"
+#include "../common/stream_workspace.hpp"
 #include "../common/stream_ctas.hpp"
 
 namespace kb::kernels::paged_decode {
@@ -831,48 +830,15 @@ inline int choose_splits(std::int64_t work_items, std::int64_t avg_tiles, std::i
   return 1;
 }
 
-// A device buffer of at least `bytes` reserved for `stream` on the current
-// device: kb's CUDA solutions allocate nothing per call, so the partial
-// results of split launches live in this buffer, allocated on the first call
-// that needs it (in the harness: the correctness call or the warm-up, outside
-// the timed region) and grown only when a later call needs more. Kept until
-// the process exits, one per (device, stream) as kb_cuda_gemm's cuBLASLt
-// workspace. Launches on one stream are ordered, so calls on the same stream
-// share it safely. Fails (rather than allocating) while the stream is being
-// captured into a graph and the buffer is too small.
+// The split partials' buffer for `stream` on the current device, at least
+// `bytes` (kernels/common/stream_workspace.hpp: allocated outside the timed
+// region, grown when needed, refused while capturing), at least 4 MiB, its
+// first kCounterBytes (the split counters) zeroed when allocated.
 inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** out) {
-  struct State {
-    std::mutex mu;
-    std::map<std::pair<int, void*>, std::pair<void*, std::size_t>> bufs;
-  };
-  static State* st = new State;  // leaked on purpose (no teardown after the CUDA runtime)
-  int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> lock(st->mu);
-  auto& slot = st->bufs[{device, static_cast<void*>(stream)}];
-  if (slot.second >= bytes) {
-    *out = slot.first;
-    return cudaSuccess;
-  }
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaError_t e = cudaStreamIsCapturing(stream, &cap); e != cudaSuccess) return e;
-  if (cap != cudaStreamCaptureStatusNone) return cudaErrorStreamCaptureUnsupported;
-  if (slot.first) {
-    // Earlier launches on this stream may still read the old buffer.
-    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return e;
-    cudaFree(slot.first);
-    slot = {nullptr, 0};
-  }
-  const std::size_t want = std::max<std::size_t>(bytes, std::size_t{4} << 20);
-  void* mem = nullptr;
-  if (cudaError_t e = cudaMalloc(&mem, want); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaMemsetAsync(mem, 0, std::min(want, kCounterBytes), stream); e != cudaSuccess) {
-    cudaFree(mem);
-    return e;
-  }
-  slot = {mem, want};
-  *out = mem;
-  return cudaSuccess;
+  static auto* ws = new StreamWorkspaces(std::size_t{4} << 20, [](void* mem, std::size_t n, cudaStream_t s) {
+    return cudaMemsetAsync(mem, 0, std::min(n, kCounterBytes), s);
+  });
+  return ws->get(stream, bytes, out);
 }
 
 // Per-device facts about one kernel instantiation, looked up once.

@@ -46,9 +46,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -619,44 +616,20 @@ static __global__ void __launch_bounds__(kPlanThreads)
 enum class Mode { plan_and_run, plan_only, run_only };
 
 // The plan's device buffer for `stream` on the current device, at least
-// `bytes`: allocated on the first call that needs it (outside the timed
-// region in kb's harness), grown when a later call needs more, kept until
-// exit. Separate from the decode workspace so a decode call between a plan and
-// its runs cannot take the plan away. Fails (rather than allocating) while the
-// stream is being captured and the buffer is too small. `slot` keeps apart
-// buffers of one stream that live side by side (kPlanSlot: the work list;
-// kGatherSlot: the GQA launcher's gathered K / V, prefill_gqa.cu).
+// `bytes` and 1 MiB (kernels/common/stream_workspace.hpp: allocated outside
+// the timed region, grown when needed, refused while capturing). Separate
+// from the decode workspace so a decode call between a plan and its runs
+// cannot take the plan away. may_grow false (run_only): a buffer too small
+// for the call is cudaErrorInvalidValue, there being no plan of its size.
+// `slot` keeps apart buffers of one stream that live side by side
+// (kPlanSlot: the work list; kGatherSlot: the GQA launcher's gathered K / V,
+// prefill_gqa.cu).
 enum : int { kPlanSlot = 0, kGatherSlot = 1 };
 inline cudaError_t workspace_for(cudaStream_t stream, std::size_t bytes, void** out, bool may_grow,
                                  int slot = kPlanSlot) {
-  struct State {
-    std::mutex mu;
-    std::map<std::tuple<int, void*, int>, std::pair<void*, std::size_t>> bufs;
-  };
-  static State* st = new State;  // leaked on purpose (no teardown after the CUDA runtime)
-  int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> lock(st->mu);
-  auto& buf = st->bufs[{device, static_cast<void*>(stream), slot}];
-  if (buf.second >= bytes) {
-    *out = buf.first;
-    return cudaSuccess;
-  }
-  if (!may_grow) return cudaErrorInvalidValue;  // run_only without a plan of this size
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaError_t e = cudaStreamIsCapturing(stream, &cap); e != cudaSuccess) return e;
-  if (cap != cudaStreamCaptureStatusNone) return cudaErrorStreamCaptureUnsupported;
-  if (buf.first) {
-    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return e;  // earlier launches may read it
-    cudaFree(buf.first);
-    buf = {nullptr, 0};
-  }
-  const std::size_t want = std::max<std::size_t>(bytes, std::size_t{1} << 20);
-  void* mem = nullptr;
-  if (cudaError_t e = cudaMalloc(&mem, want); e != cudaSuccess) return e;
-  buf = {mem, want};
-  *out = mem;
-  return cudaSuccess;
+  static auto* plans = new StreamWorkspaces(std::size_t{1} << 20);
+  static auto* gathers = new StreamWorkspaces(std::size_t{1} << 20);
+  return (slot == kGatherSlot ? gathers : plans)->get(stream, bytes, out, may_grow);
 }
 
 // Sets the kernel's shared memory limit once per device.

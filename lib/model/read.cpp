@@ -12,6 +12,7 @@
 
 #include "common/near_match.hpp"
 #include "json/json.hpp"
+#include "json/walker.hpp"
 #include "model/records.hpp"
 
 namespace kb::model {
@@ -25,114 +26,25 @@ using simdjson::dom::element_type;
 
 constexpr const char* kFrameworks = "SGLang, vLLM, MLC-LLM, TRT-LLM";
 
-class Walker {
+class Walker : public json::Walker {
  public:
-  Walker(const Locator& where, Diagnostics& diags) : where_(where), diags_(diags) {}
-
-  void error(const std::string& path, std::string msg) {
-    ++errors_;
-    diags_.error(where_.at(path), path, std::move(msg));
-  }
-  void warning(const std::string& path, std::string msg) { diags_.warning(where_.at(path), path, std::move(msg)); }
-  std::size_t errors() const { return errors_; }
-
-  bool object(Element e, const std::string& path, Object& out) {
-    if (e.get_object().get(out) == simdjson::SUCCESS) return true;
-    error(path, fmt::format("expected an object, got {}", json::describe(e)));
-    return false;
-  }
-  bool array(Element e, const std::string& path, json::Array& out, std::string_view what) {
-    if (e.get_array().get(out) == simdjson::SUCCESS) return true;
-    error(path, fmt::format("expected a list of {}, got {}", what, json::describe(e)));
-    return false;
-  }
-
-  // Duplicate keys are errors (simdjson keeps both); unknown keys are warnings.
-  void check_keys(Object o, const std::string& path, std::initializer_list<std::string_view> known) {
-    std::set<std::string_view> seen;
-    for (auto field : o) {
-      if (!seen.insert(field.key).second) error(member_path(path, field.key), "duplicate key");
-      bool is_known = false;
-      for (auto k : known) is_known |= k == field.key;
-      if (!is_known) warning(member_path(path, field.key), "unknown field (ignored)");
-    }
-  }
-
-  static bool lookup(Object o, std::string_view key, Element& out) {
-    return o.at_key(key).get(out) == simdjson::SUCCESS;
-  }
-
-  std::optional<std::string> string(Element e, const std::string& path) {
-    std::string_view s;
-    if (e.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
-    error(path, fmt::format("expected a string, got {}", json::describe(e)));
-    return std::nullopt;
-  }
-
-  std::optional<std::string> string_field(Object o, std::string_view key, const std::string& path, bool required,
-                                          bool non_empty = false) {
-    Element e;
-    if (!lookup(o, key, e)) {
-      if (required) error(member_path(path, key), "required field is missing");
-      return std::nullopt;
-    }
-    auto s = string(e, member_path(path, key));
-    if (s && non_empty && s->empty()) {
-      error(member_path(path, key), "must not be empty");
-      return std::nullopt;
-    }
-    return s;
-  }
-
-  std::optional<std::int64_t> integer(Element e, const std::string& path, std::int64_t min, std::string_view what) {
-    std::int64_t v;
-    if (e.type() == element_type::INT64 && e.get_int64().get(v) == simdjson::SUCCESS) {
-      if (v >= min) return v;
-      error(path, fmt::format("expected {}, got {}", what, v));
-      return std::nullopt;
-    }
-    if (e.type() == element_type::UINT64) {
-      error(path, fmt::format("integer {} is too large", json::brief(e)));
-      return std::nullopt;
-    }
-    error(path, fmt::format("expected {}, got {}", what, json::describe(e)));
-    return std::nullopt;
-  }
+  Walker(const Locator& where, Diagnostics& diags)
+      : json::Walker([&where](const std::string& path) { return where.at(path); }, diags) {}
 
   // A number >= min (or > min when `strict`); absent -> nullopt without error.
   std::optional<double> number_field(Object o, std::string_view key, const std::string& path, double min, bool strict) {
     Element e;
     if (!lookup(o, key, e)) return std::nullopt;
     std::string p = member_path(path, key);
-    double v;
-    if (!e.is_number() || e.get_double().get(v) != simdjson::SUCCESS) {
-      error(p, fmt::format("expected a number, got {}", json::describe(e)));
-      return std::nullopt;
-    }
-    if (strict ? !(v > min) : !(v >= min)) {
+    auto v = number(e, p);
+    if (!v) return std::nullopt;
+    if (strict ? !(*v > min) : !(*v >= min)) {
       error(p, fmt::format("expected a number {} {}, got {}", strict ? ">" : ">=", json::format_double(min),
                            json::brief(e)));
       return std::nullopt;
     }
     return v;
   }
-
-  std::optional<bool> bool_field(Object o, std::string_view key, const std::string& path, bool required) {
-    Element e;
-    if (!lookup(o, key, e)) {
-      if (required) error(member_path(path, key), "required field is missing");
-      return std::nullopt;
-    }
-    bool b;
-    if (e.get_bool().get(b) == simdjson::SUCCESS) return b;
-    error(member_path(path, key), fmt::format("expected true or false, got {}", json::describe(e)));
-    return std::nullopt;
-  }
-
- private:
-  const Locator& where_;
-  Diagnostics& diags_;
-  std::size_t errors_ = 0;
 };
 
 // ---- Kernel Calling Record ----

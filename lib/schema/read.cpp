@@ -7,6 +7,7 @@
 #include <set>
 
 #include "json/json.hpp"
+#include "json/walker.hpp"
 #include "schema/io.hpp"
 #include "schema/validate.hpp"
 
@@ -20,57 +21,14 @@ using simdjson::dom::element_type;
 using json::index_path;
 using json::member_path;
 
-// Walks one document, recording problems with their JSON paths.
-class Walker {
+// Walks one document, recording problems with their JSON paths, all under
+// one origin.
+class Walker : public json::Walker {
  public:
-  Walker(std::string origin, Diagnostics& diags) : origin_(std::move(origin)), diags_(diags) {}
+  Walker(std::string origin, Diagnostics& diags)
+      : json::Walker([origin](const std::string&) { return origin; }, diags), origin_(std::move(origin)) {}
 
-  void error(const std::string& path, std::string msg) {
-    ++errors_;
-    diags_.error(origin_, path, std::move(msg));
-  }
-  void warning(const std::string& path, std::string msg) { diags_.warning(origin_, path, std::move(msg)); }
-  std::size_t errors() const { return errors_; }
   const std::string& origin() const { return origin_; }
-
-  bool object(Element e, const std::string& path, Object& out) {
-    if (e.get_object().get(out) == simdjson::SUCCESS) return true;
-    error(path, fmt::format("expected an object, got {}", json::describe(e)));
-    return false;
-  }
-
-  // Duplicate keys are errors (simdjson keeps both); unknown keys are warnings.
-  void check_keys(Object o, const std::string& path, std::initializer_list<std::string_view> known) {
-    std::set<std::string_view> seen;
-    for (auto field : o) {
-      if (!seen.insert(field.key).second)
-        error(member_path(path, field.key), "duplicate key");
-      bool is_known = false;
-      for (auto k : known) is_known |= k == field.key;
-      if (!is_known) warning(member_path(path, field.key), "unknown field (ignored)");
-    }
-  }
-
-  static bool lookup(Object o, std::string_view key, Element& out) {
-    return o.at_key(key).get(out) == simdjson::SUCCESS;
-  }
-
-  std::optional<std::string> string(Element e, const std::string& path) {
-    std::string_view s;
-    if (e.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
-    error(path, fmt::format("expected a string, got {}", json::describe(e)));
-    return std::nullopt;
-  }
-
-  std::optional<std::string> string_field(Object o, std::string_view key, const std::string& path,
-                                          bool required) {
-    Element e;
-    if (!lookup(o, key, e)) {
-      if (required) error(member_path(path, key), "required field is missing");
-      return std::nullopt;
-    }
-    return string(e, member_path(path, key));
-  }
 
   // A string or null (null -> nullopt, no error).
   std::optional<std::string> nullable_string_field(Object o, std::string_view key, const std::string& path,
@@ -89,26 +47,9 @@ class Walker {
     return s;
   }
 
+  // `what` follows "a non-negative integer" in messages.
   std::optional<std::int64_t> nonneg_int(Element e, const std::string& path, std::string_view what) {
-    std::int64_t v;
-    if (e.type() == element_type::INT64 && e.get_int64().get(v) == simdjson::SUCCESS) {
-      if (v >= 0) return v;
-      error(path, fmt::format("expected a non-negative integer{}, got {}", what, v));
-      return std::nullopt;
-    }
-    if (e.type() == element_type::UINT64) {
-      error(path, fmt::format("integer {} is too large", json::brief(e)));
-      return std::nullopt;
-    }
-    error(path, fmt::format("expected a non-negative integer{}, got {}", what, json::describe(e)));
-    return std::nullopt;
-  }
-
-  std::optional<double> number(Element e, const std::string& path) {
-    double v;
-    if (e.is_number() && e.get_double().get(v) == simdjson::SUCCESS) return v;
-    error(path, fmt::format("expected a number, got {}", json::describe(e)));
-    return std::nullopt;
+    return integer(e, path, 0, fmt::format("a non-negative integer{}", what));
   }
 
   std::optional<double> number_field(Object o, std::string_view key, const std::string& path) {
@@ -137,8 +78,6 @@ class Walker {
 
  private:
   std::string origin_;
-  Diagnostics& diags_;
-  std::size_t errors_ = 0;
 };
 
 // ---- Definition ----

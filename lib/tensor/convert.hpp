@@ -4,7 +4,7 @@
 // 464, and +-inf; 464 itself ties to 448); float4_e2m1 (no inf/NaN; torch has
 // no conversion) saturates to +-6. NaN stays NaN, except in float4_e2m1, which
 // has none: there it saturates like inf, to +-6 by its sign. Checked against
-// tables made without kb (tools/dtype_tables, tests/tensor).
+// tables made without kb (tests/tensor/tables/make_tables.py).
 #pragma once
 
 #include <cstdint>

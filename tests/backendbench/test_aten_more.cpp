@@ -2,7 +2,7 @@
 // grid-sampling, topk/norm/mse, rounding-division and factory oracles
 // (kernels/aten): hand-computed small cases, the prepare functions' index
 // validity, adjoint identities, and PyTorch's own outputs on f64 cases
-// (tests/backendbench/goldens/aten_more.json, from tools/goldens/aten_more.py).
+// (tests/backendbench/goldens/aten_more.json, from tests/backendbench/goldens/make/aten_more.py).
 #include <doctest/doctest.h>
 
 #include <array>

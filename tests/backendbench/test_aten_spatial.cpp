@@ -1,7 +1,7 @@
 // Tests of kb's convolution, pooling and upsampling oracles (kernels/aten):
 // hand-computed small cases, the adjoint identities that tie convolution_backward
 // to convolution over a range of shapes, and PyTorch's own outputs on f64 cases
-// (tests/backendbench/goldens/aten_spatial.json, from tools/goldens/aten_spatial.py).
+// (tests/backendbench/goldens/aten_spatial.json, from tests/backendbench/goldens/make/aten_spatial.py).
 #include <doctest/doctest.h>
 
 #include <cmath>

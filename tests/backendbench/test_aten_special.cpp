@@ -4,7 +4,7 @@
 // an LSTM step against its formulas, the backward against finite
 // differences, sparse parts with duplicates, and PyTorch's own outputs on
 // f64 / c128 cases (tests/backendbench/goldens/aten_special.json, from
-// tools/goldens/aten_special.py).
+// tests/backendbench/goldens/make/aten_special.py).
 #include <doctest/doctest.h>
 
 #include <cmath>

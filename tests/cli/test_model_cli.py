@@ -85,16 +85,17 @@ rc, out, err = run("validate", fi_trace, models)
 check("bundled calling records validate against the shipped definitions", rc == 0 and
       "8 calling records: 0 errors" in out, out + err[-2000:])
 check("bundled calling records give every var axis (no warnings about them)", f"{models}/" not in err, err[-2000:])
-for f in sorted(os.listdir(models)):
+records = sorted(f for f in os.listdir(models) if f.endswith(".json"))
+for f in records:
     rec = json.load(open(os.path.join(models, f)))
     check(f"{f} names its source and architecture", rec.get("source", "").startswith("https://huggingface.co/") and
           rec.get("architecture") and "Not in this record" in rec.get("notes", ""), f)
 with tempfile.TemporaryDirectory() as tmp:
-    p = subprocess.run([sys.executable, os.path.join(project, "tools", "models", "make_records.py"), shared, tmp],
+    p = subprocess.run([sys.executable, os.path.join(models, "make_records.py"), shared, tmp],
                        capture_output=True, text=True, timeout=TIMEOUT_S)
-    same = p.returncode == 0 and sorted(os.listdir(tmp)) == sorted(os.listdir(models)) and all(
-        open(os.path.join(tmp, f)).read() == open(os.path.join(models, f)).read() for f in os.listdir(models))
-    check("models/ is what tools/models/make_records.py writes", same, p.stdout + p.stderr)
+    same = p.returncode == 0 and sorted(os.listdir(tmp)) == records and all(
+        open(os.path.join(tmp, f)).read() == open(os.path.join(models, f)).read() for f in records)
+    check("models/ is what models/make_records.py writes", same, p.stdout + p.stderr)
 
 # ---- kb estimate on a bundled record and traces made here ----
 

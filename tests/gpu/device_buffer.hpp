@@ -1,7 +1,7 @@
 // A device allocation for GPU tests: room for `nbytes` with guard bytes
 // (kPattern) on both sides, so a kernel that writes around its tensor is
 // caught; `shift` moves the data off its 16-byte alignment (a misaligned
-// tensor). Used by test_cuda_kernels, test_cuda_attention and test_cuda_prefill.
+// tensor). Used by GuardedCall (gpu_test_support.hpp) and the GPU tests.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -110,12 +110,7 @@ void run_shipped(const kb::Registry& reg, const fs::path& shared) {
   const fs::path defs = shared / "flashinfer-trace" / "definitions";
   const fs::path wls = shared / "flashinfer-trace" / "workloads";
   for (const char* op : {"gqa_paged", "mla_paged"}) {
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(defs / op))
-      if (e.path().extension() == ".json" && e.path().filename().string().find("decode") != std::string::npos)
-        files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) {
+    for (const auto& f : definition_files(defs, op, "decode")) {
       kb::Definition d = load_definition(f);
       if (!selected(d.name)) continue;
       const kb::Implementation& impl = impl_for(reg, d);
@@ -138,45 +133,14 @@ void run_shipped(const kb::Registry& reg, const fs::path& shared) {
           continue;
         }
         const kb::Workload& w = ws[i];
-        std::string axes;
-        for (const auto& [k, v] : w.axes) axes += " " + k + "=" + std::to_string(v);
+        const std::string axes = axes_text(w);
         if (g_dry) {
-          auto m = kb::materialize(d, w, kb::MaterializeOptions{0x6b62, (shared / "flashinfer-trace").string()});
-          if (!m) throw std::runtime_error(d.name + ": materialize: " + m.error().message);
-          kb::rebind_args(*m);
-          auto expected = kb::allocate_outputs(d, m->axes);
-          auto oracle = kb::find_oracle(d);
-          if (!expected || !oracle) throw std::runtime_error(d.name + ": outputs/oracle");
-          if (auto st = (*oracle)->run(kb::OracleCall{d, m->axes, m->args, *expected, 0}); !st)
-            throw std::runtime_error(d.name + ": oracle: " + st.error().message);
+          dry_run_oracle(d, w, kb::MaterializeOptions{0x6b62, (shared / "flashinfer-trace").string()});
           ++pass;
           continue;
         }
-        kb::BenchOptions opt;
-        opt.trials = 1;
-        opt.time = false;
-        opt.dataset_root = (shared / "flashinfer-trace").string();
-        opt.cpu_oracle_only = g_gpu_oracle;  // the GPU oracle is what is judged here, not the judge
-        auto r = kb::evaluate_cuda(d, w, impl, opt);
-        if (!r) {
-          std::printf("FAIL %s workload %zu (%s):%s: not evaluable: %s\n", d.name.c_str(), i, w.uuid.c_str(),
-                      axes.c_str(), r.error().message.c_str());
-          ++fail;
-          continue;
-        }
-        const kb::Evaluation& ev = r->evaluation;
-        const double ma = ev.correctness ? ev.correctness->max_absolute_error : NAN;
-        const double mr = ev.correctness ? ev.correctness->max_relative_error : NAN;
-        if (ev.status != kb::EvalStatus::passed) {
-          std::printf("FAIL %s workload %zu (%s):%s: %s: %s (max abs %.3g rel %.3g)\n", d.name.c_str(), i,
-                      w.uuid.c_str(), axes.c_str(), std::string(kb::eval_status_name(ev.status)).c_str(),
-                      r->summary.c_str(), ma, mr);
-          ++fail;
-          continue;
-        }
-        worst_abs = std::max(worst_abs, ma);
-        worst_rel = std::max(worst_rel, mr);
-        ++pass;
+        if (evaluate_shipped(d, w, i, axes, impl, shared, worst_abs, worst_rel)) ++pass;
+        else ++fail;
       }
       if (pass + fail == 0) continue;  // all in other shards
       std::printf("%s %s: %d/%zu %s workloads passed through evaluate_cuda (%d in other shards), worst max abs %.3g "
@@ -197,7 +161,7 @@ struct Edge {
   std::string label;
   kb::Definition d;
   std::vector<std::int64_t> keys;  // keys per sequence
-  enum class Order { random, reverse, sequential } order = Order::random;
+  PageOrder order = PageOrder::random;
   std::vector<std::size_t> empty_last_page;  // sequences given one page holding no key (kv_last_page_len 0)
   std::uint64_t seed = 7;
 };
@@ -214,89 +178,23 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
   if (std::string why = impl.supports(d); !why.empty()) return fail("supports() refused: " + why);
   const std::int64_t ps = const_axis(d, "page_size");
   const bool has_last = d.find_input("kv_last_page_len") != nullptr;
-  const auto batch = static_cast<std::int64_t>(c.keys.size());
 
   // Page table: pages per sequence, last-page fill.
-  std::vector<std::int64_t> indptr{0}, last(static_cast<std::size_t>(batch), 0);
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const std::int64_t k = c.keys[static_cast<std::size_t>(b)];
-    std::int64_t pages = (k + ps - 1) / ps;
-    std::int64_t l = pages ? k - (pages - 1) * ps : 0;
-    if (std::find(c.empty_last_page.begin(), c.empty_last_page.end(), static_cast<std::size_t>(b)) !=
-        c.empty_last_page.end()) {
-      if (!has_last) throw std::runtime_error(c.label + ": kv_last_page_len 0 needs a definition with that input");
-      if (k % ps != 0) throw std::runtime_error(c.label + ": an empty last page needs keys % page_size == 0");
-      pages = k / ps + 1;
-      l = 0;
-    }
-    if (!has_last && pages && l != ps)
-      throw std::runtime_error(c.label + ": without kv_last_page_len every page is full");
-    indptr.push_back(indptr.back() + pages);
-    last[static_cast<std::size_t>(b)] = l;
-  }
-  const std::int64_t total = indptr.back();
-  const std::int64_t num_pages = total + 29;
-  std::vector<std::int64_t> perm(static_cast<std::size_t>(num_pages));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::mt19937_64 rng(c.seed);
-  if (c.order == Edge::Order::random) std::shuffle(perm.begin(), perm.end(), rng);
-  if (c.order == Edge::Order::reverse) std::reverse(perm.begin(), perm.end());
-  std::vector<std::int64_t> indices(perm.begin(), perm.begin() + total);
-
-  kb::Workload w;
-  w.uuid = c.label;
-  w.axes = {{"batch_size", batch}, {"num_pages", num_pages}, {"len_indptr", batch + 1}, {"num_kv_indices", total}};
-  for (const auto& t : d.inputs) {
-    kb::InputSpec s;
-    if (t.name == "sm_scale") {
-      s.kind = kb::InputKind::scalar;
-      s.value = 0.0883883476;
-    }
-    w.inputs.emplace_back(t.name, s);
-  }
-  auto m = kb::materialize(d, w, kb::MaterializeOptions{c.seed, std::nullopt});
-  if (!m) return fail("materialize: " + m.error().message);
-  kb::rebind_args(*m);
-  for (std::size_t i = 0; i < d.inputs.size(); ++i) {
-    if (d.inputs[i].name == "kv_indptr") store_int32(m->tensors[i], indptr);
-    if (d.inputs[i].name == "kv_indices") store_int32(m->tensors[i], indices);
-    if (d.inputs[i].name == "kv_last_page_len") store_int32(m->tensors[i], last);
-  }
-  auto expected = kb::allocate_outputs(d, m->axes);
-  if (!expected) return fail("allocate_outputs: " + expected.error().message);
-  auto oracle = kb::find_oracle(d);
-  if (!oracle) return fail("oracle: " + oracle.error().message);
-  if (auto st = (*oracle)->run(kb::OracleCall{d, m->axes, m->args, *expected, c.seed}); !st)
-    return fail("oracle run: " + st.error().message);
+  const BatchLayout l = batch_layout(c.label, {}, c.keys, /*paged=*/true, ps, has_last, 29, c.seed, c.order,
+                                     c.empty_last_page);
+  const std::int64_t batch = l.batch, total = l.units, num_pages = l.num_pages;
+  const kb::Workload w = layout_workload(d, l, /*paged=*/true, /*prefill=*/false, c.label, 0.0883883476);
+  OracleCase oc;
+  if (std::string why = prepare_case(d, w, l, c.seed, oc); !why.empty()) return fail(why);
   if (g_dry) {
     ++g_passes;
     return;
   }
 
   // Device copies (guarded), outputs poisoned with NaN.
-  std::vector<std::unique_ptr<DeviceBuffer>> in_bufs, out_bufs;
-  std::vector<kb::cuda::DeviceTensor> in_dt(m->tensors.size()), out_dt(expected->size());
-  std::vector<kb::cuda::DeviceArg> args(m->tensors.size());
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    args[i].scalar = m->args[i].scalar;
-    if (!m->args[i].tensor) continue;
-    const kb::Tensor& t = m->tensors[i];
-    auto b = std::make_unique<DeviceBuffer>(t.nbytes());
-    check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
-    in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
-    args[i].tensor = &in_dt[i];
-    in_bufs.push_back(std::move(b));
-  }
-  for (std::size_t i = 0; i < expected->size(); ++i) {
-    const kb::Tensor& t = (*expected)[i];
-    auto b = std::make_unique<DeviceBuffer>(t.nbytes());
-    check_cuda(cudaMemset(b->data(), 0xFF, t.nbytes()), "cudaMemset (poison)");
-    out_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
-    out_bufs.push_back(std::move(b));
-  }
-  // cudaMemcpy from pageable memory and cudaMemset may still be in flight on the legacy stream, which
-  // the solution's non-blocking stream does not wait for: let inputs and poison land first.
-  check_cuda(cudaDeviceSynchronize(), "uploads landing");
+  GuardedCall call(*oc.m, oc.expected);
+  const std::vector<kb::cuda::DeviceTensor>& in_dt = call.in;
+  const std::vector<kb::cuda::DeviceTensor>& out_dt = call.out;
 
   // Which split count the launcher picks for this shape (same planning as the
   // solution; the launch itself is not used).
@@ -337,64 +235,27 @@ void run_edge(const kb::Registry& reg, const Edge& c) {
       cudaStreamDestroy(s);
       if (!st) return fail("launch: " + st.error().message);
     }
-    for (std::size_t i = 0; i < expected->size(); ++i)  // poison again: the probe wrote the outputs
-      check_cuda(cudaMemset(out_dt[i].data, 0xFF, out_dt[i].nbytes), "cudaMemset (poison)");
-    // cudaMemset may return before it lands, and the solution's non-blocking stream does not wait for the
-    // legacy stream: without this the poison raced the kernel and overwrote results it had written (seen on
-    // an H100: a batch-512 case's lse read back as the 0xFF poison).
-    check_cuda(cudaDeviceSynchronize(), "poison landing");
+    // The probe wrote the outputs: poison again. cudaMemset may return before it lands, and the solution's
+    // non-blocking stream does not wait for the legacy stream: without the synchronization the poison raced
+    // the kernel and overwrote results it had written (seen on an H100: a batch-512 case's lse read back as
+    // the 0xFF poison).
+    call.poison_outputs("poison landing");
   }
 
-  cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  kb::Status st = impl.run_cuda(kb::CudaCall{d, m->axes, args, out_dt, stream});
-  cudaError_t sync = cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
-  if (!st) {
-    if (st.error().message.find("cudaErrorNoKernelImageForDevice") != std::string::npos ||
-        st.error().message.find("cudaErrorUnsupportedPtxVersion") != std::string::npos)
-      throw SkipTest{st.error().message};
-    return fail("run_cuda: " + st.error().message);
-  }
-  check_cuda(sync, "kernel execution (cudaStreamSynchronize)");
-
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    if (!m->args[i].tensor) continue;
-    const kb::Tensor& t = m->tensors[i];
-    std::vector<std::byte> back(t.nbytes());
-    check_cuda(cudaMemcpy(back.data(), in_dt[i].data, t.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (input back)");
-    if (std::memcmp(back.data(), t.bytes(), t.nbytes()) != 0) return fail("modified input " + d.inputs[i].name);
-  }
-  for (const auto& b : in_bufs)
-    if (!b->guards_intact()) return fail("wrote around an input");
-  const kb::Tolerance tol = kb::TolerancePolicy().for_definition(d.op_type, d.name);
-  std::string line;
-  bool ok = true;
-  for (std::size_t i = 0; i < expected->size(); ++i) {
-    if (!out_bufs[i]->guards_intact()) return fail("wrote outside output " + d.outputs[i].name);
-    auto got = kb::Tensor::allocate((*expected)[i].dtype(), (*expected)[i].shape());
-    if (!got) return fail("allocate: " + got.error().message);
-    check_cuda(cudaMemcpy(got->bytes(), out_dt[i].data, got->nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (output)");
-    kb::Comparison cmp = kb::compare(*got, (*expected)[i], tol);
-    char buf[256];
-    std::snprintf(buf, sizeof buf, " %s: max abs %.3g rel %.3g", d.outputs[i].name.c_str(), cmp.max_abs, cmp.max_rel);
-    line += buf;
-    if (cmp.verdict != kb::Comparison::Verdict::match || cmp.mismatched) {
-      ok = false;
-      line += " [" + std::to_string(cmp.mismatched) + " of " + std::to_string(cmp.total) + " outside atol/rtol " +
-              std::to_string(tol.atol) + "; " + cmp.detail + "]";
-    }
-  }
-  std::printf("%s %s (batch %lld, %lld pages, splits %d):%s\n", ok ? "PASS" : "FAIL", c.label.c_str(),
-              static_cast<long long>(batch), static_cast<long long>(total), splits, line.c_str());
+  if (kb::Status st = call.run(impl, d, oc.m->axes); !st) return fail("run_cuda: " + st.error().message);
+  if (std::string why = call.inputs_intact(*oc.m, d); !why.empty()) return fail(why);
+  const Judged j = call.judge(d, oc.expected);
+  if (!j.failure.empty()) return fail(j.failure);
+  std::printf("%s %s (batch %lld, %lld pages, splits %d):%s\n", j.ok ? "PASS" : "FAIL", c.label.c_str(),
+              static_cast<long long>(batch), static_cast<long long>(total), splits, j.line.c_str());
   std::fflush(stdout);
-  if (ok) ++g_passes;
+  if (j.ok) ++g_passes;
   else ++g_failures;
 }
 
 void run_edges(const kb::Registry& reg, const fs::path& shared) {
   const fs::path defs = shared / "flashinfer-trace" / "definitions";
-  using O = Edge::Order;
+  using O = PageOrder;
   std::vector<Edge> cases;
   // GQA: page size 1 (no kv_last_page_len) and 64 (with it), group 4.
   for (const char* base : {"gqa_paged_decode_h32_kv8_d128_ps1", "gqa_paged_decode_h32_kv8_d128_ps64"}) {
@@ -472,23 +333,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!g_dry) {
-    auto n = kb::cuda::device_count();
-    if (!n) {
-      std::string why = n.error().message;
-      const std::string prefix = "no CUDA device: ";
-      if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
-      std::printf("skipped: no CUDA device (%s)\n", why.c_str());
-      return 77;
-    }
-    if (cudaError_t e = cudaFree(nullptr); e != cudaSuccess) {
-      std::printf("skipped: no CUDA device (%s: %s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
-      return 77;
-    }
-    if (auto info = kb::cuda::device_info(0))
-      std::printf("device 0: %s, sm_%d%d, %d SMs\n", info->name.c_str(), info->compute_major, info->compute_minor,
-                  info->sm_count);
-  }
+  if (int rc = g_dry ? 0 : require_device()) return rc;
   const fs::path shared = fs::path(env_or("KB_SHARED_DIR", "../shared"));
   kb::Registry reg;
   kb::kernels::add_gqa_paged_cuda(reg);

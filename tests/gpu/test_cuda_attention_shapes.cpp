@@ -365,63 +365,15 @@ void run_case(const kb::Registry& reg, const Case& c) {
   const kb::Implementation& impl = impl_for(reg, c.op);
   if (std::string why = impl.supports(d); !why.empty()) return fail("supports() refused: " + why);
   const bool paged = c.op != Op::ragged_prefill, prefill = c.op != Op::decode && c.op != Op::mla_decode;
-  const auto batch = static_cast<std::int64_t>(c.keys.size());
 
   // Index tensors: pages of ps rows (the last partial), in random order among
   // 13 spare pages; ragged rows back to back.
-  std::vector<std::int64_t> qo{0}, kv{0}, last;
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const std::int64_t k = c.keys[static_cast<std::size_t>(b)];
-    if (prefill) qo.push_back(qo.back() + c.q[static_cast<std::size_t>(b)]);
-    if (!paged) {
-      kv.push_back(kv.back() + k);
-      continue;
-    }
-    const std::int64_t pages = (k + c.ps - 1) / c.ps;
-    kv.push_back(kv.back() + pages);
-    last.push_back(pages ? k - (pages - 1) * c.ps : 0);
-  }
-  const std::int64_t total_q = prefill ? qo.back() : batch, units = kv.back(), num_pages = units + 13;
-  std::vector<std::int64_t> indices;
-  if (paged) {
-    std::vector<std::int64_t> perm(static_cast<std::size_t>(num_pages));
-    std::iota(perm.begin(), perm.end(), 0);
-    std::mt19937_64 rng(c.seed);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    indices.assign(perm.begin(), perm.begin() + units);
-  }
-  kb::Workload w;
-  w.uuid = label;
-  if (paged) {
-    w.axes = {{"batch_size", batch}, {"num_pages", num_pages}, {"len_indptr", batch + 1}, {"num_kv_indices", units}};
-    if (prefill) w.axes.emplace_back("total_q", total_q);
-  } else {
-    w.axes = {{"len_indptr", batch + 1}, {"total_q", total_q}, {"total_kv", units}};
-  }
-  for (const auto& t : d.inputs) {
-    kb::InputSpec s;
-    if (t.name == "sm_scale") {
-      s.kind = kb::InputKind::scalar;
-      s.value = 1.0 / std::sqrt(c.op == Op::mla_decode ? 192.0 : static_cast<double>(c.dim));
-    }
-    w.inputs.emplace_back(t.name, s);
-  }
-  auto m = kb::materialize(d, w, kb::MaterializeOptions{c.seed, std::nullopt});
-  if (!m) return fail("materialize: " + m.error().message);
-  kb::rebind_args(*m);
-  for (std::size_t i = 0; i < d.inputs.size(); ++i) {
-    const std::string& n = d.inputs[i].name;
-    if (n == "qo_indptr") store_int32(m->tensors[i], qo);
-    if (n == "kv_indptr") store_int32(m->tensors[i], kv);
-    if (n == "kv_indices") store_int32(m->tensors[i], indices);
-    if (n == "kv_last_page_len") store_int32(m->tensors[i], last);
-  }
-  auto expected = kb::allocate_outputs(d, m->axes);
-  if (!expected) return fail("allocate_outputs: " + expected.error().message);
-  auto oracle = kb::find_oracle(d);
-  if (!oracle) return fail("oracle: " + oracle.error().message);
-  if (auto st = (*oracle)->run(kb::OracleCall{d, m->axes, m->args, *expected, c.seed}); !st)
-    return fail("oracle run: " + st.error().message);
+  const BatchLayout l = batch_layout(label, prefill ? c.q : std::vector<std::int64_t>{}, c.keys, paged, c.ps,
+                                     /*has_last=*/true, 13, c.seed);
+  const kb::Workload w = layout_workload(
+      d, l, paged, prefill, label, 1.0 / std::sqrt(c.op == Op::mla_decode ? 192.0 : static_cast<double>(c.dim)));
+  OracleCase oc;
+  if (std::string why = prepare_case(d, w, l, c.seed, oc); !why.empty()) return fail(why);
   if (g_dry) {
     std::printf("DRY %s: definition, inputs and oracle %.2f s\n", label.c_str(), seconds_since(t0));
     ++g_passes;
@@ -429,74 +381,16 @@ void run_case(const kb::Registry& reg, const Case& c) {
   }
 
   // Guarded device copies; outputs poisoned with NaN.
-  std::vector<std::unique_ptr<DeviceBuffer>> in_bufs, out_bufs;
-  std::vector<kb::cuda::DeviceTensor> in_dt(m->tensors.size()), out_dt(expected->size());
-  std::vector<kb::cuda::DeviceArg> args(m->tensors.size());
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    args[i].scalar = m->args[i].scalar;
-    if (!m->args[i].tensor) continue;
-    const kb::Tensor& t = m->tensors[i];
-    auto b = std::make_unique<DeviceBuffer>(std::max<std::size_t>(t.nbytes(), 4));
-    if (t.nbytes())
-      check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
-    in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
-    args[i].tensor = &in_dt[i];
-    in_bufs.push_back(std::move(b));
-  }
-  for (std::size_t i = 0; i < expected->size(); ++i) {
-    const kb::Tensor& t = (*expected)[i];
-    auto b = std::make_unique<DeviceBuffer>(t.nbytes());
-    check_cuda(cudaMemset(b->data(), 0xFF, t.nbytes()), "cudaMemset (poison)");
-    out_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
-    out_bufs.push_back(std::move(b));
-  }
-  // Uploads and poison are on the legacy stream, which the non-blocking one does not wait for.
-  check_cuda(cudaDeviceSynchronize(), "uploads landing");
-
-  cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  kb::Status st = impl.run_cuda(kb::CudaCall{d, m->axes, args, out_dt, stream});
-  const cudaError_t sync = cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
-  if (!st) {
-    const std::string& msg = st.error().message;
-    if (msg.find("cudaErrorNoKernelImageForDevice") != std::string::npos ||
-        msg.find("cudaErrorUnsupportedPtxVersion") != std::string::npos)
-      throw SkipTest{msg};
-    return fail("run_cuda: " + msg);
-  }
-  check_cuda(sync, "kernel execution (cudaStreamSynchronize)");
-
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    if (!m->args[i].tensor || !m->tensors[i].nbytes()) continue;
-    const kb::Tensor& t = m->tensors[i];
-    std::vector<std::byte> back(t.nbytes());
-    check_cuda(cudaMemcpy(back.data(), in_dt[i].data, t.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (input back)");
-    if (std::memcmp(back.data(), t.bytes(), t.nbytes()) != 0) return fail("modified input " + d.inputs[i].name);
-  }
-  for (const auto& b : in_bufs)
-    if (!b->guards_intact()) return fail("wrote around an input");
-  const kb::Tolerance tol = kb::TolerancePolicy().for_definition(d.op_type, d.name);
-  std::string line;
-  bool ok = true;
-  for (std::size_t i = 0; i < expected->size(); ++i) {
-    if (!out_bufs[i]->guards_intact()) return fail("wrote outside output " + d.outputs[i].name);
-    auto got = kb::Tensor::allocate((*expected)[i].dtype(), (*expected)[i].shape());
-    if (!got) return fail("allocate: " + got.error().message);
-    check_cuda(cudaMemcpy(got->bytes(), out_dt[i].data, got->nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (output)");
-    const kb::Comparison cmp = kb::compare(*got, (*expected)[i], tol);
-    line += fmt::format(" {}: max abs {:.3g} rel {:.3g}", d.outputs[i].name, cmp.max_abs, cmp.max_rel);
-    if (cmp.verdict != kb::Comparison::Verdict::match || cmp.mismatched) {
-      ok = false;
-      line += fmt::format(" [{} of {} outside atol {} rtol {}; {}]", cmp.mismatched, cmp.total, tol.atol, tol.rtol,
-                          cmp.detail);
-    }
-  }
-  std::printf("%s %s (%lld queries, %lld %s, %.2f s):%s\n", ok ? "PASSED" : "FAIL", label.c_str(),
-              static_cast<long long>(total_q), static_cast<long long>(units), paged ? "pages" : "keys",
-              seconds_since(t0), line.c_str());
+  GuardedCall call(*oc.m, oc.expected, 4);
+  if (kb::Status st = call.run(impl, d, oc.m->axes); !st) return fail("run_cuda: " + st.error().message);
+  if (std::string why = call.inputs_intact(*oc.m, d); !why.empty()) return fail(why);
+  const Judged j = call.judge(d, oc.expected);
+  if (!j.failure.empty()) return fail(j.failure);
+  std::printf("%s %s (%lld queries, %lld %s, %.2f s):%s\n", j.ok ? "PASSED" : "FAIL", label.c_str(),
+              static_cast<long long>(l.total_q), static_cast<long long>(l.units), paged ? "pages" : "keys",
+              seconds_since(t0), j.line.c_str());
   std::fflush(stdout);
-  if (ok) ++g_passes;
+  if (j.ok) ++g_passes;
   else ++g_failures;
 }
 
@@ -628,23 +522,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!g_dry) {
-    auto n = kb::cuda::device_count();
-    if (!n) {
-      std::string why = n.error().message;
-      const std::string prefix = "no CUDA device: ";
-      if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
-      std::printf("skipped: no CUDA device (%s)\n", why.c_str());
-      return 77;
-    }
-    if (cudaError_t e = cudaFree(nullptr); e != cudaSuccess) {
-      std::printf("skipped: no CUDA device (%s: %s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
-      return 77;
-    }
-    if (auto info = kb::cuda::device_info(0))
-      std::printf("device 0: %s, sm_%d%d, %d SMs\n", info->name.c_str(), info->compute_major, info->compute_minor,
-                  info->sm_count);
-  }
+  if (int rc = g_dry ? 0 : require_device()) return rc;
   kb::Registry reg;
   kb::kernels::add_gqa_paged_cuda(reg);
   kb::kernels::add_gqa_paged_prefill_cuda(reg);

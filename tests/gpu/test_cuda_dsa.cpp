@@ -56,9 +56,7 @@ using kb_gpu_test::set_const;
 int g_failures = 0;
 bool g_dry = false;
 
-struct SkipTest {
-  std::string reason;
-};
+using kb_gpu_test::SkipTest;
 
 kb::Workload workload(const kb::Definition& d, std::vector<std::pair<std::string, std::int64_t>> axes, double scalar) {
   kb::Workload w;
@@ -129,56 +127,14 @@ Outcome run_case(const kb::Implementation& impl, const kb::Definition& d, const 
     return out;
   }
 
-  std::vector<std::unique_ptr<DeviceBuffer>> in_bufs, out_bufs;
-  std::vector<kb::cuda::DeviceTensor> in_dt(m->tensors.size()), out_dt(expected->size());
-  std::vector<kb::cuda::DeviceArg> args(m->tensors.size());
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    if (d.inputs[i].is_scalar()) {
-      args[i].scalar = m->args[i].scalar;
-      in_bufs.push_back(nullptr);
-      continue;
-    }
-    const kb::Tensor& t = m->tensors[i];
-    auto b = std::make_unique<DeviceBuffer>(t.nbytes());
-    check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
-    in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
-    args[i].tensor = &in_dt[i];
-    in_bufs.push_back(std::move(b));
-  }
-  for (std::size_t i = 0; i < expected->size(); ++i) {
-    const kb::Tensor& t = (*expected)[i];
-    auto b = std::make_unique<DeviceBuffer>(t.nbytes());
-    check_cuda(cudaMemset(b->data(), 0xFF, t.nbytes()), "cudaMemset (poison)");  // NaN, or index -1
-    out_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
-    out_bufs.push_back(std::move(b));
-  }
-  check_cuda(cudaDeviceSynchronize(), "uploads landing");
-
-  cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  kb::Status st = impl.run_cuda(kb::CudaCall{d, m->axes, args, out_dt, stream});
-  cudaError_t sync = cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
-  if (!st) {
-    if (st.error().message.find("cudaErrorNoKernelImageForDevice") != std::string::npos) throw SkipTest{st.error().message};
-    return fail("run_cuda: " + st.error().message);
-  }
-  check_cuda(sync, "kernel execution (cudaStreamSynchronize)");
-
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    if (!in_bufs[i]) continue;
-    const kb::Tensor& t = m->tensors[i];
-    std::vector<std::byte> back(t.nbytes());
-    check_cuda(cudaMemcpy(back.data(), in_bufs[i]->data(), t.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (input back)");
-    if (std::memcmp(back.data(), t.bytes(), t.nbytes()) != 0) return fail("modified input " + d.inputs[i].name);
-    if (!in_bufs[i]->guards_intact()) return fail("wrote around input " + d.inputs[i].name);
-  }
+  // Outputs poisoned: NaN, or index -1.
+  kb_gpu_test::GuardedCall call(*m, *expected);
+  if (kb::Status st = call.run(impl, d, m->axes); !st) return fail("run_cuda: " + st.error().message);
+  if (std::string why = call.inputs_intact(*m, d); !why.empty()) return fail(why);
   for (std::size_t i = 0; i < expected->size(); ++i) {
     const kb::Tensor& want = (*expected)[i];
-    auto got = kb::Tensor::allocate(want.dtype(), want.shape());
-    if (!got) return fail("allocate: " + got.error().message);
-    check_cuda(cudaMemcpy(got->bytes(), out_bufs[i]->data(), want.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (output)");
-    if (!out_bufs[i]->guards_intact()) return fail("wrote outside output " + d.outputs[i].name);
+    auto got = call.output(i, want, d);
+    if (!got) return fail(got.error().message);
     kb::Comparison c = kb::judge_output(d, m->args, i, *got, want, tol);
     out.max_abs = std::max(out.max_abs, c.max_abs);
     out.max_rel = std::max(out.max_rel, c.max_rel);

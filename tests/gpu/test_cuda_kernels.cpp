@@ -56,9 +56,7 @@ using kb_gpu_test::set_const;
 
 int g_failures = 0;
 
-struct SkipTest {
-  std::string reason;
-};
+using kb_gpu_test::SkipTest;
 
 void set_float_dtypes(kb::Definition& d, kb::DType from, kb::DType to) {
   for (auto* list : {&d.inputs, &d.outputs})
@@ -111,57 +109,14 @@ Outcome run_case(const kb::Implementation& impl, const kb::Definition& d, const 
   if (auto st = (*oracle)->run(kb::OracleCall{d, m->axes, m->args, *expected, seed}); !st)
     return fail("oracle run: " + st.error().message);
 
-  std::vector<std::unique_ptr<DeviceBuffer>> in_bufs, out_bufs;
-  std::vector<kb::cuda::DeviceTensor> in_dt(m->tensors.size()), out_dt(expected->size());
-  std::vector<kb::cuda::DeviceArg> args(m->tensors.size());
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    const kb::Tensor& t = m->tensors[i];
-    const std::size_t shift = misalign ? static_cast<std::size_t>(kb::dtype_bits(t.dtype()) / 8) : 0;
-    auto b = std::make_unique<DeviceBuffer>(t.nbytes(), shift);
-    check_cuda(cudaMemcpy(b->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
-    in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
-    args[i].tensor = &in_dt[i];
-    in_bufs.push_back(std::move(b));
-  }
-  for (std::size_t i = 0; i < expected->size(); ++i) {
-    const kb::Tensor& t = (*expected)[i];
-    const std::size_t shift = misalign ? static_cast<std::size_t>(kb::dtype_bits(t.dtype()) / 8) : 0;
-    auto b = std::make_unique<DeviceBuffer>(t.nbytes(), shift);
-    check_cuda(cudaMemset(b->data(), 0xFF, t.nbytes()), "cudaMemset (poison)");  // NaN in every float dtype
-    out_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
-    out_bufs.push_back(std::move(b));
-  }
-  // cudaMemcpy from pageable memory and cudaMemset may still be in flight on the legacy stream, which
-  // the solution's non-blocking stream does not wait for: let inputs and poison land first.
-  check_cuda(cudaDeviceSynchronize(), "uploads landing");
-
-  cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  kb::Status st = impl.run_cuda(kb::CudaCall{d, m->axes, args, out_dt, stream});
-  cudaError_t sync = cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
-  if (!st) {
-    if (st.error().message.find("cudaErrorNoKernelImageForDevice") != std::string::npos ||
-        st.error().message.find("cudaErrorUnsupportedPtxVersion") != std::string::npos)
-      throw SkipTest{st.error().message};
-    return fail("run_cuda: " + st.error().message);
-  }
-  check_cuda(sync, "kernel execution (cudaStreamSynchronize)");
-
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    const kb::Tensor& t = m->tensors[i];
-    std::vector<std::byte> back(t.nbytes());
-    check_cuda(cudaMemcpy(back.data(), in_bufs[i]->data(), t.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (input back)");
-    if (std::memcmp(back.data(), t.bytes(), t.nbytes()) != 0) return fail("modified input " + d.inputs[i].name);
-    if (!in_bufs[i]->guards_intact()) return fail("wrote around input " + d.inputs[i].name);
-  }
+  kb_gpu_test::GuardedCall call(*m, *expected, 0, misalign);
+  if (kb::Status st = call.run(impl, d, m->axes); !st) return fail("run_cuda: " + st.error().message);
+  if (std::string why = call.inputs_intact(*m, d); !why.empty()) return fail(why);
   const kb::Tolerance tol{1e-2, 1e-2, 1.0};
   for (std::size_t i = 0; i < expected->size(); ++i) {
     const kb::Tensor& want = (*expected)[i];
-    auto got = kb::Tensor::allocate(want.dtype(), want.shape());
-    if (!got) return fail("allocate: " + got.error().message);
-    check_cuda(cudaMemcpy(got->bytes(), out_bufs[i]->data(), want.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (output)");
-    if (!out_bufs[i]->guards_intact()) return fail("wrote outside output " + d.outputs[i].name);
+    auto got = call.output(i, want, d);
+    if (!got) return fail(got.error().message);
     kb::Comparison c = kb::compare(*got, want, tol);
     out.max_abs = std::max(out.max_abs, c.max_abs);
     out.max_rel = std::max(out.max_rel, c.max_rel);
@@ -376,21 +331,7 @@ void test_refusals(const kb::Registry& reg, const fs::path& shared_defs, const f
 }  // namespace
 
 int main() {
-  auto n = kb::cuda::device_count();
-  if (!n) {
-    std::string why = n.error().message;
-    const std::string prefix = "no CUDA device: ";
-    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
-    std::printf("skipped: no CUDA device (%s)\n", why.c_str());
-    return 77;
-  }
-  if (cudaError_t e = cudaFree(nullptr); e != cudaSuccess) {
-    std::printf("skipped: no CUDA device (%s: %s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
-    return 77;
-  }
-  if (auto info = kb::cuda::device_info(0))
-    std::printf("device 0: %s, sm_%d%d, %d SMs\n", info->name.c_str(), info->compute_major, info->compute_minor,
-                info->sm_count);
+  if (int rc = kb_gpu_test::require_device()) return rc;
 
   const fs::path shared_defs = fs::path(env_or("KB_SHARED_DIR", "../shared")) / "flashinfer-trace" / "definitions";
   const fs::path silu_defs = fs::path(env_or("KB_SOURCE_DIR", ".")) / "kernels" / "silu_and_mul" / "definitions";

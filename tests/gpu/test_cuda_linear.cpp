@@ -138,50 +138,21 @@ void judge_crafted(const kb::Implementation& impl, const kb::Definition& d, cons
   if (auto st = (*oracle)->run(kb::OracleCall{d, m->axes, m->args, *expected, 4321}); !st)
     return fail("oracle run: " + st.error().message);
 
-  using kb_gpu_test::DeviceBuffer;
-  std::vector<std::unique_ptr<DeviceBuffer>> in_bufs(m->tensors.size()), out_bufs;
-  std::vector<kb::cuda::DeviceTensor> in_dt(m->tensors.size()), out_dt(expected->size());
-  std::vector<kb::cuda::DeviceArg> args(m->tensors.size());
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    args[i].scalar = m->args[i].scalar;
-    if (!m->args[i].tensor) continue;
-    const kb::Tensor& t = m->tensors[i];
-    in_bufs[i] = std::make_unique<DeviceBuffer>(t.nbytes());
-    check_cuda(cudaMemcpy(in_bufs[i]->data(), t.bytes(), t.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy (input)");
-    in_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), in_bufs[i]->data(), t.nbytes()};
-    args[i].tensor = &in_dt[i];
-  }
-  for (std::size_t i = 0; i < expected->size(); ++i) {
-    const kb::Tensor& t = (*expected)[i];
-    auto b = std::make_unique<DeviceBuffer>(t.nbytes());
-    check_cuda(cudaMemset(b->data(), 0xFF, t.nbytes()), "cudaMemset (poison)");
-    out_dt[i] = kb::cuda::DeviceTensor{t.dtype(), t.shape(), b->data(), t.nbytes()};
-    out_bufs.push_back(std::move(b));
-  }
-  check_cuda(cudaDeviceSynchronize(), "uploads landing");
+  kb_gpu_test::GuardedCall call(*m, *expected);
   cudaStream_t stream = nullptr;
   check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  kb::Status st = impl.run_cuda(kb::CudaCall{d, m->axes, args, out_dt, stream});
+  kb::Status st = impl.run_cuda(kb::CudaCall{d, m->axes, call.args, call.out, stream});
   cudaError_t sync = cudaStreamSynchronize(stream);
   cudaStreamDestroy(stream);
   if (!st) return fail("run_cuda: " + st.error().message);
   check_cuda(sync, "kernel execution");
-  for (std::size_t i = 0; i < m->tensors.size(); ++i) {
-    if (!in_bufs[i]) continue;
-    const kb::Tensor& t = m->tensors[i];
-    std::vector<std::byte> back(t.nbytes());
-    check_cuda(cudaMemcpy(back.data(), in_bufs[i]->data(), t.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (input back)");
-    if (std::memcmp(back.data(), t.bytes(), t.nbytes()) != 0) return fail("modified input " + d.inputs[i].name);
-    if (!in_bufs[i]->guards_intact()) return fail("wrote around input " + d.inputs[i].name);
-  }
+  if (std::string why = call.inputs_intact(*m, d); !why.empty()) return fail(why);
   double max_abs = 0, max_rel = 0;
   std::string problems;
   for (std::size_t i = 0; i < expected->size(); ++i) {
     const kb::Tensor& want = (*expected)[i];
-    auto got = kb::Tensor::allocate(want.dtype(), want.shape());
-    if (!got) return fail("allocate: " + got.error().message);
-    check_cuda(cudaMemcpy(got->bytes(), out_bufs[i]->data(), want.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy (output)");
-    if (!out_bufs[i]->guards_intact()) return fail("wrote outside output " + d.outputs[i].name);
+    auto got = call.output(i, want, d);
+    if (!got) return fail(got.error().message);
     kb::Comparison c = kb::compare(*got, want, kb::Tolerance{});
     max_abs = std::max(max_abs, c.max_abs);
     max_rel = std::max(max_rel, c.max_rel);

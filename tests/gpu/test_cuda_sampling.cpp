@@ -655,21 +655,7 @@ int main(int argc, char** argv) {
     }
   }
   if (g_dry) return dry_run();
-  auto n = kb::cuda::device_count();
-  if (!n) {
-    std::string why = n.error().message;
-    const std::string prefix = "no CUDA device: ";
-    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
-    std::printf("skipped: no CUDA device (%s)\n", why.c_str());
-    return 77;
-  }
-  if (cudaError_t e = cudaFree(nullptr); e != cudaSuccess) {
-    std::printf("skipped: no CUDA device (%s: %s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
-    return 77;
-  }
-  if (auto info = kb::cuda::device_info(0))
-    std::printf("device 0: %s, sm_%d%d, %d SMs\n", info->name.c_str(), info->compute_major, info->compute_minor,
-                info->sm_count);
+  if (int rc = kb_gpu_test::require_device()) return rc;
   const char* env = std::getenv("KB_SHARED_DIR");
   const fs::path shared = fs::path(env && *env ? env : "../shared");
   kb::Registry reg;

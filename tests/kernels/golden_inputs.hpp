@@ -1,5 +1,5 @@
 // kb-golden-v1: the generator of the goldens' large float inputs, bit for bit
-// as tools/goldens/golden_lib.py describes it (see that file's docstring):
+// as tests/goldens/make/golden_lib.py describes it (see that file's docstring):
 //
 //   seed  = FNV-1a 64 of the UTF-8 bytes of "DEF/NAME"
 //   z_i   = splitmix64 of counter i: x = seed + (i + 1) * 0x9E3779B97F4A7C15;

@@ -1,6 +1,6 @@
 // The CPU oracles against goldens: tests/goldens/*.safetensors, each the
 // outputs of a definition's own PyTorch reference on small inputs
-// (tools/goldens/make_goldens.py, run on a GPU machine). For each file: the
+// (tests/goldens/make/make_goldens.py, run on a GPU machine). For each file: the
 // definition is loaded from $KB_SHARED_DIR/flashinfer-trace/definitions, the
 // inputs rebuilt (stored "in.NAME" tensors, kb-golden-v1 generated ones,
 // scalars from the metadata), the oracle run, and every "out.NAME" compared
@@ -40,7 +40,7 @@ using kb::Tensor;
 
 namespace {
 
-// ---- kb-golden-v1 against tools/goldens/golden_lib.py ------------------------
+// ---- kb-golden-v1 against tests/goldens/make/golden_lib.py ------------------------
 
 struct GeneratorCase {
   const char* definition;
@@ -394,7 +394,7 @@ TEST_CASE("oracles reproduce the goldens") {
   std::sort(files.begin(), files.end());
   REQUIRE_MESSAGE(!files.empty(),
                   "no goldens in " << goldens.string()
-                                   << ": run `python3 tools/goldens/make_goldens.py DEFINITIONS_DIR tests/goldens` on a "
+                                   << ": run `python3 tests/goldens/make/make_goldens.py DEFINITIONS_DIR tests/goldens` on a "
                                       "machine with PyTorch and a GPU");
   const std::string budget = env_or("KB_GOLDENS_MAX_GENERATED", "");
   const std::int64_t max_generated = budget.empty() ? INT64_MAX : std::stoll(budget);

@@ -1,6 +1,6 @@
 // The gdn, mamba_ssu and dsa_paged CPU oracles against their goldens:
 // tests/goldens/linear/*.safetensors, each the outputs of a definition's own
-// PyTorch reference (tools/goldens/linear.py). A golden of a scaled-down copy
+// PyTorch reference (tests/goldens/make/linear.py). A golden of a scaled-down copy
 // of a shipped definition carries that copy's JSON in its metadata
 // ("definition_json", "scaled_from"); the others name a shipped definition.
 // Inputs are rebuilt (stored "in.NAME", kb-golden-v1 generated ones, scalars
@@ -208,7 +208,7 @@ TEST_CASE("gdn, mamba_ssu and dsa_paged oracles reproduce their goldens") {
     if (it->is_regular_file() && it->path().extension() == ".safetensors") files.push_back(it->path());
   std::sort(files.begin(), files.end());
   REQUIRE_MESSAGE(!files.empty(), "no goldens in " << dir.string()
-                                                   << ": run tools/goldens/linear.py DEFINITIONS_DIR tests/goldens/linear");
+                                                   << ": run tests/goldens/make/linear.py DEFINITIONS_DIR tests/goldens/linear");
   std::set<std::string> proven;
   for (const auto& f : files) {
     Outcome o = check_golden(f);

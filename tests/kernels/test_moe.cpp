@@ -1,6 +1,6 @@
 // The MoE oracle (kernels/moe/oracle.cpp) and kb_cpu_moe (kernels/moe/cpu.cpp):
 //  - every shipped MoE definition is read as a form the oracle computes;
-//  - both reproduce tests/goldens/moe (tools/goldens/moe.py: each shipped definition's own
+//  - both reproduce tests/goldens/moe (tests/goldens/make/moe.py: each shipped definition's own
 //    PyTorch reference, run on a scaled-down copy of the definition stored in the golden),
 //    and the scaled copy is read as the same form as the shipped definition;
 //  - both reproduce tests/goldens/moe/bundled, the references of kb's bundled MoE definitions
@@ -282,7 +282,7 @@ fs::path goldens_dir() { return fs::path(env_or("KB_GOLDENS_DIR", "tests/goldens
 TEST_CASE("the MoE oracle and kb_cpu_moe reproduce the PyTorch goldens of every shipped form") {
   auto files = files_in(goldens_dir(), ".safetensors");
   REQUIRE_MESSAGE(files.size() == 17, "expected a golden per shipped MoE definition in " << goldens_dir().string()
-                                          << " (python3 tools/goldens/moe.py DEFINITIONS_DIR tests/goldens/moe)");
+                                          << " (python3 tests/goldens/make/moe.py DEFINITIONS_DIR tests/goldens/moe)");
   for (const auto& file : files) check_golden(file, false);
 }
 

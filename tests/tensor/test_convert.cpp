@@ -1,5 +1,5 @@
 // Tests of lib/tensor: the dtype conversions, bit for bit, against reference
-// tables made independently of kb (tools/dtype_tables/make_tables.py: ml_dtypes
+// tables made independently of kb (tests/tensor/tables/make_tables.py: ml_dtypes
 // and numpy with PyTorch's rules; README.md there gives the file formats), and
 // the Tensor container (limits, guards, clone, fill, float4 packing).
 #include <doctest/doctest.h>

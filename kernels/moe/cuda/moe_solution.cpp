@@ -9,8 +9,6 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -18,6 +16,7 @@
 #include "cuda/runtime.hpp"
 #include "harness/implementation.hpp"
 #include "harness/per_definition.hpp"
+#include "../../common/stream_workspace.hpp"
 #include "../form.hpp"
 #include "moe_cuda.hpp"
 
@@ -66,41 +65,18 @@ Result<Form> form_of(const Definition& d) {
 
 // ---- per-(device, stream) workspace ---------------------------------------------------------
 
-struct Workspaces {
-  std::mutex mu;
-  std::map<std::pair<int, void*>, std::pair<void*, std::size_t>> buffers;
-};
-
-// Leaked on purpose: freeing device memory from a static destructor could run after the CUDA
-// runtime has shut down.
-Workspaces& workspaces() {
-  static auto* w = new Workspaces;
-  return *w;
-}
-
+// The stream's buffer of at least `bytes` (kernels/common/stream_workspace.hpp), allocated at the
+// size asked for.
 Result<void*> workspace(void* stream, std::size_t bytes) {
-  auto device = cuda::current_device();
-  if (!device) return device.error();
-  Workspaces& ws = workspaces();
-  std::lock_guard<std::mutex> lock(ws.mu);
-  auto& slot = ws.buffers[{*device, stream}];
-  if (slot.second >= bytes) return slot.first;
-  auto capturing = cuda::stream_is_capturing(stream);
-  if (!capturing) return capturing.error();
-  if (*capturing)
+  static auto* buffers = new StreamWorkspaces;
+  void* mem = nullptr;
+  const cudaError_t e = buffers->get(static_cast<cudaStream_t>(stream), bytes, &mem);
+  if (e == cudaErrorStreamCaptureUnsupported)
     return make_error(Code::unsupported,
                       fmt::format("{}: its workspace ({} bytes) is allocated by the first call of this size outside "
                                   "stream capture; run the call once before capturing it",
                                   kName, bytes));
-  if (slot.first) {
-    // The stream's earlier calls may still use the old buffer.
-    KB_TRY(cuda::check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "kb_cuda_moe: cudaStreamSynchronize"));
-    cudaFree(slot.first);
-    slot = {nullptr, 0};
-  }
-  void* mem = nullptr;
-  KB_TRY(cuda::check(cudaMalloc(&mem, bytes), fmt::format("kb_cuda_moe: allocating its {}-byte workspace", bytes)));
-  slot = {mem, bytes};
+  KB_TRY(cuda::check(e, fmt::format("kb_cuda_moe: allocating its {}-byte workspace", bytes)));
   return mem;
 }
 

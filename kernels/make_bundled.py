@@ -11,7 +11,7 @@ import json
 import os
 import uuid
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels")
+ROOT = os.path.dirname(os.path.abspath(__file__))
 NS = uuid.UUID("6b62000d-6b62-4b62-8b62-6b626b626b62")
 
 GEMM_REF = '''import torch

@@ -11,7 +11,7 @@ are col2im and im2col with the same arguments (PyTorch builds without the
 backward overloads get them from the forward). Writes
 tests/backendbench/goldens/aten_more.json, read by tests/backendbench/test_aten_more.cpp.
 
-    /path/to/python-with-torch tools/goldens/aten_more.py
+    /path/to/python-with-torch tests/backendbench/goldens/make/aten_more.py
 """
 import json
 import os
@@ -215,7 +215,7 @@ def run_case(op, text, fix, compare):
 
 def main():
     cases = [run_case(*c) for c in CASES]
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "backendbench", "goldens", "aten_more.json")
+    path = os.path.join(os.path.dirname(__file__), "..", "aten_more.json")
     with open(path, "w") as f:
         json.dump({"format": "kb-aten-goldens-1", "torch": torch.__version__, "cases": cases}, f, indent=None)
         f.write("\n")

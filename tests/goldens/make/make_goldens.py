@@ -1,8 +1,8 @@
-"""Writes the oracle goldens: python3 tools/goldens/make_goldens.py DEFINITIONS_DIR OUT_DIR
+"""Writes the oracle goldens: python3 tests/goldens/make/make_goldens.py DEFINITIONS_DIR OUT_DIR
 
 DEFINITIONS_DIR is a FlashInfer Trace definitions/ folder (shared/flashinfer-trace/definitions);
 OUT_DIR is usually tests/goldens. Runs basic.make (gemm, rmsnorm, rope, sampling) and, when
-tools/goldens/attention.py exists, attention.make; then prints every golden in OUT_DIR with
+tests/goldens/make/attention.py exists, attention.make; then prints every golden in OUT_DIR with
 its size and the total. Needs PyTorch (and a GPU for realistic references), numpy, safetensors.
 """
 import importlib.util

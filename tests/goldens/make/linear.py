@@ -1,6 +1,6 @@
 """Goldens for the linear-attention, state-space and sparse-attention op_types: gdn, mamba_ssu, dsa_paged.
 
-    python3 tools/goldens/linear.py DEFINITIONS_DIR OUT_DIR     (OUT_DIR: tests/goldens/linear)
+    python3 tests/goldens/make/linear.py DEFINITIONS_DIR OUT_DIR     (OUT_DIR: tests/goldens/linear)
 
 For every shipped definition of these op_types, runs the definition's own
 PyTorch `reference` (CPU is enough: every reference computes in float32) on a
@@ -180,7 +180,7 @@ def make_one(path, out_dir):
     with open(path) as f:
         shipped = json.load(f)
     d = shipped
-    extra = {"generator": "tools/goldens/linear.py"}
+    extra = {"generator": "tests/goldens/make/linear.py"}
     if shipped["name"] in SCALED:
         changes, new_name = SCALED[shipped["name"]]
         d = scaled_definition(shipped, changes, new_name)

@@ -11,7 +11,7 @@ reserve and weight_buf are written as null (kb does not compare them).
 Writes tests/backendbench/goldens/aten_special.json, read by
 tests/backendbench/test_aten_special.cpp.
 
-    /path/to/python-with-torch tools/goldens/aten_special.py
+    /path/to/python-with-torch tests/backendbench/goldens/make/aten_special.py
 """
 import json
 import os
@@ -169,7 +169,7 @@ def run_case(op, text, fix):
 
 def main():
     cases = [run_case(*c) for c in CASES]
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "backendbench", "goldens", "aten_special.json")
+    path = os.path.join(os.path.dirname(__file__), "..", "aten_special.json")
     with open(path, "w") as f:
         json.dump({"format": "kb-aten-goldens-1", "torch": torch.__version__, "cases": cases}, f, indent=None)
         f.write("\n")

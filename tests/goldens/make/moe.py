@@ -1,4 +1,4 @@
-"""Goldens for the MoE definitions: python3 tools/goldens/moe.py [--as-is] DEFINITIONS_DIR OUT_DIR
+"""Goldens for the MoE definitions: python3 tests/goldens/make/moe.py [--as-is] DEFINITIONS_DIR OUT_DIR
 
 For every DEFINITIONS_DIR/moe/*.json, runs the definition's own PyTorch `reference` on small
 inputs and writes OUT_DIR/<definition>.safetensors (golden_lib.save; OUT_DIR is usually

@@ -6,7 +6,7 @@ output_mask drops). max_pool2d_with_indices_backward gets the forward's
 indices, as in training. Writes tests/backendbench/goldens/aten_spatial.json,
 read by tests/backendbench/test_aten_spatial.cpp.
 
-    /path/to/python-with-torch tools/goldens/aten_spatial.py
+    /path/to/python-with-torch tests/backendbench/goldens/make/aten_spatial.py
 """
 import json
 import math
@@ -107,7 +107,7 @@ def run_case(op, text):
 
 def main():
     cases = [run_case(op, text) for op, text in CASES]
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "backendbench", "goldens", "aten_spatial.json")
+    path = os.path.join(os.path.dirname(__file__), "..", "aten_spatial.json")
     with open(path, "w") as f:
         json.dump({"format": "kb-aten-goldens-1", "torch": torch.__version__, "cases": cases}, f, indent=None)
         f.write("\n")

@@ -9,9 +9,9 @@ nearest-value-ties-to-even search over the representable values. Any
 disagreement aborts the script.
 
     python3 -m venv /tmp/dtvenv && /tmp/dtvenv/bin/pip install ml_dtypes numpy
-    /tmp/dtvenv/bin/python tools/dtype_tables/make_tables.py           # writes tests/tensor/tables/
-    /tmp/dtvenv/bin/python tools/dtype_tables/make_tables.py --verify  # regenerates, compares bytes
-    python3 tools/dtype_tables/make_tables.py --check-torch            # where torch is (a GPU machine)
+    /tmp/dtvenv/bin/python tests/tensor/tables/make_tables.py           # writes tests/tensor/tables/
+    /tmp/dtvenv/bin/python tests/tensor/tables/make_tables.py --verify  # regenerates, compares bytes
+    python3 tests/tensor/tables/make_tables.py --check-torch            # where torch is (a GPU machine)
 
 Produced with ml_dtypes 0.6.0 and numpy 2.4.6 (--verify with ml_dtypes 0.6.0
 and numpy 2.5.2 reproduces them byte for byte). --check-torch with torch
@@ -39,7 +39,7 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_OUT = os.path.normpath(os.path.join(HERE, "..", "..", "tests", "tensor", "tables"))
+DEFAULT_OUT = HERE
 
 RANDOM_COUNT = 50_000
 RANDOM_SEED = 0x6B62_6474_7970_6573  # "kbdtypes"

@@ -22,7 +22,7 @@ references disagree (0 / -inf in the per-row loops, NaN from a softmax over
 -inf in the vectorised ones) and the oracle writes 0 / -inf.
 
 Run on a machine with PyTorch (GPU if there is one):
-    python3 tools/goldens/attention.py DEFINITIONS_DIR OUT_DIR
+    python3 tests/goldens/make/attention.py DEFINITIONS_DIR OUT_DIR
 """
 import glob
 import json
@@ -182,7 +182,7 @@ def make_one(path, definitions_dir, out_dir, device=None):
     os.makedirs(out_dir, exist_ok=True)
     out_path = os.path.join(out_dir, name + ".safetensors")
     golden_lib.save(out_path, name, var_axes, inputs, outputs, generated, scales=scales,
-                    extra_meta={"generator": "tools/goldens/attention.py"})
+                    extra_meta={"generator": "tests/goldens/make/attention.py"})
     size = os.path.getsize(out_path)
     assert size < MAX_FILE_BYTES, "%s: %d bytes" % (out_path, size)
     return out_path
