@@ -3,9 +3,11 @@
 // plugin's run functions behind an adapter): a kernel that never ends
 // (TIMEOUT, worker killed), an illegal address (RUNTIME_ERROR naming the CUDA
 // error, worker replaced), a write past the output (guard bytes), a result
-// remembered from an earlier call (the timed sets, fresh draws, judged after timing), work on
-// another stream (the gated stream check); a good plugin solution and a cuda
-// Solution JSON built with nvcc pass after each fault.
+// remembered from an earlier call, or replayed from a device-side cache keyed
+// by a fingerprint of the inputs (timed calls on inputs drawn fresh before
+// each call, a few of them judged after timing), work on another stream (the
+// gated stream check); a good plugin solution and a cuda Solution JSON built
+// with nvcc pass after each fault.
 // Prints "skipped: no CUDA device" and exits 77 without one.
 //
 // usage: test_plugin_gpu [KB_WORKER HOSTILE_CUDA.so DATASET CUDA_SOLUTION.json CACHE_DIR]
@@ -185,7 +187,7 @@ int main(int argc, char** argv) {
   };
 
   // Outside solutions, in kb-worker.
-  (void)expect("hostile_cuda_good", timed, "PASSED", "timed sets judged after timing");
+  (void)expect("hostile_cuda_good", timed, "PASSED", "drawn at random judged after timing");
   pid_t before = (*plugin)->worker->pid();
   (void)expect("hostile_cuda_kernel_hang", untimed, "TIMEOUT", "was killed");
   check((*plugin)->worker->pid() != before, "the hung worker was replaced");
@@ -194,6 +196,8 @@ int main(int argc, char** argv) {
   (void)expect("hostile_cuda_good", untimed, "PASSED", nullptr);
   (void)expect("hostile_cuda_write_past_output", untimed, "RUNTIME_ERROR", "wrote outside output");
   (void)expect("hostile_cuda_stale", timed, "INCORRECT_NUMERICAL", nullptr);
+  (void)expect("hostile_cuda_fingerprint_cache", timed, "INCORRECT_NUMERICAL", "a timed call's output was wrong");
+  (void)expect("hostile_cuda_fingerprint_cache", untimed, "PASSED", nullptr);  // its checked calls are right
   (void)expect("hostile_cuda_other_stream", untimed, "RUNTIME_ERROR", "stream other than");
   auto good = expect("hostile_cuda_good", timed, "PASSED", "stream check: outputs untouched");
   if (good && good->evaluation.performance) {
@@ -251,13 +255,16 @@ int main(int argc, char** argv) {
 
   // The same kernels in-process: kb's own CUDA evaluation (gpu_eval.cpp).
   auto local = in_process(hostile);
-  check(local.size() == 6, "in-process adapters for the hostile plugin");
+  check(local.size() == 7, "in-process adapters for the hostile plugin");
   for (const auto& impl : local) {
     const char* want = nullptr;
     const char* needle = nullptr;
-    if (impl.name == "inproc_hostile_cuda_good") want = "PASSED", needle = "rotations re-checked after timing";
+    // The adapters are not kb's own code (Implementation::trusted is false): timed on fresh inputs.
+    if (impl.name == "inproc_hostile_cuda_good") want = "PASSED", needle = "drawn at random judged after timing";
     if (impl.name == "inproc_hostile_cuda_write_past_output") want = "RUNTIME_ERROR", needle = "wrote outside output";
-    if (impl.name == "inproc_hostile_cuda_stale") want = "INCORRECT_NUMERICAL", needle = "after timing";
+    if (impl.name == "inproc_hostile_cuda_stale") want = "INCORRECT_NUMERICAL", needle = "a timed call's output was wrong";
+    if (impl.name == "inproc_hostile_cuda_fingerprint_cache")
+      want = "INCORRECT_NUMERICAL", needle = "a timed call's output was wrong";
     if (impl.name == "inproc_hostile_cuda_other_stream") want = "RUNTIME_ERROR", needle = "stream other than";
     if (!want) continue;  // hangs and illegal addresses would end this process: workers exist for them
     auto r = kb::evaluate(*def, w, impl, timed);
