@@ -357,7 +357,7 @@ Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int, vo
     // The call as a graph, so its kernels run back to back (see timing.hpp).
     GraphExec exec;
     if (r.graph && !exec.capture([&] { return launch(i, stream); }, stream)) r.graph = false;
-    if (before) KB_TRY(before(i + 1, stream));
+    if (before) KB_TRY(before(i, stream));
     if (flush_l2) KB_TRY(enqueue_flush(*flush, i, l2_flush, stream));
     KB_TRY(check(cudaStreamSynchronize(stream), "L2 flush"));  // the flush's work stays out of the records
     KernelRecorder rec;
