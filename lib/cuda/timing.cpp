@@ -144,6 +144,14 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
   auto flush = flush_buffer(device);
   if (!flush) return flush.error();
 
+  // One call outside the timed batches (warm-up, pace), with the hooks around it.
+  auto call = [&](int sample) -> Status {
+    if (opt.before) KB_TRY(opt.before(sample, stream));
+    KB_TRY(launch(sample, stream));
+    if (opt.after) KB_TRY(opt.after(sample, stream));
+    return ok_status();
+  };
+
   // Warm-up: opt.warmup calls, then doubling rounds until opt.warmup_ms of
   // wall time has passed, so the SM clock has left its idle state (an idle
   // H100 sits at a few hundred MHz and needs milliseconds to boost).
@@ -152,7 +160,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
     auto w0 = std::chrono::steady_clock::now();
     int done = 0, round = opt.warmup;
     while (round > 0) {
-      for (int w = 0; w < round; ++w) KB_TRY(launch(done + w, stream));
+      for (int w = 0; w < round; ++w) KB_TRY(call(done + w));
       done += round;
       KB_TRY(check(cudaStreamSynchronize(stream), "warm-up"));
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
@@ -162,7 +170,7 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
     // Timed alone, after the warm-up: the first calls may hold one-time work (plans, autotuning).
     if (opt.batch_target_ms > 0 && opt.samples_per_graph > 1) {
       auto c0 = std::chrono::steady_clock::now();
-      KB_TRY(launch(done, stream));
+      KB_TRY(call(done));
       KB_TRY(check(cudaStreamSynchronize(stream), "warm-up"));
       call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
     }
@@ -217,10 +225,12 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
       KB_TRY(check(launch_clock_sampler(clock_slots, sm_count, stream), "clock sampler"));
     }
     for (int k = 0; k < per_batch; ++k) {
+      if (opt.before) KB_TRY(opt.before(first_sample + k, stream));
       if (opt.flush_l2) KB_TRY(enqueue_flush(*flush, k, opt.l2_flush, stream));
       KB_TRY(record(events[2 * k]));
       KB_TRY(launch(first_sample + k, stream));
       KB_TRY(record(events[2 * k + 1]));
+      if (opt.after) KB_TRY(opt.after(first_sample + k, stream));
     }
     if (clock_slots) KB_TRY(check(launch_clock_sampler(clock_slots + kSlotWords, sm_count, stream), "clock sampler"));
     return ok_status();
@@ -328,7 +338,8 @@ Result<TimingResult> time_gpu(const std::function<Status(int, void*)>& launch, v
 }
 
 Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int, void*)>& launch, void* stream_ptr,
-                                              int samples, bool flush_l2, L2Flush l2_flush) {
+                                              int samples, bool flush_l2, L2Flush l2_flush,
+                                              const std::function<Status(int, void*)>& before) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   std::string why;
   if (!cupti_available(&why)) return make_error(Code::unsupported, "CUPTI: " + why);
@@ -336,6 +347,7 @@ Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int, vo
   KB_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
   auto flush = flush_buffer(device);
   if (!flush) return flush.error();
+  if (before) KB_TRY(before(0, stream));
   KB_TRY(launch(0, stream));  // warm-up: first-call work (plans, autotuning) stays out of the records
   KB_TRY(check(cudaStreamSynchronize(stream), "CUPTI warm-up"));
   KernelTimingResult r;
@@ -345,6 +357,7 @@ Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int, vo
     // The call as a graph, so its kernels run back to back (see timing.hpp).
     GraphExec exec;
     if (r.graph && !exec.capture([&] { return launch(i, stream); }, stream)) r.graph = false;
+    if (before) KB_TRY(before(i, stream));
     if (flush_l2) KB_TRY(enqueue_flush(*flush, i, l2_flush, stream));
     KB_TRY(check(cudaStreamSynchronize(stream), "L2 flush"));  // the flush's work stays out of the records
     KernelRecorder rec;

@@ -96,6 +96,14 @@ struct TimingOptions {
   // after all and the result is flagged throttled.
   double throttle_threshold = default_throttle_threshold();
   double throttle_recovery_ms = 50.0;
+  // Work enqueued around every call the timer makes (warm-up calls too),
+  // never inside a sample's events: `before` ahead of the sample's L2 flush,
+  // so what it writes (fresh inputs, poisoned outputs) is flushed from the L2
+  // like everything else and the sample starts as cold as without it;
+  // `after` behind the sample's stop event (keeping the call's outputs). In
+  // graph mode both are captured into the batch's graph between the timed
+  // calls. Empty: nothing.
+  std::function<Status(int sample, void* stream)> before, after;
 };
 
 struct TimingResult {
@@ -148,9 +156,12 @@ struct KernelTimingResult {
   std::size_t kernels_per_call = 0;  // the most kernels one call ran
   bool graph = false;                // every call replayed from a CUDA graph
 };
+// `before`, when set, is enqueued ahead of each call's L2 flush, outside
+// the records (TimingOptions::before).
 Result<KernelTimingResult> time_kernels_cupti(const std::function<Status(int sample, void* stream)>& launch,
                                               void* stream, int samples = 20, bool flush_l2 = true,
-                                              L2Flush l2_flush = default_l2_flush());
+                                              L2Flush l2_flush = default_l2_flush(),
+                                              const std::function<Status(int sample, void* stream)>& before = {});
 
 // Device ceilings kb measures once per run with the same timer.
 struct Ceilings {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <random>
 
 #include "cuda/anti_gaming.hpp"
 #include "cuda/per_device.hpp"
@@ -111,6 +112,9 @@ struct Problem {
   std::string what;
 };
 
+// What judged a trial's outputs.
+enum class Reference { gpu_oracle, torch, cpu_oracle };
+
 // After timing: every rotation's guards, inputs and (unless judged by
 // distribution) outputs again. The samples wrote each rotation's outputs last;
 // a solution that returned a result remembered from an earlier call (or did
@@ -145,6 +149,111 @@ Result<std::optional<Problem>> check_rotations(const Definition& d, const Tolera
             EvalStatus::incorrect_numerical,
             fmt::format("after timing, rotation {} (trial {}'s inputs): output \"{}\": {} (results reused across "
                         "calls, or work skipped in timed calls)", k, k, d.outputs[i].name, c.detail)});
+    }
+  }
+  return std::optional<Problem>();
+}
+
+// After timing an untrusted solution on fresh inputs (evaluate_cuda): every
+// set's guards and inputs (a generated input must hold the draw of the last
+// call on its set), every output's guards, then the kept calls: each one's
+// inputs drawn again from its serial, on the device and, where the host holds
+// them, on the host, the trial's reference run on them, the kept outputs
+// judged. A cache that answered a timed call from an earlier one, or a call
+// that skipped its work, fails here.
+Result<std::optional<Problem>> check_fresh_calls(const Definition& d, const Tolerance& tol,
+                                                 const cuda::TimedCallSample& sample, std::uint64_t salt,
+                                                 std::vector<DeviceInputs>& input_sets,
+                                                 const std::vector<std::vector<cuda::DeviceCopy>>& output_sets,
+                                                 std::vector<Materialized>& host_inputs,
+                                                 const std::vector<Reference>& references,
+                                                 const std::vector<std::uint64_t>& trial_seeds, const BenchOptions& opt,
+                                                 void* stream, std::size_t& judged) {
+  auto last = sample.last_serials(stream);
+  if (!last) return last.error();
+  for (std::size_t k = 0; k < input_sets.size(); ++k) {
+    DeviceInputs& di = input_sets[k];
+    std::vector<std::optional<RandomRecipe>> original = di.generated;
+    for (auto& g : di.generated)
+      if (g && (*last)[k] > 0) g = fresh_recipe(*g, salt, (*last)[k]);
+    for (std::size_t i = 0; i < di.copies.size(); ++i) {
+      if (!di.args[i].tensor) continue;
+      auto problem = input_problem(d, di, host_inputs[k], i, stream);
+      if (!problem) return problem.error();
+      if (!problem->empty())
+        return std::optional<Problem>(
+            Problem{EvalStatus::runtime_error, fmt::format("while timing (input set {}): {}", k, *problem)});
+    }
+    di.generated = std::move(original);
+    for (std::size_t i = 0; i < output_sets[k].size(); ++i) {
+      auto g = output_sets[k][i].buffer.guards_intact();
+      if (!g) return g.error();
+      if (!*g)
+        return std::optional<Problem>(Problem{
+            EvalStatus::runtime_error, fmt::format("while timing (input set {}): wrote outside output \"{}\" (guard "
+                                                   "bytes changed)", k, d.outputs[i].name)});
+    }
+  }
+  auto kept = sample.kept(stream);
+  if (!kept) return kept.error();
+  Implementation oracle = reference_implementation();
+  GpuOracleFn gpu_oracle = find_gpu_oracle(d);
+  for (std::size_t j = 0; j < kept->size(); ++j) {
+    const auto [serial, set] = (*kept)[j];
+    if (serial == 0) continue;
+    const auto k = static_cast<std::size_t>(set);
+    DeviceInputs& di = input_sets[k];
+    Materialized& m = host_inputs[k];
+    for (std::size_t i = 0; i < di.generated.size(); ++i) {
+      if (!di.generated[i]) continue;
+      const RandomRecipe r = fresh_recipe(*di.generated[i], salt, serial);
+      if (Status st = device_fill(di.copies[i].view.data, r, stream); !st.ok()) return st.error();
+      if (!m.tensors[i].empty_storage()) fill_random(m.tensors[i], r.key);
+    }
+    auto expected = allocate_outputs(d, m.axes);
+    if (!expected) return expected.error();
+    switch (references[k]) {
+      case Reference::gpu_oracle: {
+        if (!gpu_oracle) return make_error(Code::internal, "the GPU oracle vanished");
+        std::vector<cuda::DeviceCopy> ref;
+        std::vector<cuda::DeviceTensor> ref_views;
+        for (const auto& t : d.outputs) {
+          auto c = cuda::allocate_like(t.dtype, bound_shape(t, m.axes));
+          if (!c) return c.error();
+          ref_views.push_back(c->view);
+          ref.push_back(std::move(*c));
+        }
+        KB_TRY(gpu_oracle(GpuOracleCall{d, m.axes, di.args, ref_views, stream}));
+        for (std::size_t i = 0; i < ref.size(); ++i) KB_TRY(cuda::download(ref[i].view, (*expected)[i], stream));
+        break;
+      }
+      case Reference::torch: {
+        TorchReferenceOptions on_device = opt.torch;
+        int dev = 0;
+        KB_TRY(cuda::check(cudaGetDevice(&dev), "cudaGetDevice"));
+        on_device.device = fmt::format("cuda:{}", dev);
+        auto tr = run_torch_reference(d, m.args, *expected, on_device);
+        if (!tr) return tr.error();
+        break;
+      }
+      case Reference::cpu_oracle:
+        KB_TRY(oracle.run(ImplementationCall{d, m.axes, m.args, *expected, trial_seeds[k]}));
+        break;
+    }
+    ++judged;
+    for (std::size_t i = 0; i < d.outputs.size(); ++i) {
+      Tensor got = (*expected)[i].clone();
+      KB_TRY(cuda::check(cudaMemcpyAsync(got.bytes(), sample.slot_output(j, i), got.nbytes(), cudaMemcpyDeviceToHost,
+                                         static_cast<cudaStream_t>(stream)),
+                         "downloading a kept timed call's outputs"));
+      KB_TRY(cuda::check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "downloading a kept timed call's outputs"));
+      Comparison c = judge_output(d, m.args, i, got, (*expected)[i], tol);
+      if (c.verdict != Comparison::Verdict::match)
+        return std::optional<Problem>(Problem{
+            EvalStatus::incorrect_numerical,
+            fmt::format("a timed call's output was wrong: call {} of the timing (input set {}, its floating-point "
+                        "inputs drawn fresh for that call), output \"{}\": {} (results reused across calls, or work "
+                        "skipped in timed calls)", serial, k, d.outputs[i].name, c.detail)});
     }
   }
   return std::optional<Problem>();
@@ -192,6 +301,9 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
   // host reads them (shape and size otherwise).
   std::vector<Materialized> host_inputs;
   std::vector<CallCost> costs;                     // each trial's ideal cost, for the timed rotation
+  // Each trial's reference (the same judges the kept timed calls later) and seed.
+  std::vector<Reference> references;
+  std::vector<std::uint64_t> trial_seeds;
   AxisValues axes;
 
   for (int trial = 0; trial < std::max(1, opt.trials); ++trial) {
@@ -243,6 +355,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     if (!use_gpu_oracle || judged_by_topk_scores(d) || judged_by_distribution(d)) KB_TRY(fill_deferred(*m));
     auto di = device_inputs(*m, recipes, stream.get());
     if (!di) return di.error();
+    references.push_back(use_gpu_oracle ? Reference::gpu_oracle : use_torch ? Reference::torch : Reference::cpu_oracle);
+    trial_seeds.push_back(mo.seed);
     if (use_gpu_oracle) {
       std::vector<cuda::DeviceCopy> ref;
       std::vector<cuda::DeviceTensor> ref_views;
@@ -450,6 +564,30 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
                                                     recorded_matched_ratio(tol, lowest_matched)))};
   }
   Performance perf;
+  // Untrusted solutions are timed on fresh inputs: before every call the
+  // timer makes (outside its events, ahead of the L2 flush), the random
+  // floating-point inputs of the set it uses are drawn again on the device
+  // (the same distributions, a new serial per call: a cache keyed by any
+  // fingerprint of the inputs never hits) and its outputs poisoned; the
+  // outputs of a few calls drawn on the device are kept and judged after
+  // timing on exactly those inputs. Index structures, integers and blobs stay
+  // as they were: they define the call's shape and work and must stay valid.
+  // kb's own solutions (Implementation::trusted) cannot cheat and are timed
+  // on the rotating sets alone, their outputs judged again afterwards.
+  const bool fresh = !impl.trusted && !sampling;
+  constexpr std::size_t kKeptCalls = 4;
+  std::optional<cuda::TimedCallSample> timed_sample;
+  std::uint64_t fresh_salt = 0;
+  if (opt.time && fresh) {
+    std::random_device rd;
+    fresh_salt = (std::uint64_t{rd()} << 32) ^ rd();
+    const std::uint64_t secret = (std::uint64_t{rd()} << 32) ^ rd();
+    std::vector<std::size_t> bytes;
+    for (const auto& o : output_sets[0]) bytes.push_back(o.view.nbytes);
+    auto ts = cuda::TimedCallSample::create(kKeptCalls, bytes, input_sets.size(), secret);
+    if (!ts) return ts.error();
+    timed_sample = std::move(*ts);
+  }
   if (opt.time) {
     // Rotate the trials' input and output sets: consecutive samples see
     // different inputs and write different buffers, poisoned again first, so
@@ -473,13 +611,35 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     if (opt.gpu_warmup > 0) topt.warmup = opt.gpu_warmup;
     if (opt.gpu_min_samples > 0) topt.min_samples = opt.gpu_min_samples;
     topt.max_samples = std::max(topt.max_samples, topt.min_samples);
+    std::size_t refilled = 0;  // generated inputs per set, drawn again before every call
+    for (const auto& g : input_sets[0].generated) refilled += g ? 1 : 0;
+    if (timed_sample) {
+      topt.before = [&](int sample, void* s) -> Status {
+        const std::size_t k = static_cast<std::size_t>(sample) % input_sets.size();
+        KB_TRY(timed_sample->begin(k, s));
+        for (std::size_t i = 0; i < input_sets[k].generated.size(); ++i)
+          if (const auto& g = input_sets[k].generated[i])
+            KB_TRY(device_fill_fresh(input_sets[k].copies[i].view.data, *g, fresh_salt, timed_sample->serial(), s));
+        for (const auto& v : view_sets[k]) KB_TRY(cuda::memset_async(v, 0xFF, s));
+        return ok_status();
+      };
+      topt.after = [&](int sample, void* s) -> Status {
+        const std::size_t k = static_cast<std::size_t>(sample) % input_sets.size();
+        std::vector<const void*> outs;
+        for (const auto& v : view_sets[k]) outs.push_back(v.data);
+        return timed_sample->keep(k, outs, s);
+      };
+    }
     auto t = cuda::time_gpu(run_rotated, stream.get(), topt);
     if (!t) {
       ev.status = EvalStatus::runtime_error;
       ev.correctness.reset();
       return done(std::move(ev), log + "while timing: " + t.error().message, t.error().message);
     }
-    auto bad = check_rotations(d, tol, input_sets, output_sets, expected_sets, host_inputs, stream.get());
+    std::size_t kept_judged = 0;
+    auto bad = timed_sample ? check_fresh_calls(d, tol, *timed_sample, fresh_salt, input_sets, output_sets, host_inputs,
+                                                references, trial_seeds, opt, stream.get(), kept_judged)
+                            : check_rotations(d, tol, input_sets, output_sets, expected_sets, host_inputs, stream.get());
     if (!bad) return bad.error();
     if (*bad) {
       ev.status = (*bad)->status;
@@ -500,16 +660,23 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     meas.cuda_device = device;
     meas.pci_bus_id = pci_bus_id;
     meas.input_sets = input_sets.size();
-    meas.rotations_checked = output_sets.size();
+    meas.rotations_checked = timed_sample ? kept_judged : output_sets.size();
     meas.stream_check = stream_check;
     record_gpu_timer(meas, *t);
     record_cost(meas, cost);
     record_ceilings(meas, ceilings, mma, implausible);
     // CUPTI's kernel time beside the events (--cupti): the kernels alone.
-    if (opt.cupti) log += record_cupti(meas, cuda::time_kernels_cupti(run_rotated, stream.get()));
+    if (opt.cupti)
+      log += record_cupti(meas, cuda::time_kernels_cupti(run_rotated, stream.get(), 20, true, cuda::default_l2_flush(),
+                                                         topt.before));
     record(meas, perf);
     log += "timing: " + t->method() + "\n";
-    log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", output_sets.size());
+    if (timed_sample)
+      log += fmt::format("anti-gaming: every timed call on fresh inputs ({} random floating-point input{} per set drawn "
+                         "again before each call), {} timed calls drawn at random judged after timing\n",
+                         refilled, refilled == 1 ? "" : "s", kept_judged);
+    else
+      log += fmt::format("anti-gaming: {} rotations re-checked after timing\n", output_sets.size());
     if (!implausible.empty()) {
       log += "IMPLAUSIBLE speed: " + implausible + "\n";
       ev.performance = perf;

@@ -19,6 +19,15 @@ __global__ void fill_kernel(random::unit_t<T>* dst, long long units, unsigned lo
     dst[j] = random::unit<T>(key, static_cast<unsigned long long>(j));
 }
 
+template <DType T>
+__global__ void fill_fresh_kernel(random::unit_t<T>* dst, long long units, unsigned long long key,
+                                  unsigned long long salt, const unsigned long long* serial) {
+  const unsigned long long k = fresh_key(key, salt, *serial);
+  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long j = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; j < units; j += step)
+    dst[j] = random::unit<T>(k, static_cast<unsigned long long>(j));
+}
+
 // The bits of a storage unit (float32 compared as bits: -0 against +0 and NaN
 // count as changes).
 template <class U>
@@ -79,6 +88,18 @@ Status device_fill(void* dst, const RandomRecipe& r, void* stream_ptr) {
     fill_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<random::unit_t<T>*>(dst), units, r.key);
   });
   return cuda_status(cudaGetLastError(), "device_fill");
+}
+
+Status device_fill_fresh(void* dst, const RandomRecipe& r, std::uint64_t salt, const unsigned long long* serial,
+                         void* stream_ptr) {
+  const long long units = random::units(r.dtype, r.numel);
+  if (units <= 0) return ok_status();
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  const unsigned blocks = grid_for(units);
+  for_dtype(r.dtype, [&]<DType T>() {
+    fill_fresh_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<random::unit_t<T>*>(dst), units, r.key, salt, serial);
+  });
+  return cuda_status(cudaGetLastError(), "device_fill_fresh");
 }
 
 Result<std::int64_t> device_count_changed(const void* src, const RandomRecipe& r, void* stream_ptr) {

@@ -18,6 +18,12 @@ namespace kb {
 // null: the legacy default stream). Asynchronous: launch errors only.
 Status device_fill(void* dst, const RandomRecipe& recipe, void* stream);
 
+// device_fill of fresh_recipe(recipe, salt, *serial), with *serial read on
+// the device when the kernel runs: a CUDA graph that replays this fill draws
+// new values whenever the counter at `serial` (device memory) has moved.
+Status device_fill_fresh(void* dst, const RandomRecipe& recipe, std::uint64_t salt, const unsigned long long* serial,
+                         void* stream);
+
 // How many storage units (elements; bytes for float4_e2m1) at `src` differ in
 // their bits from the recipe's values: 0 when the input is as generated.
 // Regenerates the values on the fly (no second copy); synchronizes `stream`.

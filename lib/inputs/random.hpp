@@ -291,4 +291,16 @@ struct RandomRecipe {
   std::int64_t numel = 0;
 };
 
+// The recipe of a fresh draw of a random tensor: the draw numbered `serial`
+// under `salt` (one per evaluation) of the input `r` describes. Timed calls
+// of an outside CUDA solution run on such draws (a serial per call, counted
+// on the device), and the few whose outputs are judged are regenerated from
+// (recipe, salt, serial) on the host or the device.
+KB_HOST_DEVICE inline std::uint64_t fresh_key(std::uint64_t key, std::uint64_t salt, std::uint64_t serial) {
+  return random::mix(key ^ random::mix(salt + serial * random::kGamma));
+}
+inline RandomRecipe fresh_recipe(const RandomRecipe& r, std::uint64_t salt, std::uint64_t serial) {
+  return RandomRecipe{fresh_key(r.key, salt, serial), r.dtype, r.numel};
+}
+
 }  // namespace kb

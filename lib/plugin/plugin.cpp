@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <span>
 #include <sstream>
 
@@ -214,6 +216,20 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   // cannot answer a timed one.
   constexpr std::uint64_t kTimedSeedOffset = std::uint64_t{1} << 32;
   const std::size_t passes_drawn = opt.time ? 2 : 1;
+  // CUDA solutions are timed on fresh inputs (worker.hpp's FreshInput): the
+  // worker draws the random floating-point inputs again before every timed
+  // call, so a cache keyed by any fingerprint of them never hits, and a few
+  // calls picked at random on the device are judged here on those very
+  // draws. Their base keys are the first timed set's recipes; the salt is
+  // this evaluation's.
+  const bool fresh = opt.time && !cpu;
+  constexpr std::size_t kKeptCalls = 4;
+  std::vector<std::optional<RandomRecipe>> fresh_recipes;
+  std::uint64_t fresh_salt = 0;
+  if (fresh) {
+    std::random_device rd;
+    fresh_salt = (std::uint64_t{rd()} << 32) ^ rd();
+  }
   std::vector<Materialized> ms, timed_ms;
   std::vector<std::vector<Tensor>> expected, expected_timed, got, timed;
   ms.reserve(trials);
@@ -222,8 +238,13 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   for (std::size_t pass = 0; pass < passes_drawn; ++pass)
     for (std::size_t trial = 0; trial < trials; ++trial) {
       MaterializeOptions mo{opt.seed + trial + (pass ? kTimedSeedOffset : 0), opt.dataset_root};
+      mo.defer_random_floats = pass == 1 && fresh;  // to learn which inputs are drawn fresh, and their recipes
       auto m = materialize(d, w, mo);
       if (!m) return m.error();
+      if (mo.defer_random_floats) {
+        if (trial == 0) fresh_recipes = m->deferred;
+        KB_TRY(fill_deferred(*m));
+      }
       auto& into = pass ? timed_ms : ms;
       into.push_back(std::move(*m));
       Materialized& cur = into.back();
@@ -236,7 +257,9 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
       }
       auto e = allocate_outputs(d, cur.axes);
       if (!e) return e.error();
-      if (use_torch) {
+      if (pass == 1 && fresh) {
+        // Judged through the kept calls instead (their inputs are other draws).
+      } else if (use_torch) {
         auto tr = run_torch_reference(d, cur.args, *e, opt.torch);
         if (!tr) return tr.error();
         if (trial == 0 && pass == 0)
@@ -251,7 +274,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
       if (!g) return g.error();
       (pass ? timed : got).push_back(std::move(*g));
     }
-  if (opt.time)
+  if (opt.time && !fresh)
     log += fmt::format("timed inputs: other draws than the checked ones (seeds {} + 2^32 + k), each judged again after "
                        "timing\n", opt.seed);
   std::vector<worker::SetArgs> sets(trials);
@@ -272,6 +295,17 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   eo.cupti = opt.cupti && !cpu;  // CUPTI times CUDA kernels; a CPU solution has none
   eo.timing_warmup = opt.gpu_warmup;
   eo.timing_min_samples = opt.gpu_min_samples;
+  std::size_t fresh_count = 0;
+  if (fresh) {
+    eo.fresh_salt = fresh_salt;
+    eo.kept_calls = kKeptCalls;
+    eo.fresh_inputs.resize(d.inputs.size());
+    for (std::size_t i = 0; i < fresh_recipes.size() && i < eo.fresh_inputs.size(); ++i)
+      if (const auto& rr = fresh_recipes[i]) {
+        eo.fresh_inputs[i] = worker::FreshInput{rr->key, rr->dtype, rr->numel};
+        ++fresh_count;
+      }
+  }
   worker::EvaluateResult r;
   {
     std::lock_guard<std::mutex> lock(p.mutex);
@@ -294,7 +328,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   double max_abs = 0, max_rel = 0;
   std::int64_t mismatched = 0, total = 0;
   double lowest_matched = 1.0;
-  const std::size_t passes = r.timing ? 2 : 1;
+  const std::size_t passes = r.timing && !fresh ? 2 : 1;
   for (std::size_t pass = 0; pass < passes; ++pass)
     for (std::size_t k = 0; k < trials; ++k)
       for (std::size_t i = 0; i < d.outputs.size(); ++i) {
@@ -322,6 +356,45 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
                         where + c.detail + (pass ? " (work skipped or results reused in timed calls)" : ""));
         }
       }
+  // Fresh inputs: each kept timed call judged on the inputs it ran on, drawn
+  // again here from its serial (the host generator gives the worker's bytes).
+  if (fresh && r.timing) {
+    if (r.kept.empty()) return make_error(Code::internal, "the worker kept no timed call");
+    for (const worker::KeptCall& k : r.kept) {
+      Materialized& m = timed_ms[static_cast<std::size_t>(k.set)];
+      for (std::size_t i = 0; i < fresh_recipes.size() && i < m.tensors.size(); ++i)
+        if (fresh_recipes[i]) fill_random(m.tensors[i], fresh_recipe(*fresh_recipes[i], fresh_salt, k.serial).key);
+      auto want = allocate_outputs(d, m.axes);
+      if (!want) return want.error();
+      if (use_torch) {
+        auto tr = run_torch_reference(d, m.args, *want, opt.torch);
+        if (!tr) return tr.error();
+      } else {
+        KB_TRY(oracle.run(ImplementationCall{d, m.axes, m.args, *want, opt.seed + kTimedSeedOffset + static_cast<std::uint64_t>(k.set)}));
+      }
+      auto have = allocate_outputs(d, m.axes);
+      if (!have) return have.error();
+      for (std::size_t i = 0; i < d.outputs.size(); ++i) {
+        Tensor& got_i = (*have)[i];
+        if (k.outputs[i].size() != got_i.nbytes()) return make_error(Code::internal, "a kept output's size differs");
+        std::memcpy(got_i.bytes(), k.outputs[i].data(), got_i.nbytes());
+        Comparison c = judge_output(d, m.args, i, got_i, (*want)[i], tol);
+        max_abs = std::max(max_abs, c.max_abs);
+        max_rel = std::max(max_rel, c.max_rel);
+        if (c.verdict != Comparison::Verdict::match) {
+          ev.correctness = Correctness{max_rel, max_abs,
+              write_judge_counts(JudgeCounts::elementwise(mismatched + c.mismatched, total + c.total,
+                                                          static_cast<std::int64_t>(trials),
+                                                          recorded_matched_ratio(tol, lowest_matched)))};
+          return finish(EvalStatus::incorrect_numerical,
+                        fmt::format("a timed call's output was wrong: call {} of the timing (timed set {}, its "
+                                    "floating-point inputs drawn fresh for that call), output \"{}\": {} (results "
+                                    "reused across calls, or work skipped in timed calls)",
+                                    k.serial, k.set, d.outputs[i].name, c.detail));
+        }
+      }
+    }
+  }
   ev.status = EvalStatus::passed;
   ev.correctness = Correctness{max_rel, max_abs,
       write_judge_counts(JudgeCounts::elementwise(mismatched, total, static_cast<std::int64_t>(trials),
@@ -347,7 +420,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
     }
     m.worker = true;
     m.input_sets = trials;
-    m.rotations_checked = trials;
+    m.rotations_checked = fresh ? r.kept.size() : trials;
     m.stream_check = r.stream == worker::StreamCheck::same           ? StreamCheck::same_stream
                      : r.stream == worker::StreamCheck::inconclusive ? StreamCheck::inconclusive
                                                                      : StreamCheck::not_checked;
@@ -386,7 +459,12 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
       perf.speedup_factor = m.median_ms > 0 ? perf.reference_latency_ms / m.median_ms : 0;
     }
     ev.performance = perf;
-    log += fmt::format("anti-gaming: {} timed sets judged after timing\n", trials);
+    if (fresh)
+      log += fmt::format("anti-gaming: {} timed calls on fresh inputs ({} random floating-point input{} drawn again "
+                         "before each call), {} of them drawn at random judged after timing\n",
+                         r.fresh_calls, fresh_count, fresh_count == 1 ? "" : "s", r.kept.size());
+    else
+      log += fmt::format("anti-gaming: {} timed sets judged after timing\n", trials);
     if (!implausible.empty()) {
       // An outside solution faster than physics allows did not do the work it
       // was timed for: its timing is not a result.

@@ -18,6 +18,14 @@
 //     kFlagTime it times calls on pass 1 (CPU: one call per set; CUDA: poisoned
 //     again, events, cold L2, rotating through the sets, lib/cuda/timing.hpp)
 //     and writes pass 1 back. The parent judges both passes of every set.
+//     With kFlagFreshInputs (CUDA), the inputs whose ArgDesc::fresh is set are
+//     drawn again on the device before every timed call (the key fresh_key of
+//     (ArgDesc::fresh_key, RunRequest::fresh_salt, the call's serial), counted
+//     from 1 on the device), the outputs poisoned, and the outputs of
+//     kept_slots calls picked at random on the device written to kept slot j
+//     at (2 * n_sets + j) * set_stride + args[].offset; the reply names each
+//     slot's serial and set. The parent judges those calls instead of pass 1's
+//     outputs (which the worker still writes back, with the last draws).
 //     ... (EOF on the socket: the worker exits)
 //
 // Nothing the worker sends is trusted: the parent checks every field.
@@ -32,7 +40,7 @@
 namespace kb::worker {
 
 inline constexpr std::uint32_t kMagic = 0x6b62776bu;  // "kbwk"
-inline constexpr std::uint32_t kProtocolVersion = 8;
+inline constexpr std::uint32_t kProtocolVersion = 9;
 inline constexpr int kControlFd = 3;  // in the worker
 inline constexpr int kShmFd = 4;      // in the worker
 inline constexpr std::size_t kMaxArgs = 64;
@@ -87,13 +95,20 @@ struct ArgDesc {
   std::uint64_t nbytes;
   std::int64_t int_value;
   double float_value;
+  // kFlagFreshInputs: this input is drawn again before every timed call, as
+  // random::unit of dtype `fresh_dtype` (kb::DType) over fresh_numel elements.
+  std::uint32_t fresh;
+  std::uint32_t fresh_dtype;
+  std::int64_t fresh_numel;
+  std::uint64_t fresh_key;
 };
 
 enum Op : std::uint32_t { kOpRun = 1, kOpEvaluate = 2 };
 // kFlagCupti (with kFlagTime): after the event timing, time the kernels alone
 // from CUPTI's records in the worker (kb bench --cupti), cuda::time_kernels_cupti.
-enum Flags : std::uint32_t { kFlagTime = 1, kFlagStreamCheck = 2, kFlagCupti = 4 };
+enum Flags : std::uint32_t { kFlagTime = 1, kFlagStreamCheck = 2, kFlagCupti = 4, kFlagFreshInputs = 8 };
 inline constexpr std::size_t kMaxSets = 64;
+inline constexpr std::size_t kMaxKept = 8;  // kept timed calls (kFlagFreshInputs)
 
 struct RunRequest {
   std::uint32_t magic;
@@ -111,6 +126,10 @@ struct RunRequest {
   // samples (cuda::TimingOptions); 0: its defaults.
   std::uint32_t timing_warmup;
   std::uint32_t timing_min_samples;
+  // kFlagFreshInputs: the evaluation's salt, and how many timed calls to keep (1..kMaxKept).
+  std::uint64_t fresh_salt;
+  std::uint32_t kept_slots;
+  std::uint32_t reserved2;
 };
 
 enum RunStatus : std::int32_t {
@@ -150,6 +169,10 @@ struct RunReply {
   // id), so kb can check the worker used the device it was told to.
   std::int32_t cuda_device;  // -1 for CPU solutions
   char pci_bus_id[32];
+  // kFlagFreshInputs: each kept slot's call (serial 0: never filled) and its set.
+  std::uint64_t kept_serial[kMaxKept];
+  std::int32_t kept_set[kMaxKept];
+  std::uint64_t fresh_calls;  // the serial of the last timed call: how many ran on fresh inputs
 };
 
 static_assert(std::is_trivially_copyable_v<kb::cuda::KernelTimingResult> &&

@@ -614,6 +614,15 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
                (eo.time && eo.cupti ? kFlagCupti : 0u);
   req->timing_warmup = static_cast<std::uint32_t>(std::max(0, eo.timing_warmup));
   req->timing_min_samples = static_cast<std::uint32_t>(std::max(0, eo.timing_min_samples));
+  const bool fresh = eo.time && !eo.fresh_inputs.empty();
+  if (fresh && (eo.fresh_inputs.size() != ni || eo.kept_calls == 0 || eo.kept_calls > kMaxKept))
+    return fail(Outcome::failed, "fresh inputs that do not match the arguments (kb's fault)");
+  const std::size_t kept_slots = fresh ? eo.kept_calls : 0;
+  if (fresh) {
+    req->flags |= kFlagFreshInputs;
+    req->fresh_salt = eo.fresh_salt;
+    req->kept_slots = static_cast<std::uint32_t>(kept_slots);
+  }
   std::size_t pos = 0;
   std::vector<std::size_t> offsets(ni + no, 0);
   auto place = [&](std::size_t k, std::size_t nbytes) {
@@ -625,7 +634,7 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
     if (first.inputs[i].is_tensor) place(i, first.inputs[i].nbytes);
   for (std::size_t i = 0; i < no; ++i) place(ni + i, first.outputs[i].nbytes);
   const std::size_t stride = align_up(std::max<std::size_t>(pos, 1), kAlign);
-  const std::size_t total = 2 * sets.size() * stride;
+  const std::size_t total = (2 * sets.size() + kept_slots) * stride;
   if (!ensure_shm(std::max<std::size_t>(total, 4096)))
     return fail(Outcome::failed, fmt::format("cannot size shared memory to {} bytes: {}", total, std::strerror(errno)));
   std::byte* base = static_cast<std::byte*>(shm_);
@@ -652,6 +661,15 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
       continue;
     }
     if (!describe_arg(a, offsets[i], in.dtype, in.shape, in.nbytes)) return fail(Outcome::failed, "tensor rank over 16");
+    if (fresh && eo.fresh_inputs[i]) {
+      const FreshInput& f = *eo.fresh_inputs[i];
+      if (static_cast<std::uint64_t>(dtype_storage_bytes(f.dtype, f.numel)) != in.nbytes)
+        return fail(Outcome::failed, "a fresh input's size does not match its tensor (kb's fault)");
+      a.fresh = 1;
+      a.fresh_dtype = static_cast<std::uint32_t>(f.dtype);
+      a.fresh_numel = f.numel;
+      a.fresh_key = f.key;
+    }
   }
   for (std::size_t i = 0; i < no; ++i)
     if (!describe_arg(req->args[ni + i], offsets[ni + i], first.outputs[i].dtype, first.outputs[i].shape,
@@ -729,7 +747,9 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
         std::string name = i < input_names.size() ? input_names[i] : fmt::format("#{}", i);
         const InArg& in = sets[s].pass_inputs(p)[i];
         bool guards = guards_intact(at(p, s, i), in.nbytes, i);
-        if (!guards || (in.nbytes && std::memcmp(at(p, s, i), in.data, in.nbytes) != 0)) {
+        // A fresh input holds the worker's last draw, which the worker checked.
+        const bool drawn = p == 1 && fresh && eo.fresh_inputs[i];
+        if (!guards || (!drawn && in.nbytes && std::memcmp(at(p, s, i), in.data, in.nbytes) != 0)) {
           r.failed_set = static_cast<int>(s);
           r.while_timing = p == 1;
           return fail(Outcome::failed, when + (guards ? fmt::format("modified input \"{}\"", name)
@@ -754,6 +774,23 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
     if (options_.cuda_device >= 0 && reply->cuda_device != options_.cuda_device)
       return fail(Outcome::failed, fmt::format("{}: the worker ran on CUDA device {}, not on device {} as told", sname,
                                                reply->cuda_device, options_.cuda_device));
+  }
+  if (fresh && reply->timed) {
+    r.fresh_calls = reply->fresh_calls;
+    for (std::size_t j = 0; j < kept_slots; ++j) {
+      if (reply->kept_serial[j] == 0) continue;
+      if (reply->kept_set[j] < 0 || static_cast<std::size_t>(reply->kept_set[j]) >= sets.size() ||
+          reply->kept_serial[j] > reply->fresh_calls)
+        return fail(Outcome::failed, fmt::format("{}: the worker named a kept call that cannot exist", sname));
+      KeptCall k;
+      k.serial = reply->kept_serial[j];
+      k.set = reply->kept_set[j];
+      for (std::size_t i = 0; i < no; ++i) {
+        const std::byte* src = base + (2 * sets.size() + j) * stride + offsets[ni + i];
+        k.outputs.emplace_back(src, src + first.outputs[i].nbytes);
+      }
+      r.kept.push_back(std::move(k));
+    }
   }
   if (reply->timed) {
     WorkerTiming t;

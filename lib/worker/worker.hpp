@@ -95,8 +95,23 @@ struct SetArgs {
     return pass == 1 && !timed_inputs.empty() ? timed_inputs : inputs;
   }
 };
+// A random floating-point input drawn again on the device before every
+// timed call (time, CUDA): element j of the draw of call n is random::unit of
+// `dtype` under random::fresh_key(key, EvaluateOptions::fresh_salt, n), the
+// bytes kb's host generator gives the same key (inputs/random.hpp).
+struct FreshInput {
+  std::uint64_t key = 0;
+  DType dtype = DType::float32;
+  std::int64_t numel = 0;
+};
 struct EvaluateOptions {
   bool time = false;
+  // With time, CUDA: per input, its fresh draws (nullopt: as sent; empty
+  // vector: every timed call on the sets as sent, rotating). The outputs of
+  // `kept_calls` timed calls picked at random come back (EvaluateResult::kept).
+  std::vector<std::optional<FreshInput>> fresh_inputs;
+  std::uint64_t fresh_salt = 0;
+  std::size_t kept_calls = 4;
   bool stream_check = false;  // CUDA solutions
   bool cupti = false;         // with time, CUDA: also the kernels alone from CUPTI's records (kb bench --cupti)
   int timing_warmup = 0;       // with time, CUDA: the timer's minimums (cuda::TimingOptions); 0: its defaults
@@ -110,6 +125,13 @@ struct WorkerTiming {
   std::optional<Result<cuda::KernelTimingResult>> cupti;
 };
 enum class StreamCheck { not_checked, same, other, inconclusive };
+// A timed call whose outputs were kept (fresh inputs): its serial (the draw
+// its fresh inputs came from), its input set, and its outputs' bytes.
+struct KeptCall {
+  std::uint64_t serial = 0;
+  int set = -1;
+  std::vector<std::vector<std::byte>> outputs;
+};
 struct EvaluateResult {
   CallResult call;     // outcome of the whole request; message names the set/pass
   int failed_set = -1; // the set whose call or checks failed
@@ -119,6 +141,8 @@ struct EvaluateResult {
   std::string detail;  // the worker's lines for the log
   int cuda_device = -1;    // CUDA solutions: the device the worker ran them on
   std::string pci_bus_id;  // and its PCI bus id
+  std::vector<KeptCall> kept;    // fresh inputs: the kept timed calls
+  std::uint64_t fresh_calls = 0; // fresh inputs: how many calls ran on fresh draws
 };
 
 class Worker {

@@ -20,6 +20,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -28,7 +30,9 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/anti_gaming.hpp"
+#include "cuda/runtime.hpp"
 #include "cuda/timing.hpp"
+#include "inputs/device_fill.hpp"
 #endif
 
 #include "kb/kb.h"
@@ -529,6 +533,46 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
     e = sync_and_check(dev.stream);
     if (e != cudaSuccess) device_fault(reply, sol, e, "(before timing)");
     std::int32_t call_status = kRunOk;
+    // kFlagFreshInputs: every call the timer makes runs on inputs drawn
+    // again before it (outside its events) and writes poisoned outputs; a few
+    // calls picked on the device keep their outputs for the parent to judge.
+    const bool fresh = req.flags & kFlagFreshInputs;
+    std::optional<kb::cuda::TimedCallSample> timed_calls;
+    if (fresh) {
+      std::vector<std::size_t> out_bytes;
+      for (std::size_t i = req.n_inputs; i < n; ++i) out_bytes.push_back(req.args[i].nbytes);
+      std::random_device rd;
+      auto ts = kb::cuda::TimedCallSample::create(req.kept_slots, out_bytes, sets, (std::uint64_t{rd()} << 32) ^ rd());
+      if (!ts) {
+        (void)cudaGetLastError();
+        reply.status = kRunBadRequest;
+        set_message(reply.message, sizeof reply.message, "kb-worker: %s", ts.error().message.c_str());
+        return respond();
+      }
+      timed_calls = std::move(*ts);
+    }
+    auto recipe_of = [&](std::size_t i) {
+      const ArgDesc& a = req.args[i];
+      return kb::RandomRecipe{a.fresh_key, static_cast<kb::DType>(a.fresh_dtype), a.fresh_numel};
+    };
+    auto refill = [&](int sample_index, void* stream) -> kb::Status {
+      const std::size_t s = static_cast<std::size_t>(sample_index) % sets;
+      KB_TRY(timed_calls->begin(s, stream));
+      for (std::size_t i = 0; i < req.n_inputs; ++i)
+        if (req.args[i].kind == kArgTensor && req.args[i].fresh)
+          KB_TRY(kb::device_fill_fresh(dev.data[s][i], recipe_of(i), req.fresh_salt, timed_calls->serial(), stream));
+      for (std::size_t i = req.n_inputs; i < n; ++i)
+        if (req.args[i].nbytes)
+          KB_TRY(kb::cuda::check(cudaMemsetAsync(dev.data[s][i], 0xFF, req.args[i].nbytes, static_cast<cudaStream_t>(stream)),
+                                 "poisoning outputs"));
+      return kb::ok_status();
+    };
+    auto keep = [&](int sample_index, void* stream) -> kb::Status {
+      const std::size_t s = static_cast<std::size_t>(sample_index) % sets;
+      std::vector<const void*> outs;
+      for (std::size_t i = req.n_inputs; i < n; ++i) outs.push_back(dev.data[s][i]);
+      return timed_calls->keep(s, outs, stream);
+    };
     auto run_rotated = [&](int sample, void* stream) -> kb::Status {
       std::size_t s = static_cast<std::size_t>(sample) % sets;
       v.bind(req, dev.data[s], true);
@@ -544,6 +588,10 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
     if (req.timing_min_samples > 0)
       topt.min_samples = static_cast<int>(std::min<std::uint32_t>(req.timing_min_samples, 100000));
     topt.max_samples = std::max(topt.max_samples, topt.min_samples);
+    if (fresh) {
+      topt.before = refill;
+      topt.after = keep;
+    }
     auto t = kb::cuda::time_gpu(run_rotated, dev.stream, topt);
     e = cudaDeviceSynchronize();
     if (e == cudaSuccess) e = cudaGetLastError();
@@ -553,11 +601,62 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
       set_message(reply.message, sizeof reply.message, "while timing: %s", t.error().message.c_str());
       return respond();
     }
+    if (fresh) {
+      // Each fresh input must still hold the draw of the last call on its set
+      // (the parent cannot compare it: it never saw those bytes); then the
+      // kept calls' outputs go to their slots in shared memory.
+      auto last = timed_calls->last_serials(dev.stream);
+      auto kept = last ? timed_calls->kept(dev.stream) : kb::Result<std::vector<kb::cuda::TimedCallSample::Kept>>(last.error());
+      if (!kept) {
+        e = cudaGetLastError();
+        if (e != cudaSuccess) device_fault(reply, sol, e, "(reading the kept timed calls)");
+        reply.status = kRunBadRequest;
+        set_message(reply.message, sizeof reply.message, "kb-worker: %s", kept.error().message.c_str());
+        return respond();
+      }
+      for (std::size_t s = 0; s < sets; ++s)
+        for (std::size_t i = 0; i < req.n_inputs; ++i) {
+          if (req.args[i].kind != kArgTensor || !req.args[i].fresh || (*last)[s] == 0) continue;
+          auto changed = kb::device_count_changed(dev.data[s][i], kb::fresh_recipe(recipe_of(i), req.fresh_salt, (*last)[s]),
+                                                  dev.stream);
+          if (!changed) {
+            e = cudaGetLastError();
+            if (e != cudaSuccess) device_fault(reply, sol, e, "(checking the timed inputs)");
+            reply.status = kRunBadRequest;
+            set_message(reply.message, sizeof reply.message, "kb-worker: %s", changed.error().message.c_str());
+            return respond();
+          }
+          if (*changed) {
+            reply.status = kRunError;
+            reply.failed_set = static_cast<std::int32_t>(s);
+            set_message(reply.message, sizeof reply.message,
+                        "while timing (input set %zu): modified input #%zu (%lld storage units changed)", s, i,
+                        static_cast<long long>(*changed));
+            return respond();
+          }
+        }
+      std::uint64_t calls = 0;
+      for (std::uint64_t l : *last) calls = std::max(calls, l);
+      reply.fresh_calls = calls;
+      for (std::size_t j = 0; j < kept->size() && j < kMaxKept; ++j) {
+        reply.kept_serial[j] = (*kept)[j].serial;
+        reply.kept_set[j] = (*kept)[j].set;
+        if (!(*kept)[j].serial) continue;
+        for (std::size_t i = req.n_inputs; i < n; ++i) {
+          if (!req.args[i].nbytes) continue;
+          char* dst = base + (2 * sets + j) * req.set_stride + req.args[i].offset;
+          cudaError_t ce = cudaMemcpy(dst, timed_calls->slot_output(j, i - req.n_inputs), req.args[i].nbytes,
+                                      cudaMemcpyDeviceToHost);
+          if (ce != cudaSuccess) device_fault(reply, sol, ce, "(copying the kept timed calls back)");
+        }
+      }
+    }
     copy_back(1);
     reply.timed = 1;
     reply.timing = *t;
     append_detail(reply, "timing: " + t->method() + " (in the worker, rotating through " + std::to_string(sets) +
-                             " input sets, cold L2)");
+                             (fresh ? " input sets, inputs drawn fresh before every call, cold L2)"
+                                    : " input sets, cold L2)"));
     // The device's ceilings, measured once per worker process.
     static bool measured = false;
     static kb::cuda::Ceilings ceilings;  // zero where the measurement failed
@@ -572,7 +671,9 @@ bool serve(const kb_plugin_solution& sol, const RunRequest& req, char* base, Vie
     // The kernels alone, from CUPTI's records (after the timed outputs went
     // back, as kb's own solutions do it: gpu_eval.cpp).
     if (req.flags & kFlagCupti) {
-      auto kt = kb::cuda::time_kernels_cupti(run_rotated, dev.stream);
+      auto kt = kb::cuda::time_kernels_cupti(run_rotated, dev.stream, 20, true, kb::cuda::default_l2_flush(),
+                                             fresh ? std::function<kb::Status(int, void*)>(refill)
+                                                   : std::function<kb::Status(int, void*)>());
       e = cudaDeviceSynchronize();
       if (e == cudaSuccess) e = cudaGetLastError();
       if (e != cudaSuccess) device_fault(reply, sol, e, "(while timing with CUPTI)");
@@ -753,8 +854,20 @@ int main(int argc, char** argv) {
       else
         span = std::max<std::uint64_t>(span, a.offset + a.nbytes + kGuardBytes);
     }
+    const bool fresh = eval && (req->flags & kFlagFreshInputs);
+    if (fresh && (req->kept_slots == 0 || req->kept_slots > kMaxKept)) bad = true;
+#if KB_HAVE_CUDA
+    for (std::size_t i = 0; fresh && !bad && i < req->n_inputs; ++i) {
+      const ArgDesc& a = req->args[i];
+      if (!a.fresh) continue;
+      bad = a.kind != kArgTensor || a.fresh_dtype >= static_cast<std::uint32_t>(kb::dtype_count) || a.fresh_numel < 0 ||
+            static_cast<std::uint64_t>(kb::dtype_storage_bytes(static_cast<kb::DType>(a.fresh_dtype), a.fresh_numel)) !=
+                a.nbytes;
+    }
+#endif
     if (eval && !bad) {
-      bad = req->set_stride < span || req->set_stride > shm.size / (2 * req->n_sets);
+      const std::uint64_t regions = 2 * std::uint64_t{req->n_sets} + (fresh ? req->kept_slots : 0);
+      bad = req->set_stride < span || req->set_stride > shm.size / regions;
     }
     if (bad) {
       if (!refuse("request outside shared memory")) return 4;

@@ -3,9 +3,11 @@
 // plugin's run functions behind an adapter): a kernel that never ends
 // (TIMEOUT, worker killed), an illegal address (RUNTIME_ERROR naming the CUDA
 // error, worker replaced), a write past the output (guard bytes), a result
-// remembered from an earlier call (the timed sets, fresh draws, judged after timing), work on
-// another stream (the gated stream check); a good plugin solution and a cuda
-// Solution JSON built with nvcc pass after each fault.
+// remembered from an earlier call, or replayed from a device-side cache keyed
+// by a fingerprint of the inputs (timed calls on inputs drawn fresh before
+// each call, a few of them judged after timing), work on another stream (the
+// gated stream check); a good plugin solution and a cuda Solution JSON built
+// with nvcc pass after each fault.
 // Prints "skipped: no CUDA device" and exits 77 without one.
 //
 // usage: test_plugin_gpu [KB_WORKER HOSTILE_CUDA.so DATASET CUDA_SOLUTION.json CACHE_DIR]
@@ -184,8 +186,32 @@ int main(int argc, char** argv) {
     return r;
   };
 
+  // How many timed calls an evaluation judged after timing on fresh inputs, and how many inputs it drew again
+  // before each call (-1: the log does not say).
+  auto fresh_counts = [](const kb::Result<kb::EvaluationResult>& r) {
+    std::pair<long, long> out{-1, -1};
+    if (!r) return out;
+    const std::string& l = r->evaluation.log;
+    const auto drawn = l.find("on fresh inputs (");
+    const auto judged = l.find(" drawn at random judged after timing");
+    if (drawn != std::string::npos) out.second = std::strtol(l.c_str() + drawn + 17, nullptr, 10);
+    if (judged != std::string::npos) {
+      auto at = l.rfind(' ', judged - 1);
+      at = l.rfind(',', at);
+      std::size_t digits = l.find_first_of("0123456789", at);
+      if (digits != std::string::npos && digits < judged) out.first = std::strtol(l.c_str() + digits, nullptr, 10);
+    }
+    return out;
+  };
+
   // Outside solutions, in kb-worker.
-  (void)expect("hostile_cuda_good", timed, "PASSED", "timed sets judged after timing");
+  {
+    auto r = expect("hostile_cuda_good", timed, "PASSED", "drawn at random judged after timing");
+    const auto [judged, drawn] = fresh_counts(r);
+    check(judged >= 3 && drawn == 2,
+          "outside hostile_cuda_good: " + std::to_string(judged) + " timed calls judged, " + std::to_string(drawn) +
+              " inputs (hidden_states, weight) drawn fresh before each call");
+  }
   pid_t before = (*plugin)->worker->pid();
   (void)expect("hostile_cuda_kernel_hang", untimed, "TIMEOUT", "was killed");
   check((*plugin)->worker->pid() != before, "the hung worker was replaced");
@@ -194,6 +220,10 @@ int main(int argc, char** argv) {
   (void)expect("hostile_cuda_good", untimed, "PASSED", nullptr);
   (void)expect("hostile_cuda_write_past_output", untimed, "RUNTIME_ERROR", "wrote outside output");
   (void)expect("hostile_cuda_stale", timed, "INCORRECT_NUMERICAL", nullptr);
+  // The fingerprint cache computes correctly whatever it has not seen: its checked calls are right (first, while
+  // its cache holds nothing but these inputs' outputs); its timed calls on fresh inputs replay other inputs' outputs.
+  (void)expect("hostile_cuda_fingerprint_cache", untimed, "PASSED", nullptr);
+  (void)expect("hostile_cuda_fingerprint_cache", timed, "INCORRECT_NUMERICAL", "a timed call's output was wrong");
   (void)expect("hostile_cuda_other_stream", untimed, "RUNTIME_ERROR", "stream other than");
   auto good = expect("hostile_cuda_good", timed, "PASSED", "stream check: outputs untouched");
   if (good && good->evaluation.performance) {
@@ -251,18 +281,39 @@ int main(int argc, char** argv) {
 
   // The same kernels in-process: kb's own CUDA evaluation (gpu_eval.cpp).
   auto local = in_process(hostile);
-  check(local.size() == 6, "in-process adapters for the hostile plugin");
+  check(local.size() == 7, "in-process adapters for the hostile plugin");
   for (const auto& impl : local) {
     const char* want = nullptr;
     const char* needle = nullptr;
-    if (impl.name == "inproc_hostile_cuda_good") want = "PASSED", needle = "rotations re-checked after timing";
+    // The adapters are not kb's own code (Implementation::trusted is false): timed on fresh inputs.
+    if (impl.name == "inproc_hostile_cuda_good") want = "PASSED", needle = "drawn at random judged after timing";
     if (impl.name == "inproc_hostile_cuda_write_past_output") want = "RUNTIME_ERROR", needle = "wrote outside output";
-    if (impl.name == "inproc_hostile_cuda_stale") want = "INCORRECT_NUMERICAL", needle = "after timing";
+    if (impl.name == "inproc_hostile_cuda_stale") want = "INCORRECT_NUMERICAL", needle = "a timed call's output was wrong";
+    if (impl.name == "inproc_hostile_cuda_fingerprint_cache")
+      want = "INCORRECT_NUMERICAL", needle = "a timed call's output was wrong";
     if (impl.name == "inproc_hostile_cuda_other_stream") want = "RUNTIME_ERROR", needle = "stream other than";
     if (!want) continue;  // hangs and illegal addresses would end this process: workers exist for them
     auto r = kb::evaluate(*def, w, impl, timed);
     bool ok = status_of(r) == want && r && r->evaluation.log.find(needle) != std::string::npos;
     check(ok, "in-process " + impl.name + ": " + status_of(r) + (ok ? "" : " | " + log_of(r)));
+    if (impl.name == "inproc_hostile_cuda_good") {
+      const auto [judged, drawn] = fresh_counts(r);
+      check(judged >= 3 && drawn == 2, "in-process hostile_cuda_good: " + std::to_string(judged) +
+                                           " timed calls judged, " + std::to_string(drawn) + " inputs drawn fresh");
+    }
+  }
+  // The same kernels marked as kb's own (trusted): timed on the rotating trial sets, every rotation judged again.
+  // The fingerprint cache passes there, which is why untrusted code is timed on fresh inputs: each rotation's
+  // outputs were replayed for that rotation's own inputs, so they are right. Another batch size: the cache starts
+  // empty again (it is dropped when the output size changes).
+  const kb::Workload w9 = workload(9);
+  for (auto impl : local) {
+    if (impl.name != "inproc_hostile_cuda_good" && impl.name != "inproc_hostile_cuda_fingerprint_cache") continue;
+    impl.trusted = true;
+    auto r = kb::evaluate(*def, w9, impl, timed);
+    bool ok = status_of(r) == "PASSED" && r && r->evaluation.log.find("rotations re-checked after timing") != std::string::npos;
+    check(ok, "in-process " + impl.name + " as trusted code (rotating sets, no fresh inputs): " + status_of(r) +
+                  (ok ? "" : " | " + log_of(r)));
   }
 
   // Two or more GPUs: an illegal address in-process on device 1. CUDA documents a sticky error as leaving the

@@ -66,16 +66,20 @@ for e in got.get("hostile_cuda_good", []):
     check(e["status"] == "PASSED", f"good CUDA solution: {e['status']} {e['log'][-300:]}")
 check(all(k in got for k in order.split(",")), f"every solution recorded: {sorted(got)}")
 
-# Timed: a result remembered from an earlier call fails once rotations are judged again.
+# Timed: a result remembered from an earlier call, or replayed from a device-side fingerprint cache, fails once
+# timed calls on fresh inputs are judged.
 out3 = os.path.join(tmp, "out3")
 r3 = subprocess.run([kb, "bench", "--plugin", hostile, dataset, "--device", "cuda", "--solutions",
-                     "hostile_cuda_stale,hostile_cuda_good", "--timeout", "10", "--trials", "2", "--out", out3],
+                     "hostile_cuda_stale,hostile_cuda_good,hostile_cuda_fingerprint_cache", "--timeout", "10",
+                     "--trials", "2", "--out", out3],
                     capture_output=True, text=True, env=env, timeout=600)
 print(r3.stdout[-3000:], r3.stderr[-2000:])
 for t in traces(out3):
     e = t["evaluation"]
     if t["solution"] == "hostile_cuda_stale":
         check(e["status"] == "INCORRECT_NUMERICAL", f"stale outputs: {e['status']} {e['log'][-300:]}")
+    if t["solution"] == "hostile_cuda_fingerprint_cache":
+        check(e["status"] == "INCORRECT_NUMERICAL", f"fingerprint cache: {e['status']} {e['log'][-300:]}")
     if t["solution"] == "hostile_cuda_good":
         check(e["status"] == "PASSED" and e.get("performance", {}).get("extra", {}).get("timing") == "cuda_events",
               f"good CUDA solution timed in the worker: {e['status']} {e['log'][-300:]}")
