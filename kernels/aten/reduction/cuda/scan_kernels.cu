@@ -7,8 +7,6 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
-
 unsigned warps_grid(long long warps) {
   return std::min<unsigned>(blocks_for(warps * 32, kThreads), 65535u * 8u);
 }
