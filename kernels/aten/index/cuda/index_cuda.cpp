@@ -177,22 +177,6 @@ Launch nll_loss_backward(Call& c, const DeviceArgs& d, Outs& o) {
 
 // ---- advanced indexing (the CPU oracle's rules, advanced.cpp; integer indices only) ----
 
-// The list argument's entries in order, null for None.
-std::vector<const HostTensor*> optional_tensor_list(const Call& c, std::size_t pos, std::string_view name) {
-  const CallArg* a = c.find(pos, name);
-  if (!a) fail(fmt::format("argument {} ({}) is missing", pos, name));
-  if (a->value->kind != Kind::list && a->value->kind != Kind::tuple)
-    fail(fmt::format("argument {} ({}) must be a list of tensors and Nones", pos, name));
-  std::vector<const HostTensor*> out;
-  std::size_t k = 0;
-  for (const Value& v : a->value->children) {
-    if (v.kind == Kind::tensor) out.push_back(&a->tensors[k++]);
-    else if (v.kind == Kind::none) out.push_back(nullptr);
-    else fail(fmt::format("argument {} ({}) must hold only tensors and Nones", pos, name));
-  }
-  return out;
-}
-
 // self[indices] as an AdvancedIndex over target strides `ts` from `base`; the indexed shape in `shape`.
 cuda::AdvancedIndex advanced_index(const HostTensor& self, const std::vector<const HostTensor*>& indices,
                                    const DeviceArgs& d, const std::vector<std::int64_t>& ts, std::int64_t base) {
