@@ -2,7 +2,8 @@
 // embedding) through the engine's gather kernel, and for the accumulating
 // ones (scatter_add(_), index_add(_), embedding_dense_backward, nll_loss
 // forward and backward) through index_scatter_kernels.cu, advanced indexing
-// (index.Tensor, index_put(_)) through index_advanced_kernels.cu. Indices are the
+// (index.Tensor, index_put(_)) through index_advanced_kernels.cu, nonzero
+// through nonzero_kernels.cu. Indices are the
 // valid ones the family's prepare functions made; negative ones count from
 // the end. The accumulating plans check every index on the host, as the
 // oracles do, before any kernel reads one.
@@ -12,6 +13,7 @@
 #include "../../common/cuda_engine.hpp"
 #include "../../cuda_families.hpp"
 #include "index_scatter_kernels.hpp"
+#include "nonzero_kernels.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
@@ -267,6 +269,15 @@ Launch index_put(Call& c, const DeviceArgs& d, Outs& o) {
   return cuda::index_put(o[0], d.view(self), ix, d.view(values), broadcast_strides(values, ix.shape), accumulate);
 }
 
+// nonzero(self) -> [nnz, rank] i64, sized by a count on the device (the shape depends on the values).
+Launch nonzero(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& self = tensor_arg(c, 0, "self");
+  const DView x = d.view(self);
+  const std::int64_t count = cuda::nonzero_count(x);
+  o[0] = cuda::device_empty(Dtype::i64, {count, static_cast<std::int64_t>(self.rank())});
+  return cuda::nonzero(o[0], x, count);
+}
+
 const CudaOpInfo kOps[] = {
     {"aten.index_select.default", index_select},
     {"aten.gather.default", gather},
@@ -282,6 +293,7 @@ const CudaOpInfo kOps[] = {
     {"aten.index_put.default", index_put},
     {"aten.index_put_.default", index_put},
     {"aten._index_put_impl_.default", index_put},
+    {"aten.nonzero.default", nonzero},
 };
 
 }  // namespace
