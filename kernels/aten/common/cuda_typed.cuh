@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "args.hpp"
 #include "cuda_engine.hpp"
@@ -123,6 +124,24 @@ inline Strided strided(const DView& v) {
   }
   s.offset = v.offset;
   return s;
+}
+
+// x's dims split into those kept and those reduced (`reduced[d]`), each as
+// a strided descriptor (the kept one with x's offset) and its element count.
+struct KeptReduced {
+  Strided kept, red;
+  long long count = 0, n = 0;  // kept positions, reduced elements per position
+};
+
+inline KeptReduced split_reduced(const DView& x, const std::vector<bool>& reduced) {
+  DView kept, red;
+  kept.offset = x.offset;
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    DView& v = reduced[d] ? red : kept;
+    v.shape.push_back(x.shape[d]);
+    v.strides.push_back(x.strides[d]);
+  }
+  return KeptReduced{strided(kept), strided(red), kept.numel(), red.numel()};
 }
 
 template <class T>

@@ -104,17 +104,11 @@ Launch vector_norm(const DView& out, const DView& x, const std::vector<bool>& re
   a.xdt = x.dtype;
   a.odt = out.dtype;
   a.p = p;
-  DView kept, red;
-  kept.offset = x.offset;
-  for (std::size_t d = 0; d < x.shape.size(); ++d) {
-    DView& v = reduced[d] ? red : kept;
-    v.shape.push_back(x.shape[d]);
-    v.strides.push_back(x.strides[d]);
-  }
-  a.kept = strided(kept);
-  a.red = strided(red);
-  a.n = red.numel();
-  a.count = kept.numel();
+  const KeptReduced kr = split_reduced(x, reduced);
+  a.kept = kr.kept;
+  a.red = kr.red;
+  a.n = kr.n;
+  a.count = kr.count;
   void* o = out.base;
   return [a, o](void* s) -> Status {
     if (a.count == 0) return ok_status();
