@@ -77,10 +77,11 @@ HostSide host_side(const OpInfo& info, const ArgLine& line, std::size_t index, s
   // answer; on lines the oracle judges, its outputs give the specs instead.
   auto meta = run_cpu(info, *meta_call);
   const bool specs_from_oracle = !meta && oracle;
+  const std::string meta_problem = meta ? std::string() : "meta: " + meta.error().message;
   if (meta) {
     h.meta = std::move(*meta);
   } else if (!oracle) {
-    h.problem = "meta: " + meta.error().message;
+    h.problem = meta_problem;
     return h;
   }
   // Lines for the GPU reference leave their large floating inputs to the device (device_materialize.hpp).
@@ -103,7 +104,7 @@ HostSide host_side(const OpInfo& info, const ArgLine& line, std::size_t index, s
   deep_copy_call(*h.oracle_call);
   auto outs = run_cpu(info, *h.oracle_call);
   if (!outs) {
-    h.problem = "oracle: " + outs.error().message;
+    h.problem = specs_from_oracle ? meta_problem : "oracle: " + outs.error().message;
     return h;
   }
   h.expected = std::move(*outs);
