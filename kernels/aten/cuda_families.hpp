@@ -28,6 +28,10 @@ std::span<const CudaOpInfo> scan_cuda_ops();
 std::span<const CudaOpInfo> padding_cuda_ops();
 std::span<const CudaOpInfo> group_norm_cuda_ops();
 std::span<const CudaOpInfo> fold_cuda_ops();
+std::span<const CudaOpInfo> topk_cuda_ops();            // reduction/cuda/topk_cuda.cpp
+std::span<const CudaOpInfo> grid_sampler_cuda_ops();
+std::span<const CudaOpInfo> spectral_cuda_ops();        // spectral/cuda/fft_cuda.cpp
+std::span<const CudaOpInfo> sparse_cuda_ops();          // sparse/cuda/sparse_coo_cuda.cpp
 
 // All of them (cuda_table.cpp); null when the overload has no CUDA kernel.
 std::span<const CudaOpInfo> cuda_ops();

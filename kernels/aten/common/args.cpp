@@ -76,6 +76,21 @@ bool bool_arg(const Call& c, std::size_t pos, std::string_view name, std::option
   fail(fmt::format("{} must be a bool, got {}", arg_name(pos, name), a->value->text));
 }
 
+std::vector<const HostTensor*> optional_tensor_list(const Call& c, std::size_t pos, std::string_view name) {
+  const CallArg* a = c.find(pos, name);
+  if (!a) fail(fmt::format("argument {} ({}) is missing", pos, name));
+  if (a->value->kind != Kind::list && a->value->kind != Kind::tuple)
+    fail(fmt::format("argument {} ({}) must be a list of tensors and Nones", pos, name));
+  std::vector<const HostTensor*> out;
+  std::size_t k = 0;
+  for (const Value& v : a->value->children) {
+    if (v.kind == Kind::tensor) out.push_back(&a->tensors[k++]);
+    else if (v.kind == Kind::none) out.push_back(nullptr);
+    else fail(fmt::format("argument {} ({}) must hold only tensors and Nones", pos, name));
+  }
+  return out;
+}
+
 std::optional<std::vector<std::int64_t>> int_list_arg(const Call& c, std::size_t pos, std::string_view name) {
   const CallArg* a = c.find(pos, name);
   if (is_none(a)) return std::nullopt;

@@ -24,6 +24,8 @@ const HostTensor& tensor_arg(const Call& c, std::size_t pos, std::string_view na
 HostTensor& tensor_arg_mut(Call& c, std::size_t pos, std::string_view name);
 const HostTensor* optional_tensor(const Call& c, std::size_t pos, std::string_view name);
 const std::vector<HostTensor>& tensor_list(const Call& c, std::size_t pos, std::string_view name);
+// A list of tensors and Nones (index.Tensor's indices): its entries in order, null for None.
+std::vector<const HostTensor*> optional_tensor_list(const Call& c, std::size_t pos, std::string_view name);
 bool has_arg(const Call& c, std::size_t pos, std::string_view name);  // given and not None
 std::int64_t int_arg(const Call& c, std::size_t pos, std::string_view name, std::optional<std::int64_t> dflt = {});
 double number_arg(const Call& c, std::size_t pos, std::string_view name, std::optional<double> dflt = {});

@@ -12,8 +12,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "args.hpp"
 #include "cuda_engine.hpp"
@@ -124,6 +126,24 @@ inline Strided strided(const DView& v) {
   return s;
 }
 
+// x's dims split into those kept and those reduced (`reduced[d]`), each as
+// a strided descriptor (the kept one with x's offset) and its element count.
+struct KeptReduced {
+  Strided kept, red;
+  long long count = 0, n = 0;  // kept positions, reduced elements per position
+};
+
+inline KeptReduced split_reduced(const DView& x, const std::vector<bool>& reduced) {
+  DView kept, red;
+  kept.offset = x.offset;
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    DView& v = reduced[d] ? red : kept;
+    v.shape.push_back(x.shape[d]);
+    v.strides.push_back(x.strides[d]);
+  }
+  return KeptReduced{strided(kept), strided(red), kept.numel(), red.numel()};
+}
+
 template <class T>
 T* ptr(const DView& v) {
   return static_cast<T*>(v.base);
@@ -150,6 +170,48 @@ inline unsigned blocks_for(long long n, int threads) {
   return static_cast<unsigned>(b);
 }
 
+// The family kernels' launch shape: grid-stride loops (KB_GRID_LOOP) of
+// kThreads threads a block over grid_for(n) blocks, at most 8 * 65535.
+constexpr int kThreads = 256;
+
+inline unsigned grid_for(long long n) { return std::min<unsigned>(blocks_for(n, kThreads), 65535u * 8u); }
+
+#define KB_GRID_LOOP(i, n)                                                                       \
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+
+// The planes of a [C, H, W] or [N, C, H, W] view (pooling, padding): plane p
+// starts at off + (p / inner) * s_outer + (p % inner) * s_inner; `count` planes.
+struct Planes {
+  long long off = 0, s_outer = 0, s_inner = 0, inner = 1, sh = 0, sw = 0, h = 1, w = 1, count = 1;
+};
+
+inline Planes planes_of(const DView& v, const char* what) {
+  const std::size_t r = v.shape.size();
+  if (r != 3 && r != 4) fail(std::string(what) + ": expected a [C, H, W] or [N, C, H, W] tensor");
+  Planes p;
+  p.off = v.offset;
+  if (r == 3) {
+    p.s_inner = v.strides[0];
+    p.inner = std::max<long long>(v.shape[0], 1);
+    p.count = v.shape[0];
+  } else {
+    p.s_outer = v.strides[0];
+    p.s_inner = v.strides[1];
+    p.inner = std::max<long long>(v.shape[1], 1);
+    p.count = v.shape[0] * v.shape[1];
+  }
+  p.sh = v.strides[r - 2];
+  p.sw = v.strides[r - 1];
+  p.h = v.shape[r - 2];
+  p.w = v.shape[r - 1];
+  return p;
+}
+
+__device__ __forceinline__ long long at(const Planes& p, long long plane, long long h, long long w) {
+  return p.off + (plane / p.inner) * p.s_outer + (plane % p.inner) * p.s_inner + h * p.sh + w * p.sw;
+}
+
 // Calls f(T{}, A{}) with the element type of `dt` and the accumulation type.
 template <class F>
 void float_dispatch(Dtype dt, const char* what, F&& f) {
@@ -170,6 +232,23 @@ void float_dispatch(Dtype dt, const char* what, F&& f) {
     case Dtype::f64: f(double{}, double{}); return;
     default: fail(std::string(what) + ": only f16, bf16, f32 and f64 are supported on CUDA, got " + dtype_abbrev(dt));
   }
+}
+
+// The launch of one grid-stride kernel over n elements for the element and
+// accumulation types of `dt` (float_dispatch): make(T{}, A{}) returns
+// run(stream, blocks), which enqueues the kernel on grid_for(n) blocks of
+// kThreads; nothing runs when n is 0.
+template <class Make>
+Launch typed_launch(Dtype dt, const char* what, long long n, Make&& make) {
+  Launch launch;
+  float_dispatch(dt, what, [&](auto t, auto acc) {
+    auto run = make(t, acc);
+    launch = [=](void* s) -> Status {
+      if (n > 0) run(stream_of(s), grid_for(n));
+      return launched(what);
+    };
+  });
+  return launch;
 }
 
 }  // namespace kb::backendbench::aten::cuda::typed

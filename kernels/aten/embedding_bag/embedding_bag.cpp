@@ -20,6 +20,7 @@
 
 #include "../common/args.hpp"
 #include "../families.hpp"
+#include "bag_args.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
@@ -27,17 +28,6 @@ namespace {
 using Out = std::vector<HostTensor>;
 
 constexpr std::int64_t mode_sum = 0, mode_mean = 1, mode_max = 2;
-
-void require_index_vector(const HostTensor& t, std::string_view what) {
-  if (!is_integral(t.dtype)) fail(fmt::format("{} must be integral, got {}", what, dtype_abbrev(t.dtype)));
-  if (t.rank() != 1) fail(fmt::format("{} must be 1-D, got {}", what, shape_text(t.shape)));
-}
-
-std::int64_t element(const HostTensor& t, std::int64_t i) {
-  double v = t.load(t.offset + i * t.strides[0]);
-  if (!(v >= -9.0e18 && v <= 9.0e18)) fail(fmt::format("index {} is not an integer", v));
-  return static_cast<std::int64_t>(v);
-}
 
 // Random indices in [0, rows) and sorted offsets in [0, N] starting at 0 (the
 // last one N with include_last_offset), so every bag is a valid range.
@@ -69,27 +59,9 @@ Out embedding_bag(Call& c) {
   const HostTensor& w = tensor_arg(c, 0, "weight");
   const HostTensor& indices = tensor_arg(c, 1, "indices");
   const HostTensor& offsets = tensor_arg(c, 2, "offsets");
-  const std::int64_t mode = int_arg(c, 4, "mode", 0);
-  const HostTensor* psw = optional_tensor(c, 6, "per_sample_weights");
-  const bool include_last = bool_arg(c, 7, "include_last_offset", false);
-  const std::int64_t padding = int_arg(c, 8, "padding_idx", -1);
-  if (w.rank() != 2) fail("weight must be 2-D");
-  if (!is_floating(w.dtype)) fail(fmt::format("weight must be floating, got {}", dtype_abbrev(w.dtype)));
-  require_index_vector(indices, "indices");
-  require_index_vector(offsets, "offsets");
-  if (mode < mode_sum || mode > mode_max) fail(fmt::format("mode {} is not 0 (sum), 1 (mean) or 2 (max)", mode));
-  const std::int64_t n = indices.shape[0], rows = w.shape[0], d = w.shape[1];
-  if (psw) {
-    if (mode != mode_sum) fail("per_sample_weights are only supported for mode sum");
-    if (psw->rank() != 1 || psw->shape[0] != n)
-      fail(fmt::format("per_sample_weights must be [{}], got {}", n, shape_text(psw->shape)));
-    if (psw->dtype != w.dtype) fail("per_sample_weights must have weight's dtype");
-  }
-  std::int64_t bags = offsets.shape[0];
-  if (include_last) {
-    if (bags < 1) fail("include_last_offset needs at least one offset");
-    --bags;
-  }
+  const BagArgs a = bag_args_of(c);
+  const std::int64_t mode = a.mode, padding = a.padding, n = a.n, bags = a.bags, rows = w.shape[0], d = w.shape[1];
+  const HostTensor* psw = a.per_sample_weights;
   Out outs{empty_tensor(w.dtype, {bags, d}, c.meta), empty_tensor(indices.dtype, {n}, c.meta),
            empty_tensor(indices.dtype, offsets.shape, c.meta),
            empty_tensor(indices.dtype, mode == mode_max ? std::vector<std::int64_t>{bags, d} : std::vector<std::int64_t>{0},
@@ -99,8 +71,8 @@ Out embedding_bag(Call& c) {
   std::vector<double> acc(static_cast<std::size_t>(d));
   std::vector<std::int64_t> arg(static_cast<std::size_t>(d));
   for (std::int64_t b = 0; b < bags; ++b) {
-    const std::int64_t begin = b == 0 ? 0 : element(offsets, b);
-    const std::int64_t end = b + 1 < bags ? element(offsets, b + 1) : n;
+    const std::int64_t begin = b == 0 ? 0 : index_element(offsets, b);
+    const std::int64_t end = b + 1 < bags ? index_element(offsets, b + 1) : n;
     if (begin < 0 || end > n || end < begin)
       fail(fmt::format("bag {} spans [{}, {}), outside the {} indices", b, begin, end, n));
     std::fill(acc.begin(), acc.end(), mode == mode_max ? -std::numeric_limits<double>::infinity() : 0.0);
@@ -108,7 +80,7 @@ Out embedding_bag(Call& c) {
     std::int64_t count = 0;
     for (std::int64_t i = begin; i < end; ++i) {
       offset2bag.store(i, static_cast<double>(b));
-      const std::int64_t row = element(indices, i);
+      const std::int64_t row = index_element(indices, i);
       if (row < 0 || row >= rows) fail(fmt::format("index {} is out of range for {} weight rows", row, rows));
       if (row == padding) continue;
       ++count;
@@ -159,7 +131,7 @@ void prep_per_sample_weights_backward(Call& c, Rng& rng) {
   const std::int64_t bags = g && g->rank() == 2 ? std::min(b, g->shape[0]) : b;
   std::int64_t bag = 0;
   for (std::int64_t i = 0; i < indices.shape[0]; ++i) {
-    while (bag + 1 < bags && element(offsets, bag + 1) <= i) ++bag;
+    while (bag + 1 < bags && index_element(offsets, bag + 1) <= i) ++bag;
     offset2bag.store(offset2bag.offset + i * offset2bag.strides[0], static_cast<double>(bag));
   }
 }
@@ -181,7 +153,7 @@ Out per_sample_weights_backward(Call& c) {
   HostTensor out = empty_tensor(g.dtype, {n}, c.meta);
   if (c.meta) return {out};
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t row = element(indices, i), bag = element(offset2bag, i);
+    const std::int64_t row = index_element(indices, i), bag = index_element(offset2bag, i);
     if (row < 0 || row >= w.shape[0]) fail(fmt::format("index {} is out of range for {} weight rows", row, w.shape[0]));
     if (bag < 0 || bag >= g.shape[0]) fail(fmt::format("offset2bag {} is out of range for {} bags", bag, g.shape[0]));
     double s = 0;

@@ -7,26 +7,18 @@
 // never against another implementation's values.
 //
 // bernoulli_'s draws come from a splitmix64 stream seeded by p's bits, in
-// row-major order over self, so a call is repeatable.
+// row-major order over self, so a call is repeatable (factory_args.hpp; the
+// CUDA kernel draws the same values).
 #include <fmt/format.h>
-
-#include <bit>
 
 #include "../common/args.hpp"
 #include "../families.hpp"
+#include "factory_args.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
 
 using Out = std::vector<HostTensor>;
-
-std::vector<std::int64_t> size_arg(const Call& c, std::size_t pos, std::string_view name) {
-  auto v = int_list_arg(c, pos, name);
-  if (!v) fail(fmt::format("{} must be a list of ints", name));
-  for (std::int64_t d : *v)
-    if (d < 0) fail(fmt::format("{} {} has a negative dim", name, shape_text(*v)));
-  return *v;
-}
 
 // new_empty(self, size, dtype=None, layout=None, device=None, pin_memory=None)
 Out new_empty(Call& c) {
@@ -48,11 +40,9 @@ Out new_empty_strided(Call& c) {
 // bernoulli_.float(self, p=0.5, generator=None)
 Out bernoulli_inplace(Call& c) {
   HostTensor& self = tensor_arg_mut(c, 0, "self");
-  const double p = number_arg(c, 1, "p", 0.5);
-  if (!(p >= 0 && p <= 1)) fail(fmt::format("p must be in [0, 1], got {}", p));
-  if (has_arg(c, 2, "generator")) fail("a generator argument is not supported");
+  const double p = bernoulli_p(c);
   if (c.meta) return {self};
-  Rng rng(std::bit_cast<std::uint64_t>(p) ^ 0xB5297A4D3F84D5B5ull);
+  Rng rng(bernoulli_seed(p));
   HostTensor draws = empty_tensor(self.dtype, self.shape);
   for (std::int64_t i = 0; i < draws.numel(); ++i) draws.store(i, rng.uniform() < p ? 1.0 : 0.0);
   map_into(self, {&draws}, [](const double* v) { return v[0]; });

@@ -13,42 +13,17 @@
 
 #include "../common/args.hpp"
 #include "../families.hpp"
+#include "fold_args.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
 
 using Out = std::vector<HostTensor>;
 
-struct Window {
-  std::int64_t kh, kw, dh, dw, ph, pw, sh, sw;
-};
-
-std::array<std::int64_t, 2> pair_arg(const Call& c, std::size_t pos, std::string_view name) {
-  auto v = int_list_arg(c, pos, name);
-  if (!v || v->size() != 2) fail(fmt::format("{} must be a list of two ints", name));
-  return {(*v)[0], (*v)[1]};
-}
-
-// kernel_size, dilation, padding, stride from position `pos` on.
-Window window_of(const Call& c, std::size_t pos) {
-  auto k = pair_arg(c, pos, "kernel_size"), d = pair_arg(c, pos + 1, "dilation"), p = pair_arg(c, pos + 2, "padding"),
-       s = pair_arg(c, pos + 3, "stride");
-  Window w{k[0], k[1], d[0], d[1], p[0], p[1], s[0], s[1]};
-  if (w.kh <= 0 || w.kw <= 0 || w.dh <= 0 || w.dw <= 0 || w.sh <= 0 || w.sw <= 0 || w.ph < 0 || w.pw < 0)
-    fail("kernel_size, dilation and stride must be positive and padding not negative");
-  return w;
-}
-
-std::int64_t blocks(std::int64_t size, std::int64_t k, std::int64_t d, std::int64_t p, std::int64_t s) {
-  const std::int64_t span = size + 2 * p - (d * (k - 1) + 1);
-  if (span < 0) fail(fmt::format("a dim of {} padded by {} is smaller than the dilated kernel {}", size, p, d * (k - 1) + 1));
-  return span / s + 1;
-}
-
 // The image [batch, C, H, W] <-> columns [batch, C*kh*kw, oh*ow] map, calling f(image index, column index).
 template <class F>
-void for_each_tap(std::int64_t batch, std::int64_t ch, std::int64_t h, std::int64_t w, const Window& k, F&& f) {
-  const std::int64_t oh = blocks(h, k.kh, k.dh, k.ph, k.sh), ow = blocks(w, k.kw, k.dw, k.pw, k.sw);
+void for_each_tap(std::int64_t batch, std::int64_t ch, std::int64_t h, std::int64_t w, const FoldArgs& k, F&& f) {
+  const std::int64_t oh = fold_blocks(h, k.kh, k.dh, k.ph, k.sh), ow = fold_blocks(w, k.kw, k.dw, k.pw, k.sw);
   const std::int64_t rows = ch * k.kh * k.kw, l = oh * ow;
   for (std::int64_t n = 0; n < batch; ++n)
     for (std::int64_t c = 0; c < ch; ++c)
@@ -70,12 +45,12 @@ void for_each_tap(std::int64_t batch, std::int64_t ch, std::int64_t h, std::int6
 // im2col(self, kernel_size, dilation, padding, stride); col2im_backward has the same arguments.
 Out im2col(Call& c) {
   const HostTensor& x = tensor_arg(c, 0, "self");
-  const Window k = window_of(c, 1);
+  const FoldArgs k = fold_window_of(c, 1);
   if (x.rank() != 3 && x.rank() != 4) fail(fmt::format("input must be 3-D or 4-D, got {}", shape_text(x.shape)));
   const bool batched = x.rank() == 4;
   const std::int64_t n = batched ? x.shape[0] : 1, ch = x.shape[x.rank() - 3], h = x.shape[x.rank() - 2],
                      w = x.shape[x.rank() - 1];
-  const std::int64_t l = blocks(h, k.kh, k.dh, k.ph, k.sh) * blocks(w, k.kw, k.dw, k.pw, k.sw);
+  const std::int64_t l = fold_blocks(h, k.kh, k.dh, k.ph, k.sh) * fold_blocks(w, k.kw, k.dw, k.pw, k.sw);
   std::vector<std::int64_t> shape{ch * k.kh * k.kw, l};
   if (batched) shape.insert(shape.begin(), n);
   HostTensor out = empty_tensor(x.dtype, shape, c.meta);
@@ -88,16 +63,19 @@ Out im2col(Call& c) {
 // col2im(self, output_size, kernel_size, dilation, padding, stride); im2col_backward has the same arguments.
 Out col2im(Call& c) {
   const HostTensor& x = tensor_arg(c, 0, "self");
-  const auto size = pair_arg(c, 1, "output_size");
-  const Window k = window_of(c, 2);
+  const auto size = fold_pair_arg(c, 1, "output_size");
+  const FoldArgs k = fold_window_of(c, 2);
   if (x.rank() != 2 && x.rank() != 3) fail(fmt::format("input must be 2-D or 3-D, got {}", shape_text(x.shape)));
   const bool batched = x.rank() == 3;
   const std::int64_t n = batched ? x.shape[0] : 1, rows = x.shape[x.rank() - 2], l = x.shape[x.rank() - 1];
   if (rows % (k.kh * k.kw) != 0)
     fail(fmt::format("input's dim {} ({}) must be divisible by the kernel's {} taps", x.rank() - 2, rows, k.kh * k.kw));
   const std::int64_t ch = rows / (k.kh * k.kw);
-  const std::int64_t blocks_want = blocks(size[0], k.kh, k.dh, k.ph, k.sh) * blocks(size[1], k.kw, k.dw, k.pw, k.sw);
-  if (l != blocks_want) fail(fmt::format("input holds {} blocks, output_size {} with these windows gives {}", l, shape_text({size[0], size[1]}), blocks_want));
+  const std::int64_t blocks_want =
+      fold_blocks(size[0], k.kh, k.dh, k.ph, k.sh) * fold_blocks(size[1], k.kw, k.dw, k.pw, k.sw);
+  if (l != blocks_want)
+    fail(fmt::format("input holds {} blocks, output_size {} with these windows gives {}", l,
+                     shape_text({size[0], size[1]}), blocks_want));
   std::vector<std::int64_t> shape{ch, size[0], size[1]};
   if (batched) shape.insert(shape.begin(), n);
   HostTensor out = empty_tensor(x.dtype, shape, c.meta);
@@ -114,26 +92,11 @@ Out col2im(Call& c) {
 // `size`; window j's element k goes back to position j * step + k of dim.
 Out unfold_backward(Call& c) {
   const HostTensor& g = tensor_arg(c, 0, "grad_in");
-  auto sizes = int_list_arg(c, 1, "input_sizes");
-  if (!sizes) fail("input_sizes must be a list of ints");
-  const std::size_t rank = sizes->size();
-  const auto dim = static_cast<std::size_t>(wrap_dim(int_arg(c, 2, "dim"), rank == 0 ? 1 : rank));
-  const std::int64_t size = int_arg(c, 3, "size"), step = int_arg(c, 4, "step");
-  if (size < 0 || step <= 0) fail("size must be >= 0 and step > 0");
-  const std::int64_t len = rank ? (*sizes)[dim] : 1;
-  if (size > len) fail(fmt::format("size {} is larger than the dim's {}", size, len));
-  const std::int64_t windows = (len - size) / step + 1;
-  std::vector<std::int64_t> want = *sizes;
-  if (rank) want[dim] = windows;
-  want.push_back(size);
-  if (g.shape != want) fail(fmt::format("grad_in {} must be {}", shape_text(g.shape), shape_text(want)));
-  HostTensor out = empty_tensor(g.dtype, *sizes, c.meta);
+  const UnfoldArgs u = unfold_backward_args(c, g);
+  HostTensor out = empty_tensor(g.dtype, u.sizes, c.meta);
   if (c.meta) return {out};
-  std::int64_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < rank; ++d) {
-    if (d < dim) outer *= (*sizes)[d];
-    if (d > dim) inner *= (*sizes)[d];
-  }
+  const std::int64_t outer = u.outer, inner = u.inner, len = u.len, size = u.size, step = u.step;
+  const std::int64_t windows = (len - size) / step + 1;
   std::vector<double> gv = to_doubles(g), acc(static_cast<std::size_t>(out.numel()), 0.0);
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t j = 0; j < windows; ++j)

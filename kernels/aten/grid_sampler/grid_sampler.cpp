@@ -13,27 +13,12 @@
 
 #include "../common/args.hpp"
 #include "../families.hpp"
+#include "sampling.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
 
 using Out = std::vector<HostTensor>;
-
-struct Sampling {
-  std::int64_t n, c, h, w, oh, ow;
-  bool bilinear, border, align;
-};
-
-Sampling sampling_of(const Call& c, const HostTensor& x, const HostTensor& grid, std::size_t mode_pos) {
-  if (x.rank() != 4) fail(fmt::format("input must be 4-D, got {}", shape_text(x.shape)));
-  if (grid.rank() != 4 || grid.shape[3] != 2 || grid.shape[0] != x.shape[0])
-    fail(fmt::format("grid must be [N, H, W, 2] with input's N, got {}", shape_text(grid.shape)));
-  const std::int64_t interp = int_arg(c, mode_pos, "interpolation_mode"), pad = int_arg(c, mode_pos + 1, "padding_mode");
-  if (interp != 0 && interp != 1) fail(fmt::format("interpolation_mode {} is not supported (0 bilinear, 1 nearest)", interp));
-  if (pad != 0 && pad != 1) fail(fmt::format("padding_mode {} is not supported (0 zeros, 1 border)", pad));
-  return Sampling{x.shape[0], x.shape[1], x.shape[2], x.shape[3], grid.shape[1], grid.shape[2], interp == 0, pad == 1,
-                  bool_arg(c, mode_pos + 2, "align_corners")};
-}
 
 // Pixel coordinate of a normalized one and d(pixel)/d(normalized).
 std::pair<double, double> unnormalize(double g, std::int64_t size, const Sampling& s) {
@@ -102,8 +87,7 @@ Out grid_sampler_2d_backward(Call& c) {
   const HostTensor& x = tensor_arg(c, 1, "input");
   const HostTensor& grid = tensor_arg(c, 2, "grid");
   Sampling s = sampling_of(c, x, grid, 3);
-  if (g.shape != std::vector<std::int64_t>{s.n, s.c, s.oh, s.ow})
-    fail(fmt::format("grad_output {} must be [N, C, Ho, Wo]", shape_text(g.shape)));
+  check_grad_output(g, s);
   Out outs{empty_tensor(x.dtype, x.shape, c.meta), empty_tensor(grid.dtype, grid.shape, c.meta)};
   apply_output_mask(c, 6, outs);
   if (c.meta) return outs;

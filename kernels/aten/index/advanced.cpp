@@ -21,22 +21,6 @@ namespace {
 
 using Out = std::vector<HostTensor>;
 
-// The list argument's entries in order, null for None.
-std::vector<const HostTensor*> optional_tensor_list(const Call& c, std::size_t pos, std::string_view name) {
-  const CallArg* a = c.find(pos, name);
-  if (!a) fail(fmt::format("argument {} ({}) is missing", pos, name));
-  if (a->value->kind != Kind::list && a->value->kind != Kind::tuple)
-    fail(fmt::format("argument {} ({}) must be a list of tensors and Nones", pos, name));
-  std::vector<const HostTensor*> out;
-  std::size_t k = 0;
-  for (const Value& v : a->value->children) {
-    if (v.kind == Kind::tensor) out.push_back(&a->tensors[k++]);
-    else if (v.kind == Kind::none) out.push_back(nullptr);
-    else fail(fmt::format("argument {} ({}) must hold only tensors and Nones", pos, name));
-  }
-  return out;
-}
-
 bool is_mask(const HostTensor& t) { return t.dtype == Dtype::b8 || t.dtype == Dtype::u8; }
 
 // The indexing plan of self[indices]: one entry per dim of self (null: not indexed).

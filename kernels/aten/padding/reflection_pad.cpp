@@ -7,35 +7,12 @@
 
 #include "../common/args.hpp"
 #include "../families.hpp"
+#include "pad_args.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
 
 using Out = std::vector<HostTensor>;
-
-struct Pad {
-  std::int64_t planes, h, w, oh, ow, left, top;
-  std::vector<std::int64_t> out_shape;
-};
-
-Pad pad_of(const Call& c, std::size_t pos, const HostTensor& x) {
-  if (x.rank() != 3 && x.rank() != 4) fail(fmt::format("input must be 3-D or 4-D, got {}", shape_text(x.shape)));
-  auto p = int_list_arg(c, pos, "padding");
-  if (!p || p->size() != 4) fail("padding must be [left, right, top, bottom]");
-  const std::size_t r = x.rank();
-  Pad s{1, x.shape[r - 2], x.shape[r - 1], 0, 0, (*p)[0], (*p)[2], x.shape};
-  for (std::size_t d = 0; d + 2 < r; ++d) s.planes *= x.shape[d];
-  const std::int64_t right = (*p)[1], bottom = (*p)[3];
-  for (std::int64_t v : *p)
-    if (v < 0) fail("padding must not be negative");
-  if (s.left >= s.w || right >= s.w || s.top >= s.h || bottom >= s.h)
-    fail(fmt::format("padding {} must be smaller than the padded dims {}", shape_text(*p), shape_text({s.h, s.w})));
-  s.oh = s.h + s.top + bottom;
-  s.ow = s.w + s.left + right;
-  s.out_shape[r - 2] = s.oh;
-  s.out_shape[r - 1] = s.ow;
-  return s;
-}
 
 std::int64_t reflect(std::int64_t i, std::int64_t n) {
   if (i < 0) return -i;
@@ -46,7 +23,7 @@ std::int64_t reflect(std::int64_t i, std::int64_t n) {
 // reflection_pad2d(self, padding)
 Out reflection_pad2d(Call& c) {
   const HostTensor& x = tensor_arg(c, 0, "self");
-  Pad s = pad_of(c, 1, x);
+  ReflectionPad s = reflection_pad_of(c, 1, x);
   HostTensor out = empty_tensor(x.dtype, s.out_shape, c.meta);
   if (c.meta) return {out};
   HostTensor xc = contiguous_copy(x);
@@ -62,7 +39,7 @@ Out reflection_pad2d(Call& c) {
 Out reflection_pad2d_backward(Call& c) {
   const HostTensor& g = tensor_arg(c, 0, "grad_output");
   const HostTensor& x = tensor_arg(c, 1, "self");
-  Pad s = pad_of(c, 2, x);
+  ReflectionPad s = reflection_pad_of(c, 2, x);
   if (g.shape != s.out_shape)
     fail(fmt::format("grad_output {} must be the padded shape {}", shape_text(g.shape), shape_text(s.out_shape)));
   HostTensor out = empty_tensor(x.dtype, x.shape, c.meta);

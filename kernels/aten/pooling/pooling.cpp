@@ -16,6 +16,7 @@
 
 #include "../common/args.hpp"
 #include "../families.hpp"
+#include "pool_window.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
@@ -35,53 +36,8 @@ Planes planes_of(const HostTensor& x, const char* what) {
   return p;
 }
 
-std::vector<std::int64_t> pair_arg(const Call& c, std::size_t pos, const char* name, std::vector<std::int64_t> dflt) {
-  auto v = int_list_arg(c, pos, name);
-  if (!v || v->empty()) return dflt;
-  if (v->size() == 1) return {(*v)[0], (*v)[0]};
-  if (v->size() != 2) fail(fmt::format("{} must hold 1 or 2 values, got {}", name, v->size()));
-  return *v;
-}
-
-std::int64_t pooled_size(std::int64_t in, std::int64_t k, std::int64_t pad, std::int64_t stride, std::int64_t dil,
-                         bool ceil_mode) {
-  const std::int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  std::int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
-struct Window {
-  std::vector<std::int64_t> k, s, p, d{1, 1};
-  bool ceil_mode = false;
-  std::int64_t oh = 0, ow = 0;
-};
-
-Window window(const Call& c, const Planes& pl, std::size_t at, bool dilation) {
-  Window win;
-  win.k = pair_arg(c, at, "kernel_size", {});
-  if (win.k.empty()) fail("kernel_size is missing");
-  win.s = pair_arg(c, at + 1, "stride", win.k);
-  win.p = pair_arg(c, at + 2, "padding", {0, 0});
-  if (dilation) win.d = pair_arg(c, at + 3, "dilation", {1, 1});
-  win.ceil_mode = bool_arg(c, at + (dilation ? 4 : 3), "ceil_mode", false);
-  for (int i = 0; i < 2; ++i) {
-    if (win.k[i] < 1 || win.s[i] < 1 || win.d[i] < 1) fail("kernel_size, stride and dilation must be positive");
-    const std::int64_t effective = (win.k[i] - 1) * win.d[i] + 1;
-    if (win.p[i] < 0 || win.p[i] > effective / 2)
-      fail(fmt::format("padding {} must be between 0 and half the effective kernel size {}", win.p[i], effective));
-  }
-  win.oh = pooled_size(pl.h, win.k[0], win.p[0], win.s[0], win.d[0], win.ceil_mode);
-  win.ow = pooled_size(pl.w, win.k[1], win.p[1], win.s[1], win.d[1], win.ceil_mode);
-  if (win.oh < 1 || win.ow < 1) fail(fmt::format("output size {}x{} is too small", win.oh, win.ow));
-  return win;
-}
-
-std::vector<std::int64_t> with_plane(const HostTensor& x, std::int64_t h, std::int64_t w) {
-  std::vector<std::int64_t> s(x.shape.begin(), x.shape.end() - 2);
-  s.push_back(h);
-  s.push_back(w);
-  return s;
+PoolArgs window(const Call& c, const Planes& pl, std::size_t at, bool dilation) {
+  return pool_window(c, pl.h, pl.w, at, dilation);
 }
 
 void store_all(HostTensor& t, const std::vector<double>& v) {
@@ -89,7 +45,7 @@ void store_all(HostTensor& t, const std::vector<double>& v) {
 }
 
 // Max over each window: values and flat in-plane indices.
-void max_pool(const std::vector<double>& x, const Planes& pl, const Window& win, std::vector<double>& out,
+void max_pool(const std::vector<double>& x, const Planes& pl, const PoolArgs& win, std::vector<double>& out,
               std::vector<std::int64_t>& idx) {
   out.assign(static_cast<std::size_t>(pl.planes * win.oh * win.ow), 0.0);
   idx.assign(out.size(), 0);
@@ -122,7 +78,7 @@ Out max_pool2d_with_indices(Call& c) {
   const HostTensor& x = tensor_arg(c, 0, "self");
   require_real(x, "self");
   Planes pl = planes_of(x, "self");
-  Window win = window(c, pl, 1, true);
+  PoolArgs win = window(c, pl, 1, true);
   HostTensor y = empty_tensor(x.dtype, with_plane(x, win.oh, win.ow), c.meta);
   HostTensor ind = empty_tensor(Dtype::i64, y.shape, c.meta);
   if (c.meta) return {y, ind};
@@ -140,7 +96,7 @@ Out max_pool2d_with_indices_backward(Call& c) {
   const HostTensor& x = tensor_arg(c, 1, "self");
   const HostTensor& ind = tensor_arg(c, 7, "indices");
   Planes pl = planes_of(x, "self");
-  Window win = window(c, pl, 2, true);
+  PoolArgs win = window(c, pl, 2, true);
   auto want = with_plane(x, win.oh, win.ow);
   if (g.shape != want || ind.shape != want)
     fail(fmt::format("grad_output {} and indices {} must be {}", shape_text(g.shape), shape_text(ind.shape),
@@ -166,7 +122,7 @@ void prepare_max_pool_backward(Call& c, Rng&) {
   const HostTensor& x = tensor_arg(c, 1, "self");
   HostTensor& ind = tensor_arg_mut(c, 7, "indices");
   Planes pl = planes_of(x, "self");
-  Window win = window(c, pl, 2, true);
+  PoolArgs win = window(c, pl, 2, true);
   if (ind.shape != with_plane(x, win.oh, win.ow)) fail("indices must have the pooled shape");
   std::vector<double> out;
   std::vector<std::int64_t> idx;
@@ -186,7 +142,7 @@ struct AvgCell {
   std::int64_t hs, he, ws, we;
   double divisor;
 };
-AvgCell avg_cell(const Planes& pl, const Window& win, std::int64_t oh, std::int64_t ow, bool include_pad,
+AvgCell avg_cell(const Planes& pl, const PoolArgs& win, std::int64_t oh, std::int64_t ow, bool include_pad,
                  std::optional<std::int64_t> divisor) {
   std::int64_t hs = oh * win.s[0] - win.p[0], ws = ow * win.s[1] - win.p[1];
   std::int64_t he = std::min(hs + win.k[0], pl.h + win.p[0]), we = std::min(ws + win.k[1], pl.w + win.p[1]);
@@ -201,7 +157,7 @@ AvgCell avg_cell(const Planes& pl, const Window& win, std::int64_t oh, std::int6
 }
 
 struct AvgArgs {
-  Window win;
+  PoolArgs win;
   bool include_pad = true;
   std::optional<std::int64_t> divisor;
 };

@@ -25,6 +25,7 @@
 
 #include "../common/args.hpp"
 #include "../families.hpp"
+#include "fft_args.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
@@ -144,33 +145,17 @@ class Fft1d {
 // _fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward)
 Out fft_c2c(Call& c) {
   const HostTensor& x = tensor_arg(c, 0, "self");
-  if (!is_complex(x.dtype)) fail(fmt::format("self must be complex, got {}", dtype_abbrev(x.dtype)));
-  auto dims = int_list_arg(c, 1, "dim");
-  if (!dims) fail("dim is required");
-  const std::int64_t norm = int_arg(c, 2, "normalization");
-  if (norm < 0 || norm > 2) fail(fmt::format("normalization {} is not a fft_norm_mode (0 none, 1 by_root_n, 2 by_n)", norm));
-  const bool forward = bool_arg(c, 3, "forward");
-  std::vector<bool> seen(x.rank(), false);
-  std::vector<std::size_t> ds;
-  for (std::int64_t d : *dims) {
-    // ATen's callers (fftn, ifftn) pass dims already wrapped; the kernel does not wrap a negative one.
-    if (d < 0 || d >= static_cast<std::int64_t>(x.rank()))
-      fail(fmt::format("dim {} is outside [0, {}): _fft_c2c takes wrapped dims", d, x.rank()));
-    const auto w = static_cast<std::size_t>(d);
-    if (seen[w]) fail(fmt::format("dim {} appears twice", d));
-    seen[w] = true;
-    ds.push_back(w);
-  }
+  const FftArgs args = fft_args_of(c, x);
+  const std::vector<std::size_t>& ds = args.dims;
+  const bool forward = args.forward;
   HostTensor out = empty_tensor(x.dtype, x.shape, c.meta);
   if (c.meta) return {out};
   const std::int64_t total = x.numel();
   std::vector<cd> v(static_cast<std::size_t>(total));
   for (std::int64_t i = 0; i < total; ++i) v[static_cast<std::size_t>(i)] = x.at_complex(i);
   const auto strides = contiguous_strides(x.shape);
-  double signal = 1;
   for (std::size_t d : ds) {
     const std::int64_t n = x.shape[d], st = strides[d];
-    signal *= static_cast<double>(n);
     if (n <= 1 || total == 0) continue;
     Fft1d f(n, forward ? -1 : 1);
     std::vector<cd> line(static_cast<std::size_t>(n));
@@ -183,7 +168,7 @@ Out fft_c2c(Call& c) {
         for (std::int64_t j = 0; j < n; ++j) v[static_cast<std::size_t>(base + j * st)] = line[static_cast<std::size_t>(j)];
       }
   }
-  const double scale = norm == 0 ? 1.0 : norm == 1 ? 1.0 / std::sqrt(signal) : 1.0 / signal;
+  const double scale = args.scale(x.shape);
   for (std::int64_t i = 0; i < total; ++i) out.store_complex(i, v[static_cast<std::size_t>(i)] * scale);
   return {out};
 }

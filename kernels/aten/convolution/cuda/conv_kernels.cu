@@ -602,50 +602,42 @@ void bias_params(KP& p, const DView* bias, const DView& out, std::vector<std::sh
   keep.push_back(bias->keep);
 }
 
+// An operand of a product: its view, its name in messages, and the KP fields its base and strides go to.
+struct Operand {
+  const DView* v;
+  const char* name;
+  const void* KP::*base;
+  long long (KP::*strides)[5];
+};
+
+// The plan of one product writing `out` from operands a and b (each of out's dtype and the shape's rank).
+Launch product(const ConvShape& s, int prod, const DView& out, const char* out_name, Operand a, Operand b,
+               const DView* bias) {
+  KP p = base_params(s);
+  for (const Operand& op : {a, b}) same_dtype(out, *op.v, op.name);
+  for (const Operand& op : {a, b}) strides5(*op.v, s.rank, p.*op.strides, op.name);
+  strides5(out, s.rank, p.os, out_name);
+  for (const Operand& op : {a, b}) p.*op.base = at_offset(*op.v);
+  p.o = const_cast<void*>(at_offset(out));
+  std::vector<std::shared_ptr<void>> keep{out.keep, a.v->keep, b.v->keep};
+  bias_params(p, bias, out, keep);
+  return plan(p, prod, out.dtype, out, std::move(keep));
+}
+
 }  // namespace
 
 Launch conv_forward(const ConvShape& s, const DView& y, const DView& x, const DView& w, const DView* bias) {
-  KP p = base_params(s);
-  same_dtype(y, x, "input");
-  same_dtype(y, w, "weight");
-  strides5(x, s.rank, p.xs, "input");
-  strides5(w, s.rank, p.ws, "weight");
-  strides5(y, s.rank, p.os, "output");
-  p.x = at_offset(x);
-  p.w = at_offset(w);
-  p.o = const_cast<void*>(at_offset(y));
-  std::vector<std::shared_ptr<void>> keep{y.keep, x.keep, w.keep};
-  bias_params(p, bias, y, keep);
-  return plan(p, kForward, y.dtype, y, std::move(keep));
+  return product(s, kForward, y, "output", {&x, "input", &KP::x, &KP::xs}, {&w, "weight", &KP::w, &KP::ws}, bias);
 }
 
 Launch conv_backward_data(const ConvShape& s, const DView& gx, const DView& gy, const DView& w, const DView* bias) {
-  KP p = base_params(s);
-  same_dtype(gx, gy, "grad_output");
-  same_dtype(gx, w, "weight");
-  strides5(gy, s.rank, p.ys, "grad_output");
-  strides5(w, s.rank, p.ws, "weight");
-  strides5(gx, s.rank, p.os, "grad_input");
-  p.gy = at_offset(gy);
-  p.w = at_offset(w);
-  p.o = const_cast<void*>(at_offset(gx));
-  std::vector<std::shared_ptr<void>> keep{gx.keep, gy.keep, w.keep};
-  bias_params(p, bias, gx, keep);
-  return plan(p, kBackwardData, gx.dtype, gx, std::move(keep));
+  return product(s, kBackwardData, gx, "grad_input", {&gy, "grad_output", &KP::gy, &KP::ys},
+                 {&w, "weight", &KP::w, &KP::ws}, bias);
 }
 
 Launch conv_backward_weight(const ConvShape& s, const DView& gw, const DView& gy, const DView& x) {
-  KP p = base_params(s);
-  same_dtype(gw, gy, "grad_output");
-  same_dtype(gw, x, "input");
-  strides5(gy, s.rank, p.ys, "grad_output");
-  strides5(x, s.rank, p.xs, "input");
-  strides5(gw, s.rank, p.os, "grad_weight");
-  p.gy = at_offset(gy);
-  p.x = at_offset(x);
-  p.o = const_cast<void*>(at_offset(gw));
-  std::vector<std::shared_ptr<void>> keep{gw.keep, gy.keep, x.keep};
-  return plan(p, kBackwardWeight, gw.dtype, gw, std::move(keep));
+  return product(s, kBackwardWeight, gw, "grad_weight", {&gy, "grad_output", &KP::gy, &KP::ys},
+                 {&x, "input", &KP::x, &KP::xs}, nullptr);
 }
 
 }  // namespace kb::backendbench::aten::cuda

@@ -9,13 +9,10 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
-
 template <class E>
 __global__ void triangle_kernel(E* out, const E* x, Strided s, long long rows, long long cols, long long diag,
                                 bool upper, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, n) {
     const long long col = i % cols, row = i / cols % rows;
     const bool keep = upper ? col - row >= diag : col - row <= diag;
     out[i] = keep ? x[offset_of(s, i)] : E{};
@@ -25,7 +22,7 @@ __global__ void triangle_kernel(E* out, const E* x, Strided s, long long rows, l
 template <class E>
 Status run(void* out, const void* x, const Strided& s, long long rows, long long cols, long long diag, bool upper,
            long long n, void* stream) {
-  const unsigned g = std::min<unsigned>(blocks_for(n, kThreads), 65535u * 8u);
+  const unsigned g = grid_for(n);
   triangle_kernel<E><<<g, kThreads, 0, stream_of(stream)>>>(static_cast<E*>(out), static_cast<const E*>(x), s, rows,
                                                            cols, diag, upper, n);
   return launched(upper ? "triu" : "tril");

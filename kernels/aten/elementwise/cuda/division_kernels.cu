@@ -11,8 +11,6 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
-
 struct Operand {
   const void* p = nullptr;
   int dt = 0;
@@ -61,8 +59,7 @@ __device__ __forceinline__ double float_div(double a, double b, int k) {
 }
 
 __global__ void divide_kernel(void* out, int odt, bool integral, int kind, Operand a, Operand b, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, n) {
     if (integral) store(out, odt, i, 0, int_div(load_i64(a, i), load_i64(b, i), kind), true);
     else store(out, odt, i, float_div(load_f64(a, i), load_f64(b, i), kind), 0, false);
   }
@@ -70,8 +67,7 @@ __global__ void divide_kernel(void* out, int odt, bool integral, int kind, Opera
 
 __global__ void elu_backward_kernel(void* out, int odt, Operand g, Operand y, double alpha, double scale,
                                     double input_scale, bool is_result, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, n) {
     const double go = load_f64(g, i), s = load_f64(y, i);
     double v;
     if (is_result) v = s <= 0 ? go * input_scale * (s + alpha * scale) : go * scale;
@@ -92,8 +88,6 @@ Operand operand(const BinaryIn& in) {
   }
   return o;
 }
-
-unsigned grid_for(long long n) { return std::min<unsigned>(blocks_for(n, kThreads), 65535u * 8u); }
 
 // Output element i is written at its row-major position: outputs are contiguous.
 void require_contiguous(const DView& out) {

@@ -5,6 +5,7 @@
 
 #include "../../common/args.hpp"
 #include "../../cuda_families.hpp"
+#include "../bag_args.hpp"
 #include "embedding_bag_kernels.hpp"
 
 namespace kb::backendbench::aten {
@@ -12,20 +13,9 @@ namespace {
 
 using Outs = std::vector<DView>;
 
-void require_index_vector(const HostTensor& t, std::string_view what) {
-  if (!is_integral(t.dtype)) fail(fmt::format("{} must be integral, got {}", what, dtype_abbrev(t.dtype)));
-  if (t.rank() != 1) fail(fmt::format("{} must be 1-D, got {}", what, shape_text(t.shape)));
-}
-
-std::int64_t element(const HostTensor& t, std::int64_t i) {
-  double v = t.load(t.offset + i * t.strides[0]);
-  if (!(v >= -9.0e18 && v <= 9.0e18)) fail(fmt::format("index {} is not an integer", v));
-  return static_cast<std::int64_t>(v);
-}
-
 void check_rows(const HostTensor& indices, std::int64_t rows) {
   for (std::int64_t i = 0; i < indices.shape[0]; ++i) {
-    const std::int64_t row = element(indices, i);
+    const std::int64_t row = index_element(indices, i);
     if (row < 0 || row >= rows) fail(fmt::format("index {} is out of range for {} weight rows", row, rows));
   }
 }
@@ -36,31 +26,13 @@ Launch embedding_bag(Call& c, const DeviceArgs& dev, Outs& o) {
   const HostTensor& w = tensor_arg(c, 0, "weight");
   const HostTensor& indices = tensor_arg(c, 1, "indices");
   const HostTensor& offsets = tensor_arg(c, 2, "offsets");
-  const std::int64_t mode = int_arg(c, 4, "mode", 0);
-  const HostTensor* psw = optional_tensor(c, 6, "per_sample_weights");
-  const bool include_last = bool_arg(c, 7, "include_last_offset", false);
-  const std::int64_t padding = int_arg(c, 8, "padding_idx", -1);
-  if (w.rank() != 2) fail("weight must be 2-D");
-  if (!is_floating(w.dtype)) fail(fmt::format("weight must be floating, got {}", dtype_abbrev(w.dtype)));
-  require_index_vector(indices, "indices");
-  require_index_vector(offsets, "offsets");
-  if (mode < 0 || mode > 2) fail(fmt::format("mode {} is not 0 (sum), 1 (mean) or 2 (max)", mode));
-  const std::int64_t n = indices.shape[0];
-  if (psw) {
-    if (mode != 0) fail("per_sample_weights are only supported for mode sum");
-    if (psw->rank() != 1 || psw->shape[0] != n)
-      fail(fmt::format("per_sample_weights must be [{}], got {}", n, shape_text(psw->shape)));
-    if (psw->dtype != w.dtype) fail("per_sample_weights must have weight's dtype");
-  }
-  std::int64_t bags = offsets.shape[0];
-  if (include_last) {
-    if (bags < 1) fail("include_last_offset needs at least one offset");
-    --bags;
-  }
+  const BagArgs a = bag_args_of(c);
+  const std::int64_t mode = a.mode, padding = a.padding, n = a.n, bags = a.bags;
+  const HostTensor* psw = a.per_sample_weights;
   check_rows(indices, w.shape[0]);
   for (std::int64_t b = 0; b < bags; ++b) {
-    const std::int64_t begin = b == 0 ? 0 : element(offsets, b);
-    const std::int64_t end = b + 1 < bags ? element(offsets, b + 1) : n;
+    const std::int64_t begin = b == 0 ? 0 : index_element(offsets, b);
+    const std::int64_t end = b + 1 < bags ? index_element(offsets, b + 1) : n;
     if (begin < 0 || end > n || end < begin)
       fail(fmt::format("bag {} spans [{}, {}), outside the {} indices", b, begin, end, n));
   }
@@ -87,7 +59,7 @@ Launch per_sample_weights_backward(Call& c, const DeviceArgs& dev, Outs& o) {
   if (offset2bag.shape[0] != n) fail("offset2bag must have one entry per index");
   check_rows(indices, w.shape[0]);
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t bag = element(offset2bag, i);
+    const std::int64_t bag = index_element(offset2bag, i);
     if (bag < 0 || bag >= g.shape[0]) fail(fmt::format("offset2bag {} is out of range for {} bags", bag, g.shape[0]));
   }
   return cuda::embedding_bag_per_sample_weights_backward(o[0], dev.view(g), dev.view(w), dev.view(indices),

@@ -1,4 +1,5 @@
-// CUDA plans for the factories new_empty and new_empty_strided. PyTorch
+// CUDA plans for the factories new_empty and new_empty_strided, and for
+// bernoulli_.float (factory_kernels.cu: the oracle's draws). PyTorch
 // leaves their values unspecified; kb fills zeros, as the CPU oracle does
 // (factory.cpp), so the CUDA runner's value judgment holds, and
 // new_empty_strided's output has the requested strides over storage of
@@ -8,19 +9,13 @@
 #include "../../common/args.hpp"
 #include "../../common/cuda_engine.hpp"
 #include "../../cuda_families.hpp"
+#include "../factory_args.hpp"
+#include "factory_kernels.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
 
 using Outs = std::vector<DView>;
-
-std::vector<std::int64_t> size_arg(const Call& c, std::size_t pos, std::string_view name) {
-  auto v = int_list_arg(c, pos, name);
-  if (!v) fail(fmt::format("{} must be a list of ints", name));
-  for (std::int64_t d : *v)
-    if (d < 0) fail(fmt::format("{} {} has a negative dim", name, shape_text(*v)));
-  return *v;
-}
 
 // new_empty(self, size, dtype=None, layout=None, device=None, pin_memory=None)
 Launch new_empty(Call& c, const DeviceArgs&, Outs& o) {
@@ -51,9 +46,17 @@ Launch new_empty_strided(Call& c, const DeviceArgs&, Outs& o) {
   return cuda::fill(o[0], 0.0);
 }
 
+// bernoulli_.float(self, p=0.5, generator=None): in place, self's strides.
+Launch bernoulli_inplace(Call& c, const DeviceArgs&, Outs& o) {
+  (void)tensor_arg(c, 0, "self");
+  const double p = bernoulli_p(c);
+  return cuda::bernoulli(o[0], p, bernoulli_seed(p));
+}
+
 const CudaOpInfo kOps[] = {
     {"aten.new_empty.default", new_empty},
     {"aten.new_empty_strided.default", new_empty_strided},
+    {"aten.bernoulli_.float", bernoulli_inplace},
 };
 
 }  // namespace

@@ -7,18 +7,10 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(long long n) { return std::min<unsigned>(blocks_for(n, kThreads), 65535u * 8u); }
-
 struct Geometry {
   long long batch, ch, h, w, oh, ow;
   FoldWindow k;
 };
-
-#define KB_GRID_LOOP(i, n)                                                                       \
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
 
 template <class T, class A>
 __global__ void im2col_kernel(T* out, const T* x, Strided sx, Geometry g, long long n) {
@@ -83,18 +75,13 @@ Launch im2col(const DView& out, const DView& image, std::int64_t batch, std::int
   g.ow = (w + 2 * k.pw - (k.dw * (k.kw - 1) + 1)) / k.sw + 1;
   const Strided sx = strided(image);
   const long long n = out.numel();
-  Launch launch;
-  float_dispatch(image.dtype, "im2col", [&](auto t, auto acc) {
+  return typed_launch(image.dtype, "im2col", n, [&](auto t, auto acc) {
     using T = decltype(t);
     using A = decltype(acc);
     T* o = ptr<T>(out);
     const T* x = ptr<const T>(image);
-    launch = [=](void* s) -> Status {
-      if (n > 0) im2col_kernel<T, A><<<grid_for(n), kThreads, 0, stream_of(s)>>>(o, x, sx, g, n);
-      return launched("im2col");
-    };
+    return [=](cudaStream_t s, unsigned blocks) { im2col_kernel<T, A><<<blocks, kThreads, 0, s>>>(o, x, sx, g, n); };
   });
-  return launch;
 }
 
 Launch col2im(const DView& out, const DView& columns, std::int64_t batch, std::int64_t channels, std::int64_t h,
@@ -104,18 +91,13 @@ Launch col2im(const DView& out, const DView& columns, std::int64_t batch, std::i
   g.ow = (w + 2 * k.pw - (k.dw * (k.kw - 1) + 1)) / k.sw + 1;
   const Strided sc = strided(columns);
   const long long n = out.numel();
-  Launch launch;
-  float_dispatch(columns.dtype, "col2im", [&](auto t, auto acc) {
+  return typed_launch(columns.dtype, "col2im", n, [&](auto t, auto acc) {
     using T = decltype(t);
     using A = decltype(acc);
     T* o = ptr<T>(out);
     const T* c = ptr<const T>(columns);
-    launch = [=](void* s) -> Status {
-      if (n > 0) col2im_kernel<T, A><<<grid_for(n), kThreads, 0, stream_of(s)>>>(o, c, sc, g, n);
-      return launched("col2im");
-    };
+    return [=](cudaStream_t s, unsigned blocks) { col2im_kernel<T, A><<<blocks, kThreads, 0, s>>>(o, c, sc, g, n); };
   });
-  return launch;
 }
 
 Launch unfold_backward(const DView& out, const DView& grad, std::int64_t outer, std::int64_t len, std::int64_t inner,
@@ -123,20 +105,14 @@ Launch unfold_backward(const DView& out, const DView& grad, std::int64_t outer, 
   (void)outer;
   const Strided sg = strided(grad);
   const long long windows = (len - size) / step + 1, n = out.numel();
-  Launch launch;
-  float_dispatch(grad.dtype, "unfold_backward", [&](auto t, auto acc) {
+  return typed_launch(grad.dtype, "unfold_backward", n, [&](auto t, auto acc) {
     using T = decltype(t);
     using A = decltype(acc);
     T* o = ptr<T>(out);
     const T* gp = ptr<const T>(grad);
-    launch = [=](void* s) -> Status {
-      if (n > 0)
-        unfold_backward_kernel<T, A><<<grid_for(n), kThreads, 0, stream_of(s)>>>(o, gp, sg, len, inner, size, step,
-                                                                                 windows, n);
-      return launched("unfold_backward");
-    };
+    return [=](cudaStream_t s, unsigned blocks) { unfold_backward_kernel<T, A><<<blocks, kThreads, 0, s>>>(o, gp, sg, len, inner, size, step,
+                                                                                 windows, n); };
   });
-  return launch;
 }
 
 }  // namespace kb::backendbench::aten::cuda

@@ -10,7 +10,7 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 512;
+constexpr int kGroupThreads = 512;
 
 struct Vec {
   const void* p = nullptr;
@@ -120,8 +120,7 @@ __global__ void group_norm_backward_kernel(void* gx, Dtype odt, double* ds_nc, d
 
 __global__ void group_norm_params_kernel(void* gw, void* gb, Dtype odt, const double* ds_nc, const double* dbs_nc,
                                          GnArgs a) {
-  for (long long cc = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; cc < a.C;
-       cc += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(cc, a.C) {
     const long long g = cc / a.D;
     double dw = 0, db = 0;
     for (long long n = 0; n < a.N; ++n) {
@@ -161,7 +160,7 @@ Launch group_norm(const DView& out, const DView& mean, const DView& rstd, const 
   const long long blocks = d.n * d.g;
   return [=](void* s) -> Status {
     if (blocks == 0) return ok_status();
-    group_norm_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream_of(s)>>>(o, odt, mp, rp, a);
+    group_norm_kernel<<<static_cast<unsigned>(blocks), kGroupThreads, 0, stream_of(s)>>>(o, odt, mp, rp, a);
     return launched("native_group_norm");
   };
 }
@@ -184,7 +183,7 @@ Launch group_norm_backward(const DView& grad_input, const DView& grad_weight, co
     double* ds = static_cast<double*>(scratch.get());
     double* dbs = ds + d.n * d.c;
     if (blocks > 0)
-      group_norm_backward_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream_of(s)>>>(gx, odt, ds, dbs, a);
+      group_norm_backward_kernel<<<static_cast<unsigned>(blocks), kGroupThreads, 0, stream_of(s)>>>(gx, odt, ds, dbs, a);
     if ((gw || gb) && d.c > 0)
       group_norm_params_kernel<<<blocks_for(d.c, 256), 256, 0, stream_of(s)>>>(gw, gb, odt, ds, dbs, a);
     return launched("native_group_norm_backward");

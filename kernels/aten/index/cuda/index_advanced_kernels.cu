@@ -13,10 +13,7 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
 constexpr int kMaxIndices = 8;
-
-unsigned grid_for(long long n) { return std::min<unsigned>(blocks_for(n, kThreads), 65535u * 8u); }
 
 struct DevIndex {
   int rank = 0, nidx = 0;
@@ -54,8 +51,7 @@ __device__ __forceinline__ long long target(const DevIndex& p, long long i, long
 
 template <class E>
 __global__ void gather_kernel(E* out, const E* self, DevIndex p) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < p.count;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, p.count) {
     long long v;
     out[i] = self[target(p, i, v)];
   }
@@ -63,22 +59,19 @@ __global__ void gather_kernel(E* out, const E* self, DevIndex p) {
 
 template <class T, class A>
 __global__ void load_kernel(A* acc, const T* x, Strided s, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
+  KB_GRID_LOOP(i, n)
     acc[i] = ld<A>(x, offset_of(s, i));
 }
 
 template <class T, class A>
 __global__ void store_kernel(T* out, Strided s, const A* acc, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
+  KB_GRID_LOOP(i, n)
     st(out, offset_of(s, i), acc[i]);
 }
 
 template <class T, class A>
 __global__ void accumulate_kernel(A* acc, const T* values, DevIndex p) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < p.count;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, p.count) {
     long long v;
     const long long t = target(p, i, v);
     atomicAdd(acc + t, ld<A>(values, v));
@@ -86,8 +79,7 @@ __global__ void accumulate_kernel(A* acc, const T* values, DevIndex p) {
 }
 
 __global__ void winner_kernel(unsigned long long* winner, DevIndex p) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < p.count;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, p.count) {
     long long v;
     atomicMax(winner + target(p, i, v), static_cast<unsigned long long>(i) + 1);
   }
@@ -95,8 +87,7 @@ __global__ void winner_kernel(unsigned long long* winner, DevIndex p) {
 
 template <class T, class A>
 __global__ void write_winners_kernel(A* acc, const unsigned long long* winner, const T* values, DevIndex p) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < p.count;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, p.count) {
     long long v;
     const long long t = target(p, i, v);
     if (winner[t] == static_cast<unsigned long long>(i) + 1) acc[t] = ld<A>(values, v);

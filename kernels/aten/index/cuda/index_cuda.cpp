@@ -2,7 +2,8 @@
 // embedding) through the engine's gather kernel, and for the accumulating
 // ones (scatter_add(_), index_add(_), embedding_dense_backward, nll_loss
 // forward and backward) through index_scatter_kernels.cu, advanced indexing
-// (index.Tensor, index_put(_)) through index_advanced_kernels.cu. Indices are the
+// (index.Tensor, index_put(_)) through index_advanced_kernels.cu, nonzero
+// through nonzero_kernels.cu. Indices are the
 // valid ones the family's prepare functions made; negative ones count from
 // the end. The accumulating plans check every index on the host, as the
 // oracles do, before any kernel reads one.
@@ -12,6 +13,7 @@
 #include "../../common/cuda_engine.hpp"
 #include "../../cuda_families.hpp"
 #include "index_scatter_kernels.hpp"
+#include "nonzero_kernels.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
@@ -177,22 +179,6 @@ Launch nll_loss_backward(Call& c, const DeviceArgs& d, Outs& o) {
 
 // ---- advanced indexing (the CPU oracle's rules, advanced.cpp; integer indices only) ----
 
-// The list argument's entries in order, null for None.
-std::vector<const HostTensor*> optional_tensor_list(const Call& c, std::size_t pos, std::string_view name) {
-  const CallArg* a = c.find(pos, name);
-  if (!a) fail(fmt::format("argument {} ({}) is missing", pos, name));
-  if (a->value->kind != Kind::list && a->value->kind != Kind::tuple)
-    fail(fmt::format("argument {} ({}) must be a list of tensors and Nones", pos, name));
-  std::vector<const HostTensor*> out;
-  std::size_t k = 0;
-  for (const Value& v : a->value->children) {
-    if (v.kind == Kind::tensor) out.push_back(&a->tensors[k++]);
-    else if (v.kind == Kind::none) out.push_back(nullptr);
-    else fail(fmt::format("argument {} ({}) must hold only tensors and Nones", pos, name));
-  }
-  return out;
-}
-
 // self[indices] as an AdvancedIndex over target strides `ts` from `base`; the indexed shape in `shape`.
 cuda::AdvancedIndex advanced_index(const HostTensor& self, const std::vector<const HostTensor*>& indices,
                                    const DeviceArgs& d, const std::vector<std::int64_t>& ts, std::int64_t base) {
@@ -283,6 +269,15 @@ Launch index_put(Call& c, const DeviceArgs& d, Outs& o) {
   return cuda::index_put(o[0], d.view(self), ix, d.view(values), broadcast_strides(values, ix.shape), accumulate);
 }
 
+// nonzero(self) -> [nnz, rank] i64, sized by a count on the device (the shape depends on the values).
+Launch nonzero(Call& c, const DeviceArgs& d, Outs& o) {
+  const HostTensor& self = tensor_arg(c, 0, "self");
+  const DView x = d.view(self);
+  const std::int64_t count = cuda::nonzero_count(x);
+  o[0] = cuda::device_empty(Dtype::i64, {count, static_cast<std::int64_t>(self.rank())});
+  return cuda::nonzero(o[0], x, count);
+}
+
 const CudaOpInfo kOps[] = {
     {"aten.index_select.default", index_select},
     {"aten.gather.default", gather},
@@ -298,6 +293,7 @@ const CudaOpInfo kOps[] = {
     {"aten.index_put.default", index_put},
     {"aten.index_put_.default", index_put},
     {"aten._index_put_impl_.default", index_put},
+    {"aten.nonzero.default", nonzero},
 };
 
 }  // namespace

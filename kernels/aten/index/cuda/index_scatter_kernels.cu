@@ -8,21 +8,15 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(long long n) { return std::min<unsigned>(blocks_for(n, kThreads), 65535u * 8u); }
-
 template <class T, class A>
 __global__ void load_kernel(A* acc, const T* x, Strided s, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
+  KB_GRID_LOOP(i, n)
     acc[i] = ld<A>(x, offset_of(s, i));
 }
 
 template <class T, class A>
 __global__ void store_kernel(T* out, Strided s, const A* acc, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
+  KB_GRID_LOOP(i, n)
     st(out, offset_of(s, i), acc[i]);
 }
 
@@ -42,8 +36,7 @@ struct ScatterArgs {
 
 template <class T, class A>
 __global__ void scatter_add_kernel(A* acc, ScatterArgs a) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < a.count;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, a.count) {
     long long r = i, io = a.ioff, so = a.soff, d = 0;
     for (int k = a.rank - 1; k >= 0; --k) {
       const long long q = r / a.shape[k], p = r - q * a.shape[k];
@@ -70,8 +63,7 @@ struct IndexAddArgs {
 template <class T, class A>
 __global__ void index_add_kernel(A* acc, IndexAddArgs a) {
   const long long count = a.outer * a.m * a.inner;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, count) {
     const long long in = i % a.inner, j = i / a.inner % a.m, o = i / (a.inner * a.m);
     const long long k = wrap(ldi(a.index, a.i64, a.ioff + j * a.istride), a.n);
     atomicAdd(acc + (o * a.n + k) * a.inner + in,
@@ -89,16 +81,14 @@ struct EmbArgs {
 };
 
 __global__ void freq_kernel(unsigned* freq, EmbArgs a) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < a.count;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
+  KB_GRID_LOOP(i, a.count)
     atomicAdd(freq + wrap(ldi(a.index, a.i64, offset_of(a.idx, i)), a.rows), 1u);
 }
 
 template <class T, class A>
 __global__ void embedding_backward_kernel(A* acc, EmbArgs a) {
   const long long total = a.count * a.d;
-  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(e, total) {
     const long long i = e / a.d, j = e - i * a.d;
     const long long row = wrap(ldi(a.index, a.i64, offset_of(a.idx, i)), a.rows);
     if (row == a.padding) continue;
@@ -162,8 +152,7 @@ __global__ void nll_forward_kernel(T* out, T* total, NllArgs a) {
 template <class T>
 __global__ void nll_backward_kernel(T* out, const T* grad, long long g_off, long long g_s, const T* total_weight,
                                     long long tw_off, NllArgs a) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < a.n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, a.n) {
     const long long cls = ldi(a.target, a.i64, a.t_off + i * a.t_s);
     if (cls == a.ignore) continue;
     const double wi = a.weight ? ld<double>(static_cast<const T*>(a.weight), a.w_off + cls * a.w_s) : 1.0;

@@ -6,6 +6,7 @@
 
 #include "../../common/args.hpp"
 #include "../../cuda_families.hpp"
+#include "../pool_window.hpp"
 #include "pooling_kernels.hpp"
 
 namespace kb::backendbench::aten {
@@ -20,54 +21,16 @@ void require_planes(const HostTensor& x, const char* what) {
 std::int64_t height(const HostTensor& x) { return x.shape[x.rank() - 2]; }
 std::int64_t width(const HostTensor& x) { return x.shape[x.rank() - 1]; }
 
-std::vector<std::int64_t> pair_arg(const Call& c, std::size_t pos, const char* name, std::vector<std::int64_t> dflt) {
-  auto v = int_list_arg(c, pos, name);
-  if (!v || v->empty()) return dflt;
-  if (v->size() == 1) return {(*v)[0], (*v)[0]};
-  if (v->size() != 2) fail(fmt::format("{} must hold 1 or 2 values, got {}", name, v->size()));
-  return *v;
-}
-
-std::int64_t pooled_size(std::int64_t in, std::int64_t k, std::int64_t pad, std::int64_t stride, std::int64_t dil,
-                         bool ceil_mode) {
-  const std::int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  std::int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
 // The window arguments starting at `at` (kernel_size, stride, padding[, dilation], ceil_mode).
 cuda::PoolWindow window(const Call& c, const HostTensor& x, std::size_t at, bool dilation) {
   require_planes(x, "self");
-  auto k = pair_arg(c, at, "kernel_size", {});
-  if (k.empty()) fail("kernel_size is missing");
-  auto s = pair_arg(c, at + 1, "stride", k);
-  auto p = pair_arg(c, at + 2, "padding", {0, 0});
-  std::vector<std::int64_t> d{1, 1};
-  if (dilation) d = pair_arg(c, at + 3, "dilation", {1, 1});
-  const bool ceil_mode = bool_arg(c, at + (dilation ? 4 : 3), "ceil_mode", false);
-  for (int i = 0; i < 2; ++i) {
-    if (k[i] < 1 || s[i] < 1 || d[i] < 1) fail("kernel_size, stride and dilation must be positive");
-    const std::int64_t effective = (k[i] - 1) * d[i] + 1;
-    if (p[i] < 0 || p[i] > effective / 2)
-      fail(fmt::format("padding {} must be between 0 and half the effective kernel size {}", p[i], effective));
-  }
+  const PoolArgs win = pool_window(c, height(x), width(x), at, dilation);
   cuda::PoolWindow w;
-  w.kh = k[0], w.kw = k[1], w.sh = s[0], w.sw = s[1], w.ph = p[0], w.pw = p[1], w.dh = d[0], w.dw = d[1];
-  w.oh = pooled_size(height(x), k[0], p[0], s[0], d[0], ceil_mode);
-  w.ow = pooled_size(width(x), k[1], p[1], s[1], d[1], ceil_mode);
-  if (w.oh < 1 || w.ow < 1) fail(fmt::format("output size {}x{} is too small", w.oh, w.ow));
+  w.kh = win.k[0], w.kw = win.k[1], w.sh = win.s[0], w.sw = win.s[1], w.ph = win.p[0], w.pw = win.p[1];
+  w.dh = win.d[0], w.dw = win.d[1], w.oh = win.oh, w.ow = win.ow;
   return w;
 }
 
-std::vector<std::int64_t> with_plane(const HostTensor& x, std::int64_t h, std::int64_t w) {
-  std::vector<std::int64_t> s(x.shape.begin(), x.shape.end() - 2);
-  s.push_back(h);
-  s.push_back(w);
-  return s;
-}
-
-// avg_pool2d's window plus count_include_pad and divisor_override.
 cuda::PoolWindow avg_window(const Call& c, const HostTensor& x, std::size_t at) {
   cuda::PoolWindow w = window(c, x, at, false);
   w.include_pad = bool_arg(c, at + 4, "count_include_pad", true);

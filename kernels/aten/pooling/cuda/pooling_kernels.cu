@@ -11,42 +11,6 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(long long n) { return std::min<unsigned>(blocks_for(n, kThreads), 65535u * 8u); }
-
-// The planes of a [C, H, W] or [N, C, H, W] view: plane p starts at
-// off + (p / inner) * s_outer + (p % inner) * s_inner.
-struct Planes {
-  long long off = 0, s_outer = 0, s_inner = 0, inner = 1, sh = 0, sw = 0, h = 1, w = 1, count = 1;
-};
-
-Planes planes_of(const DView& v) {
-  const std::size_t r = v.shape.size();
-  if (r != 3 && r != 4) fail("pooling: expected a [C, H, W] or [N, C, H, W] tensor");
-  Planes p;
-  p.off = v.offset;
-  if (r == 3) {
-    p.s_inner = v.strides[0];
-    p.inner = std::max<long long>(v.shape[0], 1);
-    p.count = v.shape[0];
-  } else {
-    p.s_outer = v.strides[0];
-    p.s_inner = v.strides[1];
-    p.inner = std::max<long long>(v.shape[1], 1);
-    p.count = v.shape[0] * v.shape[1];
-  }
-  p.sh = v.strides[r - 2];
-  p.sw = v.strides[r - 1];
-  p.h = v.shape[r - 2];
-  p.w = v.shape[r - 1];
-  return p;
-}
-
-__device__ __forceinline__ long long at(const Planes& p, long long plane, long long h, long long w) {
-  return p.off + (plane / p.inner) * p.s_outer + (plane % p.inner) * p.s_inner + h * p.sh + w * p.sw;
-}
-
 __device__ __forceinline__ long long floor_div(long long a, long long b) {
   const long long q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
@@ -55,10 +19,6 @@ __device__ __forceinline__ long long ceil_div(long long a, long long b) { return
 
 __device__ __forceinline__ long long lmin(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long lmax(long long a, long long b) { return a > b ? a : b; }
-
-#define KB_GRID_LOOP(i, n)                                                                       \
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
 
 template <class T, class A>
 __global__ void max_pool_kernel(T* out, long long* indices, const T* x, Planes px, PoolWindow w, long long n) {
@@ -189,27 +149,24 @@ __global__ void adaptive_backward_kernel(T* gx, const T* g, Planes pg, long long
 }  // namespace
 
 Launch max_pool2d(const DView& out, const DView& indices, const DView& x, const PoolWindow& w) {
-  const Planes px = planes_of(x);
+  const Planes px = planes_of(x, "pooling");
   const long long n = out.numel();
   if (indices.dtype != Dtype::i64) fail("max_pool2d_with_indices: indices must be i64");
-  Launch launch;
-  float_dispatch(x.dtype, "max_pool2d_with_indices", [&](auto t, auto acc) {
+  return typed_launch(x.dtype, "max_pool2d_with_indices", n, [&](auto t, auto acc) {
     using T = decltype(t);
     using A = decltype(acc);
     T* o = ptr<T>(out);
     long long* ind = ptr<long long>(indices);
     const T* xp = ptr<const T>(x);
-    launch = [=](void* s) -> Status {
-      if (n > 0) max_pool_kernel<T, A><<<grid_for(n), kThreads, 0, stream_of(s)>>>(o, ind, xp, px, w, n);
-      return launched("max_pool2d_with_indices");
+    return [=](cudaStream_t s, unsigned blocks) {
+      max_pool_kernel<T, A><<<blocks, kThreads, 0, s>>>(o, ind, xp, px, w, n);
     };
   });
-  return launch;
 }
 
 Launch max_pool2d_backward(const DView& grad_input, const DView& grad_output, const DView& indices) {
-  const Planes pg = planes_of(grad_output), pi = planes_of(indices);
-  const Planes px = planes_of(grad_input);
+  const Planes pg = planes_of(grad_output, "pooling"), pi = planes_of(indices, "pooling");
+  const Planes px = planes_of(grad_input, "pooling");
   const long long n = grad_output.numel(), total = grad_input.numel(), plane_size = px.h * px.w;
   if (indices.dtype != Dtype::i64) fail("max_pool2d_with_indices_backward: indices must be i64");
   Launch launch;
@@ -234,73 +191,57 @@ Launch max_pool2d_backward(const DView& grad_input, const DView& grad_output, co
 }
 
 Launch avg_pool2d(const DView& out, const DView& x, const PoolWindow& w) {
-  const Planes px = planes_of(x);
+  const Planes px = planes_of(x, "pooling");
   const long long n = out.numel();
-  Launch launch;
-  float_dispatch(x.dtype, "avg_pool2d", [&](auto t, auto acc) {
+  return typed_launch(x.dtype, "avg_pool2d", n, [&](auto t, auto acc) {
     using T = decltype(t);
     using A = decltype(acc);
     T* o = ptr<T>(out);
     const T* xp = ptr<const T>(x);
-    launch = [=](void* s) -> Status {
-      if (n > 0) avg_pool_kernel<T, A><<<grid_for(n), kThreads, 0, stream_of(s)>>>(o, xp, px, w, n);
-      return launched("avg_pool2d");
-    };
+    return [=](cudaStream_t s, unsigned blocks) { avg_pool_kernel<T, A><<<blocks, kThreads, 0, s>>>(o, xp, px, w, n); };
   });
-  return launch;
 }
 
 Launch avg_pool2d_backward(const DView& grad_input, const DView& grad_output, const PoolWindow& w) {
-  const Planes pg = planes_of(grad_output), px = planes_of(grad_input);
+  const Planes pg = planes_of(grad_output, "pooling"), px = planes_of(grad_input, "pooling");
   const long long n = grad_input.numel();
-  Launch launch;
-  float_dispatch(grad_output.dtype, "avg_pool2d_backward", [&](auto t, auto acc) {
+  return typed_launch(grad_output.dtype, "avg_pool2d_backward", n, [&](auto t, auto acc) {
     using T = decltype(t);
     using A = decltype(acc);
     T* gx = ptr<T>(grad_input);
     const T* g = ptr<const T>(grad_output);
-    launch = [=](void* s) -> Status {
-      if (n > 0)
-        avg_pool_backward_kernel<T, A><<<grid_for(n), kThreads, 0, stream_of(s)>>>(gx, g, pg, w, px.h, px.w, n);
-      return launched("avg_pool2d_backward");
+    return [=](cudaStream_t s, unsigned blocks) {
+      avg_pool_backward_kernel<T, A><<<blocks, kThreads, 0, s>>>(gx, g, pg, w, px.h, px.w, n);
     };
   });
-  return launch;
 }
 
 Launch adaptive_avg_pool2d(const DView& out, const DView& x) {
-  const Planes px = planes_of(x), po = planes_of(out);
+  const Planes px = planes_of(x, "pooling"), po = planes_of(out, "pooling");
   const long long n = out.numel();
-  Launch launch;
-  float_dispatch(x.dtype, "_adaptive_avg_pool2d", [&](auto t, auto acc) {
+  return typed_launch(x.dtype, "_adaptive_avg_pool2d", n, [&](auto t, auto acc) {
     using T = decltype(t);
     using A = decltype(acc);
     T* o = ptr<T>(out);
     const T* xp = ptr<const T>(x);
-    launch = [=](void* s) -> Status {
-      if (n > 0) adaptive_kernel<T, A><<<grid_for(n), kThreads, 0, stream_of(s)>>>(o, xp, px, po.h, po.w, n);
-      return launched("_adaptive_avg_pool2d");
+    return [=](cudaStream_t s, unsigned blocks) {
+      adaptive_kernel<T, A><<<blocks, kThreads, 0, s>>>(o, xp, px, po.h, po.w, n);
     };
   });
-  return launch;
 }
 
 Launch adaptive_avg_pool2d_backward(const DView& grad_input, const DView& grad_output) {
-  const Planes pg = planes_of(grad_output), px = planes_of(grad_input);
+  const Planes pg = planes_of(grad_output, "pooling"), px = planes_of(grad_input, "pooling");
   const long long n = grad_input.numel();
-  Launch launch;
-  float_dispatch(grad_output.dtype, "_adaptive_avg_pool2d_backward", [&](auto t, auto acc) {
+  return typed_launch(grad_output.dtype, "_adaptive_avg_pool2d_backward", n, [&](auto t, auto acc) {
     using T = decltype(t);
     using A = decltype(acc);
     T* gx = ptr<T>(grad_input);
     const T* g = ptr<const T>(grad_output);
-    launch = [=](void* s) -> Status {
-      if (n > 0)
-        adaptive_backward_kernel<T, A><<<grid_for(n), kThreads, 0, stream_of(s)>>>(gx, g, pg, px.h, px.w, n);
-      return launched("_adaptive_avg_pool2d_backward");
+    return [=](cudaStream_t s, unsigned blocks) {
+      adaptive_backward_kernel<T, A><<<blocks, kThreads, 0, s>>>(gx, g, pg, px.h, px.w, n);
     };
   });
-  return launch;
 }
 
 }  // namespace kb::backendbench::aten::cuda

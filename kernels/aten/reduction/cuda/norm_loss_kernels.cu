@@ -8,10 +8,7 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
 constexpr int kLossBlocks = 512;
-
-unsigned grid_for(long long n) { return std::min<unsigned>(blocks_for(n, kThreads), 65535u * 8u); }
 
 struct In {
   const void* p = nullptr;
@@ -61,8 +58,7 @@ __global__ void norm_kernel(void* out, NormArgs a) {
 }
 
 __global__ void mse_none_kernel(void* out, Dtype odt, In x, In t, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, n) {
     const double d = get(x, i) - get(t, i);
     store_any(out, odt, i, d * d, 0, false);
   }
@@ -71,8 +67,7 @@ __global__ void mse_none_kernel(void* out, Dtype odt, In x, In t, long long n) {
 __global__ void mse_partial_kernel(double* partial, In x, In t, long long n) {
   __shared__ double smem[kThreads / 32];
   double s = 0;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  KB_GRID_LOOP(i, n) {
     const double d = get(x, i) - get(t, i);
     s += d * d;
   }
@@ -93,8 +88,7 @@ __global__ void mse_finish_kernel(void* out, Dtype odt, const double* partial, i
 }
 
 __global__ void mse_backward_kernel(void* out, Dtype odt, In g, In x, In t, double norm, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
+  KB_GRID_LOOP(i, n)
     store_any(out, odt, i, norm * (get(x, i) - get(t, i)) * get(g, i), 0, false);
 }
 
@@ -110,17 +104,11 @@ Launch vector_norm(const DView& out, const DView& x, const std::vector<bool>& re
   a.xdt = x.dtype;
   a.odt = out.dtype;
   a.p = p;
-  DView kept, red;
-  kept.offset = x.offset;
-  for (std::size_t d = 0; d < x.shape.size(); ++d) {
-    DView& v = reduced[d] ? red : kept;
-    v.shape.push_back(x.shape[d]);
-    v.strides.push_back(x.strides[d]);
-  }
-  a.kept = strided(kept);
-  a.red = strided(red);
-  a.n = red.numel();
-  a.count = kept.numel();
+  const KeptReduced kr = split_reduced(x, reduced);
+  a.kept = kr.kept;
+  a.red = kr.red;
+  a.n = kr.n;
+  a.count = kr.count;
   void* o = out.base;
   return [a, o](void* s) -> Status {
     if (a.count == 0) return ok_status();

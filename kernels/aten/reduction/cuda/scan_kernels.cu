@@ -7,8 +7,6 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
-
 unsigned warps_grid(long long warps) {
   return std::min<unsigned>(blocks_for(warps * 32, kThreads), 65535u * 8u);
 }
@@ -129,17 +127,11 @@ Launch var_mean(const DView& var, const DView& mean, const DView& x, const std::
   a.xdt = x.dtype;
   a.odt = var.dtype;
   a.correction = correction;
-  DView kept, red;
-  kept.offset = x.offset;
-  for (std::size_t d = 0; d < x.shape.size(); ++d) {
-    DView& v = reduced[d] ? red : kept;
-    v.shape.push_back(x.shape[d]);
-    v.strides.push_back(x.strides[d]);
-  }
-  a.kept = strided(kept);
-  a.red = strided(red);
-  a.n = red.numel();
-  a.count = kept.numel();
+  const KeptReduced kr = split_reduced(x, reduced);
+  a.kept = kr.kept;
+  a.red = kr.red;
+  a.n = kr.n;
+  a.count = kr.count;
   void* vp = var.base;
   void* mp = mean.base;
   if (a.count == 0) return [](void*) { return ok_status(); };

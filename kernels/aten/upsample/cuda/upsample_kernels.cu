@@ -9,10 +9,6 @@ namespace {
 
 using namespace typed;
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(long long n) { return std::min<unsigned>(blocks_for(n, kThreads), 65535u * 8u); }
-
 struct DevTap {
   long long i0, i1;
   double w0, w1;
@@ -29,10 +25,6 @@ View4 view4(const DView& v) {
 __device__ __forceinline__ long long at(const View4& v, long long p, long long h, long long w) {
   return v.off + (p / v.c) * v.s0 + (p % v.c) * v.s1 + h * v.s2 + w * v.s3;
 }
-
-#define KB_GRID_LOOP(i, n)                                                                       \
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
 
 template <class T, class A>
 __global__ void upsample_kernel(T* out, const T* x, View4 vx, const DevTap* th, const DevTap* tw, bool bilinear,
