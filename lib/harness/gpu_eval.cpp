@@ -70,6 +70,19 @@ Result<DeviceInputs> device_inputs(const Materialized& m, const std::vector<std:
   return di;
 }
 
+// Every output's guards checked, then its values downloaded into `got`: ""
+// when all is well, else what was written outside which output.
+Result<std::string> download_checked(const Definition& d, const std::vector<cuda::DeviceCopy>& outputs,
+                                     std::vector<Tensor>& got, void* stream) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    auto g = outputs[i].buffer.guards_intact();
+    if (!g) return g.error();
+    if (!*g) return fmt::format("wrote outside output \"{}\" (guard bytes changed)", d.outputs[i].name);
+    KB_TRY(cuda::download(outputs[i].view, got[i], stream));
+  }
+  return std::string();
+}
+
 // What is wrong with input i on the device after a call ("" if nothing): its
 // guards, then its values: a generated input regenerated and compared on the
 // device, an uploaded one downloaded and compared with its host copy.
@@ -445,15 +458,11 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
                         s.error().message);
           }
         }
-        for (std::size_t i = 0; i < outputs.size(); ++i) {
-          auto g = outputs[i].buffer.guards_intact();
-          if (!g) return g.error();
-          if (!*g) {
-            ev.status = EvalStatus::runtime_error;
-            std::string problem = fmt::format("wrote outside output \"{}\" (guard bytes changed)", d.outputs[i].name);
-            return done(std::move(ev), log + problem, problem);
-          }
-          KB_TRY(cuda::download(outputs[i].view, (*got)[i], stream.get()));
+        auto guard = download_checked(d, outputs, *got, stream.get());
+        if (!guard) return guard.error();
+        if (!guard->empty()) {
+          ev.status = EvalStatus::runtime_error;
+          return done(std::move(ev), log + *guard, *guard);
         }
         bad = judge->add(*got);
       }
@@ -486,15 +495,13 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       rebind_args(host_inputs.back());
       continue;
     }
+    auto guard = download_checked(d, outputs, *got, stream.get());
+    if (!guard) return guard.error();
+    if (!guard->empty()) {
+      ev.status = EvalStatus::runtime_error;
+      return done(std::move(ev), log + *guard, *guard);
+    }
     for (std::size_t i = 0; i < outputs.size(); ++i) {
-      auto g = outputs[i].buffer.guards_intact();
-      if (!g) return g.error();
-      if (!*g) {
-        ev.status = EvalStatus::runtime_error;
-        std::string problem = fmt::format("wrote outside output \"{}\" (guard bytes changed)", d.outputs[i].name);
-        return done(std::move(ev), log + problem, problem);
-      }
-      KB_TRY(cuda::download(outputs[i].view, (*got)[i], stream.get()));
       Comparison c = judge_output(d, m->args, i, (*got)[i], (*expected)[i], tol);
       max_abs = std::max(max_abs, c.max_abs);
       max_rel = std::max(max_rel, c.max_rel);

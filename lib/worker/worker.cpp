@@ -109,6 +109,21 @@ bool describe_arg(ArgDesc& a, std::size_t offset, DType dtype, const std::vector
   return true;
 }
 
+// A scalar argument's descriptor (an absent scalar is the integer 0).
+void describe_scalar(ArgDesc& a, const InArg& in) {
+  const ScalarValue& v = in.scalar ? *in.scalar : ScalarValue{std::int64_t{0}};
+  if (auto* x = std::get_if<std::int64_t>(&v)) {
+    a.kind = kArgInt;
+    a.int_value = *x;
+  } else if (auto* f = std::get_if<double>(&v)) {
+    a.kind = kArgFloat;
+    a.float_value = *f;
+  } else {
+    a.kind = kArgBool;
+    a.int_value = std::get<bool>(v) ? 1 : 0;
+  }
+}
+
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
@@ -495,17 +510,7 @@ CallResult Worker::call(std::size_t index, std::span<const InArg> inputs, std::s
     const InArg& in = inputs[i];
     ArgDesc& a = req->args[i];
     if (!in.is_tensor) {
-      const ScalarValue& v = in.scalar ? *in.scalar : ScalarValue{std::int64_t{0}};
-      if (auto* x = std::get_if<std::int64_t>(&v)) {
-        a.kind = kArgInt;
-        a.int_value = *x;
-      } else if (auto* f = std::get_if<double>(&v)) {
-        a.kind = kArgFloat;
-        a.float_value = *f;
-      } else {
-        a.kind = kArgBool;
-        a.int_value = std::get<bool>(v) ? 1 : 0;
-      }
+      describe_scalar(a, in);
       continue;
     }
     if (!describe_tensor(a, i, in.dtype, in.shape, in.nbytes)) return failed(Outcome::failed, "tensor rank over 16");
@@ -647,17 +652,7 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
     const InArg& in = first.inputs[i];
     ArgDesc& a = req->args[i];
     if (!in.is_tensor) {
-      const ScalarValue& v = in.scalar ? *in.scalar : ScalarValue{std::int64_t{0}};
-      if (auto* x = std::get_if<std::int64_t>(&v)) {
-        a.kind = kArgInt;
-        a.int_value = *x;
-      } else if (auto* f = std::get_if<double>(&v)) {
-        a.kind = kArgFloat;
-        a.float_value = *f;
-      } else {
-        a.kind = kArgBool;
-        a.int_value = std::get<bool>(v) ? 1 : 0;
-      }
+      describe_scalar(a, in);
       continue;
     }
     if (!describe_arg(a, offsets[i], in.dtype, in.shape, in.nbytes)) return fail(Outcome::failed, "tensor rank over 16");
