@@ -83,9 +83,12 @@ options:
                       The same as KB_L2_FLUSH; the traces record it (l2_flush)
   --reference native|torch   where expected outputs come from: kb's oracles
                       (default), or the definition's own PyTorch `reference`
-                      run by python3 (needs torch; CPU). With torch, definitions
-                      kb has no oracle for become evaluable and kb's oracle is
-                      judged too, as the solution "reference". Sampling is
+                      run by python3 (needs torch), on CUDA tensors of the
+                      run's device with --device cuda where that torch has
+                      CUDA (else on the CPU, said in the log). With torch,
+                      definitions kb has no oracle for become evaluable and
+                      kb's oracle is judged too, as the solution "reference"
+                      (reference_cuda: kb's GPU oracle). Sampling is
                       always judged by distribution against kb's oracle.
   --sampling-draws N  calls per trial when judging sampling by distribution
                       (default 1000; the TVD threshold follows from N)
