@@ -66,23 +66,7 @@ std::vector<double> thresholds(double largest) {
 }
 
 Result<std::vector<std::string>> record_files(const std::vector<std::string>& paths) {
-  std::vector<std::string> files;
-  for (const auto& path : paths) {
-    std::error_code ec;
-    if (fs::is_regular_file(path, ec)) {
-      files.push_back(path);
-      continue;
-    }
-    if (!fs::is_directory(path, ec)) return make_error(Code::io_error, fmt::format("{}: no such file or folder", path));
-    std::vector<std::string> here;
-    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec))
-      if (it->path().extension() == ".json" && it->is_regular_file()) here.push_back(it->path().string());
-    if (ec) return make_error(Code::io_error, fmt::format("{}: {}", path, ec.message()));
-    std::sort(here.begin(), here.end());
-    files.insert(files.end(), here.begin(), here.end());
-  }
-  return files;
+  return files_with_extension(paths, ".json");
 }
 
 }  // namespace

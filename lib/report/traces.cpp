@@ -11,8 +11,7 @@
 namespace kb::report {
 namespace fs = std::filesystem;
 
-Result<std::vector<std::string>> trace_files(const std::vector<std::string>& paths) {
-  if (paths.empty()) return make_error(Code::invalid_argument, "no traces file or folder given");
+Result<std::vector<std::string>> files_with_extension(const std::vector<std::string>& paths, std::string_view ext) {
   std::vector<std::string> files;
   for (const auto& path : paths) {
     std::error_code ec;
@@ -24,11 +23,19 @@ Result<std::vector<std::string>> trace_files(const std::vector<std::string>& pat
     std::vector<std::string> here;
     for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
          it.increment(ec))
-      if (it->path().extension() == ".jsonl" && it->is_regular_file()) here.push_back(it->path().string());
+      if (it->path().extension() == ext && it->is_regular_file()) here.push_back(it->path().string());
     if (ec) return make_error(Code::io_error, fmt::format("{}: {}", path, ec.message()));
     std::sort(here.begin(), here.end());  // the same output whatever order the folder lists
     files.insert(files.end(), here.begin(), here.end());
   }
+  return files;
+}
+
+Result<std::vector<std::string>> trace_files(const std::vector<std::string>& paths) {
+  if (paths.empty()) return make_error(Code::invalid_argument, "no traces file or folder given");
+  auto found = files_with_extension(paths, ".jsonl");
+  if (!found) return found.error();
+  std::vector<std::string> files = std::move(*found);
   if (files.empty())
     return make_error(Code::invalid_argument, fmt::format("no .jsonl trace file under {}", fmt::join(paths, ", ")));
   return files;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.hpp"
@@ -37,6 +38,9 @@ struct TraceSet {
 Result<TraceSet> read_traces(const std::vector<std::string>& paths);
 
 // The .jsonl files under `paths` (files as given, folders searched recursively and sorted).
+// Every path that is a regular file, and the files ending in `ext` below each
+// folder (recursively, sorted): one list, in the order given.
+Result<std::vector<std::string>> files_with_extension(const std::vector<std::string>& paths, std::string_view ext);
 Result<std::vector<std::string>> trace_files(const std::vector<std::string>& paths);
 
 // The author and op type a trace file's path names (traces/<author>/<op_type>/<file>.jsonl), or "".
