@@ -242,14 +242,14 @@ int main() {
   const std::vector<std::int64_t> decode = {1, 2, 7, 64};
   const std::vector<Decode> decode_cases = {
       {"moe_fp8_block_scale_ds_routing", {128, 64, 64, 8, 4, 2, 768, 256, 0}, decode, false},
-      {"moe_fp8_block_scale_ds_routing", {64, 64, 0, 3, 8, 4, 2560, 384, 0}, decode, false},
-      {"moe_fp8_block_scale_renorm", {128, 128, 0, 1, 1, 1, 1024, 640, 0}, decode, false},
-      {"moe_fp8_block_scale_renorm", {96, 96, 0, 6, 1, 1, 384, 1152, 0}, decode, false},
+      {"moe_fp8_block_scale_ds_routing", {48, 48, 0, 3, 8, 4, 2560, 128, 0}, decode, false},
+      {"moe_fp8_block_scale_renorm", {32, 32, 0, 1, 1, 1, 1024, 384, 0}, decode, false},
+      {"moe_fp8_block_scale_renorm", {96, 96, 0, 6, 1, 1, 384, 640, 0}, decode, false},
       {"moe_fp8_block_scale_renorm", {16, 16, 0, 2, 1, 1, 8448, 128, 0}, {1, 2}, false},
       {"moe_fp8_per_expert_scale", {64, 64, 0, 2, 1, 1, 512, 512, 0}, decode, false},
       {"moe_fp8_per_expert_scale", {80, 80, 0, 5, 1, 1, 256, 768, 0}, decode, false},
-      {"moe_routed", {64, 64, 0, 4, 1, 1, 640, 256, 0}, decode, false},
-      {"moe_routed", {128, 128, 0, 7, 1, 1, 256, 384, 0}, decode, false},
+      {"moe_routed", {64, 64, 0, 4, 1, 1, 384, 128, 0}, decode, false},
+      {"moe_routed", {128, 128, 0, 7, 1, 1, 256, 128, 0}, decode, false},
       // Every token on the same experts: 64 (or 7) rows an expert where the rule expects 1 or 2.
       {"moe_fp8_block_scale_renorm", {128, 128, 0, 4, 1, 1, 512, 256, 0}, {64}, true},
       {"moe_fp8_block_scale_ds_routing", {128, 64, 64, 8, 4, 2, 2560, 128, 0}, {64}, true},
@@ -278,8 +278,8 @@ int main() {
       {"trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", {8, 8, 0, 7, 1, 1, 256, 256, 200}},
       {"trtllm_fp4_block_scale_moe_topk1_e16_h5120_i8192", {16, 16, 0, 1, 1, 1, 768, 512, 40}},
       {"trtllm_fp4_block_scale_routed_moe_topk8_e128_h2048_i768", {40, 40, 0, 6, 1, 1, 384, 1024, 33}},
-      {"trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", {64, 64, 0, 2, 1, 1, 512, 256, 1}},
-      {"trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", {64, 64, 0, 2, 1, 1, 512, 256, 64}},
+      {"trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", {32, 32, 0, 2, 1, 1, 512, 256, 1}},
+      {"trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", {32, 32, 0, 2, 1, 1, 512, 256, 64}},
       {"trtllm_fp4_block_scale_moe_topk1_e16_h5120_i8192", {16, 16, 0, 1, 1, 1, 512, 256, 7}},
   };
   for (const auto& [name, s] : plain) {

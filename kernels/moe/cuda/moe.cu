@@ -39,8 +39,8 @@
 // a warp); at one token x top-8 with I = 2048 that is 8 x 256 CTAs for GEMM1. The tile's rows of
 // x (gathered by token) or of the fp32 intermediate are staged once in shared memory as fp32, K
 // in slabs of 8192 / rows elements; each lane then streams 16-byte chunks of the warp's two
-// weight rows (16 fp8 elements; two chunks a row a step, four loads in flight a thread; one a row
-// for 4-row tiles, to stay in 64 registers) with non-allocating loads, converts them in
+// weight rows (16 fp8 elements; 4 / rows chunks a row a step: 8 loads in flight a thread for a
+// 1-row tile, 2 for a 4-row one, within 64 registers) with non-allocating loads, converts them in
 // registers and dots them with each staged row: an fp32 FMA sum over the chunk (inside one scale
 // block), times activation scale x weight scale in double, into a double accumulator; the lanes'
 // doubles are summed by a fixed butterfly and the epilogue is the tensor-core path's
@@ -212,7 +212,9 @@ bool aligned_rows(const void* p, long long row_bytes) {
 
 bool streams_rows(const MoeLaunch& m) {
   if (!moe_few_rows(m.tokens * m.top_k, m.local_experts, m.routed_experts)) return false;
-  if ((m.inter + 7) / 8 > 65535 || (m.hidden + 15) / 16 > 65535) return false;  // gridDim.y of the weight-row blocks
+  // gridDim.y, the tile slots: at most twice the expected tiles (at most the local experts on this
+  // path) or 4 an SM.
+  if (2 * m.local_experts > 65535 || 4ll * m.sm_count > 65535) return false;
   return aligned_rows(m.w13, m.hidden * dtype_bytes(m.w13_dtype)) && aligned_rows(m.w2, m.inter * dtype_bytes(m.w2_dtype));
 }
 
@@ -913,8 +915,8 @@ __global__ void reduce_kernel(GemmArgs g, Workspace w) {
 // the tile's expert: GEMM1 kSvWarps columns (a warp the up row c and the gate row I + c of one
 // column, so SwiGLU is formed in the warp), GEMM2 2 x kSvWarps output rows (two a warp). A warp
 // streams its two rows once: each lane reads 16-byte chunks (16 fp8, 8 16-bit or 4 fp32
-// elements) kSvUnroll per row, four loads in flight a thread, through the non-coherent path
-// without L1 allocation. The tile's activation rows are staged in shared memory as fp32 (raw
+// elements), 4 / R a row a step for R-row tiles (8 loads in flight a thread for one row, 2 for
+// four), through the non-coherent path without L1 allocation. The tile's activation rows are staged in shared memory as fp32 (raw
 // values, their scales apply per block as below) a slab of K at a time, laid out so a warp's
 // 16-byte reads of one 4-element piece of 32 consecutive chunks are 512 contiguous bytes.
 // Numerics: a lane's chunk (inside one scale block: BLOCK is a multiple of 32, a chunk at most
@@ -925,13 +927,11 @@ __global__ void reduce_kernel(GemmArgs g, Workspace w) {
 // tensor-core path's (swiglu_out, down_out), into the same buffers.
 constexpr int kSvThreads = 256;
 constexpr int kSvWarps = kSvThreads / 32;
-constexpr int kSvUnroll = 2;        // 16-byte chunks a weight row a step
 constexpr int kSvActFloats = 8192;  // 32 KiB of staged activations: a slab of kSvActFloats / R elements of R rows
 constexpr int kSvScales = kSvActFloats / 32 + kRowTile;  // block scales of a slab's rows (BLOCK >= 32)
 
 // Output columns (GEMM1) or rows (GEMM2) a CTA.
 constexpr int sv_cols(bool swiglu) { return swiglu ? kSvWarps : 2 * kSvWarps; }
-static_assert(sv_cols(true) == 8 && sv_cols(false) == 16, "streams_rows bounds gridDim.y with these");
 
 __device__ __forceinline__ uint4 ld_stream16(const unsigned char* p) {
   uint4 v;
@@ -991,7 +991,7 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
   constexpr int WB = WT == MoeDType::f32 ? 4 : WT == MoeDType::bf16 || WT == MoeDType::f16 ? 2 : 1;
   constexpr int kEpc = 16 / WB;            // elements a chunk
   constexpr int kSpan = 32 * kEpc;         // elements a warp's chunks cover
-  constexpr int kUnroll = R == 4 ? 1 : kSvUnroll;  // chunks a row a step (4-row tiles: fewer registers)
+  constexpr int kUnroll = 4 / R;           // chunks a row a step: 8, 4 or 2 loads in flight a thread
   constexpr int kSlab = kSvActFloats / R;  // staged K a slab (a multiple of kSpan * kUnroll)
   constexpr int kSlabScales = kSvScales / R;
   const int e = w.tile_e[tile], r0 = w.tile_r0[tile], rows = w.tile_rows[tile];
@@ -1002,11 +1002,11 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
   // The warp's two weight rows (-1: past the matrix).
   int wr0, wr1;
   if constexpr (SWIGLU) {
-    const int c = static_cast<int>(blockIdx.y) * sv_cols(true) + warp;
+    const int c = static_cast<int>(blockIdx.x) * sv_cols(true) + warp;
     wr0 = c < N ? c : -1;
     wr1 = c < N ? N + c : -1;
   } else {
-    const int c = static_cast<int>(blockIdx.y) * sv_cols(false) + 2 * warp;
+    const int c = static_cast<int>(blockIdx.x) * sv_cols(false) + 2 * warp;
     wr0 = c < N ? c : -1;
     wr1 = c + 1 < N ? c + 1 : -1;
   }
@@ -1138,8 +1138,10 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
   }
 }
 
-// blockIdx = (tile slot, weight-row block): a CTA takes tiles blockIdx.x, + gridDim.x, ... of
-// the plan's table (tile_slots), each with the instance for its row count.
+// blockIdx = (weight-row block, tile slot): a CTA takes tiles blockIdx.y, + gridDim.y, ... of
+// the plan's table (tile_slots), each with the instance for its row count. The slots are the
+// slow grid axis, so the CTAs of the plan's tiles are dispatched first and those of empty slots
+// (which exit at once) last.
 template <bool SWIGLU, MoeDType WT>
 __global__ void __launch_bounds__(kSvThreads, 4) stream_kernel(GemmArgs g, Workspace w) {
   __shared__ __align__(16) float act[kSvActFloats];
@@ -1147,7 +1149,7 @@ __global__ void __launch_bounds__(kSvThreads, 4) stream_kernel(GemmArgs g, Works
   __shared__ long long arow[kRowTile];
   const int n_tiles = *w.n_tiles;
 #pragma unroll 1
-  for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+  for (int tile = blockIdx.y; tile < n_tiles; tile += gridDim.y) {
     const int rows = w.tile_rows[tile];
     if (rows == 1) stream_tile<SWIGLU, WT, 1>(g, w, tile, act, ascale, arow);
     else if (rows == 2) stream_tile<SWIGLU, WT, 2>(g, w, tile, act, ascale, arow);
@@ -1219,7 +1221,7 @@ template <bool SWIGLU>
 Status launch_stream(const MoeLaunch& m, MoeDType weights, long long N, cudaStream_t stream, const GemmArgs& g,
                      const Workspace& w, const char* what) {
   const long long blocks = (N + sv_cols(SWIGLU) - 1) / sv_cols(SWIGLU);
-  const dim3 grid(static_cast<unsigned>(tile_slots(m, blocks, 1)), static_cast<unsigned>(blocks));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tile_slots(m, blocks, 1)));
   switch (weights) {
     case MoeDType::e4m3: stream_kernel<SWIGLU, MoeDType::e4m3><<<grid, kSvThreads, 0, stream>>>(g, w); break;
     case MoeDType::e5m2: stream_kernel<SWIGLU, MoeDType::e5m2><<<grid, kSvThreads, 0, stream>>>(g, w); break;
