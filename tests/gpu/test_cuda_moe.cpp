@@ -244,7 +244,7 @@ int main() {
       {"moe_fp8_block_scale_ds_routing", {128, 64, 64, 8, 4, 2, 768, 256, 0}, decode, false},
       {"moe_fp8_block_scale_ds_routing", {48, 48, 0, 3, 8, 4, 2560, 128, 0}, decode, false},
       {"moe_fp8_block_scale_renorm", {32, 32, 0, 1, 1, 1, 1024, 384, 0}, decode, false},
-      {"moe_fp8_block_scale_renorm", {96, 96, 0, 6, 1, 1, 384, 640, 0}, decode, false},
+      {"moe_fp8_block_scale_renorm", {96, 96, 0, 6, 1, 1, 384, 256, 0}, decode, false},
       {"moe_fp8_block_scale_renorm", {16, 16, 0, 2, 1, 1, 8448, 128, 0}, {1, 2}, false},
       {"moe_fp8_per_expert_scale", {64, 64, 0, 2, 1, 1, 512, 512, 0}, decode, false},
       {"moe_fp8_per_expert_scale", {80, 80, 0, 5, 1, 1, 256, 768, 0}, decode, false},
@@ -252,7 +252,7 @@ int main() {
       {"moe_routed", {128, 128, 0, 7, 1, 1, 256, 128, 0}, decode, false},
       // Every token on the same experts: 64 (or 7) rows an expert where the rule expects 1 or 2.
       {"moe_fp8_block_scale_renorm", {128, 128, 0, 4, 1, 1, 512, 256, 0}, {64}, true},
-      {"moe_fp8_block_scale_ds_routing", {128, 64, 64, 8, 4, 2, 2560, 128, 0}, {64}, true},
+      {"moe_fp8_block_scale_ds_routing", {128, 64, 64, 4, 4, 2, 2560, 128, 0}, {64}, true},
       {"moe_fp8_per_expert_scale", {64, 64, 0, 1, 1, 1, 256, 256, 0}, {7}, true},
       {"moe_routed", {64, 64, 0, 4, 1, 1, 256, 256, 0}, {64}, true},
       // The rule's edge at 64 tokens on 64 experts: top-4 (4 rows an expert: rows path), top-5

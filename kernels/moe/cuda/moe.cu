@@ -1216,20 +1216,37 @@ Status launch_gemm(dim3 grid, std::size_t smem, cudaStream_t stream, const GemmA
   return launch_error(what);
 }
 
-// stream_kernel<SWIGLU, the weights' bytes> over the tile slots x the blocks of N's weight rows.
+// stream_kernel<SWIGLU, WT>. Four CTAs an SM need 4 x 34 KiB of shared memory: the carveout is
+// set to all shared memory once a device (a hint, not a stream operation; a refusal is cleared).
+template <bool SWIGLU, MoeDType WT>
+Status launch_stream_as(dim3 grid, cudaStream_t stream, const GemmArgs& g, const Workspace& w, const char* what) {
+  constexpr int kMaxDevices = 64;
+  static std::array<std::atomic<bool>, kMaxDevices> ready{};
+  auto kernel = stream_kernel<SWIGLU, WT>;
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess && device >= 0 && device < kMaxDevices && !ready[device].load()) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             static_cast<int>(cudaSharedmemCarveoutMaxShared)) != cudaSuccess)
+      (void)cudaGetLastError();
+    ready[device].store(true);
+  }
+  kernel<<<grid, kSvThreads, 0, stream>>>(g, w);
+  return launch_error(what);
+}
+
+// The row-streaming GEMM for the weights' type over the blocks of N's weight rows x the tile slots.
 template <bool SWIGLU>
 Status launch_stream(const MoeLaunch& m, MoeDType weights, long long N, cudaStream_t stream, const GemmArgs& g,
                      const Workspace& w, const char* what) {
   const long long blocks = (N + sv_cols(SWIGLU) - 1) / sv_cols(SWIGLU);
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tile_slots(m, blocks, 1)));
   switch (weights) {
-    case MoeDType::e4m3: stream_kernel<SWIGLU, MoeDType::e4m3><<<grid, kSvThreads, 0, stream>>>(g, w); break;
-    case MoeDType::e5m2: stream_kernel<SWIGLU, MoeDType::e5m2><<<grid, kSvThreads, 0, stream>>>(g, w); break;
-    case MoeDType::bf16: stream_kernel<SWIGLU, MoeDType::bf16><<<grid, kSvThreads, 0, stream>>>(g, w); break;
-    case MoeDType::f16: stream_kernel<SWIGLU, MoeDType::f16><<<grid, kSvThreads, 0, stream>>>(g, w); break;
-    default: stream_kernel<SWIGLU, MoeDType::f32><<<grid, kSvThreads, 0, stream>>>(g, w); break;
+    case MoeDType::e4m3: return launch_stream_as<SWIGLU, MoeDType::e4m3>(grid, stream, g, w, what);
+    case MoeDType::e5m2: return launch_stream_as<SWIGLU, MoeDType::e5m2>(grid, stream, g, w, what);
+    case MoeDType::bf16: return launch_stream_as<SWIGLU, MoeDType::bf16>(grid, stream, g, w, what);
+    case MoeDType::f16: return launch_stream_as<SWIGLU, MoeDType::f16>(grid, stream, g, w, what);
+    default: return launch_stream_as<SWIGLU, MoeDType::f32>(grid, stream, g, w, what);
   }
-  return launch_error(what);
 }
 
 }  // namespace
