@@ -215,6 +215,10 @@ bool streams_rows(const MoeLaunch& m) {
   // gridDim.y, the tile slots: at most twice the expected tiles (at most the local experts on this
   // path) or 4 an SM.
   if (2 * m.local_experts > 65535 || 4ll * m.sm_count > 65535) return false;
+  // Byte offsets inside one expert's matrix are 32-bit there.
+  if (2 * m.inter * m.hidden * dtype_bytes(m.w13_dtype) >= (1ll << 31) ||
+      m.hidden * m.inter * dtype_bytes(m.w2_dtype) >= (1ll << 31))
+    return false;
   return aligned_rows(m.w13, m.hidden * dtype_bytes(m.w13_dtype)) && aligned_rows(m.w2, m.inter * dtype_bytes(m.w2_dtype));
 }
 
@@ -916,9 +920,12 @@ __global__ void reduce_kernel(GemmArgs g, Workspace w) {
 // column, so SwiGLU is formed in the warp), GEMM2 2 x kSvWarps output rows (two a warp). A warp
 // streams its two rows once: each lane reads 16-byte chunks (16 fp8, 8 16-bit or 4 fp32
 // elements), 4 / R a row a step for R-row tiles (8 loads in flight a thread for one row, 2 for
-// four), through the non-coherent path without L1 allocation. The tile's activation rows are staged in shared memory as fp32 (raw
-// values, their scales apply per block as below) a slab of K at a time, laid out so a warp's
-// 16-byte reads of one 4-element piece of 32 consecutive chunks are 512 contiguous bytes.
+// four), through the non-coherent path without L1 allocation. The tile's activation rows are
+// staged in shared memory as fp32 (raw values, their scales apply per block as below) a slab of K
+// at a time, laid out so a warp's 16-byte reads of one 4-element piece of 32 consecutive chunks
+// are 512 contiguous bytes; each slab's first step of weight loads is issued before the staging,
+// so its DRAM round trip overlaps it. 64 registers a thread (four CTAs an SM); the few values
+// ptxas spills are reloaded outside the 1- and 2-row loops.
 // Numerics: a lane's chunk (inside one scale block: BLOCK is a multiple of 32, a chunk at most
 // 16 elements, chunks start on multiples of their length) is dotted with each row in fp32 FMAs
 // (round to nearest), multiplied by the block's scales in double (activation scale x weight
@@ -1011,8 +1018,8 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
     wr1 = c + 1 < N ? c + 1 : -1;
   }
   const unsigned char* b = static_cast<const unsigned char*>(g.b) + static_cast<long long>(e) * b_rows * K * WB;
-  const unsigned char* brow0 = b + static_cast<long long>(max(wr0, 0)) * K * WB;
-  const unsigned char* brow1 = b + static_cast<long long>(max(wr1, 0)) * K * WB;
+  // Byte offsets of the two rows in the expert's matrix (under 2^31: streams_rows).
+  const int off0 = max(wr0, 0) * K * WB, off1 = max(wr1, 0) * K * WB;
   const int kblocks = block > 0 ? K / block : 0, nblocks = block > 0 ? b_rows / block : 0;
   const int sb_row0 = block > 0 ? (e * nblocks + max(wr0, 0) / block) * kblocks : 0;
   const int sb_row1 = block > 0 ? (e * nblocks + max(wr1, 0) / block) * kblocks : 0;
@@ -1026,6 +1033,23 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
   for (int ks0 = 0; ks0 < K; ks0 += kSlab) {
     const int kl = min(kSlab, K - ks0);
     const int kb0 = block > 0 ? ks0 / block : 0;
+
+    // The lane's chunks of step k of both rows (zero past the slab or the matrix).
+    uint4 v0[kUnroll], v1[kUnroll];
+    auto load_step = [&](int k) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int kk = k + u * kSpan;
+        v0[u] = v1[u] = make_uint4(0, 0, 0, 0);
+        if (wr0 >= 0 && kk < kl) {
+          v0[u] = ld_stream16(b + (off0 + (ks0 + kk) * WB));
+          if (wr1 >= 0) v1[u] = ld_stream16(b + (off1 + (ks0 + kk) * WB));
+        }
+      }
+    };
+    // The slab's first step is in flight while the activations are staged.
+    int k = lane * kEpc;
+    load_step(k);
     __syncthreads();  // the previous slab's (or tile's) reads of act and ascale are done; arow is set
     // Stage the slab: 4 consecutive elements a thread (contiguous in the permuted layout).
     for (int i = tid * 4; i < R * kSlab; i += kSvThreads * 4) {
@@ -1050,20 +1074,8 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
       }
     __syncthreads();
     if (wr0 < 0) continue;  // a whole warp past the matrix
-    const unsigned char* p0 = brow0 + static_cast<long long>(ks0) * WB;
-    const unsigned char* p1 = brow1 + static_cast<long long>(ks0) * WB;
 #pragma unroll 1
-    for (int k = lane * kEpc; k < kl; k += kSpan * kUnroll) {
-      uint4 v0[kUnroll], v1[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int kk = k + u * kSpan;
-        v0[u] = v1[u] = make_uint4(0, 0, 0, 0);
-        if (kk < kl) {
-          v0[u] = ld_stream16(p0 + kk * WB);
-          if (wr1 >= 0) v1[u] = ld_stream16(p1 + kk * WB);
-        }
-      }
+    for (;;) {
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int kk = k + u * kSpan;
@@ -1111,6 +1123,9 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
           }
         }
       }
+      k += kSpan * kUnroll;
+      if (k >= kl) break;
+      load_step(k);
     }
   }
   if (wr0 < 0) return;
