@@ -12,8 +12,9 @@
 //      cursor). The order inside a segment depends on the scheduling, but nothing else does: every
 //      row of the expert GEMMs is computed alone in a fixed order, and the combine reads rows by
 //      (token, k), so the output is the same bits whatever the order;
-//   5. GEMM1 over the tiles: g1 = x @ W13[e].T with SwiGLU in the epilogue: a CTA computes 64
-//      columns of `up` and the 64 matching columns of `gate` (W13 rows n0.. and I + n0..), so
+//   5. GEMM1 over the tiles: g1 = x @ W13[e].T with SwiGLU in the epilogue: a CTA computes
+//      columns of `up` and the matching columns of `gate` (W13 rows n0.. and I + n0..; 64 each
+//      on the tensor-core path, 8 on the row-streaming path), so
 //      c = silu(gate * s_gate) * (up * s_up) is formed in registers and stored in fp32;
 //   6. GEMM2 over the tiles: o = (c @ W2[e].T) * s_out (times the routing weight where the form
 //      puts it on the output), stored in fp32;
@@ -48,10 +49,10 @@
 // covered (e4m3 / e5m2 / bf16 / f16 / f32 weights, block scales or none). No K split, no
 // partial sums.
 //
-// Streaming the weights on the tensor-core path. At decode few rows are routed: a GEMM reads each chosen expert's whole
-// weight matrix for one or two rows, so it is a copy of those bytes and its speed is the bytes in
-// flight (copy bandwidth x DRAM latency, about 4 TB/s x ~0.8 us, ~25 KiB an SM). Three things
-// keep enough in flight:
+// The tensor-core path with few rows. Where few rows are routed a GEMM reads each chosen
+// expert's whole weight matrix for a handful of rows, so it is a copy of those bytes and its
+// speed is the bytes in flight (copy bandwidth x DRAM latency, about 4 TB/s x ~0.8 us, ~25 KiB an
+// SM). Three things keep enough in flight:
 //   - a cp.async ring: each K step's A (32 rows) and B (128 weight rows) raw bytes go to shared
 //     memory by 16-byte cp.async.cg copies (zero-filled past K and past the rows), one commit
 //     group a step, as many stages as 64 KiB holds (2..8: 8 for fp8, so 28 KiB of weights in
