@@ -6,13 +6,22 @@
 //   - synthetic definitions made from those (and from shipped bf16 / float32-weight definitions)
 //     over ranges: 8..64 experts, top-k 1..8, 1..8 groups, local slices, H and I multiples of 128
 //     from 256 to 2048, 1..300 tokens;
+//   - decode: every form at 1, 2, 7 and 64 tokens, top-k 1..8 over the forms, with as many experts
+//     as keep the row-streaming path's rule (moe_few_rows) at 64 tokens, K past the staged slab;
+//   - skewed routing: logits (or pre-routed ids) that send every token to the same top_k experts
+//     while the rule expects few rows an expert, so 4-row tiles and many tiles an expert run;
+//   - the rule's edge: 4 rows expected an expert (rows path) and 5 (tensor-core path);
 //   - every shipped FlashInfer-Bench MoE definition (KB_SHARED_DIR) at 2 tokens whose inputs fit
 //     this test's budget (their weights do not depend on the tokens); the larger ones are listed
 //     as not run, with their size.
-// One line per case. Skips (exit 77) without a usable CUDA device.
+// One line per case, naming the GEMM path the rule picks. Skips (exit 77) without a usable CUDA
+// device.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -23,7 +32,11 @@
 #include "cuda/device.hpp"
 #include "harness/harness.hpp"
 #include "harness/implementation.hpp"
+#include "moe/cuda/moe_cuda.hpp"
+#include "moe/form.hpp"
+#include "safetensors/safetensors.hpp"
 #include "schema/io.hpp"
+#include "tensor/convert.hpp"
 
 namespace {
 
@@ -63,7 +76,95 @@ struct Case {
   kb::Definition d;
   std::vector<std::int64_t> tokens;
   std::int64_t offset = 0;
+  bool skew = false;  // routing inputs from skewed_routing()
 };
+
+std::int64_t axis_value(const kb::Definition& d, const char* name, std::int64_t none) {
+  const kb::Axis* a = d.find_axis(name);
+  return a && a->kind == kb::AxisKind::const_ ? a->value : none;
+}
+
+// The GEMM path kb_cuda_moe's rule picks for `tokens` (the harness's tensors are 16-byte aligned
+// and every H and I here a multiple of 16 elements).
+std::string path_of(const kb::Definition& d, std::int64_t tokens) {
+  auto f = kb::kernels::moe::read_form(d);
+  if (!f) return "unknown";
+  const std::int64_t local = axis_value(d, "num_local_experts", axis_value(d, "num_experts", 0));
+  const std::int64_t routed = f->routing == kb::kernels::moe::Routing::packed ? local : axis_value(d, "num_experts", local);
+  return kb::kernels::moe_few_rows(tokens * f->top_k, local, routed) ? "rows" : "tensor-core";
+}
+
+// Routing inputs that send every token to experts offset .. offset + top_k - 1 (the local slice's
+// first ones): logits 3 - j/4 for the j-th of them and -3 elsewhere (bias zero), or pre-routed ids
+// of experts 0 .. top_k - 1 with weights 1 / (j + 2). Written to `dir`/skew.safetensors; the
+// inputs' specs name it.
+std::optional<std::string> skewed_routing(const kb::Definition& d, std::int64_t tokens, std::int64_t offset,
+                                          const std::filesystem::path& dir,
+                                          std::map<std::string, kb::InputSpec>* specs) {
+  auto f = kb::kernels::moe::read_form(d);
+  if (!f) return f.error().message;
+  const std::int64_t k = f->top_k;
+  std::vector<std::vector<std::byte>> blobs;
+  std::vector<std::vector<std::int64_t>> shapes;
+  std::vector<std::pair<std::string, kb::DType>> names;
+  auto floats = [&](const std::vector<float>& v, kb::DType t) {
+    std::vector<std::byte> b;
+    if (t == kb::DType::bfloat16) {
+      b.resize(v.size() * 2);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::uint16_t h = kb::float_to_bf16(v[i]);
+        std::memcpy(b.data() + 2 * i, &h, 2);
+      }
+    } else {
+      b.resize(v.size() * 4);
+      std::memcpy(b.data(), v.data(), b.size());
+    }
+    return b;
+  };
+  for (const auto& in : d.inputs) {
+    if (in.name == "routing_logits") {
+      const std::int64_t experts = axis_value(d, "num_experts", 0);
+      if (in.dtype != kb::DType::float32 && in.dtype != kb::DType::bfloat16) return "routing_logits is not float32 or bfloat16";
+      std::vector<float> v(static_cast<std::size_t>(tokens * experts), -3.0f);
+      for (std::int64_t t = 0; t < tokens; ++t)
+        for (std::int64_t j = 0; j < k; ++j) v[static_cast<std::size_t>(t * experts + offset + j)] = 3.0f - 0.25f * j;
+      blobs.push_back(floats(v, in.dtype));
+      shapes.push_back({tokens, experts});
+      names.emplace_back(in.name, in.dtype);
+    } else if (in.name == "routing_bias") {
+      const std::int64_t experts = axis_value(d, "num_experts", 0);
+      if (in.dtype != kb::DType::float32 && in.dtype != kb::DType::bfloat16) return "routing_bias is not float32 or bfloat16";
+      blobs.push_back(floats(std::vector<float>(static_cast<std::size_t>(experts), 0.0f), in.dtype));
+      shapes.push_back({experts});
+      names.emplace_back(in.name, in.dtype);
+    } else if (in.name == "topk_ids") {
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * k));
+      for (std::int64_t t = 0; t < tokens; ++t)
+        for (std::int64_t j = 0; j < k; ++j)
+          ids[static_cast<std::size_t>(t * k + j)] = static_cast<std::int32_t>(
+              (static_cast<std::uint32_t>(j) << 16) | kb::float_to_bf16(1.0f / static_cast<float>(j + 2)));
+      std::vector<std::byte> b(ids.size() * 4);
+      std::memcpy(b.data(), ids.data(), b.size());
+      blobs.push_back(std::move(b));
+      shapes.push_back({tokens, k});
+      names.emplace_back(in.name, kb::DType::int32);
+    }
+  }
+  if (names.empty()) return "no routing input to skew";
+  std::vector<kb::safetensors::TensorView> views;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    views.push_back({names[i].first, names[i].second, shapes[i], blobs[i]});
+  std::filesystem::create_directories(dir);
+  if (auto st = kb::safetensors::write_file((dir / "skew.safetensors").string(), views); !st) return st.error().message;
+  for (const auto& [name, dtype] : names) {
+    kb::InputSpec s;
+    s.kind = kb::InputKind::safetensors;
+    s.path = "skew.safetensors";
+    s.tensor_key = name;
+    (*specs)[name] = s;
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -129,6 +230,47 @@ int main() {
     }
     cases.push_back({reshaped(it->second, syn.s), {syn.s.tokens}, syn.s.offset});
   }
+  // Decode over every form (top-k 1..8), skewed routing and the rule's edge. Shapes keep the
+  // row-streaming rule at 64 tokens (tokens x top_k x local / routed <= 4 x the chosen experts);
+  // H = 2560 passes the 4-row tiles' staged slab (2048 elements), H = 8448 the 1-row tiles' (8192).
+  struct Decode {
+    std::string base;
+    Shape s;
+    std::vector<std::int64_t> tokens;
+    bool skew;
+  };
+  const std::vector<std::int64_t> decode = {1, 2, 7, 64};
+  const std::vector<Decode> decode_cases = {
+      {"moe_fp8_block_scale_ds_routing", {128, 64, 64, 8, 4, 2, 768, 256, 0}, decode, false},
+      {"moe_fp8_block_scale_ds_routing", {48, 48, 0, 3, 8, 4, 2560, 128, 0}, decode, false},
+      {"moe_fp8_block_scale_renorm", {32, 32, 0, 1, 1, 1, 1024, 384, 0}, decode, false},
+      {"moe_fp8_block_scale_renorm", {96, 96, 0, 6, 1, 1, 384, 256, 0}, decode, false},
+      {"moe_fp8_block_scale_renorm", {16, 16, 0, 2, 1, 1, 8448, 128, 0}, {1, 2}, false},
+      {"moe_fp8_per_expert_scale", {64, 64, 0, 2, 1, 1, 512, 512, 0}, decode, false},
+      {"moe_fp8_per_expert_scale", {80, 80, 0, 5, 1, 1, 256, 768, 0}, decode, false},
+      {"moe_routed", {64, 64, 0, 4, 1, 1, 384, 128, 0}, decode, false},
+      {"moe_routed", {128, 128, 0, 7, 1, 1, 256, 128, 0}, decode, false},
+      // Every token on the same experts: 64 (or 7) rows an expert where the rule expects 1 or 2.
+      {"moe_fp8_block_scale_renorm", {128, 128, 0, 4, 1, 1, 512, 256, 0}, {64}, true},
+      {"moe_fp8_block_scale_ds_routing", {128, 64, 64, 4, 4, 2, 2560, 128, 0}, {64}, true},
+      {"moe_fp8_per_expert_scale", {64, 64, 0, 1, 1, 1, 256, 256, 0}, {7}, true},
+      {"moe_routed", {64, 64, 0, 4, 1, 1, 256, 256, 0}, {64}, true},
+      // The rule's edge at 64 tokens on 64 experts: top-4 (4 rows an expert: rows path), top-5
+      // (5: tensor-core path).
+      {"moe_fp8_block_scale_renorm", {64, 64, 0, 4, 1, 1, 256, 256, 0}, {64}, false},
+      {"moe_fp8_block_scale_renorm", {64, 64, 0, 5, 1, 1, 256, 256, 0}, {64}, false},
+  };
+  for (const auto& dc : decode_cases) {
+    auto it = bundled.find(dc.base);
+    if (it == bundled.end()) {
+      std::printf("FAIL no bundled definition %s* to make decode cases from\n", dc.base.c_str());
+      ++failures;
+      continue;
+    }
+    Case c{reshaped(it->second, dc.s), dc.tokens, dc.s.offset, dc.skew};
+    if (dc.skew) c.d.name += "_skewed";
+    cases.push_back(std::move(c));
+  }
   // bf16 activations with float32 weights (the trtllm "fp4" forms): renormalized top-k and
   // sigmoid top-1 with the weight on the input.
   const std::vector<std::pair<std::string, Shape>> plain = {
@@ -136,6 +278,9 @@ int main() {
       {"trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", {8, 8, 0, 7, 1, 1, 256, 256, 200}},
       {"trtllm_fp4_block_scale_moe_topk1_e16_h5120_i8192", {16, 16, 0, 1, 1, 1, 768, 512, 40}},
       {"trtllm_fp4_block_scale_routed_moe_topk8_e128_h2048_i768", {40, 40, 0, 6, 1, 1, 384, 1024, 33}},
+      {"trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", {32, 32, 0, 2, 1, 1, 512, 256, 1}},
+      {"trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", {32, 32, 0, 2, 1, 1, 512, 256, 64}},
+      {"trtllm_fp4_block_scale_moe_topk1_e16_h5120_i8192", {16, 16, 0, 1, 1, 1, 512, 256, 7}},
   };
   for (const auto& [name, s] : plain) {
     auto d = shipped(name);
@@ -184,6 +329,8 @@ int main() {
     std::printf("skip shipped definitions: %s not found\n", shared.c_str());
   }
 
+  const std::filesystem::path skew_dir =
+      std::filesystem::temp_directory_path() / ("kb_test_cuda_moe_" + std::to_string(static_cast<long long>(::getpid())));
   for (const auto& c : cases) {
     const std::string why = impl->supports(c.d);
     if (!why.empty()) {
@@ -204,6 +351,17 @@ int main() {
         w.inputs.emplace_back(in.name, s);
       }
       kb::BenchOptions opt;
+      if (c.skew) {
+        std::map<std::string, kb::InputSpec> specs;
+        if (auto bad = skewed_routing(c.d, t, c.offset, skew_dir, &specs)) {
+          std::printf("FAIL %s seq_len=%lld: skewed routing: %s\n", c.d.name.c_str(), static_cast<long long>(t), bad->c_str());
+          ++failures;
+          continue;
+        }
+        for (auto& [name, spec] : w.inputs)
+          if (auto s = specs.find(name); s != specs.end()) spec = s->second;
+        opt.dataset_root = skew_dir.string();
+      }
       opt.trials = 1;
       opt.time = false;
       opt.cpu_oracle_only = true;
@@ -218,12 +376,15 @@ int main() {
                       cr.extra ? " " : "", cr.extra ? cr.extra->c_str() : "");
         numbers = buf;
       }
-      std::printf("%s %s seq_len=%lld: %s%s\n", ok ? "PASSED" : "FAIL  ", c.d.name.c_str(), static_cast<long long>(t),
-                  r ? (ok ? "against the CPU oracle" : r->summary.c_str()) : r.error().message.c_str(), numbers.c_str());
+      std::printf("%s %s seq_len=%lld path=%s: %s%s\n", ok ? "PASSED" : "FAIL  ", c.d.name.c_str(), static_cast<long long>(t),
+                  path_of(c.d, t).c_str(), r ? (ok ? "against the CPU oracle" : r->summary.c_str()) : r.error().message.c_str(),
+                  numbers.c_str());
       std::fflush(stdout);
       failures += !ok;
     }
   }
+  std::error_code ec;
+  std::filesystem::remove_all(skew_dir, ec);
   std::printf("%d checks, %d failures\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -6,13 +6,15 @@
 //      does (sigmoid, + bias, group scores from each group's two best, topk_group groups kept,
 //      top_k among them; top-k + softmax; sigmoid top-k; packed ids), ties to the lower expert
 //      index, weights in double; each local choice counted (atomicAdd on its expert's count);
-//   3. plan (one thread): per-expert starts (prefix sums) and the table of 32-row tiles;
+//   3. plan (one thread): per-expert starts (prefix sums) and the table of tiles (32 rows, or 4 on
+//      the row-streaming path below);
 //   4. scatter: each local (token, k) choice takes a row of its expert's segment (atomicAdd on a
 //      cursor). The order inside a segment depends on the scheduling, but nothing else does: every
 //      row of the expert GEMMs is computed alone in a fixed order, and the combine reads rows by
 //      (token, k), so the output is the same bits whatever the order;
-//   5. GEMM1 over the tiles: g1 = x @ W13[e].T with SwiGLU in the epilogue: a CTA computes 64
-//      columns of `up` and the 64 matching columns of `gate` (W13 rows n0.. and I + n0..), so
+//   5. GEMM1 over the tiles: g1 = x @ W13[e].T with SwiGLU in the epilogue: a CTA computes
+//      columns of `up` and the matching columns of `gate` (W13 rows n0.. and I + n0..; 64 each
+//      on the tensor-core path, 8 on the row-streaming path), so
 //      c = silu(gate * s_gate) * (up * s_up) is formed in registers and stored in fp32;
 //   6. GEMM2 over the tiles: o = (c @ W2[e].T) * s_out (times the routing weight where the form
 //      puts it on the output), stored in fp32;
@@ -21,10 +23,36 @@
 // Where a GEMM splits K (below), its CTAs store double partial sums and a reduce launch after
 // it adds them in split order and applies the epilogue: nine launches at most.
 //
-// Streaming the weights. At decode few rows are routed: a GEMM reads each chosen expert's whole
-// weight matrix for one or two rows, so it is a copy of those bytes and its speed is the bytes in
-// flight (copy bandwidth x DRAM latency, about 4 TB/s x ~0.8 us, ~25 KiB an SM). Three things
-// keep enough in flight:
+// Two GEMM paths, picked by one rule of the shape (streams_rows; moe_few_rows in moe_cuda.hpp):
+// the rows expected on this rank's experts under even routing (tokens x top_k x local / routed,
+// at most one expert a row) over the experts they land on (at most the local experts). At most
+// kRowTile = 4 rows a chosen expert (decode; e.g. DeepSeek-V3's 8 of 256 experts up to 128
+// tokens, 384 experts up to 192), with every weight row 16-byte aligned: the row-streaming
+// kernels; otherwise the tensor-core kernels. Both take any routing: the rule only sizes the
+// tiles and the grid, so all 64 tokens on one expert are 16 tiles of 4 rows there, each
+// streaming the expert's weights again (correct, slower).
+//
+// Row streaming (stream_kernel). A GEMM with a row or two an expert is a copy of the chosen
+// experts' weights, and the tensor-core tiles would be 31/32 padding whose per-block promotion
+// costs more than the copy. The plan cuts each expert's rows into tiles of at most 4; a CTA (8
+// warps) takes a tile (looping over tile slots, as below) and a block of weight rows of its
+// expert: GEMM1 8 columns (a warp the up row c and the gate row I + c), GEMM2 16 output rows (two
+// a warp); at one token x top-8 with I = 2048 that is 8 x 256 CTAs for GEMM1. The tile's rows of
+// x (gathered by token) or of the fp32 intermediate are staged once in shared memory as fp32, K
+// in slabs of 8192 / rows elements; each lane then streams 16-byte chunks of the warp's two
+// weight rows (16 fp8 elements; 4 / rows chunks a row a step: 8 loads in flight a thread for a
+// 1-row tile, 2 for a 4-row one, within 64 registers) with non-allocating loads, converts them in
+// registers and dots them with each staged row: an fp32 FMA sum over the chunk (inside one scale
+// block), times activation scale x weight scale in double, into a double accumulator; the lanes'
+// doubles are summed by a fixed butterfly and the epilogue is the tensor-core path's
+// (swiglu_out, down_out) into the same intermediate and expert-output rows. Every form is
+// covered (e4m3 / e5m2 / bf16 / f16 / f32 weights, block scales or none). No K split, no
+// partial sums.
+//
+// The tensor-core path with few rows. Where few rows are routed a GEMM reads each chosen
+// expert's whole weight matrix for a handful of rows, so it is a copy of those bytes and its
+// speed is the bytes in flight (copy bandwidth x DRAM latency, about 4 TB/s x ~0.8 us, ~25 KiB an
+// SM). Three things keep enough in flight:
 //   - a cp.async ring: each K step's A (32 rows) and B (128 weight rows) raw bytes go to shared
 //     memory by 16-byte cp.async.cg copies (zero-filled past K and past the rows), one commit
 //     group a step, as many stages as 64 KiB holds (2..8: 8 for fp8, so 28 KiB of weights in
@@ -155,19 +183,58 @@ struct Workspace {
   std::size_t bytes;
 };
 
-long long max_tiles(const MoeLaunch& m) {
-  const long long pairs = m.tokens * m.top_k;
-  return (pairs + kBM - 1) / kBM + m.local_experts;
+// ---- the GEMM path ---------------------------------------------------------------------------
+//
+// One rule of the shape picks the expert GEMMs of a call. Rows expected on this rank's experts
+// under even routing: pairs x local / routed, on at most one expert a row, so they land on
+// min(rows, local) experts. Where that gives at most kRowTile rows a chosen expert the GEMMs are
+// copies of the chosen experts' weights and run on the row-streaming kernels (stream_kernel),
+// with tiles of at most kRowTile rows; otherwise on the tensor-core kernels (gemm_kernel) with
+// kBM-row tiles. The streaming kernels read 16-byte chunks of weight rows, so every weight row
+// of both matrices must be 16-byte aligned there. Any routing is computed either way: more rows
+// on an expert than expected are more tiles (one streaming pass over the expert's weights each).
+constexpr int kRowTile = 4;  // routed rows a tile of the streaming path
+
+struct ExpectedRows {
+  long long rows = 0;     // rows expected on this rank's experts (at least 1)
+  long long experts = 0;  // experts they land on (at least 1)
+};
+ExpectedRows expected_rows(long long pairs, long long local, long long routed) {
+  routed = std::max<long long>(std::max<long long>(routed, local), 1);
+  ExpectedRows r;
+  r.rows = std::max<long long>(1, (pairs * local + routed - 1) / routed);
+  r.experts = std::max<long long>(1, std::min<long long>(r.rows, std::max<long long>(local, 1)));
+  return r;
 }
 
-// Tiles the routing is expected to make: the rows expected on this rank's experts under even
-// routing (pairs x local / routed), on at most one expert a row, kBM rows a tile.
+bool aligned_rows(const void* p, long long row_bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && row_bytes % 16 == 0;
+}
+
+bool streams_rows(const MoeLaunch& m) {
+  if (!moe_few_rows(m.tokens * m.top_k, m.local_experts, m.routed_experts)) return false;
+  // gridDim.y, the tile slots: at most twice the expected tiles (at most the local experts on this
+  // path) or 4 an SM.
+  if (2 * m.local_experts > 65535 || 4ll * m.sm_count > 65535) return false;
+  // Byte offsets inside one expert's matrix are 32-bit there.
+  if (2 * m.inter * m.hidden * dtype_bytes(m.w13_dtype) >= (1ll << 31) ||
+      m.hidden * m.inter * dtype_bytes(m.w2_dtype) >= (1ll << 31))
+    return false;
+  return aligned_rows(m.w13, m.hidden * dtype_bytes(m.w13_dtype)) && aligned_rows(m.w2, m.inter * dtype_bytes(m.w2_dtype));
+}
+
+int tile_rows_of(const MoeLaunch& m) { return streams_rows(m) ? kRowTile : kBM; }
+
+long long max_tiles(const MoeLaunch& m) {
+  const long long pairs = m.tokens * m.top_k, tile = tile_rows_of(m);
+  return (pairs + tile - 1) / tile + m.local_experts;
+}
+
+// Tiles the routing is expected to make: the expected rows on their experts, a tile's rows each.
 long long expected_tiles(const MoeLaunch& m) {
-  const long long pairs = m.tokens * m.top_k;
-  const long long routed = std::max<long long>(std::max<long long>(m.routed_experts, m.local_experts), 1);
-  const long long exp_rows = std::max<long long>(1, (pairs * m.local_experts + routed - 1) / routed);
-  const long long experts = std::min<long long>(exp_rows, std::max<long long>(m.local_experts, 1));
-  return std::max<long long>(experts, (exp_rows + kBM - 1) / kBM);
+  const ExpectedRows e = expected_rows(m.tokens * m.top_k, m.local_experts, m.routed_experts);
+  const long long tile = tile_rows_of(m);
+  return std::max<long long>(e.experts, (e.rows + tile - 1) / tile);
 }
 
 // ---- the K split -------------------------------------------------------------------------
@@ -190,7 +257,7 @@ KSplit k_split(const MoeLaunch& m, long long K, long long N, long long cols, lon
   KSplit one;
   const long long ksteps = (K + kBK - 1) / kBK;
   one.steps = ksteps;
-  if (m.sm_count <= 0 || ksteps == 0 || N <= 0) return one;
+  if (m.sm_count <= 0 || ksteps == 0 || N <= 0 || streams_rows(m)) return one;
   const long long pairs = m.tokens * m.top_k;
   const long long ctas = expected_tiles(m) * ((N + cols - 1) / cols);
   const long long target = 2ll * m.sm_count;
@@ -383,17 +450,17 @@ __global__ void route_kernel(MoeLaunch m, Workspace w) {
   }
 }
 
-// Per-expert segment starts and the tile table (one thread: E_local + tiles steps).
-__global__ void plan_kernel(MoeLaunch m, Workspace w) {
+// Per-expert segment starts and the table of `tile`-row tiles (one thread: E_local + tiles steps).
+__global__ void plan_kernel(MoeLaunch m, Workspace w, int tile) {
   if (threadIdx.x != 0) return;
   int pos = 0, tiles = 0;
   for (long long e = 0; e < m.local_experts; ++e) {
     const int n = w.counts[e];
     w.cursor[e] = pos;
-    for (int r = 0; r < n; r += kBM) {
+    for (int r = 0; r < n; r += tile) {
       w.tile_e[tiles] = static_cast<int>(e);
       w.tile_r0[tiles] = pos + r;
-      w.tile_rows[tiles] = min(kBM, n - r);
+      w.tile_rows[tiles] = min(tile, n - r);
       ++tiles;
     }
     pos += n;
@@ -847,6 +914,266 @@ __global__ void reduce_kernel(GemmArgs g, Workspace w) {
   }
 }
 
+// ---- the row-streaming GEMMs ---------------------------------------------------------------
+//
+// For tiles of at most kRowTile rows (the path rule above). A CTA owns a block of weight rows of
+// the tile's expert: GEMM1 kSvWarps columns (a warp the up row c and the gate row I + c of one
+// column, so SwiGLU is formed in the warp), GEMM2 2 x kSvWarps output rows (two a warp). A warp
+// streams its two rows once: each lane reads 16-byte chunks (16 fp8, 8 16-bit or 4 fp32
+// elements), 4 / R a row a step for R-row tiles (8 loads in flight a thread for one row, 2 for
+// four), through the non-coherent path without L1 allocation. The tile's activation rows are
+// staged in shared memory as fp32 (raw values, their scales apply per block as below) a slab of K
+// at a time, laid out so a warp's 16-byte reads of one 4-element piece of 32 consecutive chunks
+// are 512 contiguous bytes; each slab's first step of weight loads is issued before the staging,
+// so its DRAM round trip overlaps it. 64 registers a thread (four CTAs an SM); the few values
+// ptxas spills are reloaded outside the 1- and 2-row loops.
+// Numerics: a lane's chunk (inside one scale block: BLOCK is a multiple of 32, a chunk at most
+// 16 elements, chunks start on multiples of their length) is dotted with each row in fp32 FMAs
+// (round to nearest), multiplied by the block's scales in double (activation scale x weight
+// scale, as the tensor-core path promotes a block) and added into a double accumulator; the
+// lanes' accumulators are summed in double by a fixed butterfly. The epilogues are the
+// tensor-core path's (swiglu_out, down_out), into the same buffers.
+constexpr int kSvThreads = 256;
+constexpr int kSvWarps = kSvThreads / 32;
+constexpr int kSvActFloats = 8192;  // 32 KiB of staged activations: a slab of kSvActFloats / R elements of R rows
+constexpr int kSvScales = kSvActFloats / 32 + kRowTile;  // block scales of a slab's rows (BLOCK >= 32)
+
+// Output columns (GEMM1) or rows (GEMM2) a CTA.
+constexpr int sv_cols(bool swiglu) { return swiglu ? kSvWarps : 2 * kSvWarps; }
+
+__device__ __forceinline__ uint4 ld_stream16(const unsigned char* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ std::uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ float2 fp8x2_to_f32(std::uint32_t two, bool e5m2) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), e5m2 ? __NV_E5M2 : __NV_E4M3);
+  return __half22float2(__half2(h));
+}
+
+__device__ __forceinline__ float2 half2_bits_to_f32(std::uint32_t two, bool f16) {
+  if (f16) {
+    __half2_raw h;
+    h.x = static_cast<unsigned short>(two & 0xFFFFu);
+    h.y = static_cast<unsigned short>(two >> 16);
+    return __half22float2(__half2(h));
+  }
+  return make_float2(__uint_as_float(two << 16), __uint_as_float(two & 0xFFFF0000u));
+}
+
+// Elements 4j .. 4j + 3 of a 16-byte chunk of WT weights.
+template <MoeDType WT>
+__device__ __forceinline__ float4 piece_of(const uint4& v, int j) {
+  constexpr int WB = WT == MoeDType::f32 ? 4 : WT == MoeDType::bf16 || WT == MoeDType::f16 ? 2 : 1;
+  constexpr bool alt = WT == MoeDType::e5m2 || WT == MoeDType::f16;
+  if constexpr (WB == 1) {
+    const std::uint32_t x = word_of(v, j);
+    const float2 lo = fp8x2_to_f32(x & 0xFFFFu, alt), hi = fp8x2_to_f32(x >> 16, alt);
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  } else if constexpr (WB == 2) {
+    const float2 lo = half2_bits_to_f32(word_of(v, 2 * j), alt), hi = half2_bits_to_f32(word_of(v, 2 * j + 1), alt);
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  } else {
+    return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+  }
+}
+
+// An activation element as float for staging (e4m3 by the hardware conversion, exact).
+__device__ __forceinline__ float stage_load(const void* p, MoeDType t, long long i) {
+  if (t == MoeDType::e4m3)
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<const std::uint8_t*>(p)[i], __NV_E4M3)));
+  return load(p, t, i);
+}
+
+// One tile (R rows: 1, 2, or 4 with the rows past the tile's zero) x the CTA's weight rows x K.
+template <bool SWIGLU, MoeDType WT, int R>
+__device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& w, int tile, float* act, float* ascale,
+                                            long long* arow) {
+  constexpr int WB = WT == MoeDType::f32 ? 4 : WT == MoeDType::bf16 || WT == MoeDType::f16 ? 2 : 1;
+  constexpr int kEpc = 16 / WB;            // elements a chunk
+  constexpr int kSpan = 32 * kEpc;         // elements a warp's chunks cover
+  constexpr int kUnroll = 4 / R;           // chunks a row a step: 8, 4 or 2 loads in flight a thread
+  constexpr int kSlab = kSvActFloats / R;  // staged K a slab (a multiple of kSpan * kUnroll)
+  constexpr int kSlabScales = kSvScales / R;
+  const int e = w.tile_e[tile], r0 = w.tile_r0[tile], rows = w.tile_rows[tile];
+  const int N = static_cast<int>(g.n), K = static_cast<int>(g.k), block = static_cast<int>(g.block);
+  const int b_rows = SWIGLU ? 2 * N : N;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+
+  // The warp's two weight rows (-1: past the matrix).
+  int wr0, wr1;
+  if constexpr (SWIGLU) {
+    const int c = static_cast<int>(blockIdx.x) * sv_cols(true) + warp;
+    wr0 = c < N ? c : -1;
+    wr1 = c < N ? N + c : -1;
+  } else {
+    const int c = static_cast<int>(blockIdx.x) * sv_cols(false) + 2 * warp;
+    wr0 = c < N ? c : -1;
+    wr1 = c + 1 < N ? c + 1 : -1;
+  }
+  const unsigned char* b = static_cast<const unsigned char*>(g.b) + static_cast<long long>(e) * b_rows * K * WB;
+  // Byte offsets of the two rows in the expert's matrix (under 2^31: streams_rows).
+  const int off0 = max(wr0, 0) * K * WB, off1 = max(wr1, 0) * K * WB;
+  const int kblocks = block > 0 ? K / block : 0, nblocks = block > 0 ? b_rows / block : 0;
+  const int sb_row0 = block > 0 ? (e * nblocks + max(wr0, 0) / block) * kblocks : 0;
+  const int sb_row1 = block > 0 ? (e * nblocks + max(wr1, 0) / block) * kblocks : 0;
+
+  if (tid < R) arow[tid] = tid < rows ? (g.gather ? w.pair_tok[r0 + tid] : r0 + tid) : -1;
+
+  double acc0[R], acc1[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = 0.0;
+
+  for (int ks0 = 0; ks0 < K; ks0 += kSlab) {
+    const int kl = min(kSlab, K - ks0);
+    const int kb0 = block > 0 ? ks0 / block : 0;
+
+    // The lane's chunks of step k of both rows (zero past the slab or the matrix).
+    uint4 v0[kUnroll], v1[kUnroll];
+    auto load_step = [&](int k) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int kk = k + u * kSpan;
+        v0[u] = v1[u] = make_uint4(0, 0, 0, 0);
+        if (wr0 >= 0 && kk < kl) {
+          v0[u] = ld_stream16(b + (off0 + (ks0 + kk) * WB));
+          if (wr1 >= 0) v1[u] = ld_stream16(b + (off1 + (ks0 + kk) * WB));
+        }
+      }
+    };
+    // The slab's first step is in flight while the activations are staged.
+    int k = lane * kEpc;
+    load_step(k);
+    __syncthreads();  // the previous slab's (or tile's) reads of act and ascale are done; arow is set
+    // Stage the slab: 4 consecutive elements a thread (contiguous in the permuted layout).
+    for (int i = tid * 4; i < R * kSlab; i += kSvThreads * 4) {
+      const int r = i / kSlab, k = i % kSlab;
+      const long long src = arow[r];
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (src >= 0) {
+        const long long at = src * K + ks0 + k;
+        if (k + 0 < kl) v.x = stage_load(g.a, g.a_dtype, at);
+        if (k + 1 < kl) v.y = stage_load(g.a, g.a_dtype, at + 1);
+        if (k + 2 < kl) v.z = stage_load(g.a, g.a_dtype, at + 2);
+        if (k + 3 < kl) v.w = stage_load(g.a, g.a_dtype, at + 3);
+      }
+      const int kk = k % kSpan;
+      *reinterpret_cast<float4*>(act + r * kSlab + (k - kk) + ((kk % kEpc) / 4) * 128 + (kk / kEpc) * 4) = v;
+    }
+    if (g.a_scale)
+      for (int i = tid; i < R * kSlabScales; i += kSvThreads) {
+        const int r = i / kSlabScales, kb = kb0 + i % kSlabScales;
+        const long long src = arow[r];
+        ascale[i] = src >= 0 && kb < kblocks ? load(g.a_scale, g.a_scale_dtype, kb * g.tokens + src) : 0.0f;
+      }
+    __syncthreads();
+    if (wr0 < 0) continue;  // a whole warp past the matrix
+#pragma unroll 1
+    for (;;) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int kk = k + u * kSpan;
+        if (kk >= kl) break;
+        const float* a = act + (kk - kk % kSpan) + ((kk % kSpan) / kEpc) * 4;
+        float s0[R], s1[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) s0[r] = s1[r] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kEpc / 4; ++j) {
+          const float4 f0 = piece_of<WT>(v0[u], j);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const float4 x = *reinterpret_cast<const float4*>(a + r * kSlab + j * 128);
+            s0[r] = fmaf(f0.x, x.x, s0[r]);
+            s0[r] = fmaf(f0.y, x.y, s0[r]);
+            s0[r] = fmaf(f0.z, x.z, s0[r]);
+            s0[r] = fmaf(f0.w, x.w, s0[r]);
+          }
+          const float4 f1 = piece_of<WT>(v1[u], j);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const float4 x = *reinterpret_cast<const float4*>(a + r * kSlab + j * 128);
+            s1[r] = fmaf(f1.x, x.x, s1[r]);
+            s1[r] = fmaf(f1.y, x.y, s1[r]);
+            s1[r] = fmaf(f1.z, x.z, s1[r]);
+            s1[r] = fmaf(f1.w, x.w, s1[r]);
+          }
+        }
+        if (block > 0) {
+          const int kb = (ks0 + kk) / block;
+          const double sb0 = g.b_scale ? load(g.b_scale, g.b_scale_dtype, sb_row0 + kb) : 1.0f;
+          const double sb1 = g.b_scale && wr1 >= 0 ? load(g.b_scale, g.b_scale_dtype, sb_row1 + kb) : 0.0f;
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const double sa = g.a_scale ? ascale[r * kSlabScales + (kb - kb0)] : 1.0f;
+            acc0[r] += s0[r] * (sa * sb0);
+            acc1[r] += s1[r] * (sa * sb1);
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            acc0[r] += s0[r];
+            acc1[r] += s1[r];
+          }
+        }
+      }
+      k += kSpan * kUnroll;
+      if (k >= kl) break;
+      load_step(k);
+    }
+  }
+  if (wr0 < 0) return;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      acc0[r] += __shfl_xor_sync(0xFFFFFFFFu, acc0[r], off);
+      acc1[r] += __shfl_xor_sync(0xFFFFFFFFu, acc1[r], off);
+    }
+  if (lane != 0) return;
+  const float s0 = load_or(g.s0, g.s0_dtype, e, 1.0f);
+  const float s1 = load_or(g.s1, g.s1_dtype, e, 1.0f);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r >= rows) break;
+    const float wt = w.pair_w[r0 + r];
+    float* out_row = g.out + static_cast<long long>(r0 + r) * N;
+    if constexpr (SWIGLU) {
+      out_row[wr0] = swiglu_out(acc0[r], acc1[r], wt, s0, s1, g.weight_on_input);
+    } else {
+      out_row[wr0] = down_out(acc0[r], wt, s0, g.weight_on_input);
+      if (wr1 >= 0) out_row[wr1] = down_out(acc1[r], wt, s0, g.weight_on_input);
+    }
+  }
+}
+
+// blockIdx = (weight-row block, tile slot): a CTA takes tiles blockIdx.y, + gridDim.y, ... of
+// the plan's table (tile_slots), each with the instance for its row count. The slots are the
+// slow grid axis, so the CTAs of the plan's tiles are dispatched first and those of empty slots
+// (which exit at once) last.
+template <bool SWIGLU, MoeDType WT>
+__global__ void __launch_bounds__(kSvThreads, 4) stream_kernel(GemmArgs g, Workspace w) {
+  __shared__ __align__(16) float act[kSvActFloats];
+  __shared__ float ascale[kSvScales];
+  __shared__ long long arow[kRowTile];
+  const int n_tiles = *w.n_tiles;
+#pragma unroll 1
+  for (int tile = blockIdx.y; tile < n_tiles; tile += gridDim.y) {
+    const int rows = w.tile_rows[tile];
+    if (rows == 1) stream_tile<SWIGLU, WT, 1>(g, w, tile, act, ascale, arow);
+    else if (rows == 2) stream_tile<SWIGLU, WT, 2>(g, w, tile, act, ascale, arow);
+    else stream_tile<SWIGLU, WT, 4>(g, w, tile, act, ascale, arow);
+    __syncthreads();  // arow of the next tile is written before its first barrier
+  }
+}
+
 // ---- combine ------------------------------------------------------------------------------
 
 template <class T>
@@ -905,7 +1232,45 @@ Status launch_gemm(dim3 grid, std::size_t smem, cudaStream_t stream, const GemmA
   return launch_error(what);
 }
 
+// stream_kernel<SWIGLU, WT>. Four CTAs an SM need 4 x 34 KiB of shared memory: the carveout is
+// set to all shared memory once a device (a hint, not a stream operation; a refusal is cleared).
+template <bool SWIGLU, MoeDType WT>
+Status launch_stream_as(dim3 grid, cudaStream_t stream, const GemmArgs& g, const Workspace& w, const char* what) {
+  constexpr int kMaxDevices = 64;
+  static std::array<std::atomic<bool>, kMaxDevices> ready{};
+  auto kernel = stream_kernel<SWIGLU, WT>;
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess && device >= 0 && device < kMaxDevices && !ready[device].load()) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             static_cast<int>(cudaSharedmemCarveoutMaxShared)) != cudaSuccess)
+      (void)cudaGetLastError();
+    ready[device].store(true);
+  }
+  kernel<<<grid, kSvThreads, 0, stream>>>(g, w);
+  return launch_error(what);
+}
+
+// The row-streaming GEMM for the weights' type over the blocks of N's weight rows x the tile slots.
+template <bool SWIGLU>
+Status launch_stream(const MoeLaunch& m, MoeDType weights, long long N, cudaStream_t stream, const GemmArgs& g,
+                     const Workspace& w, const char* what) {
+  const long long blocks = (N + sv_cols(SWIGLU) - 1) / sv_cols(SWIGLU);
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tile_slots(m, blocks, 1)));
+  switch (weights) {
+    case MoeDType::e4m3: return launch_stream_as<SWIGLU, MoeDType::e4m3>(grid, stream, g, w, what);
+    case MoeDType::e5m2: return launch_stream_as<SWIGLU, MoeDType::e5m2>(grid, stream, g, w, what);
+    case MoeDType::bf16: return launch_stream_as<SWIGLU, MoeDType::bf16>(grid, stream, g, w, what);
+    case MoeDType::f16: return launch_stream_as<SWIGLU, MoeDType::f16>(grid, stream, g, w, what);
+    default: return launch_stream_as<SWIGLU, MoeDType::f32>(grid, stream, g, w, what);
+  }
+}
+
 }  // namespace
+
+bool moe_few_rows(std::int64_t pairs, std::int64_t local_experts, std::int64_t routed_experts) {
+  const ExpectedRows e = expected_rows(pairs, local_experts, routed_experts);
+  return e.rows <= kRowTile * e.experts;
+}
 
 std::size_t moe_workspace_bytes(const MoeLaunch& m) { return carve(m, nullptr).bytes; }
 
@@ -926,11 +1291,12 @@ Status launch_moe(const MoeLaunch& m) {
   const int warps = static_cast<int>(std::min<std::size_t>(4, 48 * 1024 / per_token));
   route_kernel<<<static_cast<unsigned>((m.tokens + warps - 1) / warps), warps * 32, per_token * warps, stream>>>(m, w);
   KB_TRY(launch_error("routing"));
-  plan_kernel<<<1, 32, 0, stream>>>(m, w);
+  plan_kernel<<<1, 32, 0, stream>>>(m, w, tile_rows_of(m));
   KB_TRY(launch_error("plan"));
   scatter_kernel<<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, stream>>>(m, w);
   KB_TRY(launch_error("scatter"));
 
+  const bool rows_path = streams_rows(m);
   GemmArgs g1{};
   g1.a = m.x;
   g1.a_dtype = m.x_dtype;
@@ -966,7 +1332,11 @@ Status launch_moe(const MoeLaunch& m) {
     const dim3 grid1(static_cast<unsigned>(tile_slots(m, cb, g1.split.splits)), static_cast<unsigned>(cb),
                      static_cast<unsigned>(g1.split.splits));
     const std::size_t smem = gemm_smem(m.fp8_gemm1, ab, bb, g1.stages);
-    KB_TRY((m.fp8_gemm1 ? launch_gemm<true, true> : launch_gemm<true, false>)(grid1, smem, stream, g1, w, "GEMM1"));
+    if (rows_path) {
+      KB_TRY(launch_stream<true>(m, m.w13_dtype, m.inter, stream, g1, w, "GEMM1"));
+    } else {
+      KB_TRY((m.fp8_gemm1 ? launch_gemm<true, true> : launch_gemm<true, false>)(grid1, smem, stream, g1, w, "GEMM1"));
+    }
     if (g1.split.splits > 1) {
       reduce_kernel<true><<<static_cast<unsigned>((pairs * m.inter + 255) / 256), 256, 0, stream>>>(g1, w);
       KB_TRY(launch_error("GEMM1's split-K sum"));
@@ -1003,7 +1373,11 @@ Status launch_moe(const MoeLaunch& m) {
     const dim3 grid2(static_cast<unsigned>(tile_slots(m, cb, g2.split.splits)), static_cast<unsigned>(cb),
                      static_cast<unsigned>(g2.split.splits));
     const std::size_t smem = gemm_smem(false, 4, bb, g2.stages);
-    KB_TRY((launch_gemm<false, false>)(grid2, smem, stream, g2, w, "GEMM2"));
+    if (rows_path) {
+      KB_TRY(launch_stream<false>(m, m.w2_dtype, m.hidden, stream, g2, w, "GEMM2"));
+    } else {
+      KB_TRY((launch_gemm<false, false>)(grid2, smem, stream, g2, w, "GEMM2"));
+    }
     if (g2.split.splits > 1) {
       reduce_kernel<false><<<static_cast<unsigned>((pairs * m.hidden + 255) / 256), 256, 0, stream>>>(g2, w);
       KB_TRY(launch_error("GEMM2's split-K sum"));

@@ -71,6 +71,13 @@ std::size_t moe_workspace_bytes(const MoeLaunch& m);
 // Shared memory the routing kernel needs per token (one warp each); more than 48 KiB is refused.
 std::size_t moe_routing_smem_per_token(const MoeLaunch& m);
 
+// The shape rule of the expert GEMMs' path: true where `pairs` (tokens x top_k) routed evenly over
+// `routed_experts`, at most one expert a row, put at most 4 rows on each chosen one of this rank's
+// `local_experts`. Those calls run the row-streaming kernels (each chosen expert's weights read
+// once a 4-row tile, dotted on the CUDA cores) when every weight row is 16-byte aligned; the
+// others the tensor-core kernels. Both compute any routing.
+bool moe_few_rows(std::int64_t pairs, std::int64_t local_experts, std::int64_t routed_experts);
+
 // Launches the whole call on m.stream: allocates nothing, does not synchronize.
 Status launch_moe(const MoeLaunch& m);
 

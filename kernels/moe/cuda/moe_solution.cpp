@@ -187,8 +187,10 @@ void add_moe_cuda(Registry& r) {
   impl.author = "kb";
   impl.device = Device::cuda;
   impl.description =
-      "MoE, every form: routing on the GPU (a warp per token, per-expert compaction), grouped GEMMs on mma.sync "
-      "fed by a cp.async ring, K split across CTAs when few rows are routed (fp8 block forms: e4m3 m16n8k32 "
+      "MoE, every form: routing on the GPU (a warp per token, per-expert compaction); at decode (at most 4 rows "
+      "expected a chosen expert) expert GEMMs that stream each chosen expert's weight rows once with 16-byte "
+      "loads and dot them on the CUDA cores (fp32 within a scale block, double across); else grouped GEMMs on "
+      "mma.sync fed by a cp.async ring, K split across CTAs when few rows are routed (fp8 block forms: e4m3 m16n8k32 "
       "with per-128-block promotion for GEMM1; else bf16 m16n8k16 on values split into bf16 parts to fp32 "
       "precision), SwiGLU fused into GEMM1, atomics-free combine";
   impl.supports = supports;
