@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -285,6 +286,10 @@ EvaluationResult done(Evaluation ev, std::string log, std::string summary) {
 Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, const Implementation& impl,
                                        const BenchOptions& opt) {
   if (!impl.run_cuda) return make_error(Code::internal, fmt::format("{} has no CUDA entry point", impl.name));
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   if (cuda::context_is_broken())
     return make_error(Code::cuda_error, "the CUDA context is unusable after an earlier sticky error");
   Implementation oracle = reference_implementation();
@@ -614,6 +619,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       std::size_t k = static_cast<std::size_t>(sample) % input_sets.size();
       return impl.run_cuda(CudaCall{d, axes, input_sets[k].args, view_sets[k], s, opt.seed + k});
     };
+    const double judge_s = seconds_since(started);
+    const auto timing_started = std::chrono::steady_clock::now();
     cuda::TimingOptions topt;
     if (opt.gpu_warmup > 0) topt.warmup = opt.gpu_warmup;
     if (opt.gpu_min_samples > 0) topt.min_samples = opt.gpu_min_samples;
@@ -653,6 +660,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
       if (ev.status != EvalStatus::incorrect_numerical) ev.correctness.reset();
       return done(std::move(ev), log + (*bad)->what, (*bad)->what);
     }
+    const double timing_s = seconds_since(timing_started);
     const CallCost cost = mean_cost(costs);  // samples rotate evenly through the trials
     // The device it ran on, named by PCI bus id too (ordinals depend on CUDA_VISIBLE_DEVICES).
     int device = 0;
@@ -669,6 +677,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     meas.input_sets = input_sets.size();
     meas.rotations_checked = timed_sample ? kept_judged : output_sets.size();
     meas.stream_check = stream_check;
+    meas.judge_s = judge_s;
+    meas.timing_s = timing_s;
     record_gpu_timer(meas, *t);
     record_cost(meas, cost);
     record_ceilings(meas, ceilings, mma, implausible);

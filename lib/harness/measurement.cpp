@@ -50,6 +50,8 @@ void for_each_field(M& m, F&& f) {
   f("implausible", m.implausible);
   f("l2_flush", m.l2_flush);
   f("baseline", m.baseline);
+  f("judge_s", m.judge_s);
+  f("timing_s", m.timing_s);
   f("cupti_kernel_ms", m.cupti_kernel_ms);
   f("cupti_min_ms", m.cupti_min_ms);
   f("cupti_max_ms", m.cupti_max_ms);

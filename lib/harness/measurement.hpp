@@ -92,6 +92,13 @@ struct Measurement {
   // denominator: "reference" (the reference's own time) or a solution's name.
   std::optional<std::string> baseline;
 
+  // Where the evaluation's wall time went, in seconds of kb's host clock:
+  // the checked trials (inputs, the reference, judging; on CUDA the stream
+  // check too), then the timing (warm-up, samples, the reference's timing on
+  // the CPU, and on CUDA the judging of timed calls after them).
+  std::optional<double> judge_s;   // "judge_s"
+  std::optional<double> timing_s;  // "timing_s"
+
   // CUPTI's kernel time (kb bench --cupti; cuda::time_kernels_cupti): the
   // kernels alone, or why CUPTI could not record them.
   std::optional<double> cupti_kernel_ms;                // "cupti_kernel_ms": median over cold calls

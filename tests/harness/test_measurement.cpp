@@ -85,6 +85,8 @@ kb::Measurement full() {
   m.one_read_kernel_ms = 0.0032;
   m.implausible = "faster than \"copy\"";
   m.l2_flush = kb::L2FlushMode::clean;
+  m.judge_s = 1.25;
+  m.timing_s = 0.5;
   m.cupti_kernel_ms = 0.301;
   m.cupti_min_ms = 0.3;
   m.cupti_max_ms = 0.305;
@@ -221,7 +223,8 @@ TEST_CASE("the keys kb writes today, in their order, come back byte for byte") {
       R"("fraction_of_copy_bandwidth":0.38310133891612747,"flops":240518168576.5,"achieved_tflops":777.3495240563175,)"
       R"("mma_bf16_tflops":1202.8474370790866,"fraction_of_mma_bf16":0.6462,"cost_basis":"exact",)"
       R"("empty_kernel_ms":0.0027199999894946814,)"
-      R"("one_read_kernel_ms":0.0031999999191612005,"implausible":"","l2_flush":"clean","cupti_kernel_ms":0.301,)"
+      R"("one_read_kernel_ms":0.0031999999191612005,"implausible":"","l2_flush":"clean","judge_s":0.8125,)"
+      R"("timing_s":0.25,"cupti_kernel_ms":0.301,)"
       R"("cupti_min_ms":0.3,"cupti_max_ms":0.305,"cupti_samples":20,"cupti_kernels_per_call":1,"cupti_graph":true})";
   // An outside CPU solution: wall clock in the worker; CUPTI could not record.
   const std::string worker_cpu =
