@@ -214,7 +214,8 @@ if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
 with tempfile.TemporaryDirectory() as tmp:
     trace = {"definition": "d", "workload": {"axes": {"batch_size": 4}}, "solution": "kb_cuda_x",
              "evaluation": {"status": "PASSED", "performance": {"latency_ms": 0.0125, "extra": {
-                 "achieved_gbs": 3012.4, "fraction_of_copy_bandwidth": 0.712, "achieved_tflops": 1.25}}}}
+                 "achieved_gbs": 3012.4, "fraction_of_copy_bandwidth": 0.712, "achieved_tflops": 1.25,
+                 "judge_s": 0.875, "timing_s": 0.25}}}}
     os.makedirs(os.path.join(tmp, "kb", "x"))
     with open(os.path.join(tmp, "kb", "x", "d.jsonl"), "w") as f:
         f.write(json.dumps(trace) + "\n")
@@ -223,7 +224,7 @@ with tempfile.TemporaryDirectory() as tmp:
                                       ("d", "batch_size=8", "kb_cuda_x", "PASSED", 0.25)])
     check(walls[2] == "| d | batch_size=4 | kb_cuda_x | PASSED | 1.50 |" and "slowest 1.50 s" in walls[-1]
           and "slowest after the first 0.25 s" in walls[-1], f"bench_kernels renders wall times: {walls}")
-    check(rows[2:] == ["| d | batch_size=4 | kb_cuda_x | PASSED | 0.0125 | 3012 | 71% | 1.2 | - |"],
+    check(rows[2:] == ["| d | batch_size=4 | kb_cuda_x | PASSED | 0.0125 | 3012 | 71% | 1.2 | - | 0.88 | 0.25 |"],
           f"bench_kernels renders a trace as a row: {rows[2:]}")
 
 print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
