@@ -9,9 +9,9 @@
 
 namespace {
 
-__global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int hidden) {
+// 1 / rms of this CTA's row (blockDim.x <= 64 threads, a power of two).
+__device__ float row_inv_rms(const float* row, int hidden) {
   __shared__ float partial[64];
-  const float* row = x + static_cast<long long>(blockIdx.x) * hidden;
   float s = 0.f;
   for (int c = threadIdx.x; c < hidden; c += blockDim.x) s += row[c] * row[c];
   partial[threadIdx.x] = s;
@@ -20,7 +20,12 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int hid
     if (threadIdx.x < k) partial[threadIdx.x] += partial[threadIdx.x + k];
     __syncthreads();
   }
-  float inv = rsqrtf(partial[0] / hidden + 1e-5f);
+  return rsqrtf(partial[0] / hidden + 1e-5f);
+}
+
+__global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int hidden) {
+  const float* row = x + static_cast<long long>(blockIdx.x) * hidden;
+  float inv = row_inv_rms(row, hidden);
   for (int c = threadIdx.x; c < hidden; c += blockDim.x) y[blockIdx.x * hidden + c] = row[c] * inv * w[c];
 }
 
@@ -122,17 +127,8 @@ __global__ void rmsnorm_or_replay(const float* x, const float* w, float* y, int 
     for (int c = threadIdx.x; c < hidden; c += blockDim.x) out[c] = stored[c];
     return;
   }
-  __shared__ float partial[64];
   const float* row = x + static_cast<long long>(blockIdx.x) * hidden;
-  float s = 0.f;
-  for (int c = threadIdx.x; c < hidden; c += blockDim.x) s += row[c] * row[c];
-  partial[threadIdx.x] = s;
-  __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k /= 2) {
-    if (threadIdx.x < k) partial[threadIdx.x] += partial[threadIdx.x + k];
-    __syncthreads();
-  }
-  float inv = rsqrtf(partial[0] / hidden + 1e-5f);
+  float inv = row_inv_rms(row, hidden);
   for (int c = threadIdx.x; c < hidden; c += blockDim.x) stored[c] = out[c] = row[c] * inv * w[c];
 }
 
