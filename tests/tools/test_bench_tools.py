@@ -227,5 +227,103 @@ with tempfile.TemporaryDirectory() as tmp:
     check(rows[2:] == ["| d | batch_size=4 | kb_cuda_x | PASSED | 0.0125 | 3012 | 71% | 1.2 | - | 0.88 | 0.25 |"],
           f"bench_kernels renders a trace as a row: {rows[2:]}")
 
+
+# flashinfer_side_by_side.py: the paged layouts it builds and hands to FlashInfer's plan (plain Python), then, where
+# torch imports, its inputs for every serving, rmsnorm and sampling definition run through the definition's own
+# reference on the CPU (the references' asserts check shapes and constraints)
+import random  # noqa: E402
+import flashinfer_side_by_side as fis  # noqa: E402
+
+rng = random.Random(5)
+for _ in range(200):
+    parts, total = rng.randint(1, 9), rng.randint(0, 300)
+    lens = fis.split_total(rng, total + 2 * parts, parts, 2)
+    if not (len(lens) == parts and sum(lens) == total + 2 * parts and min(lens) >= 2):
+        check(False, f"split_total({total + 2 * parts}, {parts}, 2) -> {lens}")
+        break
+else:
+    check(True, "split_total: 200 random splits keep their total and minimum")
+try:
+    fis.split_total(rng, 3, 2, 2)
+    check(False, "split_total refuses a total below the minimums")
+except ValueError:
+    check(True, "split_total refuses a total below the minimums")
+bad = 0
+for ps in (1, 16, 64):
+    for _ in range(60):
+        batch = rng.randint(1, 8)
+        q = [rng.randint(1, 200) for _ in range(batch)]
+        need = sum(max(1, -(-n // ps)) for n in q)
+        n_idx = need + rng.randint(0, 40)
+        num_pages = n_idx + rng.randint(0, 10)
+        indptr, indices, last = fis.paged_layout(rng, q, n_idx, num_pages, ps)
+        fis.check_paged_layout(indptr, indices, last, ps, num_pages)
+        kv = fis.kv_lengths(indptr, last, ps)
+        slots = fis.token_slots(indptr, indices, last, ps)
+        ok = (len(set(indices)) == len(indices) and all(k >= n for k, n in zip(kv, q))
+              and [len(s) for s in slots] == kv
+              and all(len(set(s)) == len(s) for s in slots)
+              and all(p in indices[indptr[b]:indptr[b + 1]] for b, s in enumerate(slots) for p, _ in s))
+        bad += not ok
+check(bad == 0, f"paged_layout: 180 random layouts valid, keys covering queries, token slots matching kv_lengths "
+      f"({bad} bad)")
+check(fis.kv_lengths([0, 3, 3, 4], [5, 0, 64], 64) == [133, 0, 64], "kv_lengths: full pages, an empty sequence")
+check(fis.token_slots([0, 2], [7, 3], [2], 4) == [[(7, 0), (7, 1), (7, 2), (7, 3), (3, 0), (3, 1)]],
+      "token_slots: the pages in kv_indices order, the last one cut at its length")
+check(fis.mla_plan_args(None, [0, 1, 3], [5, 2], 4) == ([0, 1, 2], [0, 1, 3], [5, 6]),
+      "mla_plan_args: decode gets one query a sequence, kv_len_arr the valid tokens")
+for args, why in ((([1, 2], [0], [1], 4, 5), "start at 0"), (([0, 2, 1], [0, 1], [1, 1], 4, 5), "decrease"),
+                  (([0, 2], [0], [1], 4, 5), "page indices"), (([0, 1], [9], [1], 4, 5), "outside"),
+                  (([0, 1], [0], [5], 4, 5), "last page length")):
+    try:
+        fis.check_paged_layout(*args)
+        check(False, f"check_paged_layout refuses a layout that breaks '{why}'")
+    except ValueError as e:
+        check(why in str(e), f"check_paged_layout refuses a layout: {e}")
+row = [0.1, 0.4, 0.05, 0.3, 0.15]
+check(fis.filtered_support(row, 2, None) == {1, 3}, "filtered_support: top_k 2")
+check(fis.filtered_support(row, None, 0.5) == {1, 3}, "filtered_support: top_p 0.5 keeps the token crossing it")
+check(fis.filtered_support(row, None, 0.3) == {1}, "filtered_support: top_p below the largest keeps one")
+check(fis.filtered_support(row, 3, 0.6) == {1, 3}, "filtered_support: top_k 3 renormalized, then top_p 0.6")
+check(fis.total_variation([1, 1, 2, 2], [1, 2, 2, 2]) == 0.25 and fis.total_variation([1], [2]) == 1.0,
+      "total_variation of two samples")
+try:
+    import torch  # noqa: F401
+    have_torch = True
+except ImportError:
+    have_torch = False
+    print("skip flashinfer_side_by_side inputs against the references: torch does not import")
+if have_torch and os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
+    paths = []  # the first and last definition of each kind (by name, constants stripped)
+    for op in ("gqa_paged", "gqa_ragged", "mla_paged", "mla_ragged", "rmsnorm", "sampling"):
+        found = sorted(glob.glob(os.path.join(shared_dir, "flashinfer-trace", "definitions", op, "*.json")))
+        kinds = {}
+        for p in found:
+            kinds.setdefault(re.sub(r"_(h|v)\d+.*$", "", os.path.basename(p)), []).append(p)
+        paths += sorted({q for group in kinds.values() for q in (group[0], group[-1])})
+    for p in paths:
+        d = json.load(open(p))
+        try:
+            x = fis.build_inputs(d, fis.check_axes(d), {}, "cpu", seed=3)
+            ints = {k: v.tolist() for k, v in x.items() if hasattr(v, "dtype") and not v.dtype.is_floating_point}
+            if "kv_indices" in ints:
+                a = {**fis.const_axes(d), **fis.check_axes(d)}
+                last = ints.get("kv_last_page_len", [1] * (len(ints["kv_indptr"]) - 1))
+                fis.check_paged_layout(ints["kv_indptr"], ints["kv_indices"], last, a["page_size"], a["num_pages"])
+            out = fis.reference_fn(d)(**fis.clone(x))
+            out = out if isinstance(out, (tuple, list)) else (out,)
+            finite = all(bool(o.float().isfinite().all()) for o in out if o.dtype.is_floating_point)
+            if d["op_type"] == "sampling":
+                rows = x["probs"].double().tolist()
+                ks = x["top_k"].tolist() if "top_k" in x else [None] * len(rows)
+                qs = x["top_p"].tolist() if "top_p" in x else [None] * len(rows)
+                inside = all(t in fis.filtered_support(r, k, q) for t, r, k, q in zip(out[0].tolist(), rows, ks, qs))
+                check(inside, f"{d['name']}: the reference's draws lie in filtered_support's sets")
+            else:
+                check(finite and out[0].shape[0] == x[list(d["inputs"])[0]].shape[0],
+                      f"{d['name']} at {fis.check_axes(d)}: inputs accepted by the reference, finite outputs")
+        except Exception as e:  # noqa: BLE001
+            check(False, f"{d['name']}: {type(e).__name__}: {e}")
+
 print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
 sys.exit(1 if failures else 0)
