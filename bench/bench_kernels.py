@@ -10,7 +10,7 @@ of 4096 tokens each and causal prefill of 16 x 1024 and 1 x 16384 tokens, with e
 included) beside its latency. Inputs are kb's seeded random ones; a scalar input takes the value a bundled or
 shipped workload of the same op type gives it (the rule has no way to invent a scale).
 
-usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS --family moe|linear|sampling|serving --out DIR
+usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS --family moe|linear|sampling|serving|rmsnorm --out DIR
        [--time-limit S] [--max-workloads N] [--max-definitions N]
        bench_kernels.py --table TRACES_DIR [--out-md FILE]     (render traces already written; no GPU)"""
 import argparse
@@ -26,7 +26,7 @@ import time
 import uuid
 
 FAMILIES = {"moe": ["moe"], "linear": ["gdn", "mamba_ssu", "dsa_paged"], "sampling": ["sampling"],
-            "serving": ["gqa_paged", "gqa_ragged", "mla_paged", "mla_ragged"]}
+            "serving": ["gqa_paged", "gqa_ragged", "mla_paged", "mla_ragged"], "rmsnorm": ["rmsnorm"]}
 
 
 def var_axes(d):
@@ -41,7 +41,7 @@ def const(d, name, default=None):
 def axis_grid(d):
     """The workloads' axes for definition d, by the set of its variable axes."""
     v = set(var_axes(d))
-    if v == {"batch_size"}:  # decode steps: gdn decode, sampling
+    if v == {"batch_size"}:  # decode steps: gdn decode, sampling, rmsnorm
         return [{"batch_size": b} for b in (1, 16, 64, 256)]
     if v == {"batch_size", "seq_len", "pool_size"}:  # gdn multi-token prediction from a state pool
         return [{"batch_size": b, "seq_len": t, "pool_size": 2 * b} for b, t in ((16, 2), (64, 4), (256, 4))]
@@ -109,7 +109,7 @@ def write_dataset(args, ops, dest):
                         os.path.join(args.shared, "flashinfer-trace", "workloads", op)))
         sources.append((op, os.path.join(args.kernels, op, "definitions"), os.path.join(args.kernels, op, "workloads")))
     scalars = scalar_values([(op, w) for op, _, w in sources])
-    planned, skipped = 0, []
+    planned, skipped, written = 0, [], set()
     for op, ddir, _ in sources:
         paths = []
         for kind, group in itertools.groupby(sorted(glob.glob(os.path.join(ddir, "*.json"))), key=definition_kind):
@@ -121,6 +121,9 @@ def write_dataset(args, ops, dest):
         for path in paths:
             with open(path) as f:
                 d = json.load(f)
+            if d["name"] in written:  # a bundled copy of a shipped definition: the shipped one stands
+                continue
+            written.add(d["name"])
             grid = axis_grid(d)
             if grid is None:
                 skipped.append(f"{d['name']}: no workload rule for variable axes {var_axes(d)}")

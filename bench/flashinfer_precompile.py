@@ -49,18 +49,28 @@ def specs(names):
     return [(n, make[n]()) for n in names]
 
 
+def ninja_binary():
+    try:
+        import ninja
+        return os.path.join(ninja.BIN_DIR, "ninja")
+    except ImportError:
+        return shutil.which("ninja") or "ninja"
+
+
 def depfile_paths(build_dir, package_root):
-    """Files under the package that the compiler read, from the .d files ninja left in build_dir."""
+    """Files under the package that the compiler read: ninja keeps each object's depfile in its deps log
+    (`ninja -t deps`), since the rules say `deps = gcc`."""
+    import subprocess
+    r = subprocess.run([ninja_binary(), "-C", str(build_dir), "-f", "build.ninja", "-t", "deps"],
+                       capture_output=True, text=True, check=True)
     out = set()
-    for f in os.listdir(build_dir):
-        if not f.endswith(".d"):
+    for line in r.stdout.splitlines():
+        tok = line.strip()
+        if not tok or tok.endswith(")") or ": #deps" in tok:
             continue
-        with open(os.path.join(build_dir, f)) as fh:
-            text = fh.read().replace("\\\n", " ")
-        for tok in text.split():
-            p = os.path.realpath(tok.rstrip(":"))
-            if p.startswith(package_root + os.sep):
-                out.add(os.path.relpath(p, package_root))
+        p = os.path.realpath(tok)
+        if p.startswith(package_root + os.sep):
+            out.add(os.path.relpath(p, package_root))
     return out
 
 

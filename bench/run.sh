@@ -22,17 +22,28 @@
 #                          kb bench at serving sizes (paged decode of 64 x 4096 tokens, causal prefill of 16 x 1024
 #                          and 1 x 16384): latency and each evaluation's wall time, judging included; extra
 #                          arguments go to bench_kernels.py (e.g. --max-definitions 2)
+#   flashinfer [serving rmsnorm sampling]  kb bench at serving sizes on those families (bench_kernels.py, one
+#                          definition of each kind: BENCH_MAX_DEFINITIONS, default 1), then FlashInfer on the same
+#                          definitions and axes (bench/flashinfer_side_by_side.py): $OUT/flashinfer_side_by_side.md.
+#                          FlashInfer comes from .whl/flashinfer/ (bench/flashinfer_prepare.sh; name .whl in the
+#                          device call's carry list), installed into /tmp/site with its modules precompiled
+# KB_BIN names a kb program built elsewhere (carried): then nothing is built here.
 # BENCH_SCALE (default 1) multiplies the time limits of the parts.
 set -u
 cd "$(dirname "$0")/.."
 family=${1:-}; [ $# -gt 0 ] && shift
-case $family in tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving) ;;
-  *) echo "usage: bash bench/run.sh tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving [PART...]" >&2
+case $family in tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving|flashinfer) ;;
+  *) echo "usage: bash bench/run.sh tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving|flashinfer [PART...]" >&2
      exit 2 ;;
 esac
-bench/device_build.sh || exit 1
-. bench/devcarry_env.sh
-kb=$build/tools/kb/kb
+if [ -n "${KB_BIN:-}" ]; then
+  . bench/devcarry_env.sh
+  kb=$KB_BIN
+else
+  bench/device_build.sh || exit 1
+  . bench/devcarry_env.sh
+  kb=$build/tools/kb/kb
+fi
 defs=$shared/flashinfer-trace/definitions
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/device.txt" 2>&1
 cat "$out/device.txt"
@@ -88,6 +99,33 @@ case $family in
       grep -E "^not compared|check FAILED" "$out/${family}_side_by_side.log"
       cat "$out/${family}_side_by_side.md" 2>/dev/null
     fi ;;
+  flashinfer)
+    parts=${*:-serving rmsnorm sampling}
+    runs=()
+    for part in $parts; do
+      case $part in
+        serving) secs=150 ;; rmsnorm) secs=60 ;; sampling) secs=90 ;;
+        *) echo "run.sh flashinfer: unknown part '$part' (serving, rmsnorm, sampling)" >&2; exit 2 ;;
+      esac
+      python3 bench/bench_kernels.py --kb "$kb" --shared "$shared" --kernels kernels --family "$part" \
+          --out "$out/$part" --time-limit "$(limit $secs)" --max-definitions "${BENCH_MAX_DEFINITIONS:-1}" \
+          > "$out/$part.log" 2>&1 || status=1
+      echo "$part: exit $status"; grep -E "STOPPED|not measured|planned" "$out/$part.log"
+      runs+=(--run "$out/$part")
+    done
+    # FlashInfer's Python package with its modules precompiled (flashinfer-min.tar.gz) and the wheels it imports
+    fi_dir=.whl/flashinfer
+    if [ -f "$fi_dir/flashinfer-min.tar.gz" ]; then
+      mkdir -p /tmp/site && tar xzf "$fi_dir/flashinfer-min.tar.gz" -C /tmp/site \
+        && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            "$fi_dir"/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+      export FLASHINFER_WORKSPACE_BASE=/tmp/flashinfer-ws
+    fi
+    timeout "$(limit 240)" python3 bench/flashinfer_side_by_side.py "${runs[@]}" \
+        --out-md "$out/flashinfer_side_by_side.md" --time-limit "$(limit 200)" ${FLASHINFER_JIT:+--jit} \
+        > "$out/flashinfer_side_by_side.log" 2>&1 || status=1
+    grep -E "^not compared|check FAILED|^flashinfer " "$out/flashinfer_side_by_side.log"
+    cat "$out/flashinfer_side_by_side.md" 2>/dev/null ;;
   attention)
     timeout "$(limit 540)" python3 bench/bench_attention.py --driver "$build/tests/gpu/kb_attention_bench" \
         --out "$out" "$@" > "$out/attention.log" 2>&1 || status=1
