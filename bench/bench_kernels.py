@@ -81,8 +81,9 @@ def qk_dim(d):
 
 
 def definition_kind(path):
-    """gqa_paged_decode_h32_kv8_d128_ps64.json -> gqa_paged_decode: the definitions that differ only in constants."""
-    return re.sub(r"_h\d+.*$", "", os.path.basename(path))
+    """gqa_paged_decode_h32_kv8_d128_ps64.json -> gqa_paged_decode, top_p_sampling_from_probs_v128256.json ->
+    top_p_sampling_from_probs: the definitions that differ only in constants (heads, sizes, vocabulary)."""
+    return re.sub(r"_h\d+.*$|_v\d+(\.json)?$", "", os.path.basename(path))
 
 
 def scalar_values(op_dirs):

@@ -22,8 +22,8 @@
 #                          kb bench at serving sizes (paged decode of 64 x 4096 tokens, causal prefill of 16 x 1024
 #                          and 1 x 16384): latency and each evaluation's wall time, judging included; extra
 #                          arguments go to bench_kernels.py (e.g. --max-definitions 2)
-#   flashinfer [serving rmsnorm sampling]  kb bench at serving sizes on those families (bench_kernels.py, one
-#                          definition of each kind: BENCH_MAX_DEFINITIONS, default 1), then FlashInfer on the same
+#   flashinfer [serving rmsnorm sampling]  kb bench at serving sizes on those families (bench_kernels.py, two
+#                          definitions of each kind, one for sampling: BENCH_MAX_DEFINITIONS), then FlashInfer on the same
 #                          definitions and axes (bench/flashinfer_side_by_side.py): $OUT/flashinfer_side_by_side.md.
 #                          FlashInfer comes from .whl/flashinfer/ (bench/flashinfer_prepare.sh; name .whl in the
 #                          device call's carry list), installed into /tmp/site with its modules precompiled
@@ -104,11 +104,11 @@ case $family in
     runs=()
     for part in $parts; do
       case $part in
-        serving) secs=150 ;; rmsnorm) secs=60 ;; sampling) secs=90 ;;
+        serving) secs=150 ndefs=2 ;; rmsnorm) secs=60 ndefs=2 ;; sampling) secs=120 ndefs=1 ;;
         *) echo "run.sh flashinfer: unknown part '$part' (serving, rmsnorm, sampling)" >&2; exit 2 ;;
       esac
       python3 bench/bench_kernels.py --kb "$kb" --shared "$shared" --kernels kernels --family "$part" \
-          --out "$out/$part" --time-limit "$(limit $secs)" --max-definitions "${BENCH_MAX_DEFINITIONS:-1}" \
+          --out "$out/$part" --time-limit "$(limit $secs)" --max-definitions "${BENCH_MAX_DEFINITIONS:-$ndefs}" \
           > "$out/$part.log" 2>&1 || status=1
       echo "$part: exit $status"; grep -E "STOPPED|not measured|planned" "$out/$part.log"
       runs+=(--run "$out/$part")

@@ -207,6 +207,15 @@ if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
         kinds = [bench_kernels.definition_kind(n + ".json") for n in names]
         check(len(kinds) == len(set(kinds)) and "gqa_paged_decode" in kinds and "mla_ragged_prefill_causal" in kinds,
               f"bench_kernels --max-definitions 1: one definition of each kind: {sorted(kinds)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
+                                max_definitions=1)
+        bench_kernels.write_dataset(ns, bench_kernels.FAMILIES["sampling"], tmp)
+        names = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(tmp, "definitions", "*", "*.json")))
+        check([re.sub(r"_v\d+$", "", n) for n in names] == ["top_k_sampling_from_probs",
+                                                           "top_k_top_p_sampling_from_probs",
+                                                           "top_p_sampling_from_probs"],
+              f"bench_kernels --max-definitions 1: one vocabulary of each sampling kind: {names}")
     gdn = {"axes": {"total_seq_len": {"type": "var"}, "num_seqs": {"type": "var"}, "len_cu_seqlens": {"type": "var"}}}
     check(all(a["len_cu_seqlens"] == a["num_seqs"] + 1 for a in bench_kernels.axis_grid(gdn)),
           "bench_kernels: prefill workloads have num_seqs + 1 offsets")
