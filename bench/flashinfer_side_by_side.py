@@ -1,10 +1,12 @@
 """kb's CUDA solutions beside FlashInfer on the definitions and axes bench_kernels.py ran (run.sh flashinfer), on the
 GPU machine. FlashInfer (flashinfer-python, carried with its modules precompiled for sm_90a: bench/README.md):
   gqa_paged decode     BatchDecodeWithPagedKVCacheWrapper: the CUDA-core decode kernel, and use_tensor_cores=True
-                       on the FA3 prefill kernel
-  gqa_paged prefill    BatchPrefillWithPagedKVCacheWrapper, causal (FA3, then FA2 where FA3 does not load)
-  gqa_ragged, mla_ragged  BatchPrefillWithRaggedKVCacheWrapper, causal
-  mla_paged            BatchMLAPagedAttentionWrapper (FA3, then FA2), ckv / kpe caches as the definition's
+                       on the FA3 prefill kernel (with --jit also on FA2, FlashInfer's default for bf16)
+  gqa_paged prefill    BatchPrefillWithPagedKVCacheWrapper, causal, FA3 (the backend FlashInfer picks on Hopper;
+                       with --jit FA2 too)
+  gqa_ragged, mla_ragged  BatchPrefillWithRaggedKVCacheWrapper, causal, FA3 (with --jit FA2 too)
+  mla_paged            BatchMLAPagedAttentionWrapper, FA3 (FlashInfer's first choice on Hopper; with --jit FA2 too),
+                       ckv / kpe caches as the definition's
   rmsnorm              flashinfer.norm.rmsnorm and fused_add_rmsnorm (its CUDA kernels: FLASHINFER_USE_CUDA_NORM=1;
                        the CuTe-DSL kernels need nvidia-cutlass-dsl, which is not carried)
   sampling             flashinfer.sampling.top_k_sampling_from_probs, top_p_sampling_from_probs,
@@ -26,7 +28,6 @@ usage: flashinfer_side_by_side.py --run DIR [--run DIR...] [--out-md FILE] [--ti
          DIR is bench_kernels.py's --out (DIR/dataset, DIR/results/traces); --jit lets FlashInfer compile modules
          that were not precompiled (FLASHINFER_DISABLE_JIT is set otherwise)"""
 import argparse
-import glob
 import json
 import math
 import os
@@ -254,11 +255,14 @@ def build_inputs(d, axes, scalars, device, seed):
 WORKSPACE_BYTES = 256 << 20
 
 
-def attention_variants(kind):
+def attention_variants(kind, jit=False):
+    """(name, wrapper options) FlashInfer is run with. The FA2 prefill and MLA kernels are not among the modules
+    precompiled for the GPU machine: they run only with --jit (compiled there)."""
     if kind == "gqa_paged_decode":
-        return [("cuda cores", {"use_tensor_cores": False}), ("tensor cores fa3", {"use_tensor_cores": True,
-                                                                                   "backend": "fa3"})]
-    return [("fa3", {"backend": "fa3"}), ("fa2", {"backend": "fa2"})]
+        out = [("cuda cores", {"use_tensor_cores": False}), ("tensor cores fa3", {"use_tensor_cores": True,
+                                                                                  "backend": "fa3"})]
+        return out + ([("tensor cores fa2", {"use_tensor_cores": True, "backend": "fa2"})] if jit else [])
+    return [("fa3", {"backend": "fa3"})] + ([("fa2", {"backend": "fa2"})] if jit else [])
 
 
 def flashinfer_call(fi, d, x, variant):
@@ -267,7 +271,7 @@ def flashinfer_call(fi, d, x, variant):
     kind = kind_of(d)
     c = const_axes(d)
     dev = next(v.device for v in x.values() if isinstance(v, torch.Tensor))
-    opts = dict(attention_variants(kind)).get(variant, {}) if kind not in ("rmsnorm", "fused_add_rmsnorm") else {}
+    opts = dict(attention_variants(kind, jit=True)).get(variant, {})
     ws = lambda: torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=dev)  # noqa: E731
     bf16 = torch.bfloat16
     if "kv_indices" in x and "kv_last_page_len" not in x:  # page size 1 definitions: every page holds one token
@@ -348,7 +352,6 @@ def check(fi, d, variant, device):
     """FlashInfer's call against the definition's reference on a small shape: (ok, detail)."""
     import torch
     ref = reference_fn(d)
-    kind = kind_of(d)
     axes = check_axes(d)
     x = build_inputs(d, axes, {}, device, seed=7)
     if d["op_type"] != "sampling":
@@ -391,12 +394,12 @@ def check(fi, d, variant, device):
                 f"variation {tv:.3f} from the reference's draws on one row repeated {n} times (limit {TV_LIMIT})")
 
 
-def variants_of(d):
+def variants_of(d, jit=False):
     kind = kind_of(d)
     if kind in ("gqa_paged_decode", "gqa_paged_prefill", "gqa_ragged", "mla_ragged", "mla_paged_decode",
                 "mla_paged_prefill"):
-        return [v for v, _ in attention_variants(kind)]
-    return ["cuda"]
+        return [v for v, _ in attention_variants(kind, jit)]
+    return ["CUDA kernel"]
 
 
 # ---- the run ------------------------------------------------------------------------------------------------------
@@ -433,7 +436,7 @@ def run_all(args):
     start = time.monotonic()
     lines, notes = [], []
     for d, workloads in rows:
-        for variant in variants_of(d):
+        for variant in variants_of(d, args.jit):
             if args.time_limit and time.monotonic() - start > args.time_limit:
                 notes.append(f"{d['name']} ({variant}): not compared: the time limit ({args.time_limit} s) was reached")
                 continue
@@ -462,7 +465,7 @@ def run_all(args):
                     with torch.no_grad():
                         ms = time_like_kb(run, flush_buf, max_time_s=1.0, graph=True)
                         graph = time_like_kb.last.get("graph")
-                        if d["op_type"] == "sampling" and variant == variants_of(d)[0]:
+                        if d["op_type"] == "sampling":
                             ref = reference_fn(d)
                             ref_ms = time_like_kb(lambda: ref(**x), flush_buf, max_time_s=1.0, graph=False)
                 except Exception as e:  # noqa: BLE001
