@@ -76,12 +76,14 @@ def paged_indices(rng, num_kv_indices, num_pages):
 def paged_layout(rng, q_lens, num_kv_indices, num_pages, page_size):
     """A paged KV cache of len(q_lens) sequences over num_kv_indices pages, in the FlashInfer Trace layout, which is
     FlashInfer's own (NHD pages; indptr over pages; last page lengths in 1..page_size): (kv_indptr, kv_indices,
-    kv_last_page_len). Each sequence has at least one page and at least as many keys as queries where the pages
-    allow (q_lens None: decode, one query a sequence)."""
+    kv_last_page_len). Each sequence has at least one page, and at least as many keys as queries where the pages
+    allow every sequence that (as kb's inputs: otherwise the pages are split without that rule)."""
     batch = len(q_lens)
     need = [max(1, -(-q // page_size)) for q in q_lens]
-    if sum(need) > num_kv_indices:
-        raise ValueError(f"{num_kv_indices} pages cannot hold {batch} sequences of {q_lens} queries")
+    if sum(need) > num_kv_indices:  # the pages cannot cover every sequence's queries: one page each at least
+        need = [1] * batch
+        if batch > num_kv_indices:
+            raise ValueError(f"{num_kv_indices} pages cannot give {batch} sequences a page each")
     extra = split_total(rng, num_kv_indices - sum(need), batch)
     pages = [n + e for n, e in zip(need, extra)]
     last = []

@@ -276,6 +276,15 @@ for ps in (1, 16, 64):
         bad += not ok
 check(bad == 0, f"paged_layout: 180 random layouts valid, keys covering queries, token slots matching kv_lengths "
       f"({bad} bad)")
+indptr, indices, last = fis.paged_layout(random.Random(2), [100, 30, 7], 3, 4, 64)
+check(indptr == [0, 1, 2, 3] and last[0] == 64 and 30 <= last[1] <= 64 and 7 <= last[2] <= 64,
+      f"paged_layout: pages too few to cover the queries: one page each, the last page as full as the queries ask "
+      f"({indptr}, {last})")
+try:
+    fis.paged_layout(random.Random(2), [1, 1, 1], 2, 4, 64)
+    check(False, "paged_layout refuses fewer pages than sequences")
+except ValueError as e:
+    check("a page each" in str(e), f"paged_layout refuses fewer pages than sequences: {e}")
 check(fis.kv_lengths([0, 3, 3, 4], [5, 0, 64], 64) == [133, 0, 64], "kv_lengths: full pages, an empty sequence")
 check(fis.token_slots([0, 2], [7, 3], [2], 4) == [[(7, 0), (7, 1), (7, 2), (7, 3), (3, 0), (3, 1)]],
       "token_slots: the pages in kv_indices order, the last one cut at its length")
