@@ -10,8 +10,9 @@
 # than the GPU machine's builds them. Compiles run one at a time under nice (MAX_JOBS=1).
 # FLASHINFER_PREPARE_DIR keeps the work folder (the unpacked package, the build tree) for a later run, which then
 # rebuilds only what changed; by default a temporary one is removed at the end.
+# FLASHINFER_MODULES names a subset of flashinfer_precompile.py's modules (comma-separated; default all).
 # usage: [FLASHINFER_BUILD_PYTHON=PY] [FLASHINFER_CUDA_ARCH_LIST=9.0a] [FLASHINFER_PREPARE_DIR=DIR]
-#        bench/flashinfer_prepare.sh [DEST]
+#        [FLASHINFER_MODULES=a,b] bench/flashinfer_prepare.sh [DEST]
 set -eu
 cd "$(dirname "$0")/.."
 dest=${1:-.whl/flashinfer}
@@ -52,12 +53,14 @@ fi
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 export PYTHONPATH="$work/site:$work/helper-site" FLASHINFER_WORKSPACE_BASE="$work/ws" MAX_JOBS=1
 export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a}
-nice -n 15 "$py" bench/flashinfer_precompile.py --pack "$dest/flashinfer-min.tar.gz"
+modules=()
+[ -n "${FLASHINFER_MODULES:-}" ] && modules=(--modules "$FLASHINFER_MODULES")
+nice -n 15 "$py" bench/flashinfer_precompile.py ${modules[@]+"${modules[@]}"} --pack "$dest/flashinfer-min.tar.gz"
 # the tarball alone, unpacked elsewhere: every module's prebuilt library loads without compiling
 mkdir -p "$work/check"
 tar xzf "$dest/flashinfer-min.tar.gz" -C "$work/check"
 cp -r "$work"/site/tvm_ffi* "$work/check/"
 PYTHONPATH="$work/check:$work/helper-site" FLASHINFER_WORKSPACE_BASE="$work/ws-check" \
-    "$py" bench/flashinfer_precompile.py --check-aot
+    "$py" bench/flashinfer_precompile.py ${modules[@]+"${modules[@]}"} --check-aot
 ls -l "$dest"
 du -sh "$dest"
