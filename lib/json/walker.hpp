@@ -58,6 +58,25 @@ class Walker {
     }
   }
 
+  // The members of o (at `path`) in document order, each key once: a repeated key is the
+  // error `duplicate` ("duplicate axis") and its value is skipped. f(key, value, member path).
+  // Returns whether every key was unique.
+  template <class F>
+  bool each_member(Object o, const std::string& path, std::string_view duplicate, F&& f) {
+    std::set<std::string_view> seen;
+    bool unique = true;
+    for (auto field : o) {
+      std::string fp = member_path(path, field.key);
+      if (!seen.insert(field.key).second) {
+        error(fp, std::string(duplicate));
+        unique = false;
+        continue;
+      }
+      f(field.key, field.value, fp);
+    }
+    return unique;
+  }
+
   static bool lookup(Object o, std::string_view key, Element& out) {
     return o.at_key(key).get(out) == simdjson::SUCCESS;
   }

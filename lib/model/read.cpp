@@ -74,15 +74,9 @@ std::optional<KernelCall> walk_kernel(Walker& w, Element e, const std::string& p
   std::string ap = member_path(path, "axes");
   if (Walker::lookup(o, "axes", x)) {
     if (Object ao; w.object(x, ap, ao)) {
-      std::set<std::string_view> seen;
-      for (auto field : ao) {
-        std::string fp = member_path(ap, field.key);
-        if (!seen.insert(field.key).second) {
-          w.error(fp, "duplicate axis");
-          continue;
-        }
-        if (auto v = w.integer(field.value, fp, 0, "a non-negative integer")) k.axes.emplace_back(field.key, *v);
-      }
+      w.each_member(ao, ap, "duplicate axis", [&](std::string_view name, Element value, const std::string& fp) {
+        if (auto v = w.integer(value, fp, 0, "a non-negative integer")) k.axes.emplace_back(name, *v);
+      });
     }
   }
   k.notes = w.string_field(o, "notes", path, false);
@@ -109,24 +103,17 @@ std::optional<CallingRecord> walk_calling_record(Walker& w, Element root, const 
   std::string archp = member_path(path, "architecture");
   if (Walker::lookup(o, "architecture", e)) {
     if (Object ao; w.object(e, archp, ao)) {
-      std::set<std::string_view> seen;
-      for (auto field : ao) {
-        std::string fp = member_path(archp, field.key);
-        if (!seen.insert(field.key).second) {
-          w.error(fp, "duplicate key");
-          continue;
-        }
-        Element v = field.value;
+      w.each_member(ao, archp, "duplicate key", [&](std::string_view key, Element v, const std::string& fp) {
         std::int64_t i;
         double d;
         bool b;
         std::string_view s;
-        if (v.type() == element_type::INT64 && v.get_int64().get(i) == simdjson::SUCCESS) r.architecture.emplace_back(field.key, i);
-        else if (v.type() == element_type::DOUBLE && v.get_double().get(d) == simdjson::SUCCESS) r.architecture.emplace_back(field.key, d);
-        else if (v.get_bool().get(b) == simdjson::SUCCESS) r.architecture.emplace_back(field.key, b);
-        else if (v.get_string().get(s) == simdjson::SUCCESS) r.architecture.emplace_back(field.key, std::string(s));
+        if (v.type() == element_type::INT64 && v.get_int64().get(i) == simdjson::SUCCESS) r.architecture.emplace_back(key, i);
+        else if (v.type() == element_type::DOUBLE && v.get_double().get(d) == simdjson::SUCCESS) r.architecture.emplace_back(key, d);
+        else if (v.get_bool().get(b) == simdjson::SUCCESS) r.architecture.emplace_back(key, b);
+        else if (v.get_string().get(s) == simdjson::SUCCESS) r.architecture.emplace_back(key, std::string(s));
         else w.error(fp, fmt::format("expected a string, number or boolean (one configuration value), got {}", json::describe(v)));
-      }
+      });
     }
   }
   std::string kp = member_path(path, "kernels");

@@ -4,7 +4,6 @@
 
 #include <initializer_list>
 #include <cmath>
-#include <set>
 
 #include "json/json.hpp"
 #include "json/walker.hpp"
@@ -160,24 +159,15 @@ bool read_tensor_map(Walker& w, Object parent, std::string_view key, const std::
   }
   Object o;
   if (!w.object(e, p, o)) return false;
-  std::set<std::string_view> seen;
   bool ok = true;
-  for (auto field : o) {
-    std::string fp = member_path(p, field.key);
-    if (!seen.insert(field.key).second) {
-      w.error(fp, "duplicate name");
-      ok = false;
-      continue;
-    }
-    if (field.key.empty()) {
+  ok &= w.each_member(o, p, "duplicate name", [&](std::string_view name, Element value, const std::string& fp) {
+    if (name.empty()) {
       w.error(fp, "empty tensor name");
       ok = false;
     }
-    if (auto t = read_tensor_spec(w, std::string(field.key), field.value, fp, dialect))
-      out.push_back(std::move(*t));
-    else
-      ok = false;
-  }
+    if (auto t = read_tensor_spec(w, std::string(name), value, fp, dialect)) out.push_back(std::move(*t));
+    else ok = false;
+  });
   return ok;
 }
 
@@ -224,18 +214,12 @@ std::optional<Definition> walk_definition(Walker& w, Element root, const std::st
   if (!Walker::lookup(o, "axes", axes)) {
     w.error(ap, "required field is missing");
   } else if (Object ao; w.object(axes, ap, ao)) {
-    std::set<std::string_view> seen;
-    for (auto field : ao) {
-      std::string fp = member_path(ap, field.key);
-      if (!seen.insert(field.key).second) {
-        w.error(fp, "duplicate axis");
-        continue;
-      }
+    w.each_member(ao, ap, "duplicate axis", [&](std::string_view name, Element value, const std::string& fp) {
       Object ax;
-      if (!w.object(field.value, fp, ax)) continue;
+      if (!w.object(value, fp, ax)) return;
       w.check_keys(ax, fp, {"type", "value", "description", "parent"});
       Axis a;
-      a.name = std::string(field.key);
+      a.name = std::string(name);
       auto type = w.string_field(ax, "type", fp, true);
       Element v;
       bool has_value = Walker::lookup(ax, "value", v);
@@ -252,7 +236,7 @@ std::optional<Definition> walk_definition(Walker& w, Element root, const std::st
       a.description = w.string_field(ax, "description", fp, false);
       a.parent = w.string_field(ax, "parent", fp, false);
       d.axes.push_back(std::move(a));
-    }
+    });
   }
 
   read_tensor_map(w, o, "inputs", path, d.dialect, d.inputs);
@@ -289,33 +273,21 @@ std::optional<Workload> walk_workload(Walker& w, Element root, const std::string
   if (!Walker::lookup(o, "axes", e)) {
     w.error(ap, "required field is missing");
   } else if (Object ao; w.object(e, ap, ao)) {
-    std::set<std::string_view> seen;
-    for (auto field : ao) {
-      std::string fp = member_path(ap, field.key);
-      if (!seen.insert(field.key).second) {
-        w.error(fp, "duplicate axis");
-        continue;
-      }
-      if (auto v = w.nonneg_int(field.value, fp, "")) wl.axes.emplace_back(std::string(field.key), *v);
-    }
+    w.each_member(ao, ap, "duplicate axis", [&](std::string_view name, Element value, const std::string& fp) {
+      if (auto v = w.nonneg_int(value, fp, "")) wl.axes.emplace_back(std::string(name), *v);
+    });
   }
 
   std::string ip = member_path(path, "inputs");
   if (!Walker::lookup(o, "inputs", e)) {
     w.error(ip, "required field is missing");
   } else if (Object io; w.object(e, ip, io)) {
-    std::set<std::string_view> seen;
-    for (auto field : io) {
-      std::string fp = member_path(ip, field.key);
-      if (!seen.insert(field.key).second) {
-        w.error(fp, "duplicate input");
-        continue;
-      }
+    w.each_member(io, ip, "duplicate input", [&](std::string_view name, Element value, const std::string& fp) {
       Object in;
-      if (!w.object(field.value, fp, in)) continue;
+      if (!w.object(value, fp, in)) return;
       InputSpec spec;
       auto type = w.string_field(in, "type", fp, true);
-      if (!type) continue;
+      if (!type) return;
       if (*type == "random") {
         w.check_keys(in, fp, {"type"});
         spec.kind = InputKind::random;
@@ -326,7 +298,7 @@ std::optional<Workload> walk_workload(Walker& w, Element root, const std::string
         std::string vp = member_path(fp, "value");
         if (!Walker::lookup(in, "value", v)) {
           w.error(vp, "required field is missing for a scalar input");
-          continue;
+          return;
         }
         std::int64_t i;
         double f;
@@ -336,23 +308,23 @@ std::optional<Workload> walk_workload(Walker& w, Element root, const std::string
         else if (v.get_bool().get(b) == simdjson::SUCCESS) spec.value = b;
         else {
           w.error(vp, fmt::format("expected an integer, float or boolean, got {}", json::describe(v)));
-          continue;
+          return;
         }
       } else if (*type == "safetensors") {
         w.check_keys(in, fp, {"type", "path", "tensor_key"});
         spec.kind = InputKind::safetensors;
         auto p = w.string_field(in, "path", fp, true);
         auto k = w.string_field(in, "tensor_key", fp, true);
-        if (!p || !k) continue;
+        if (!p || !k) return;
         spec.path = *p;
         spec.tensor_key = *k;
       } else {
         w.error(member_path(fp, "type"),
                 fmt::format("expected \"random\", \"scalar\" or \"safetensors\", got \"{}\"", *type));
-        continue;
+        return;
       }
-      wl.inputs.emplace_back(std::string(field.key), std::move(spec));
-    }
+      wl.inputs.emplace_back(std::string(name), std::move(spec));
+    });
   }
   if (w.errors() != errors_before) return std::nullopt;
   return wl;
@@ -385,15 +357,9 @@ std::optional<Evaluation> walk_evaluation(Walker& w, Element root, const std::st
     std::string lp = member_path(envp, "libs");
     if (Walker::lookup(env, "libs", libs)) {
       if (Object lo; w.object(libs, lp, lo)) {
-        std::set<std::string_view> seen;
-        for (auto field : lo) {
-          if (!seen.insert(field.key).second) {
-            w.error(member_path(lp, field.key), "duplicate key");
-            continue;
-          }
-          if (auto v = w.string(field.value, member_path(lp, field.key)))
-            ev.environment.libs.emplace_back(std::string(field.key), *v);
-        }
+        w.each_member(lo, lp, "duplicate key", [&](std::string_view name, Element value, const std::string& fp) {
+          if (auto v = w.string(value, fp)) ev.environment.libs.emplace_back(std::string(name), *v);
+        });
       }
     }
   }
