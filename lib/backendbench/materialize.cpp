@@ -132,4 +132,13 @@ Result<Call> materialize_call(std::string_view op, const Args& args, std::uint64
   return c;
 }
 
+Result<Call> materialize_prepared(const OpInfo& info, const Args& args, std::uint64_t seed, std::size_t line_index,
+                                  std::int64_t defer_above) {
+  auto call = materialize_call(info.name, args, seed, line_index, false, defer_above);
+  if (!call) return make_error(call.error().code, "materialize: " + call.error().message);
+  Rng rng(line_seed(seed, info.name, line_index) ^ 0xA5A5A5A5A5A5A5A5ull);
+  if (auto st = prepare_call(info, *call, rng); !st) return make_error(st.error().code, "prepare: " + st.error().message);
+  return call;
+}
+
 }  // namespace kb::backendbench

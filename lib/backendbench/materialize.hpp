@@ -32,6 +32,13 @@ Result<HostTensor> materialize_tensor(const Value& v, Rng& rng, bool meta,
 Result<Call> materialize_call(std::string_view op, const Args& args, std::uint64_t seed, std::size_t line_index,
                               bool meta, std::int64_t defer_above = 0);
 
+// The call every run of a line gets (the CPU and CUDA runs, PyTorch's): its
+// tensors with values (materialize_call, not meta), then its index arguments
+// made valid by the operator's prepare function (ops.hpp) from a stream of its
+// own. An error names the step: "materialize: ..." or "prepare: ...".
+Result<Call> materialize_prepared(const OpInfo& info, const Args& args, std::uint64_t seed, std::size_t line_index,
+                                  std::int64_t defer_above = 0);
+
 // Per-line seed used by materialize_call (the same for a prepare function's Rng).
 std::uint64_t line_seed(std::uint64_t seed, std::string_view op, std::size_t line_index);
 

@@ -51,14 +51,9 @@ struct Attempt {
 
 Attempt attempt(const OpInfo& info, const ArgLine& line, std::uint64_t seed, std::size_t index, bool check_inputs) {
   Attempt a;
-  auto call = materialize_call(info.name, line.args, seed, index, false);
+  auto call = materialize_prepared(info, line.args, seed, index);
   if (!call) {
-    a.problem = "materialize: " + call.error().message;
-    return a;
-  }
-  Rng rng(line_seed(seed, info.name, index) ^ 0xA5A5A5A5A5A5A5A5ull);
-  if (auto st = prepare_call(info, *call, rng); !st) {
-    a.problem = "prepare: " + st.error().message;
+    a.problem = call.error().message;
     return a;
   }
   std::vector<HostTensor> before;
@@ -221,9 +216,8 @@ Result<std::vector<LineOutcome>> run_lines_torch(const OpInfo& info, const Opera
       const ArgLine& line = op.lines[batch[b]];
       outcomes.push_back(run_line(info, line, batch[b], seed, &kb_outs[b]));
       if (!outcomes.back().passed) continue;
-      auto call = materialize_call(info.name, line.args, seed, batch[b], false);
-      Rng rng(line_seed(seed, info.name, batch[b]) ^ 0xA5A5A5A5A5A5A5A5ull);
-      if (!call || !prepare_call(info, *call, rng)) {
+      auto call = materialize_prepared(info, line.args, seed, batch[b]);
+      if (!call) {
         outcomes.back().passed = false;
         outcomes.back().problem = "materialize for PyTorch failed";
         continue;

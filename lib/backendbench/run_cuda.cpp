@@ -85,14 +85,9 @@ HostSide host_side(const OpInfo& info, const ArgLine& line, std::size_t index, s
     return h;
   }
   // Lines for the GPU reference leave their large floating inputs to the device (device_materialize.hpp).
-  auto call = materialize_call(info.name, line.args, seed, index, false, oracle ? 0 : kDeferAbove);
+  auto call = materialize_prepared(info, line.args, seed, index, oracle ? 0 : kDeferAbove);
   if (!call) {
-    h.problem = "materialize: " + call.error().message;
-    return h;
-  }
-  Rng rng(line_seed(seed, info.name, index) ^ 0xA5A5A5A5A5A5A5A5ull);
-  if (auto st = prepare_call(info, *call, rng); !st) {
-    h.problem = "prepare: " + st.error().message;
+    h.problem = call.error().message;
     return h;
   }
   if (!oracle) {
