@@ -329,13 +329,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
     mo.defer_random_floats = true;  // generated on the device; on the host only where the host reads them
     auto m = materialize(d, w, mo);
     if (!m) return m.error();
-    rebind_args(*m);
-    auto unchecked = check_constraints_on(d, *m);
-    if (!unchecked) return unchecked.error();
-    if (trial == 0) {
-      for (const auto& n : m->notes) log += n + "\n";
-      for (const auto& n : *unchecked) log += n + "\n";
-    }
+    KB_TRY(ready_trial(d, *m, trial == 0 ? &log : nullptr));
     axes = m->axes;
     auto expected = allocate_outputs(d, m->axes);
     if (!expected) return expected.error();

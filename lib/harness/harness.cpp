@@ -208,13 +208,7 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
     MaterializeOptions mo{opt.seed + static_cast<std::uint64_t>(trial), opt.dataset_root};
     auto m = materialize(d, w, mo);
     if (!m) return m.error();
-    rebind_args(*m);
-    auto unchecked = check_constraints_on(d, *m);
-    if (!unchecked) return unchecked.error();
-    if (trial == 0) {
-      for (const auto& n : m->notes) log += n + "\n";
-      for (const auto& n : *unchecked) log += n + "\n";
-    }
+    KB_TRY(ready_trial(d, *m, trial == 0 ? &log : nullptr));
 
     if (sampling) {
       auto judge = SamplingJudge::create(d, m->axes, m->args, opt.sampling);

@@ -709,6 +709,17 @@ Result<std::vector<std::string>> check_constraints_on(const Definition& d, const
   return unchecked;
 }
 
+Status ready_trial(const Definition& d, Materialized& m, std::string* log) {
+  rebind_args(m);
+  auto unchecked = check_constraints_on(d, m);
+  if (!unchecked) return unchecked.error();
+  if (log) {
+    for (const auto& n : m.notes) *log += n + "\n";
+    for (const auto& n : *unchecked) *log += n + "\n";
+  }
+  return ok_status();
+}
+
 
 // ---- Index inputs -------------------------------------------------------------
 

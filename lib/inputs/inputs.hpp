@@ -72,6 +72,11 @@ std::vector<std::int64_t> bound_shape(const TensorSpec& t, const AxisValues& axe
 // errors; constraints that still cannot be decided are returned as notes.
 Result<std::vector<std::string>> check_constraints_on(const Definition& d, const Materialized& m);
 
+// A trial's inputs made ready to call: rebind_args, then check_constraints_on.
+// With `log`, the generation notes and the constraints left undecided are
+// appended to it (an evaluation logs its first trial's).
+Status ready_trial(const Definition& d, Materialized& m, std::string* log);
+
 // ---- Index inputs ------------------------------------------------------------
 // The inputs kb builds as index structures (see StructureBuilder) point into
 // other tensors; given values (a blob, a caller's tensor) must keep them valid:

@@ -248,13 +248,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
       auto& into = pass ? timed_ms : ms;
       into.push_back(std::move(*m));
       Materialized& cur = into.back();
-      rebind_args(cur);
-      auto unchecked = check_constraints_on(d, cur);
-      if (!unchecked) return unchecked.error();
-      if (trial == 0 && pass == 0) {
-        for (const auto& n : cur.notes) log += n + "\n";
-        for (const auto& n : *unchecked) log += n + "\n";
-      }
+      KB_TRY(ready_trial(d, cur, trial == 0 && pass == 0 ? &log : nullptr));
       auto e = allocate_outputs(d, cur.axes);
       if (!e) return e.error();
       if (pass == 1 && fresh) {
