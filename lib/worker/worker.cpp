@@ -313,6 +313,13 @@ bool Worker::ensure_shm(std::size_t size) {
   return true;
 }
 
+Status Worker::ensure_running() {
+  if (pid_ >= 0) return ok_status();
+  captured_ += "[kb] starting a new worker process\n";
+  if (auto st = spawn_and_load(); !st.ok()) return make_error(st.error().code, "cannot restart the worker: " + st.error().message);
+  return ok_status();
+}
+
 Status Worker::spawn_and_load() {
   if (shm_fd_ < 0) {
     shm_fd_ = static_cast<int>(::syscall(SYS_memfd_create, "kb-worker-io", 1u /* MFD_CLOEXEC */));
@@ -463,10 +470,7 @@ CallResult Worker::call(std::size_t index, std::span<const InArg> inputs, std::s
   if (index >= solutions_.size()) return failed(Outcome::failed, "no such solution in the plugin");
   if (inputs.size() + outputs.size() > kMaxArgs)
     return failed(Outcome::failed, fmt::format("more than {} arguments", kMaxArgs));
-  if (pid_ < 0) {
-    captured_ += "[kb] starting a new worker process\n";
-    if (auto st = spawn_and_load(); !st.ok()) return failed(Outcome::failed, "cannot restart the worker: " + st.error().message);
-  }
+  if (auto st = ensure_running(); !st.ok()) return failed(Outcome::failed, st.error().message);
 
   // Layout: guard | data | guard for every tensor, data aligned.
   auto req = std::make_unique<RunRequest>();
@@ -604,10 +608,7 @@ EvaluateResult Worker::evaluate(std::size_t index, std::span<const SetArgs> sets
       same = s.outputs[i].shape == first.outputs[i].shape && s.outputs[i].nbytes == first.outputs[i].nbytes;
     if (!same) return fail(Outcome::failed, "the argument sets differ in layout (kb's fault)");
   }
-  if (pid_ < 0) {
-    captured_ += "[kb] starting a new worker process\n";
-    if (auto st = spawn_and_load(); !st.ok()) return fail(Outcome::failed, "cannot restart the worker: " + st.error().message);
-  }
+  if (auto st = ensure_running(); !st.ok()) return fail(Outcome::failed, st.error().message);
   auto req = std::make_unique<RunRequest>();
   req->magic = kMagic;
   req->op = kOpEvaluate;

@@ -180,6 +180,8 @@ class Worker {
  private:
   Worker() = default;
   Status spawn_and_load();
+  // A worker process to send to: a new one (noted in the captured output) after the last died.
+  Status ensure_running();
   void kill_worker();
   void drain_output(bool block_until_eof);
   // Waits for `n` bytes on the control socket until the deadline, draining output.
