@@ -617,16 +617,7 @@ bool cost_reads_values(const Definition& d, std::string_view input) {
 }
 
 Status fill_cost_inputs(const Definition& d, Materialized& m) {
-  for (std::size_t i = 0; i < m.deferred.size() && i < d.inputs.size() && i < m.tensors.size(); ++i) {
-    if (!m.deferred[i] || !cost_reads_values(d, d.inputs[i].name)) continue;
-    auto t = Tensor::allocate(m.tensors[i].dtype(), m.tensors[i].shape());
-    if (!t) return t.error();
-    fill_random(*t, m.deferred[i]->key);
-    m.tensors[i] = std::move(*t);
-    m.deferred[i].reset();
-  }
-  rebind_args(m);
-  return ok_status();
+  return fill_deferred(m, [&](std::size_t i) { return i < d.inputs.size() && cost_reads_values(d, d.inputs[i].name); });
 }
 
 Result<CallCost> ideal_cost(const Definition& d, const AxisValues& axes, std::span<const Arg> inputs) {

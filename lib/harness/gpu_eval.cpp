@@ -298,11 +298,8 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
   if (!stream_r) return stream_r.error();
   cuda::Stream stream = std::move(*stream_r);
 
-  Evaluation ev;
-  ev.environment = current_environment(Device::cuda);
-  ev.timestamp = iso_timestamp_now();
-  std::string log = fmt::format("seed={} trials={} atol={} rtol={} required_matched_ratio={}\n", opt.seed, opt.trials,
-                                tol.atol, tol.rtol, tol.required_matched_ratio);
+  std::string log;
+  Evaluation ev = begin_evaluation(Device::cuda, opt, tol, log);
   double max_abs = 0, max_rel = 0;
   std::int64_t mismatched = 0, total = 0;
   double lowest_matched = 1.0;

@@ -114,6 +114,15 @@ Result<std::vector<double>> time_wall_clock(const Implementation& impl, const De
 }
 
 
+Evaluation begin_evaluation(Device device, const BenchOptions& opt, const Tolerance& tol, std::string& log) {
+  Evaluation ev;
+  ev.environment = current_environment(device);
+  ev.timestamp = iso_timestamp_now();
+  log = fmt::format("seed={} trials={} atol={} rtol={} required_matched_ratio={}\n", opt.seed, opt.trials, tol.atol,
+                    tol.rtol, tol.required_matched_ratio);
+  return ev;
+}
+
 std::string iso_timestamp_now() {
   auto now = std::chrono::system_clock::now();
   std::time_t t = std::chrono::system_clock::to_time_t(now);
@@ -174,11 +183,8 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
   }
   Tolerance tol = opt.tolerances.for_definition(d.op_type, d.name);
 
-  Evaluation ev;
-  ev.environment = current_environment(impl.device);
-  ev.timestamp = iso_timestamp_now();
-  std::string log = fmt::format("seed={} trials={} atol={} rtol={} required_matched_ratio={}\n", opt.seed, opt.trials,
-                                tol.atol, tol.rtol, tol.required_matched_ratio);
+  std::string log;
+  Evaluation ev = begin_evaluation(impl.device, opt, tol, log);
   if (use_torch)
     log += fmt::format("reference: the definition's PyTorch reference (torch {}, CPU, python3 subprocess)\n",
                        torch_version_text);

@@ -78,4 +78,8 @@ EvalEnvironment current_environment(Device device);
 // Now, ISO 8601 UTC with milliseconds.
 std::string iso_timestamp_now();
 
+// An evaluation begun now on `device`: its environment and timestamp set, and
+// the first line of its log (seed, trials and the tolerance that judges it).
+Evaluation begin_evaluation(Device device, const BenchOptions& opt, const Tolerance& tol, std::string& log);
+
 }  // namespace kb

@@ -566,9 +566,9 @@ void fill_random(Tensor& t, std::uint64_t key) {
   for (auto& th : pool) th.join();
 }
 
-Status fill_deferred(Materialized& m) {
+Status fill_deferred(Materialized& m, const std::function<bool(std::size_t input)>& only) {
   for (std::size_t i = 0; i < m.deferred.size() && i < m.tensors.size(); ++i) {
-    if (!m.deferred[i]) continue;
+    if (!m.deferred[i] || (only && !only(i))) continue;
     auto t = Tensor::allocate(m.tensors[i].dtype(), m.tensors[i].shape());
     if (!t) return t.error();
     fill_random(*t, m.deferred[i]->key);

@@ -55,7 +55,8 @@ void rebind_args(Materialized& m);
 
 // Host storage and values for every deferred input (the bytes a
 // materialize() without deferral gives it); afterwards nothing is deferred.
-Status fill_deferred(Materialized& m);
+// `only`, when given, picks the inputs (by index) to fill; the others stay deferred.
+Status fill_deferred(Materialized& m, const std::function<bool(std::size_t input)>& only = {});
 
 // The host generator: fills t (any dtype) with the random values of `key`
 // (random::stream_key(seed, name)), on several threads.

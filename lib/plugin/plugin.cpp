@@ -190,11 +190,8 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   if (!use_torch)
     if (auto why = oracle.supports(d); !why.empty()) return make_error(Code::unsupported, why);
   Tolerance tol = opt.tolerances.for_definition(d.op_type, d.name);
-  Evaluation ev;
-  ev.environment = current_environment(impl.device);
-  ev.timestamp = iso_timestamp_now();
-  std::string log = fmt::format("seed={} trials={} atol={} rtol={} required_matched_ratio={}\n", opt.seed, opt.trials,
-                                tol.atol, tol.rtol, tol.required_matched_ratio);
+  std::string log;
+  Evaluation ev = begin_evaluation(impl.device, opt, tol, log);
   auto finish = [&](EvalStatus st, std::string what) {
     ev.status = st;
     ev.log = log + what;
