@@ -16,6 +16,7 @@ kb-golden-v1, for tensor NAME of definition DEF with N elements:
   value  = v_i rounded to the tensor's dtype (round-to-nearest-even, as torch's .to())
 """
 import json
+import os
 
 import numpy as np
 import torch
@@ -79,3 +80,23 @@ def save(path, definition, axes, inputs, outputs, generated_names, scales=None, 
     }
     meta.update(extra_meta or {})
     save_file(tensors, path, metadata=meta)
+
+
+def check_and_save(out_dir, definition, all_axes, var_axes, inputs, outputs, generated_names, scales, extra_meta,
+                   max_bytes):
+    """Checks every output of `definition` (a parsed definition) against its spec (shape under all_axes, dtype,
+    no NaN), then saves the golden as OUT_DIR/<name>.safetensors (save()) and checks it stays under max_bytes.
+    Returns the file's path."""
+    name = definition["name"]
+    for k, spec in definition["outputs"].items():
+        t = outputs[k]
+        want = [all_axes[a] for a in spec["shape"]]
+        assert list(t.shape) == want, "%s: output %s has shape %s, expected %s" % (name, k, list(t.shape), want)
+        assert t.dtype == getattr(torch, spec["dtype"]), "%s: output %s is %s" % (name, k, t.dtype)
+        assert not torch.isnan(t.float()).any(), "%s: output %s has NaN" % (name, k)
+    os.makedirs(out_dir, exist_ok=True)
+    out_path = os.path.join(out_dir, name + ".safetensors")
+    save(out_path, name, var_axes, inputs, outputs, generated_names, scales=scales, extra_meta=extra_meta)
+    size = os.path.getsize(out_path)
+    assert size < max_bytes, "%s: %d bytes" % (out_path, size)
+    return out_path

@@ -216,18 +216,8 @@ def make_one(path, out_dir):
         if value is not None:
             inputs[k] = value
     outputs = _run_reference(d, args)
-    for k, spec in d["outputs"].items():
-        t = outputs[k]
-        want = [all_axes[a] for a in spec["shape"]]
-        assert list(t.shape) == want, "%s: output %s has shape %s, expected %s" % (name, k, list(t.shape), want)
-        assert t.dtype == getattr(torch, spec["dtype"]), "%s: output %s is %s" % (name, k, t.dtype)
-        assert not torch.isnan(t.float()).any(), "%s: output %s has NaN" % (name, k)
-    os.makedirs(out_dir, exist_ok=True)
-    out_path = os.path.join(out_dir, name + ".safetensors")
-    golden_lib.save(out_path, name, var_axes, inputs, outputs, generated, scales=scales, extra_meta=extra)
-    size = os.path.getsize(out_path)
-    assert size < MAX_FILE_BYTES, "%s: %d bytes" % (out_path, size)
-    return out_path
+    return golden_lib.check_and_save(out_dir, d, all_axes, var_axes, inputs, outputs, generated, scales, extra,
+                                     MAX_FILE_BYTES)
 
 
 def make(definitions_dir, out_dir):
