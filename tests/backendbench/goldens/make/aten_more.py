@@ -13,10 +13,10 @@ tests/backendbench/goldens/aten_more.json, read by tests/backendbench/test_aten_
 
     /path/to/python-with-torch tests/backendbench/goldens/make/aten_more.py
 """
-import json
-import os
 
 import torch
+
+import aten_goldens
 
 torch.manual_seed(0)
 f64, i64, b8 = torch.float64, torch.int64, torch.bool
@@ -168,11 +168,7 @@ class Maker:
         self.storages = []
 
     def T(self, shape, dtype, stride=None):
-        if stride is None:
-            stride = [1] * len(shape)
-            for d in range(len(shape) - 2, -1, -1):
-                stride[d] = stride[d + 1] * shape[d + 1]
-        span = 1 + sum((s - 1) * st for s, st in zip(shape, stride)) if all(shape) else 0
+        stride, span = aten_goldens.strides_and_span(shape, stride)
         if dtype == i64:
             base = torch.zeros(span, dtype=dtype)
         elif dtype == b8:
@@ -215,11 +211,7 @@ def run_case(op, text, fix, compare):
 
 def main():
     cases = [run_case(*c) for c in CASES]
-    path = os.path.join(os.path.dirname(__file__), "..", "aten_more.json")
-    with open(path, "w") as f:
-        json.dump({"format": "kb-aten-goldens-1", "torch": torch.__version__, "cases": cases}, f, indent=None)
-        f.write("\n")
-    print(f"wrote {len(cases)} cases to {os.path.normpath(path)}")
+    aten_goldens.write("aten_more.json", cases)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,10 @@ read by tests/backendbench/test_aten_spatial.cpp.
 
     /path/to/python-with-torch tests/backendbench/goldens/make/aten_spatial.py
 """
-import json
-import math
-import os
 
 import torch
+
+import aten_goldens
 
 torch.manual_seed(0)
 f64, f32, f16, i64 = torch.float64, torch.float32, torch.float16, torch.int64
@@ -61,11 +60,7 @@ class Maker:
         self.tensors = []
 
     def T(self, shape, dtype, stride=None):
-        if stride is None:
-            stride = [1] * len(shape)
-            for d in range(len(shape) - 2, -1, -1):
-                stride[d] = stride[d + 1] * shape[d + 1]
-        span = 1 + sum((s - 1) * st for s, st in zip(shape, stride)) if all(shape) else 0
+        stride, span = aten_goldens.strides_and_span(shape, stride)
         if dtype == i64:
             base = torch.zeros(span, dtype=dtype)
         else:
@@ -107,11 +102,7 @@ def run_case(op, text):
 
 def main():
     cases = [run_case(op, text) for op, text in CASES]
-    path = os.path.join(os.path.dirname(__file__), "..", "aten_spatial.json")
-    with open(path, "w") as f:
-        json.dump({"format": "kb-aten-goldens-1", "torch": torch.__version__, "cases": cases}, f, indent=None)
-        f.write("\n")
-    print(f"wrote {len(cases)} cases to {os.path.normpath(path)}")
+    aten_goldens.write("aten_spatial.json", cases)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,10 @@ tests/backendbench/test_aten_special.cpp.
 
     /path/to/python-with-torch tests/backendbench/goldens/make/aten_special.py
 """
-import json
-import os
 
 import torch
+
+import aten_goldens
 
 torch.manual_seed(0)
 f64, c128, i64 = torch.float64, torch.complex128, torch.int64
@@ -94,11 +94,7 @@ class Maker:
         self.storages = []
 
     def T(self, shape, dtype, stride=None):
-        if stride is None:
-            stride = [1] * len(shape)
-            for d in range(len(shape) - 2, -1, -1):
-                stride[d] = stride[d + 1] * shape[d + 1]
-        span = 1 + sum((s - 1) * st for s, st in zip(shape, stride)) if all(shape) else 0
+        stride, span = aten_goldens.strides_and_span(shape, stride)
         if dtype in (i64, torch.uint8):
             base = torch.zeros(span, dtype=dtype)
         else:
@@ -169,11 +165,7 @@ def run_case(op, text, fix):
 
 def main():
     cases = [run_case(*c) for c in CASES]
-    path = os.path.join(os.path.dirname(__file__), "..", "aten_special.json")
-    with open(path, "w") as f:
-        json.dump({"format": "kb-aten-goldens-1", "torch": torch.__version__, "cases": cases}, f, indent=None)
-        f.write("\n")
-    print(f"wrote {len(cases)} cases to {os.path.normpath(path)}")
+    aten_goldens.write("aten_special.json", cases)
 
 
 if __name__ == "__main__":
