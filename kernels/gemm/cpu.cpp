@@ -1,6 +1,8 @@
-// kb_cpu_gemm: C = A @ B.T on the CPU with float accumulation, blocked over
-// rows of B so each B row is read once per block of A rows, split over
-// threads. Independent of the oracle (which accumulates in double).
+// kb_cpu_gemm: C = A @ B.T on the CPU with float accumulation, threads over
+// rows of B. A (the few token rows) is converted to float once; each B row is
+// converted once, into the thread's buffer, and dotted with every row of A
+// while it is hot, so B (the weights, N x K) is read once and never copied
+// whole. Independent of the oracle (which accumulates in double).
 #include <algorithm>
 #include <thread>
 
@@ -25,24 +27,21 @@ void add_gemm_cpu(Registry& r) {
     const Tensor& b = *c.inputs[1].tensor;
     Tensor& out = c.outputs[0];
     std::int64_t m = a.dim(0), k = a.dim(1), n = b.dim(0);
-    std::vector<float> af = to_float(a), bf = to_float(b), cf(static_cast<std::size_t>(m * n));
-    constexpr std::int64_t kRows = 4;  // A rows sharing each pass over a B row
+    std::vector<float> af = to_float(a), cf(static_cast<std::size_t>(m * n));
     auto work = [&](std::int64_t n0, std::int64_t n1) {
-      for (std::int64_t i0 = 0; i0 < m; i0 += kRows) {
-        std::int64_t i1 = std::min(m, i0 + kRows);
-        for (std::int64_t j = n0; j < n1; ++j) {
-          const float* brow = &bf[static_cast<std::size_t>(j * k)];
-          for (std::int64_t i = i0; i < i1; ++i) {
-            const float* arow = &af[static_cast<std::size_t>(i * k)];
-            float acc[8] = {};
-            std::int64_t p = 0;
-            for (; p + 8 <= k; p += 8)
-              for (int q = 0; q < 8; ++q) acc[q] += arow[p + q] * brow[p + q];
-            float s = 0;
-            for (; p < k; ++p) s += arow[p] * brow[p];
-            for (float v : acc) s += v;
-            cf[static_cast<std::size_t>(i * n + j)] = s;
-          }
+      std::vector<float> brow(static_cast<std::size_t>(k));
+      for (std::int64_t j = n0; j < n1; ++j) {
+        to_float_range(b, j * k, brow);
+        for (std::int64_t i = 0; i < m; ++i) {
+          const float* arow = &af[static_cast<std::size_t>(i * k)];
+          float acc[8] = {};
+          std::int64_t p = 0;
+          for (; p + 8 <= k; p += 8)
+            for (int q = 0; q < 8; ++q) acc[q] += arow[p + q] * brow[static_cast<std::size_t>(p + q)];
+          float s = 0;
+          for (; p < k; ++p) s += arow[p] * brow[static_cast<std::size_t>(p)];
+          for (float v : acc) s += v;
+          cf[static_cast<std::size_t>(i * n + j)] = s;
         }
       }
     };

@@ -104,38 +104,45 @@ void widen(const S* src, std::size_t n, float* out) {
 }  // namespace
 
 std::vector<float> to_float(const Tensor& t) {
-  std::size_t n = static_cast<std::size_t>(t.numel());
-  std::vector<float> out(n);
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  to_float_range(t, 0, out);
+  return out;
+}
+
+void to_float_range(const Tensor& t, std::int64_t first, std::span<float> out) {
+  const std::size_t n = out.size(), f = static_cast<std::size_t>(first);
   float* o = out.data();
   switch (t.dtype()) {
     case DType::float32:
-      if (n != 0) std::memcpy(o, t.bytes(), n * sizeof(float));
+      if (n != 0) std::memcpy(o, t.data<float>() + f, n * sizeof(float));
       break;
-    case DType::float16: lookup(t.data<std::uint16_t>(), n, decode_table<kHalf, 16>(), o); break;
+    case DType::float16: lookup(t.data<std::uint16_t>() + f, n, decode_table<kHalf, 16>(), o); break;
     case DType::bfloat16: {
-      const std::uint16_t* s = t.data<std::uint16_t>();
+      const std::uint16_t* s = t.data<std::uint16_t>() + f;
       for (std::size_t i = 0; i < n; ++i) o[i] = std::bit_cast<float>(static_cast<std::uint32_t>(s[i]) << 16);
       break;
     }
-    case DType::float8_e4m3fn: lookup(t.data<std::uint8_t>(), n, decode_table<kE4M3FN, 8>(), o); break;
-    case DType::float8_e5m2: lookup(t.data<std::uint8_t>(), n, decode_table<kE5M2, 8>(), o); break;
+    case DType::float8_e4m3fn: lookup(t.data<std::uint8_t>() + f, n, decode_table<kE4M3FN, 8>(), o); break;
+    case DType::float8_e5m2: lookup(t.data<std::uint8_t>() + f, n, decode_table<kE5M2, 8>(), o); break;
     case DType::float4_e2m1: {
       const float* table = decode_table<kE2M1, 4>();
       const std::uint8_t* s = t.data<std::uint8_t>();
-      for (std::size_t i = 0; i < n; ++i) o[i] = table[i % 2 == 0 ? s[i / 2] & 0xF : s[i / 2] >> 4];
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t e = f + i;
+        o[i] = table[e % 2 == 0 ? s[e / 2] & 0xF : s[e / 2] >> 4];
+      }
       break;
     }
-    case DType::int64: widen(t.data<std::int64_t>(), n, o); break;
-    case DType::int32: widen(t.data<std::int32_t>(), n, o); break;
-    case DType::int16: widen(t.data<std::int16_t>(), n, o); break;
-    case DType::int8: widen(t.data<std::int8_t>(), n, o); break;
+    case DType::int64: widen(t.data<std::int64_t>() + f, n, o); break;
+    case DType::int32: widen(t.data<std::int32_t>() + f, n, o); break;
+    case DType::int16: widen(t.data<std::int16_t>() + f, n, o); break;
+    case DType::int8: widen(t.data<std::int8_t>() + f, n, o); break;
     case DType::bool_: {
-      const std::uint8_t* s = t.data<std::uint8_t>();
+      const std::uint8_t* s = t.data<std::uint8_t>() + f;
       for (std::size_t i = 0; i < n; ++i) o[i] = s[i] != 0 ? 1.0f : 0.0f;
       break;
     }
   }
-  return out;
 }
 
 namespace {

@@ -30,6 +30,9 @@ std::uint8_t float_to_fp4_e2m1(float v) noexcept;       // returns a nibble
 // Every element as float32 (integers and bools converted by value, rounded
 // once to nearest even).
 std::vector<float> to_float(const Tensor& t);
+// Elements [first, first + out.size()) as float32, the same values (first
+// even for float4_e2m1). The range must lie inside t.
+void to_float_range(const Tensor& t, std::int64_t first, std::span<float> out);
 // Element i as float32 / double.
 double element_as_double(const Tensor& t, std::int64_t i);
 // Stores float32 values into t's dtype (t.numel() values). Integers are
