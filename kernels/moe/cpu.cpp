@@ -1,12 +1,14 @@
 // kb_cpu_moe: every MoE form (kernels/moe/form.hpp) on the CPU, token by
 // token: route the token, then run each chosen local expert on it alone
-// (GEMM1 rows dequantized element by element as they are read, SwiGLU, GEMM2)
+// (each weight row dequantized as it is read: converted, times its block
+// scales; GEMM1, SwiGLU, GEMM2)
 // with float32 accumulation in eight lanes. Independent of the oracle, which
 // groups tokens per expert and accumulates in double; only the reading of the
 // definition (form.cpp) is shared.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "form.hpp"
@@ -28,6 +30,14 @@ float value_at(const Tensor& t, std::int64_t i) {
     case DType::float8_e4m3fn: return fp8_e4m3fn_to_float(t.data<std::uint8_t>()[i]);
     case DType::float8_e5m2: return fp8_e5m2_to_float(t.data<std::uint8_t>()[i]);
     default: return static_cast<float>(element_as_double(t, i));
+  }
+}
+
+// A weight row's n values times their block scales: element j by scales[first + j / block].
+void scale_blocks(float* row, std::int64_t n, std::int64_t block, const Tensor& scales, std::int64_t first) {
+  for (std::int64_t j0 = 0; j0 < n; j0 += block) {
+    const float s = value_at(scales, first + j0 / block);
+    for (std::int64_t j = j0; j < std::min(n, j0 + block); ++j) row[j] *= s;
   }
 }
 
@@ -133,11 +143,8 @@ Status run(const ImplementationCall& c) {
       if (e < 0 || e >= EL) continue;
       for (std::int64_t h = 0; h < H; ++h) xin[static_cast<std::size_t>(h)] = f.weight_on_input ? xt[static_cast<std::size_t>(h)] * wts[k] : xt[static_cast<std::size_t>(h)];
       for (std::int64_t r = 0; r < 2 * I; ++r) {
-        for (std::int64_t h = 0; h < H; ++h) {
-          float w = value_at(w13, (e * 2 * I + r) * H + h);
-          if (blocks) w *= value_at(t_of(f.w13_scale), (e * (2 * I / B) + r / B) * (H / B) + h / B);
-          row[static_cast<std::size_t>(h)] = w;
-        }
+        to_float_range(w13, (e * 2 * I + r) * H, std::span(row.data(), static_cast<std::size_t>(H)));
+        if (blocks) scale_blocks(row.data(), H, B, t_of(f.w13_scale), (e * (2 * I / B) + r / B) * (H / B));
         h1[static_cast<std::size_t>(r)] = dot(xin.data(), row.data(), H);
       }
       const bool scaled = f.weights == Weights::per_expert;
@@ -149,11 +156,8 @@ Status run(const ImplementationCall& c) {
       }
       const float wo = f.weight_on_input ? 1.0f : wts[k];
       for (std::int64_t h = 0; h < H; ++h) {
-        for (std::int64_t i = 0; i < I; ++i) {
-          float w = value_at(w2, (e * H + h) * I + i);
-          if (blocks) w *= value_at(t_of(f.w2_scale), (e * (H / B) + h / B) * (I / B) + i / B);
-          row[static_cast<std::size_t>(i)] = w;
-        }
+        to_float_range(w2, (e * H + h) * I, std::span(row.data(), static_cast<std::size_t>(I)));
+        if (blocks) scale_blocks(row.data(), I, B, t_of(f.w2_scale), (e * (H / B) + h / B) * (I / B));
         out[static_cast<std::size_t>(t * H + h)] += dot(act.data(), row.data(), I) * so * wo;
       }
     }
