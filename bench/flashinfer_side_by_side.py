@@ -36,6 +36,8 @@ import re
 import sys
 import time
 
+from definition_reference import reference_fn, rel_err
+
 OPS = ["gqa_paged", "gqa_ragged", "mla_paged", "mla_ragged", "rmsnorm", "sampling"]
 TOLERANCE = {"output": 0.02, "lse": 0.01}  # relative L2 error of bf16 outputs and of the base-2 lse
 TV_LIMIT = 0.08  # total variation distance of two empirical sampling distributions (4000 draws each)
@@ -332,18 +334,6 @@ def flashinfer_call(fi, d, x, variant):
 def reference_eps(d):
     m = re.search(r"\bEPS\s*=\s*([0-9.eE+-]+)", d["reference"])
     return float(m.group(1)) if m else 1e-6
-
-
-def reference_fn(d):
-    scope = {}
-    exec(compile(d["reference"], d["name"] + ".reference", "exec"), scope)
-    return scope["run"]
-
-
-def rel_err(got, want):
-    got, want = got.float(), want.float()
-    den = want.norm().item()
-    return (got - want).norm().item() / den if den > 0 else (got - want).norm().item()
 
 
 def clone(x):

@@ -32,6 +32,8 @@ import types
 import torch
 import torch.nn.functional as F
 
+from definition_reference import reference_fn, rel_err
+
 OPS = {"linear": ["gdn", "mamba_ssu"], "moe": ["moe"]}
 FP8 = getattr(torch, "float8_e4m3fn", None)
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "int32": torch.int32,
@@ -87,18 +89,6 @@ def build_inputs(d, axes, scalars, device, gen):
         else:
             out[name] = torch.randint(-1024, 1024, shape, generator=gen).to(dt).to(device)
     return out
-
-
-def reference_fn(d):
-    scope = {}
-    exec(compile(d["reference"], d["name"] + ".reference", "exec"), scope)
-    return scope["run"]
-
-
-def rel_err(got, want):
-    got, want = got.float(), want.float()
-    den = want.norm().item()
-    return (got - want).norm().item() / den if den > 0 else (got - want).norm().item()
 
 
 # ---- gdn: flash-linear-attention ----------------------------------------------------------------------------------
