@@ -1005,7 +1005,8 @@ typedef struct kb_benchmark_options {
   int time;                    /* nonzero: time the solution after it passes (default 1) */
   const char* dataset_root;    /* nullable: resolves safetensors inputs of the workload */
   double atol;                 /* tolerances; a negative value keeps kb's policy (1e-2, 1e-2, 1.0; */
-  double rtol;                 /*   0.95 matched ratio for moe) */
+  double rtol;                 /*   0.95 matched ratio for low-bit definitions: moe_fp8_block_scale*,
+                                *   fp8/fp4 inputs or a quantization:float8_*|float4_* tag) */
   double required_matched_ratio;
   /* Added after version 1 of this struct: a caller whose struct_size ends before a field gets
    * that field's default. */

@@ -293,7 +293,7 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
   if (cuda::context_is_broken())
     return make_error(Code::cuda_error, "the CUDA context is unusable after an earlier sticky error");
   Implementation oracle = reference_implementation();
-  Tolerance tol = opt.tolerances.for_definition(d.op_type, d.name);
+  Tolerance tol = opt.tolerances.for_definition(d);
   auto stream_r = cuda::Stream::create();
   if (!stream_r) return stream_r.error();
   cuda::Stream stream = std::move(*stream_r);

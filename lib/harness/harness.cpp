@@ -181,7 +181,7 @@ Result<EvaluationResult> evaluate(const Definition& d, const Workload& w, const 
     return make_error(Code::unsupported, fmt::format("{} needs CUDA; kb was built without it", impl.name));
 #endif
   }
-  Tolerance tol = opt.tolerances.for_definition(d.op_type, d.name);
+  Tolerance tol = opt.tolerances.for_definition(d);
 
   std::string log;
   Evaluation ev = begin_evaluation(impl.device, opt, tol, log);

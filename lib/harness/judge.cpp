@@ -10,6 +10,11 @@
 
 namespace kb {
 
+namespace {
+// FlashInfer-Bench LowBitEvaluator's required matched ratio.
+constexpr double kLowBitRatio = 0.95;
+}  // namespace
+
 Comparison compare(const Tensor& got, const Tensor& expected, const Tolerance& tol) {
   Comparison c;
   if (got.shape() != expected.shape()) {
@@ -48,7 +53,7 @@ Comparison compare(const Tensor& got, const Tensor& expected, const Tolerance& t
 
 TolerancePolicy::TolerancePolicy() {
   default_ = {1e-2, 1e-2, 1.0};
-  name_contains_.push_back({"moe_fp8_block_scale", {std::nullopt, std::nullopt, 0.95}});
+  name_contains_.push_back({"moe_fp8_block_scale", {std::nullopt, std::nullopt, kLowBitRatio}});
 }
 
 void TolerancePolicy::apply(Tolerance& t, const Partial& p) {
@@ -57,11 +62,27 @@ void TolerancePolicy::apply(Tolerance& t, const Partial& p) {
   if (p.ratio) t.required_matched_ratio = *p.ratio;
 }
 
+bool is_low_bit(const Definition& d) {
+  if (d.op_type == "dsa_paged") return false;
+  for (const TensorSpec& t : d.inputs)
+    if (t.dtype == DType::float8_e4m3fn || t.dtype == DType::float8_e5m2 || t.dtype == DType::float4_e2m1) return true;
+  for (const std::string& tag : d.tags)
+    if (tag.starts_with("quantization:float8_") || tag.starts_with("quantization:float4_")) return true;
+  return false;
+}
+
 Tolerance TolerancePolicy::for_definition(std::string_view op_type, std::string_view name) const {
+  return resolve(op_type, name, false);
+}
+
+Tolerance TolerancePolicy::for_definition(const Definition& d) const { return resolve(d.op_type, d.name, is_low_bit(d)); }
+
+Tolerance TolerancePolicy::resolve(std::string_view op_type, std::string_view name, bool low_bit) const {
   Tolerance t;
   apply(t, default_);
   for (const auto& [k, p] : op_type_)
     if (k == op_type) apply(t, p);
+  if (low_bit) apply(t, {std::nullopt, std::nullopt, kLowBitRatio});
   for (const auto& [k, p] : name_contains_)
     if (name.find(k) != std::string_view::npos) apply(t, p);
   for (const auto& [k, p] : definition_)

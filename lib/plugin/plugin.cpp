@@ -189,7 +189,7 @@ Result<EvaluationResult> evaluate_in_worker(const Definition& d, const Workload&
   const bool use_torch = opt.reference == ReferenceSource::torch;
   if (!use_torch)
     if (auto why = oracle.supports(d); !why.empty()) return make_error(Code::unsupported, why);
-  Tolerance tol = opt.tolerances.for_definition(d.op_type, d.name);
+  Tolerance tol = opt.tolerances.for_definition(d);
   std::string log;
   Evaluation ev = begin_evaluation(impl.device, opt, tol, log);
   auto finish = [&](EvalStatus st, std::string what) {

@@ -1,6 +1,7 @@
 // kb_cuda_moe (kernels/moe/cuda/) judged against the CPU oracle through kb's harness, with the
-// tolerance the judge applies to each definition (atol = rtol = 1e-2; matched ratio 0.95 for the
-// fp8 block forms, 1 for the others):
+// tolerance the judge applies to each definition (atol = rtol = 1e-2; matched ratio 1), except
+// that where the judge's low-bit rule (harness/judge.hpp: fp8 block forms, fp8 inputs, fp4 tags)
+// accepts 95% of the elements, this test asks for 99.9%:
 //   - kb's bundled MoE definitions (DeepSeek grouped routing with a local expert slice, top-k +
 //     softmax, sigmoid top-1 with per-expert scales, packed pre-routed ids) at 1, 7 and 33 tokens;
 //   - synthetic definitions made from those (and from shipped bf16 / float32-weight definitions)
@@ -365,6 +366,8 @@ int main() {
       opt.trials = 1;
       opt.time = false;
       opt.cpu_oracle_only = true;
+      // Where the judge's low-bit rule lets 5% of the elements out, kb's kernel is held to 0.1%.
+      if (opt.tolerances.for_definition(c.d).required_matched_ratio < 1.0) opt.tolerances.required_matched_ratio = 0.999;
       auto r = kb::evaluate(c.d, w, *impl, opt);
       ++checks;
       const bool ok = r && r->evaluation.status == kb::EvalStatus::passed;

@@ -489,12 +489,36 @@ TEST_CASE("judge: a 0.95 matched ratio passes at 0.96 matched and fails at 0.94;
         R"({"mismatched":6,"total":100,"matched_ratio":0.94,"trials_run":1})");
   CHECK_FALSE(kb::recorded_matched_ratio(kb::Tolerance{}, 1.0).has_value());
 
-  // FlashInfer-Bench applies 0.95 to definitions named moe_fp8_block_scale*, the rest of moe
-  // needs every element; a config's name_contains section says the same for other names.
+  // FlashInfer-Bench applies 0.95 to definitions named moe_fp8_block_scale*; by name alone the
+  // rest of moe needs every element; a config's name_contains section says the same for other names.
   kb::TolerancePolicy p;
   CHECK(p.for_definition("moe", "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048").required_matched_ratio == 0.95);
   CHECK(p.for_definition("moe", "trtllm_fp8_per_tensor_scale_moe_topk8_e128_h2048_i768").required_matched_ratio == 1.0);
   CHECK(p.for_definition("gemm", "gemm_n128_k2048").required_matched_ratio == 1.0);
+  // The definition's low-bit inputs or quantization tag give it the low-bit ratio too; the DSA
+  // indexer keeps its own judge's rule, and a definition of float32/bf16 values needs every element.
+  auto def = [](std::string op, std::string name, kb::DType dt, std::vector<std::string> tags) {
+    kb::Definition d;
+    d.op_type = std::move(op);
+    d.name = std::move(name);
+    kb::TensorSpec x;
+    x.name = "x";
+    x.shape = std::vector<std::string>{"n"};
+    x.dtype = dt;
+    d.inputs.push_back(x);
+    d.tags = std::move(tags);
+    return d;
+  };
+  CHECK(p.for_definition(def("moe", "trtllm_fp8_per_tensor_scale_moe_topk8_e128_h2048_i768", kb::DType::float8_e4m3fn, {}))
+            .required_matched_ratio == 0.95);
+  CHECK(p.for_definition(def("moe", "trtllm_fp4_block_scale_moe_topk1_e16_h5120_i8192", kb::DType::float32,
+                             {"quantization:float4_e2m1fn_mxfp4"}))
+            .required_matched_ratio == 0.95);
+  CHECK(p.for_definition(def("moe", "moe_routed_topk4_e16_h256_i128", kb::DType::float32, {"model:x"}))
+            .required_matched_ratio == 1.0);
+  CHECK(p.for_definition(def("dsa_paged", "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64", kb::DType::float8_e4m3fn, {}))
+            .required_matched_ratio == 1.0);
+  CHECK(p.for_definition(def("gemm", "gemm_n128_k2048", kb::DType::bfloat16, {})).required_matched_ratio == 1.0);
   const fs::path cfg = fs::temp_directory_path() / fmt::format("kb_moe_tol_{}.json", std::random_device{}());
   {
     std::ofstream f(cfg);
@@ -511,6 +535,10 @@ TEST_CASE("judge: a 0.95 matched ratio passes at 0.96 matched and fails at 0.94;
   CHECK(t.atol == 0.2);  // definition over name_contains
   CHECK(t.required_matched_ratio == 0.9);
   CHECK(loaded->for_definition("moe", "moe_fp8_block_scale_x").required_matched_ratio == 0.95);  // built-in kept
+  // A file's name_contains section overrides the low-bit rule of a definition's tags.
+  CHECK(loaded->for_definition(def("moe", "trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", kb::DType::float32,
+                                   {"quantization:float4_e2m1fn_mxfp4"}))
+            .required_matched_ratio == 0.9);
 }
 
 TEST_CASE("kb builds valid packed topk_ids for a pre-routed MoE workload") {
