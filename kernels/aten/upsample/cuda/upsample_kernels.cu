@@ -75,7 +75,11 @@ std::shared_ptr<void> upload_taps(const std::vector<UpsampleTap>& h, const std::
   for (const auto* v : {&h, &w})
     for (const UpsampleTap& t : *v) all.push_back({t.i0, t.i1, t.w0, t.w1});
   auto mem = device_alloc(std::max<std::size_t>(all.size(), 1) * sizeof(DevTap));
-  if (!all.empty() && cudaMemcpy(mem.get(), all.data(), all.size() * sizeof(DevTap), cudaMemcpyHostToDevice) != cudaSuccess) {
+  // A copy from pageable memory may return before its DMA lands, and the kernels run on a
+  // non-blocking stream that does not wait for the legacy one: the device is synchronized so the
+  // tables are in place before any launch reads them.
+  if (!all.empty() && (cudaMemcpy(mem.get(), all.data(), all.size() * sizeof(DevTap), cudaMemcpyHostToDevice) != cudaSuccess ||
+                       cudaDeviceSynchronize() != cudaSuccess)) {
     (void)cudaGetLastError();
     fail("upsampling: copying the taps to the device failed");
   }
