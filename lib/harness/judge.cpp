@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "json/json.hpp"
 #include "tensor/convert.hpp"
@@ -13,6 +16,45 @@ namespace kb {
 namespace {
 // FlashInfer-Bench LowBitEvaluator's required matched ratio.
 constexpr double kLowBitRatio = 0.95;
+}  // namespace
+
+namespace {
+
+// One range of elements' share of a comparison: its counts, maxima and first mismatch.
+struct RangeComparison {
+  std::int64_t mismatched = 0, nonfinite_mismatched = 0;
+  double max_abs = 0, max_rel = 0;
+  std::int64_t first = -1;  // index of the first mismatch, -1 without one
+  double first_got = 0, first_expected = 0;
+};
+
+RangeComparison compare_range(const Tensor& got, const Tensor& expected, const Tolerance& tol, std::int64_t begin,
+                              std::int64_t end) {
+  RangeComparison c;
+  for (std::int64_t i = begin; i < end; ++i) {
+    double x = element_as_double(got, i), y = element_as_double(expected, i);
+    bool bad;
+    if (!std::isfinite(y) || !std::isfinite(x)) {
+      bad = !(std::isnan(x) && std::isnan(y)) && !(x == y);  // same inf, or both NaN
+      c.nonfinite_mismatched += bad;
+    } else {
+      double abs = std::fabs(x - y), rel = abs / (std::fabs(y) + 1e-8);
+      c.max_abs = std::max(c.max_abs, abs);
+      c.max_rel = std::max(c.max_rel, rel);
+      bad = abs > tol.atol && rel > tol.rtol;
+    }
+    if (bad && c.mismatched++ == 0) {
+      c.first = i;
+      c.first_got = x;
+      c.first_expected = y;
+    }
+  }
+  return c;
+}
+
+// Elements a thread compares at the least: below it a thread costs more than it saves.
+constexpr std::int64_t kElementsPerThread = std::int64_t{1} << 21;
+
 }  // namespace
 
 Comparison compare(const Tensor& got, const Tensor& expected, const Tolerance& tol) {
@@ -28,19 +70,31 @@ Comparison compare(const Tensor& got, const Tensor& expected, const Tolerance& t
     return c;
   }
   c.total = got.numel();
-  for (std::int64_t i = 0; i < c.total; ++i) {
-    double x = element_as_double(got, i), y = element_as_double(expected, i);
-    bool bad;
-    if (!std::isfinite(y) || !std::isfinite(x)) {
-      bad = !(std::isnan(x) && std::isnan(y)) && !(x == y);  // same inf, or both NaN
-      c.nonfinite_mismatched += bad;
-    } else {
-      double abs = std::fabs(x - y), rel = abs / (std::fabs(y) + 1e-8);
-      c.max_abs = std::max(c.max_abs, abs);
-      c.max_rel = std::max(c.max_rel, rel);
-      bad = abs > tol.atol && rel > tol.rtol;
-    }
-    if (bad && c.mismatched++ == 0) c.detail = fmt::format("element {}: {} where the reference has {}", i, x, y);
+  // Ranges on several threads (an attention prefill's output has 1e8 elements); counts add, maxima
+  // combine and the first mismatch is the lowest index, so the result does not depend on the split.
+  const std::int64_t threads = std::clamp<std::int64_t>(
+      std::min<std::int64_t>(c.total / kElementsPerThread, std::max(1u, std::thread::hardware_concurrency())), 1, 16);
+  std::vector<RangeComparison> parts(static_cast<std::size_t>(threads));
+  const std::int64_t chunk = (c.total + threads - 1) / threads;
+  auto run = [&](std::int64_t k) {
+    parts[static_cast<std::size_t>(k)] =
+        compare_range(got, expected, tol, std::min(c.total, k * chunk), std::min(c.total, (k + 1) * chunk));
+  };
+  if (threads == 1) {
+    run(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (std::int64_t k = 1; k < threads; ++k) pool.emplace_back(run, k);
+    run(0);
+    for (auto& t : pool) t.join();
+  }
+  for (const RangeComparison& p : parts) {
+    c.mismatched += p.mismatched;
+    c.nonfinite_mismatched += p.nonfinite_mismatched;
+    c.max_abs = std::max(c.max_abs, p.max_abs);
+    c.max_rel = std::max(c.max_rel, p.max_rel);
+    if (p.first >= 0 && c.detail.empty())
+      c.detail = fmt::format("element {}: {} where the reference has {}", p.first, p.first_got, p.first_expected);
   }
   double matched = c.matched_ratio();
   if (matched < tol.required_matched_ratio) {

@@ -248,6 +248,40 @@ TEST_CASE("index structures are built valid from axes and constraints") {
   CHECK(noted);
 }
 
+TEST_CASE("compare: a large output judged in ranges on several threads counts as one pass over it would") {
+  // 6.5M elements: several ranges wherever there is more than one hardware thread.
+  const std::int64_t n = 6'500'000;
+  auto expected = kb::Tensor::allocate(kb::DType::float32, {n});
+  auto got = kb::Tensor::allocate(kb::DType::float32, {n});
+  REQUIRE(expected.ok());
+  REQUIRE(got.ok());
+  float* e = expected->data<float>();
+  float* g = got->data<float>();
+  for (std::int64_t i = 0; i < n; ++i) e[i] = g[i] = static_cast<float>(i % 1000) * 0.01f + 1.0f;
+  kb::Tolerance tol;
+  kb::Comparison same = kb::compare(*got, *expected, tol);
+  CHECK(same.verdict == kb::Comparison::Verdict::match);
+  CHECK(same.mismatched == 0);
+  CHECK(same.total == n);
+  CHECK(same.detail.empty());
+  // Mismatches late in the tensor (past any first range) and one earlier; a NaN where the reference is finite.
+  g[n - 1] = 100.0f;
+  g[4'000'000] = std::nanf("");
+  g[3'000'001] = e[3'000'001] + 0.5f;
+  kb::Comparison c = kb::compare(*got, *expected, tol);
+  CHECK(c.verdict == kb::Comparison::Verdict::wrong_values);
+  CHECK(c.mismatched == 3);
+  CHECK(c.nonfinite_mismatched == 1);
+  CHECK(c.max_abs == doctest::Approx(100.0 - e[n - 1]));
+  CHECK(c.detail.find("first: element 3000001: ") != std::string::npos);
+  // Below the required ratio only: three of 6.5M out passes a 0.95 rule, and the maximum errors stay recorded.
+  tol.required_matched_ratio = 0.95;
+  kb::Comparison loose = kb::compare(*got, *expected, tol);
+  CHECK(loose.verdict == kb::Comparison::Verdict::match);
+  CHECK(loose.mismatched == 3);
+  CHECK(loose.max_abs == c.max_abs);
+}
+
 TEST_CASE("tolerance policy precedence: definition over op_type over default, flags on top") {
   kb::TolerancePolicy p;
   CHECK(p.for_definition("moe", "moe_fp8_block_scale_x").required_matched_ratio == 0.95);
