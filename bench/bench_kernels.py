@@ -87,8 +87,9 @@ def definition_kind(path):
 
 
 def scalar_values(op_dirs):
-    """Scalar inputs' values by (op_type, input name), from the workloads beside the definitions."""
-    values = {}
+    """Scalar inputs' values from the workloads beside the definitions: by (definition, input name) and by
+    (op_type, input name), the first seen of each."""
+    by_definition, by_op = {}, {}
     for op, wdir in op_dirs:
         for path in sorted(glob.glob(os.path.join(wdir, "*.jsonl"))):
             with open(path) as f:
@@ -96,10 +97,28 @@ def scalar_values(op_dirs):
                     line = line.strip()
                     if not line:
                         continue
-                    for name, spec in json.loads(line)["workload"]["inputs"].items():
+                    record = json.loads(line)
+                    for name, spec in record["workload"]["inputs"].items():
                         if spec.get("type") == "scalar":
-                            values.setdefault((op, name), spec["value"])
-    return values
+                            by_definition.setdefault((record.get("definition"), name), spec["value"])
+                            by_op.setdefault((op, name), spec["value"])
+    return by_definition, by_op
+
+
+def scalar_value(d, op, name, scalars):
+    """A scalar input's value for definition d: from a workload of d, else of another definition of its op type.
+    An expert offset taken from another definition is kept inside d's routed experts (local_expert_offset +
+    num_local_experts <= num_experts: 0 where every expert is local), so the call's choices are its own."""
+    by_definition, by_op = scalars
+    if (d["name"], name) in by_definition:
+        return by_definition[(d["name"], name)]
+    v = by_op.get((op, name))
+    if name == "local_expert_offset" and v is not None:
+        axes = d.get("axes", {})
+        routed, local = axes.get("num_experts", {}).get("value"), axes.get("num_local_experts", {}).get("value")
+        if routed is not None and local is not None:
+            v = min(max(int(v), 0), max(int(routed) - int(local), 0))
+    return v
 
 
 def write_dataset(args, ops, dest):
@@ -133,8 +152,8 @@ def write_dataset(args, ops, dest):
             for name, spec in d["inputs"].items():
                 if spec.get("shape"):
                     inputs[name] = {"type": "random"}
-                elif (op, name) in scalars:
-                    inputs[name] = {"type": "scalar", "value": scalars[(op, name)]}
+                elif scalar_value(d, op, name, scalars) is not None:
+                    inputs[name] = {"type": "scalar", "value": scalar_value(d, op, name, scalars)}
                 elif name == "sm_scale" and qk_dim(d):  # attention's usual scale, 1 / sqrt(the logits' dim)
                     inputs[name] = {"type": "scalar", "value": qk_dim(d) ** -0.5}
                 else:

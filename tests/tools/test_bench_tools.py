@@ -198,6 +198,21 @@ if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
             scalars_ok = all(spec.get("type") == "random" or "value" in spec
                              for w in lines for spec in w["workload"]["inputs"].values())
             check(scalars_ok, f"bench_kernels {fam}: every input random or a scalar with its value")
+            if fam == "moe":
+                # an expert offset lies inside each definition's routed experts (0 where all are local)
+                by_name = {json.load(open(p))["name"]: json.load(open(p)) for p in defs}
+                bad = []
+                for w in lines:
+                    off = w["workload"]["inputs"].get("local_expert_offset")
+                    axes = by_name[w["definition"]]["axes"]
+                    if off is None or "num_local_experts" not in axes or "num_experts" not in axes:
+                        continue
+                    if not 0 <= off["value"] <= axes["num_experts"]["value"] - axes["num_local_experts"]["value"]:
+                        bad.append((w["definition"], off["value"]))
+                e384 = [w for w in lines if "_e384_" in w["definition"]]
+                check(not bad and e384 and all(w["workload"]["inputs"]["local_expert_offset"]["value"] == 0
+                                               for w in e384),
+                      f"bench_kernels moe: expert offsets inside the routed experts: {bad[:3]}")
     # --max-definitions keeps that many of each kind (the definitions that differ only in constants)
     with tempfile.TemporaryDirectory() as tmp:
         ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
