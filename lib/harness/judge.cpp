@@ -148,7 +148,11 @@ Tolerance TolerancePolicy::resolve(std::string_view op_type, std::string_view na
 Result<TolerancePolicy> TolerancePolicy::load(const std::string& path) {
   auto text = json::read_text_file(path);
   if (!text) return text.error();
-  auto doc = json::parse(*text, path);
+  return parse(*text, path);
+}
+
+Result<TolerancePolicy> TolerancePolicy::parse(std::string_view text, const std::string& path) {
+  auto doc = json::parse(text, path);
   if (!doc) return doc.error();
   TolerancePolicy policy;
   json::Object root;
@@ -161,11 +165,13 @@ Result<TolerancePolicy> TolerancePolicy::load(const std::string& path) {
     Partial p;
     for (auto field : o) {
       double v;
-      if (field.value.get_double().get(v) != simdjson::SUCCESS || !(v >= 0))
+      if (field.value.get_double().get(v) != simdjson::SUCCESS || !(v >= 0) || !std::isfinite(v))
         return make_error(Code::invalid_data, fmt::format("{}: {}.{}: expected a non-negative number", path, where, field.key));
       if (field.key == "atol") p.atol = v;
       else if (field.key == "rtol") p.rtol = v;
-      else if (field.key == "required_matched_ratio") p.ratio = v;
+      else if (field.key == "required_matched_ratio" && v <= 1) p.ratio = v;
+      else if (field.key == "required_matched_ratio")
+        return make_error(Code::invalid_data, fmt::format("{}: {}.{}: expected a fraction from 0 to 1", path, where, field.key));
       else return make_error(Code::invalid_data, fmt::format("{}: {}.{}: unknown tolerance", path, where, field.key));
     }
     return p;

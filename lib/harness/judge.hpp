@@ -71,6 +71,8 @@ class TolerancePolicy {
   // every definition that is_low_bit().
   TolerancePolicy();
   static Result<TolerancePolicy> load(const std::string& path);
+  // The same from the file's text; `path` names it in messages ("path: section.key: what").
+  static Result<TolerancePolicy> parse(std::string_view text, const std::string& path);
   Tolerance for_definition(std::string_view op_type, std::string_view name) const;
   // The same, with the low-bit rule for a definition that is_low_bit(), applied
   // where the built-in name rule is (a file's sections and the flags still

@@ -389,6 +389,10 @@ with tempfile.TemporaryDirectory() as tmp:
     check("--iterations sets the least number of timed samples", extra.get("samples", 0) >= 9, json.dumps(lines[:1]))
     rc, out, err = run("bench", "--device", "cpu", "--iterations", "0", "--smallest")
     check("--iterations 0 is bad usage", rc == 2 and "--iterations" in err, err)
+    for flag, value, why in (("--required-matched-ratio", "1.5", "a fraction from 0 to 1"),
+                             ("--atol", "-0.1", "a non-negative number"), ("--rtol", "nan", "a non-negative number")):
+        rc, out, err = run("bench", "--device", "cpu", flag, value, "--smallest")
+        check(f"{flag} {value} is bad usage", rc == 2 and f"{flag} expects {why}, got {value}" in err, err)
 
 # --baseline: what the speedup column divides by, recorded in each trace.
 def trace_lines(folder):

@@ -282,6 +282,21 @@ TEST_CASE("compare: a large output judged in ranges on several threads counts as
   CHECK(loose.max_abs == c.max_abs);
 }
 
+TEST_CASE("tolerance file: values out of range are refused with the file and the entry named") {
+  auto over = kb::TolerancePolicy::parse(R"({"name_contains": {"fp4": {"required_matched_ratio": 1.5}}})", "tol.json");
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().message == "tol.json: name_contains.fp4.required_matched_ratio: expected a fraction from 0 to 1");
+  auto negative = kb::TolerancePolicy::parse(R"({"op_type": {"gemm": {"atol": -0.5}}})", "tol.json");
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.error().message == "tol.json: op_type.gemm.atol: expected a non-negative number");
+  auto not_json = kb::TolerancePolicy::parse("{\"default\": ", "tol.json");
+  REQUIRE_FALSE(not_json.ok());
+  CHECK(not_json.error().message.rfind("tol.json", 0) == 0);
+  auto fine = kb::TolerancePolicy::parse(R"({"default": {"required_matched_ratio": 0.99}})", "tol.json");
+  REQUIRE(fine.ok());
+  CHECK(fine->for_definition("gemm", "x").required_matched_ratio == 0.99);
+}
+
 TEST_CASE("tolerance policy precedence: definition over op_type over default, flags on top") {
   kb::TolerancePolicy p;
   CHECK(p.for_definition("moe", "moe_fp8_block_scale_x").required_matched_ratio == 0.95);

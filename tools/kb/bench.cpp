@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -295,12 +296,14 @@ int cmd_bench(const std::vector<std::string>& args) {
     } else if (a == "--tolerances") {
       if (!(v = need(i, a))) return 2;
       o.tolerance_file = *v;
-    } else if (a == "--atol") {
-      if (!(v = need(i, a)) || !number(a, *v, o.atol)) return 2;
-    } else if (a == "--rtol") {
-      if (!(v = need(i, a)) || !number(a, *v, o.rtol)) return 2;
-    } else if (a == "--matched-ratio" || a == "--required-matched-ratio") {
-      if (!(v = need(i, a)) || !number(a, *v, o.matched_ratio)) return 2;
+    } else if (a == "--atol" || a == "--rtol" || a == "--matched-ratio" || a == "--required-matched-ratio") {
+      std::optional<double>& dest = a == "--atol" ? o.atol : a == "--rtol" ? o.rtol : o.matched_ratio;
+      if (!(v = need(i, a)) || !number(a, *v, dest)) return 2;
+      const bool ratio = &dest == &o.matched_ratio;
+      if (!(*dest >= 0) || !std::isfinite(*dest) || (ratio && *dest > 1)) {
+        fmt::print(stderr, "kb bench: {} expects {}, got {}\n", a, ratio ? "a fraction from 0 to 1" : "a non-negative number", *v);
+        return 2;
+      }
     } else if (a == "--baseline") {
       if (!(v = need(i, a))) return 2;
       o.baseline = *v;
