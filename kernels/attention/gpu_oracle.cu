@@ -39,6 +39,10 @@ constexpr int kPad = kRows + 4;  // row stride of the transposed tiles (float4-a
 constexpr float kLn2 = 0.693147180559945309417f;
 
 static_assert(kRows == 4 * 16 && kKeys == 4 * 16, "a thread owns 4 rows and 4 keys");
+constexpr int kStage = kRows * kDepth / kThreads;  // elements of a Q (and of a K) chunk a thread stages
+constexpr int kVBatch = 4;                         // value elements a thread loads before storing them
+static_assert(kRows * kDepth % kThreads == 0 && kKeys * 64 % (kVBatch * kThreads) == 0,
+              "the staging loops have no tails");
 
 __device__ __forceinline__ float load(const void* base, int type, long long i) {
   switch (type) {
@@ -152,7 +156,12 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
 #pragma unroll
       for (int j = 0; j < 4; ++j) sc[i][j] = 0.f;
     for (int e0 = 0; e0 < depth; e0 += kDepth) {
-      for (int idx = tid; idx < kRows * kDepth; idx += kThreads) {
+      // Every load of the chunk is issued before the first store to shared memory (a generic load
+      // may alias a shared store, so interleaved they would wait on DRAM one at a time).
+      float qn[kStage], kn[kStage];
+#pragma unroll
+      for (int it = 0; it < kStage; ++it) {
+        const int idx = tid + it * kThreads;
         const int r = idx / kDepth, e = e0 + idx % kDepth;
         float qv = 0.f, kv = 0.f;
         if (e < depth) {
@@ -165,8 +174,14 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
             kv = e < p.d_qk ? load(p.k0, p.k0_type, (kr * p.kv_heads + g) * p.d_qk + e)
                             : load(p.k1, p.k1_type, kr * p.d_pe + (e - p.d_qk));
         }
-        qs[(idx % kDepth) * kPad + r] = qv;
-        ks[(idx % kDepth) * kPad + r] = kv;
+        qn[it] = qv;
+        kn[it] = kv;
+      }
+#pragma unroll
+      for (int it = 0; it < kStage; ++it) {
+        const int idx = tid + it * kThreads;
+        qs[(idx % kDepth) * kPad + idx / kDepth] = qn[it];
+        ks[(idx % kDepth) * kPad + idx / kDepth] = kn[it];
       }
       __syncthreads();
       // A chunk's partial sums first, then into the total: each rounding
@@ -193,12 +208,22 @@ __global__ void __launch_bounds__(kThreads, kCols <= 128 ? 2 : 1) attention_tile
       __syncthreads();
     }
 
-    // The value tile (zeros past the tile's keys and the value dim: the weights there are 0).
-    for (int idx = tid; idx < kKeys * kCols; idx += kThreads) {
-      const int key = idx / kCols, c = idx % kCols;
-      const long long kr = rows_of[key];
-      vs[key * kVStride + c] =
-          kr >= 0 && col0 + c < p.d_v ? load(p.v, p.v_type, (kr * p.kv_heads + g) * p.d_v + col0 + c) : 0.f;
+    // The value tile (zeros past the tile's keys and the value dim: the weights there are 0), its
+    // loads issued kVBatch at a time before their stores, as the chunks above.
+    for (int base = 0; base < kKeys * kCols; base += kVBatch * kThreads) {
+      float vn[kVBatch];
+#pragma unroll
+      for (int it = 0; it < kVBatch; ++it) {
+        const int idx = base + tid + it * kThreads;
+        const int key = idx / kCols, c = idx % kCols;
+        const long long kr = rows_of[key];
+        vn[it] = kr >= 0 && col0 + c < p.d_v ? load(p.v, p.v_type, (kr * p.kv_heads + g) * p.d_v + col0 + c) : 0.f;
+      }
+#pragma unroll
+      for (int it = 0; it < kVBatch; ++it) {
+        const int idx = base + tid + it * kThreads;
+        vs[(idx / kCols) * kVStride + idx % kCols] = vn[it];
+      }
     }
 
     // 2. online softmax per row
