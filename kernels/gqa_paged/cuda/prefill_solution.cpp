@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../../attention/launch.hpp"
+#include "../../attention/paged_call.hpp"
 #include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
 
@@ -31,61 +32,36 @@ std::string supports(const Definition& d) {
   return {};
 }
 
+// k_cache and v_cache [pages, page_size, kv_heads, head_dim], head_dim q's.
+bool gqa_cache_fits(const PagedCall& p) {
+  const auto& k = p.cache[0]->shape;
+  return p.cache[1]->shape == k && k[3] == p.q[0]->shape[2];
+}
+
 Status run(const CudaCall& c) {
-  const Definition& d = c.definition;
   if (Status st = check_call(c, kName, supports); !st) return st;
-  const cuda::DeviceTensor* q = input_tensor(c, "q");
-  const cuda::DeviceTensor* k = input_tensor(c, "k_cache");
-  const cuda::DeviceTensor* v = input_tensor(c, "v_cache");
-  const cuda::DeviceTensor* qo = input_tensor(c, "qo_indptr");
-  const cuda::DeviceTensor* indptr = input_tensor(c, "kv_indptr");
-  const cuda::DeviceTensor* indices = input_tensor(c, "kv_indices");
-  const cuda::DeviceTensor* last = input_tensor(c, "kv_last_page_len");
-  if (!q || !k || !v || !qo || !indptr || !indices || (input_index(d, "kv_last_page_len") && !last))
-    return make_error(Code::invalid_argument, std::string(kName) + ": every input but sm_scale must be a tensor");
-  auto scale = sm_scale(c, kName);
-  if (!scale) return scale.error();
-  const cuda::DeviceTensor& out = *output_tensor(c, "output");
-  const cuda::DeviceTensor* lse = output_tensor(c, "lse");
-
-  if (q->shape.size() != 3 || k->shape.size() != 4 || v->shape != k->shape || qo->shape.size() != 1 ||
-      indptr->shape.size() != 1 || indices->shape.size() != 1)
-    return make_error(Code::invalid_argument, std::string(kName) + ": tensor ranks differ from the definition's");
-  const std::int64_t total_q = q->shape[0], hq = q->shape[1], dim = q->shape[2];
-  const std::int64_t batch = qo->shape[0] - 1;
-  const std::int64_t pages = k->shape[0], ps = k->shape[1], hkv = k->shape[2];
-  if (batch < 0 || k->shape[3] != dim || indptr->shape[0] != batch + 1 || out.shape != q->shape ||
-      (lse && !shape_is(lse->shape, {total_q, hq})) ||
-      // FlashInfer-Bench's ps64 prefill definitions size kv_last_page_len [len_indptr] (batch + 1; the
-      // reference reads the first batch entries); decode ones [batch_size]. Accept both.
-      (last && (last->shape.size() != 1 || (last->shape[0] != batch && last->shape[0] != batch + 1))))
-    return make_error(Code::invalid_argument, fmt::format("{}: shapes disagree (q [{}, {}, {}], k_cache [{}, {}, {}, {}])",
-                                                          kName, total_q, hq, dim, pages, ps, hkv, k->shape[3]));
-  if (q->dtype != DType::bfloat16 || k->dtype != DType::bfloat16 || v->dtype != DType::bfloat16 ||
-      out.dtype != DType::bfloat16 || qo->dtype != DType::int32 || indptr->dtype != DType::int32 ||
-      indices->dtype != DType::int32 || (last && last->dtype != DType::int32) || (lse && lse->dtype != DType::float32))
-    return make_error(Code::invalid_argument, std::string(kName) + ": tensor dtypes differ from the definition's");
-
+  auto p = bind_paged_call(c, kName, {"q"}, {"k_cache", "v_cache"}, 4, gqa_cache_fits);
+  if (!p) return p.error();
   GqaPrefillArgs a;
-  a.q = q->data;
-  a.k = k->data;
-  a.v = v->data;
-  a.qo_indptr = qo->as<const std::int32_t>();
-  a.kv_indptr = indptr->as<const std::int32_t>();
-  a.kv_indices = indices->as<const std::int32_t>();
-  a.kv_last_page_len = last ? last->as<const std::int32_t>() : nullptr;
-  a.output = out.data;
-  a.lse = lse ? lse->as<float>() : nullptr;
-  a.batch = batch;
-  a.total_q = total_q;
-  a.num_qo_heads = hq;
-  a.num_kv_heads = hkv;
-  a.head_dim_qk = a.head_dim_vo = dim;
+  a.q = p->q[0]->data;
+  a.k = p->cache[0]->data;
+  a.v = p->cache[1]->data;
+  a.qo_indptr = PagedCall::ints(p->qo_indptr);
+  a.kv_indptr = PagedCall::ints(p->kv_indptr);
+  a.kv_indices = PagedCall::ints(p->kv_indices);
+  a.kv_last_page_len = PagedCall::ints(p->kv_last_page_len);
+  a.output = p->output->data;
+  a.lse = p->lse ? p->lse->as<float>() : nullptr;
+  a.batch = p->batch;
+  a.total_q = p->rows;
+  a.num_qo_heads = p->heads;
+  a.num_kv_heads = p->cache[0]->shape[2];
+  a.head_dim_qk = a.head_dim_vo = p->q[0]->shape[2];
   a.paged = true;
-  a.page_size = ps;
-  a.num_kv_indices = indices->shape[0];
-  a.kv_rows = pages;
-  a.sm_scale = *scale;
+  a.page_size = p->page_size;
+  a.kv_rows = p->pages;
+  a.num_kv_indices = p->kv_indices->shape[0];
+  a.sm_scale = p->sm_scale;
   return launch_gqa_prefill(a, c.stream);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../../attention/launch.hpp"
+#include "../../attention/paged_call.hpp"
 #include "../../attention/solution_args.hpp"
 #include "harness/implementation.hpp"
 
@@ -31,61 +32,35 @@ std::string supports(const Definition& d) {
   return {};
 }
 
+// ckv_cache [pages, page_size, head_dim_ckv] and kpe_cache [.., head_dim_kpe], the dims of q_nope and q_pe.
+bool mla_cache_fits(const PagedCall& p) {
+  return p.cache[0]->shape[2] == p.q[0]->shape[2] && p.cache[1]->shape[2] == p.q[1]->shape[2];
+}
+
 Status run(const CudaCall& c) {
-  const Definition& d = c.definition;
   if (Status st = check_call(c, kName, supports); !st) return st;
-  const cuda::DeviceTensor* qn = input_tensor(c, "q_nope");
-  const cuda::DeviceTensor* qp = input_tensor(c, "q_pe");
-  const cuda::DeviceTensor* ckv = input_tensor(c, "ckv_cache");
-  const cuda::DeviceTensor* kpe = input_tensor(c, "kpe_cache");
-  const cuda::DeviceTensor* qo = input_tensor(c, "qo_indptr");
-  const cuda::DeviceTensor* indptr = input_tensor(c, "kv_indptr");
-  const cuda::DeviceTensor* indices = input_tensor(c, "kv_indices");
-  const cuda::DeviceTensor* last = input_tensor(c, "kv_last_page_len");
-  if (!qn || !qp || !ckv || !kpe || !qo || !indptr || !indices || (input_index(d, "kv_last_page_len") && !last))
-    return make_error(Code::invalid_argument, std::string(kName) + ": every input but sm_scale must be a tensor");
-  auto scale = sm_scale(c, kName);
-  if (!scale) return scale.error();
-  const cuda::DeviceTensor& out = *output_tensor(c, "output");
-  const cuda::DeviceTensor* lse = output_tensor(c, "lse");
-
-  if (qn->shape.size() != 3 || qp->shape.size() != 3 || ckv->shape.size() != 3 || kpe->shape.size() != 3 ||
-      qo->shape.size() != 1 || indptr->shape.size() != 1 || indices->shape.size() != 1)
-    return make_error(Code::invalid_argument, std::string(kName) + ": tensor ranks differ from the definition's");
-  const std::int64_t total_q = qn->shape[0], hq = qn->shape[1], dckv = qn->shape[2], dkpe = qp->shape[2];
-  const std::int64_t batch = qo->shape[0] - 1;
-  const std::int64_t pages = ckv->shape[0], ps = ckv->shape[1];
-  if (batch < 0 || qp->shape[0] != total_q || qp->shape[1] != hq || ckv->shape[2] != dckv || kpe->shape[0] != pages ||
-      kpe->shape[1] != ps || kpe->shape[2] != dkpe || indptr->shape[0] != batch + 1 || out.shape != qn->shape ||
-      (lse && !shape_is(lse->shape, {total_q, hq})) || (last && !shape_is(last->shape, {batch})))
-    return make_error(Code::invalid_argument,
-                      fmt::format("{}: shapes disagree (q_nope [{}, {}, {}], ckv_cache [{}, {}, {}])", kName, total_q, hq,
-                                  dckv, pages, ps, ckv->shape[2]));
-  if (qn->dtype != DType::bfloat16 || qp->dtype != DType::bfloat16 || ckv->dtype != DType::bfloat16 ||
-      kpe->dtype != DType::bfloat16 || out.dtype != DType::bfloat16 || qo->dtype != DType::int32 || indptr->dtype != DType::int32 ||
-      indices->dtype != DType::int32 || (last && last->dtype != DType::int32) || (lse && lse->dtype != DType::float32))
-    return make_error(Code::invalid_argument, std::string(kName) + ": tensor dtypes differ from the definition's");
-
+  auto p = bind_paged_call(c, kName, {"q_nope", "q_pe"}, {"ckv_cache", "kpe_cache"}, 3, mla_cache_fits);
+  if (!p) return p.error();
   MlaPagedPrefillArgs a;
-  a.q_nope = qn->data;
-  a.q_pe = qp->data;
-  a.ckv_cache = ckv->data;
-  a.kpe_cache = kpe->data;
-  a.qo_indptr = qo->as<const std::int32_t>();
-  a.kv_indptr = indptr->as<const std::int32_t>();
-  a.kv_indices = indices->as<const std::int32_t>();
-  a.kv_last_page_len = last ? last->as<const std::int32_t>() : nullptr;
-  a.output = out.data;
-  a.lse = lse ? lse->as<float>() : nullptr;
-  a.batch = batch;
-  a.total_q = total_q;
-  a.num_qo_heads = hq;
-  a.head_dim_ckv = dckv;
-  a.head_dim_kpe = dkpe;
-  a.page_size = ps;
-  a.num_pages = pages;
-  a.num_kv_indices = indices->shape[0];
-  a.sm_scale = *scale;
+  a.q_nope = p->q[0]->data;
+  a.q_pe = p->q[1]->data;
+  a.ckv_cache = p->cache[0]->data;
+  a.kpe_cache = p->cache[1]->data;
+  a.qo_indptr = PagedCall::ints(p->qo_indptr);
+  a.kv_indptr = PagedCall::ints(p->kv_indptr);
+  a.kv_indices = PagedCall::ints(p->kv_indices);
+  a.kv_last_page_len = PagedCall::ints(p->kv_last_page_len);
+  a.output = p->output->data;
+  a.lse = p->lse ? p->lse->as<float>() : nullptr;
+  a.batch = p->batch;
+  a.total_q = p->rows;
+  a.num_qo_heads = p->heads;
+  a.head_dim_ckv = p->q[0]->shape[2];
+  a.head_dim_kpe = p->q[1]->shape[2];
+  a.page_size = p->page_size;
+  a.num_pages = p->pages;
+  a.num_kv_indices = p->kv_indices->shape[0];
+  a.sm_scale = p->sm_scale;
   return launch_mla_paged_prefill(a, c.stream);
 }
 
