@@ -1,13 +1,15 @@
 // kb_cuda_moe's kernels: one MoE call (kernels/moe/form.hpp) as seven launches on one stream (nine where
 // both expert GEMMs split K):
 //
-//   1. counts of pairs per local expert zeroed (cudaMemsetAsync);
+//   1. counts of pairs per local expert, and after them the row-streaming GEMMs' two work-item
+//      counters, zeroed (one cudaMemsetAsync);
 //   2. route: one warp per token runs the form's routing in float32 as kernels/moe/routing.cpp
 //      does (sigmoid, + bias, group scores from each group's two best, topk_group groups kept,
 //      top_k among them; top-k + softmax; sigmoid top-k; packed ids), ties to the lower expert
 //      index, weights in double; each local choice counted (atomicAdd on its expert's count);
-//   3. plan (one thread): per-expert starts (prefix sums) and the table of tiles (32 rows, or 4 on
-//      the row-streaming path below);
+//   3. plan (one block, a thread an expert): per-expert row and tile starts by a block-wide
+//      prefix sum, and the table of tiles (32 rows, or 4 on the row-streaming path below), each
+//      with its expert's record (first tile, first row, rows) for the streaming work items;
 //   4. scatter: each local (token, k) choice takes a row of its expert's segment (atomicAdd on a
 //      cursor). The order inside a segment depends on the scheduling, but nothing else does: every
 //      row of the expert GEMMs is computed alone in a fixed order, and the combine reads rows by
@@ -29,15 +31,22 @@
 // kRowTile = 4 rows a chosen expert (decode; e.g. DeepSeek-V3's 8 of 256 experts up to 128
 // tokens, 384 experts up to 192), with every weight row 16-byte aligned: the row-streaming
 // kernels; otherwise the tensor-core kernels. Both take any routing: the rule only sizes the
-// tiles and the grid, so all 64 tokens on one expert are 16 tiles of 4 rows there, each
-// streaming the expert's weights again (correct, slower).
+// tiles and the grids, so all 64 tokens on one expert are 16 tiles of 4 rows there, whose work
+// items of one weight block are handed out together and read that block from L2 after the first.
 //
 // Row streaming (stream_kernel). A GEMM with a row or two an expert is a copy of the chosen
 // experts' weights, and the tensor-core tiles would be 31/32 padding whose per-block promotion
-// costs more than the copy. The plan cuts each expert's rows into tiles of at most 4; a CTA (8
-// warps) takes a tile (looping over tile slots, as below) and a block of weight rows of its
-// expert: GEMM1 8 columns (a warp the up row c and the gate row I + c), GEMM2 16 output rows (two
-// a warp); at one token x top-8 with I = 2048 that is 8 x 256 CTAs for GEMM1. The tile's rows of
+// costs more than the copy. The plan cuts each expert's rows into tiles of at most 4 (the rows a
+// CTA dots a weight row with inside its register budget). A work item is a tile and a block of
+// weight rows of its expert: GEMM1 8 columns (a warp the up row c and the gate row I + c), GEMM2
+// 16 output rows (two a warp); at one token x top-8 with I = 2048 that is 8 x 256 items for
+// GEMM1. A persistent grid (4 CTAs an SM of 8 warps, never more than the most items any routing
+// makes) takes the items from a counter in the workspace, in the order moe_schedule.hpp numbers
+// them: expert after expert, and inside an expert the tiles of one weight block one after the
+// other, so CTAs at work at the same time on a crowded expert read the same weight rows (L2
+// serves all but the first) and no CTA idles while a crowded expert's tiles wait: the schedule
+// follows the real routing, which only the device knows, with a grid that is a rule of the shape
+// (graph-capturable, and the counters are zeroed with the expert counts). The tile's rows of
 // x (gathered by token) or of the fp32 intermediate are staged once in shared memory as fp32, K
 // in slabs of 8192 / rows elements; each lane then streams 16-byte chunks of the warp's two
 // weight rows (16 fp8 elements; 4 / rows chunks a row a step: 8 loads in flight a thread for a
@@ -107,6 +116,7 @@
 
 #include "../../common/cuda_types.cuh"
 #include "moe_cuda.hpp"
+#include "moe_schedule.hpp"
 
 namespace kb::kernels {
 namespace {
@@ -164,12 +174,14 @@ __host__ __device__ inline int dtype_bytes(MoeDType t) {
 // ---- workspace ----------------------------------------------------------------------------
 
 struct Workspace {
-  int* counts;      // [E_local]
+  int* counts;      // [E_local], zeroed at the start of a call
+  int* item_next;   // [2] after counts (zeroed with them): the streaming GEMMs' next work item
   int* cursor;      // [E_local]
   int* n_tiles;     // [1]
   int* tile_e;      // [max_tiles]
   int* tile_r0;     // [max_tiles]
   int* tile_rows;   // [max_tiles]
+  int4* tile_expert;  // [max_tiles]: the tile's expert, its first tile, its first pair row, its rows
   int* choice_le;   // [T * K]: local expert or -1
   float* choice_w;  // [T * K]
   int* slot;        // [T * K]: the pair row of choice (t, k), or -1
@@ -192,8 +204,9 @@ struct Workspace {
 // with tiles of at most kRowTile rows; otherwise on the tensor-core kernels (gemm_kernel) with
 // kBM-row tiles. The streaming kernels read 16-byte chunks of weight rows, so every weight row
 // of both matrices must be 16-byte aligned there. Any routing is computed either way: more rows
-// on an expert than expected are more tiles (one streaming pass over the expert's weights each).
-constexpr int kRowTile = 4;  // routed rows a tile of the streaming path
+// on an expert than expected are more tiles (on the streaming path the tiles of one expert and
+// weight block are consecutive work items, so they share that block's reads through L2).
+constexpr int kRowTile = moe_schedule::kStreamRowTile;  // routed rows a tile of the streaming path
 
 struct ExpectedRows {
   long long rows = 0;     // rows expected on this rank's experts (at least 1)
@@ -211,11 +224,19 @@ bool aligned_rows(const void* p, long long row_bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && row_bytes % 16 == 0;
 }
 
+// Blocks of weight rows a streaming CTA takes at a time: GEMM1 8 columns (16 rows), GEMM2 16 rows.
+constexpr int kSvThreads = 256;
+constexpr int kSvWarps = kSvThreads / 32;
+constexpr int sv_cols(bool swiglu) { return swiglu ? kSvWarps : 2 * kSvWarps; }
+constexpr long long stream_blocks(long long n, bool swiglu) { return (n + sv_cols(swiglu) - 1) / sv_cols(swiglu); }
+
 bool streams_rows(const MoeLaunch& m) {
-  if (!moe_few_rows(m.tokens * m.top_k, m.local_experts, m.routed_experts)) return false;
-  // gridDim.y, the tile slots: at most twice the expected tiles (at most the local experts on this
-  // path) or 4 an SM.
-  if (2 * m.local_experts > 65535 || 4ll * m.sm_count > 65535) return false;
+  const long long pairs = m.tokens * m.top_k;
+  if (!moe_few_rows(pairs, m.local_experts, m.routed_experts)) return false;
+  // Work items and pair rows are ints there (with a grid's worth of spare counter increments).
+  const long long items = moe_schedule::stream_items(moe_schedule::max_tiles(pairs, m.local_experts, kRowTile),
+                                                     std::max(stream_blocks(m.inter, true), stream_blocks(m.hidden, false)));
+  if (items + (1ll << 24) >= (1ll << 31) || pairs >= (1ll << 31)) return false;
   // Byte offsets inside one expert's matrix are 32-bit there.
   if (2 * m.inter * m.hidden * dtype_bytes(m.w13_dtype) >= (1ll << 31) ||
       m.hidden * m.inter * dtype_bytes(m.w2_dtype) >= (1ll << 31))
@@ -226,8 +247,7 @@ bool streams_rows(const MoeLaunch& m) {
 int tile_rows_of(const MoeLaunch& m) { return streams_rows(m) ? kRowTile : kBM; }
 
 long long max_tiles(const MoeLaunch& m) {
-  const long long pairs = m.tokens * m.top_k, tile = tile_rows_of(m);
-  return (pairs + tile - 1) / tile + m.local_experts;
+  return moe_schedule::max_tiles(m.tokens * m.top_k, m.local_experts, tile_rows_of(m));
 }
 
 // Tiles the routing is expected to make: the expected rows on their experts, a tile's rows each.
@@ -275,7 +295,7 @@ KSplit k_split(const MoeLaunch& m, long long K, long long N, long long cols, lon
   return r.splits < 2 ? one : r;
 }
 
-// Tile slots of a GEMM grid (blockIdx.x; a CTA loops over tiles slot, slot + slots, ...): the
+// Tile slots of a tensor-core GEMM grid (blockIdx.x; a CTA loops over tiles slot, slot + slots, ...): the
 // worst-case tile count bounds it; past the expected tiles (twice, for uneven routing) only
 // enough slots to give every SM 4 CTAs with the column blocks and splits. The routing's real
 // tile count is on the device only; slots the plan leaves empty exit at once, and more tiles
@@ -300,12 +320,14 @@ Workspace carve(const MoeLaunch& m, void* base) {
   const auto pairs = static_cast<std::size_t>(m.tokens * m.top_k);
   const auto tiles = static_cast<std::size_t>(max_tiles(m));
   Workspace w{};
-  w.counts = reinterpret_cast<int*>(take(E * 4));
+  w.counts = reinterpret_cast<int*>(take((E + 2) * 4));
+  w.item_next = w.counts ? w.counts + E : nullptr;
   w.cursor = reinterpret_cast<int*>(take(E * 4));
   w.n_tiles = reinterpret_cast<int*>(take(4));
   w.tile_e = reinterpret_cast<int*>(take(tiles * 4));
   w.tile_r0 = reinterpret_cast<int*>(take(tiles * 4));
   w.tile_rows = reinterpret_cast<int*>(take(tiles * 4));
+  w.tile_expert = reinterpret_cast<int4*>(take(tiles * 16));
   w.choice_le = reinterpret_cast<int*>(take(pairs * 4));
   w.choice_w = reinterpret_cast<float*>(take(pairs * 4));
   w.slot = reinterpret_cast<int*>(take(pairs * 4));
@@ -450,23 +472,59 @@ __global__ void route_kernel(MoeLaunch m, Workspace w) {
   }
 }
 
-// Per-expert segment starts and the table of `tile`-row tiles (one thread: E_local + tiles steps).
-__global__ void plan_kernel(MoeLaunch m, Workspace w, int tile) {
-  if (threadIdx.x != 0) return;
-  int pos = 0, tiles = 0;
-  for (long long e = 0; e < m.local_experts; ++e) {
-    const int n = w.counts[e];
-    w.cursor[e] = pos;
-    for (int r = 0; r < n; r += tile) {
-      w.tile_e[tiles] = static_cast<int>(e);
-      w.tile_r0[tiles] = pos + r;
-      w.tile_rows[tiles] = min(tile, n - r);
-      ++tiles;
+// Per-expert segment starts and the table of `tile`-row tiles, experts in order, each expert's
+// tiles in row order. One block: a thread an expert (kPlanThreads experts a round), the rows' and
+// tiles' prefix sums by a block-wide scan (warp shuffles, then the warps' totals), each thread
+// writing its expert's tiles.
+constexpr int kPlanThreads = 256;
+__global__ void __launch_bounds__(kPlanThreads) plan_kernel(MoeLaunch m, Workspace w, int tile) {
+  constexpr int kWarps = kPlanThreads / 32;
+  __shared__ int warp_rows[kWarps], warp_tiles[kWarps];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int rows_before = 0, tiles_before = 0;  // totals of the earlier rounds (the same in every thread)
+  for (long long e0 = 0; e0 < m.local_experts; e0 += kPlanThreads) {
+    const long long e = e0 + tid;
+    const int n = e < m.local_experts ? w.counts[e] : 0;
+    const int nt = moe_schedule::tiles_of(n, tile);
+    int rows_inc = n, tiles_inc = nt;  // inclusive sums over the warp's lanes up to this one
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int r = __shfl_up_sync(0xFFFFFFFFu, rows_inc, off), t = __shfl_up_sync(0xFFFFFFFFu, tiles_inc, off);
+      if (lane >= off) {
+        rows_inc += r;
+        tiles_inc += t;
+      }
     }
-    pos += n;
+    if (lane == 31) {
+      warp_rows[warp] = rows_inc;
+      warp_tiles[warp] = tiles_inc;
+    }
+    __syncthreads();
+    int row0 = rows_before + rows_inc - n, tile0 = tiles_before + tiles_inc - nt;
+    for (int i = 0; i < kWarps; ++i) {
+      if (i < warp) {
+        row0 += warp_rows[i];
+        tile0 += warp_tiles[i];
+      }
+      rows_before += warp_rows[i];
+      tiles_before += warp_tiles[i];
+    }
+    __syncthreads();  // every thread has read the warps' totals before the next round writes them
+    if (e < m.local_experts) {
+      w.cursor[e] = row0;
+      const int4 rec = make_int4(static_cast<int>(e), tile0, row0, n);
+      for (int j = 0; j < nt; ++j) {
+        w.tile_e[tile0 + j] = static_cast<int>(e);
+        w.tile_r0[tile0 + j] = row0 + j * tile;
+        w.tile_rows[tile0 + j] = min(tile, n - j * tile);
+        w.tile_expert[tile0 + j] = rec;
+      }
+    }
   }
-  *w.n_tiles = tiles;
-  *w.n_rows = pos;
+  if (tid == 0) {
+    *w.n_tiles = tiles_before;
+    *w.n_rows = rows_before;
+  }
 }
 
 __global__ void scatter_kernel(MoeLaunch m, Workspace w) {
@@ -916,9 +974,14 @@ __global__ void reduce_kernel(GemmArgs g, Workspace w) {
 
 // ---- the row-streaming GEMMs ---------------------------------------------------------------
 //
-// For tiles of at most kRowTile rows (the path rule above). A CTA owns a block of weight rows of
-// the tile's expert: GEMM1 kSvWarps columns (a warp the up row c and the gate row I + c of one
-// column, so SwiGLU is formed in the warp), GEMM2 2 x kSvWarps output rows (two a warp). A warp
+// For tiles of at most kRowTile rows (the path rule above). A work item is a tile and a block of
+// weight rows of the tile's expert: GEMM1 kSvWarps columns (a warp the up row c and the gate row
+// I + c of one column, so SwiGLU is formed in the warp), GEMM2 2 x kSvWarps output rows (two a
+// warp). A persistent grid (moe_schedule::stream_grid) takes the items from a counter in the
+// workspace in the order moe_schedule.hpp numbers them (expert by expert; inside an expert, one
+// weight block's tiles together, so CTAs at work at the same time on one expert share its weight
+// reads through L2): no CTA waits on a crowded expert's tiles while others have nothing, and the
+// grid is never sized by the worst case. A warp
 // streams its two rows once: each lane reads 16-byte chunks (16 fp8, 8 16-bit or 4 fp32
 // elements), 4 / R a row a step for R-row tiles (8 loads in flight a thread for one row, 2 for
 // four), through the non-coherent path without L1 allocation. The tile's activation rows are
@@ -933,13 +996,8 @@ __global__ void reduce_kernel(GemmArgs g, Workspace w) {
 // scale, as the tensor-core path promotes a block) and added into a double accumulator; the
 // lanes' accumulators are summed in double by a fixed butterfly. The epilogues are the
 // tensor-core path's (swiglu_out, down_out), into the same buffers.
-constexpr int kSvThreads = 256;
-constexpr int kSvWarps = kSvThreads / 32;
 constexpr int kSvActFloats = 8192;  // 32 KiB of staged activations: a slab of kSvActFloats / R elements of R rows
 constexpr int kSvScales = kSvActFloats / 32 + kRowTile;  // block scales of a slab's rows (BLOCK >= 32)
-
-// Output columns (GEMM1) or rows (GEMM2) a CTA.
-constexpr int sv_cols(bool swiglu) { return swiglu ? kSvWarps : 2 * kSvWarps; }
 
 __device__ __forceinline__ uint4 ld_stream16(const unsigned char* p) {
   uint4 v;
@@ -992,17 +1050,19 @@ __device__ __forceinline__ float stage_load(const void* p, MoeDType t, long long
   return load(p, t, i);
 }
 
-// One tile (R rows: 1, 2, or 4 with the rows past the tile's zero) x the CTA's weight rows x K.
-template <bool SWIGLU, MoeDType WT, int R>
-__device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& w, int tile, float* act, float* ascale,
-                                            long long* arow) {
+// One tile (pair rows r0 .. r0 + rows - 1 of expert e; R rows: 1, 2, or 4 with the rows past the
+// tile's zero) x weight-row block `block` x K. `reserve()` runs once in every thread, right after
+// the first slab's first weight loads are issued (so they are in flight during any wait of its
+// own), or at the end where K is 0.
+template <bool SWIGLU, MoeDType WT, int R, class Reserve>
+__device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& w, int e, int r0, int rows, int block_idx,
+                                            float* act, float* ascale, long long* arow, const Reserve& reserve) {
   constexpr int WB = WT == MoeDType::f32 ? 4 : WT == MoeDType::bf16 || WT == MoeDType::f16 ? 2 : 1;
   constexpr int kEpc = 16 / WB;            // elements a chunk
   constexpr int kSpan = 32 * kEpc;         // elements a warp's chunks cover
   constexpr int kUnroll = 4 / R;           // chunks a row a step: 8, 4 or 2 loads in flight a thread
   constexpr int kSlab = kSvActFloats / R;  // staged K a slab (a multiple of kSpan * kUnroll)
   constexpr int kSlabScales = kSvScales / R;
-  const int e = w.tile_e[tile], r0 = w.tile_r0[tile], rows = w.tile_rows[tile];
   const int N = static_cast<int>(g.n), K = static_cast<int>(g.k), block = static_cast<int>(g.block);
   const int b_rows = SWIGLU ? 2 * N : N;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -1010,11 +1070,11 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
   // The warp's two weight rows (-1: past the matrix).
   int wr0, wr1;
   if constexpr (SWIGLU) {
-    const int c = static_cast<int>(blockIdx.x) * sv_cols(true) + warp;
+    const int c = block_idx * sv_cols(true) + warp;
     wr0 = c < N ? c : -1;
     wr1 = c < N ? N + c : -1;
   } else {
-    const int c = static_cast<int>(blockIdx.x) * sv_cols(false) + 2 * warp;
+    const int c = block_idx * sv_cols(false) + 2 * warp;
     wr0 = c < N ? c : -1;
     wr1 = c + 1 < N ? c + 1 : -1;
   }
@@ -1051,6 +1111,7 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
     // The slab's first step is in flight while the activations are staged.
     int k = lane * kEpc;
     load_step(k);
+    if (ks0 == 0) reserve();
     __syncthreads();  // the previous slab's (or tile's) reads of act and ascale are done; arow is set
     // Stage the slab: 4 consecutive elements a thread (contiguous in the permuted layout).
     for (int i = tid * 4; i < R * kSlab; i += kSvThreads * 4) {
@@ -1129,6 +1190,7 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
       load_step(k);
     }
   }
+  if (K <= 0) reserve();
   if (wr0 < 0) return;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -1154,23 +1216,58 @@ __device__ __forceinline__ void stream_tile(const GemmArgs& g, const Workspace& 
   }
 }
 
-// blockIdx = (weight-row block, tile slot): a CTA takes tiles blockIdx.y, + gridDim.y, ... of
-// the plan's table (tile_slots), each with the instance for its row count. The slots are the
-// slow grid axis, so the CTAs of the plan's tiles are dispatched first and those of empty slots
-// (which exit at once) last.
+// A persistent CTA: it takes work items (moe_schedule.hpp) from the counter `next` until the
+// plan's items (tiles x weight-row blocks) run out, each with the instance for its row count.
+// While an item streams, thread 0 reserves the next one (one item reserved ahead: its number from
+// the counter once the item's first weight loads are in flight, then its expert record copied into
+// shared memory by cp.async, which lands while the item streams) and turns it into `work` at the
+// item's end.
+// Every item is taken by exactly one CTA: the counter hands out each number once, and numbers
+// past the items end the CTA.
 template <bool SWIGLU, MoeDType WT>
-__global__ void __launch_bounds__(kSvThreads, 4) stream_kernel(GemmArgs g, Workspace w) {
+__global__ void __launch_bounds__(kSvThreads, moe_schedule::kStreamCtasPerSm) stream_kernel(GemmArgs g, Workspace w, int* next) {
   __shared__ __align__(16) float act[kSvActFloats];
   __shared__ float ascale[kSvScales];
   __shared__ long long arow[kRowTile];
-  const int n_tiles = *w.n_tiles;
+  __shared__ int4 work;  // the CTA's item: {expert, first pair row, rows, weight-row block}; expert -1: none
+  __shared__ int4 ahead_rec;  // the reserved item's expert record (tile_expert), landed by cp.async
+  __shared__ int ahead;       // the reserved item's number
+  const int blocks = static_cast<int>(stream_blocks(g.n, SWIGLU));
+  const long long items = moe_schedule::stream_items(*w.n_tiles, blocks);
+  // Thread 0: item q (expert record x) into `work`. Tile q / blocks belongs to the item's expert.
+  auto set_work = [&](long long q, const int4& x) {
+    if (q >= items) {
+      work = make_int4(-1, 0, 0, 0);
+      return;
+    }
+    const moe_schedule::StreamWork s = moe_schedule::stream_work(q, blocks, x.y, x.z, x.w);
+    work = make_int4(x.x, s.r0, s.rows, s.block);
+  };
+  auto reserve = [&] {
+    if (threadIdx.x != 0) return;
+    const int q = atomicAdd(next, 1);
+    if (q < items) cp_async16(&ahead_rec, w.tile_expert + q / blocks, 16);
+    cp_async_commit();
+    ahead = q;
+  };
+  if (threadIdx.x == 0) {
+    const int q = atomicAdd(next, 1);
+    set_work(q, q < items ? w.tile_expert[q / blocks] : make_int4(0, 0, 0, 0));
+  }
+  __syncthreads();
 #pragma unroll 1
-  for (int tile = blockIdx.y; tile < n_tiles; tile += gridDim.y) {
-    const int rows = w.tile_rows[tile];
-    if (rows == 1) stream_tile<SWIGLU, WT, 1>(g, w, tile, act, ascale, arow);
-    else if (rows == 2) stream_tile<SWIGLU, WT, 2>(g, w, tile, act, ascale, arow);
-    else stream_tile<SWIGLU, WT, 4>(g, w, tile, act, ascale, arow);
-    __syncthreads();  // arow of the next tile is written before its first barrier
+  for (;;) {
+    const int4 it = work;
+    if (it.x < 0) return;  // the same value in every thread: the whole CTA leaves
+    if (it.z == 1) stream_tile<SWIGLU, WT, 1>(g, w, it.x, it.y, it.z, it.w, act, ascale, arow, reserve);
+    else if (it.z == 2) stream_tile<SWIGLU, WT, 2>(g, w, it.x, it.y, it.z, it.w, act, ascale, arow, reserve);
+    else stream_tile<SWIGLU, WT, 4>(g, w, it.x, it.y, it.z, it.w, act, ascale, arow, reserve);
+    __syncthreads();  // every thread has read `work`; the item's reads of act, ascale and arow are done
+    if (threadIdx.x == 0) {
+      cp_async_wait(0);  // the reserved record has landed (issued a whole item ago)
+      set_work(ahead, ahead_rec);
+    }
+    __syncthreads();
   }
 }
 
@@ -1235,7 +1332,7 @@ Status launch_gemm(dim3 grid, std::size_t smem, cudaStream_t stream, const GemmA
 // stream_kernel<SWIGLU, WT>. Four CTAs an SM need 4 x 34 KiB of shared memory: the carveout is
 // set to all shared memory once a device (a hint, not a stream operation; a refusal is cleared).
 template <bool SWIGLU, MoeDType WT>
-Status launch_stream_as(dim3 grid, cudaStream_t stream, const GemmArgs& g, const Workspace& w, const char* what) {
+Status launch_stream_as(unsigned grid, cudaStream_t stream, const GemmArgs& g, const Workspace& w, int* next, const char* what) {
   constexpr int kMaxDevices = 64;
   static std::array<std::atomic<bool>, kMaxDevices> ready{};
   auto kernel = stream_kernel<SWIGLU, WT>;
@@ -1246,22 +1343,23 @@ Status launch_stream_as(dim3 grid, cudaStream_t stream, const GemmArgs& g, const
       (void)cudaGetLastError();
     ready[device].store(true);
   }
-  kernel<<<grid, kSvThreads, 0, stream>>>(g, w);
+  kernel<<<grid, kSvThreads, 0, stream>>>(g, w, next);
   return launch_error(what);
 }
 
-// The row-streaming GEMM for the weights' type over the blocks of N's weight rows x the tile slots.
+// The row-streaming GEMM for the weights' type: a persistent grid over the work items of N's
+// weight-row blocks x the plan's tiles, handed out by the counter `next` (zeroed with the counts).
 template <bool SWIGLU>
 Status launch_stream(const MoeLaunch& m, MoeDType weights, long long N, cudaStream_t stream, const GemmArgs& g,
-                     const Workspace& w, const char* what) {
-  const long long blocks = (N + sv_cols(SWIGLU) - 1) / sv_cols(SWIGLU);
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tile_slots(m, blocks, 1)));
+                     const Workspace& w, int* next, const char* what) {
+  const long long most = moe_schedule::stream_items(max_tiles(m), stream_blocks(N, SWIGLU));
+  const auto grid = static_cast<unsigned>(moe_schedule::stream_grid(most, m.sm_count));
   switch (weights) {
-    case MoeDType::e4m3: return launch_stream_as<SWIGLU, MoeDType::e4m3>(grid, stream, g, w, what);
-    case MoeDType::e5m2: return launch_stream_as<SWIGLU, MoeDType::e5m2>(grid, stream, g, w, what);
-    case MoeDType::bf16: return launch_stream_as<SWIGLU, MoeDType::bf16>(grid, stream, g, w, what);
-    case MoeDType::f16: return launch_stream_as<SWIGLU, MoeDType::f16>(grid, stream, g, w, what);
-    default: return launch_stream_as<SWIGLU, MoeDType::f32>(grid, stream, g, w, what);
+    case MoeDType::e4m3: return launch_stream_as<SWIGLU, MoeDType::e4m3>(grid, stream, g, w, next, what);
+    case MoeDType::e5m2: return launch_stream_as<SWIGLU, MoeDType::e5m2>(grid, stream, g, w, next, what);
+    case MoeDType::bf16: return launch_stream_as<SWIGLU, MoeDType::bf16>(grid, stream, g, w, next, what);
+    case MoeDType::f16: return launch_stream_as<SWIGLU, MoeDType::f16>(grid, stream, g, w, next, what);
+    default: return launch_stream_as<SWIGLU, MoeDType::f32>(grid, stream, g, w, next, what);
   }
 }
 
@@ -1281,7 +1379,8 @@ Status launch_moe(const MoeLaunch& m) {
   auto stream = static_cast<cudaStream_t>(m.stream);
   const Workspace w = carve(m, m.workspace);
   const long long pairs = m.tokens * m.top_k;
-  if (cudaError_t e = cudaMemsetAsync(w.counts, 0, static_cast<std::size_t>(m.local_experts) * 4, stream); e != cudaSuccess)
+  // The counts and, after them, the streaming GEMMs' item counters: one memset.
+  if (cudaError_t e = cudaMemsetAsync(w.counts, 0, static_cast<std::size_t>(m.local_experts + 2) * 4, stream); e != cudaSuccess)
     return make_error(Code::cuda_error, std::string("kb_cuda_moe: zeroing the expert counts: ") + cudaGetErrorString(e));
 
   const std::size_t per_token = moe_routing_smem_per_token(m);
@@ -1291,7 +1390,7 @@ Status launch_moe(const MoeLaunch& m) {
   const int warps = static_cast<int>(std::min<std::size_t>(4, 48 * 1024 / per_token));
   route_kernel<<<static_cast<unsigned>((m.tokens + warps - 1) / warps), warps * 32, per_token * warps, stream>>>(m, w);
   KB_TRY(launch_error("routing"));
-  plan_kernel<<<1, 32, 0, stream>>>(m, w, tile_rows_of(m));
+  plan_kernel<<<1, kPlanThreads, 0, stream>>>(m, w, tile_rows_of(m));
   KB_TRY(launch_error("plan"));
   scatter_kernel<<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, stream>>>(m, w);
   KB_TRY(launch_error("scatter"));
@@ -1333,7 +1432,7 @@ Status launch_moe(const MoeLaunch& m) {
                      static_cast<unsigned>(g1.split.splits));
     const std::size_t smem = gemm_smem(m.fp8_gemm1, ab, bb, g1.stages);
     if (rows_path) {
-      KB_TRY(launch_stream<true>(m, m.w13_dtype, m.inter, stream, g1, w, "GEMM1"));
+      KB_TRY(launch_stream<true>(m, m.w13_dtype, m.inter, stream, g1, w, w.item_next, "GEMM1"));
     } else {
       KB_TRY((m.fp8_gemm1 ? launch_gemm<true, true> : launch_gemm<true, false>)(grid1, smem, stream, g1, w, "GEMM1"));
     }
@@ -1374,7 +1473,7 @@ Status launch_moe(const MoeLaunch& m) {
                      static_cast<unsigned>(g2.split.splits));
     const std::size_t smem = gemm_smem(false, 4, bb, g2.stages);
     if (rows_path) {
-      KB_TRY(launch_stream<false>(m, m.w2_dtype, m.hidden, stream, g2, w, "GEMM2"));
+      KB_TRY(launch_stream<false>(m, m.w2_dtype, m.hidden, stream, g2, w, w.item_next + 1, "GEMM2"));
     } else {
       KB_TRY((launch_gemm<false, false>)(grid2, smem, stream, g2, w, "GEMM2"));
     }

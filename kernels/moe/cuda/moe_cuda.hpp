@@ -63,7 +63,7 @@ struct MoeLaunch {
   void* stream = nullptr;     // cudaStream_t
 };
 
-// Scratch one call needs: routing lists sized by tokens x top_k, the fp32 intermediate
+// Scratch one call needs: routing lists and the tile table sized by tokens x top_k, the fp32 intermediate
 // [tokens x top_k, I], the fp32 expert outputs [tokens x top_k, H] and, where a GEMM splits K
 // (few rows routed for sm_count SMs), its double partial sums [splits, tokens x top_k, weight rows].
 std::size_t moe_workspace_bytes(const MoeLaunch& m);
@@ -73,9 +73,10 @@ std::size_t moe_routing_smem_per_token(const MoeLaunch& m);
 
 // The shape rule of the expert GEMMs' path: true where `pairs` (tokens x top_k) routed evenly over
 // `routed_experts`, at most one expert a row, put at most 4 rows on each chosen one of this rank's
-// `local_experts`. Those calls run the row-streaming kernels (each chosen expert's weights read
-// once a 4-row tile, dotted on the CUDA cores) when every weight row is 16-byte aligned; the
-// others the tensor-core kernels. Both compute any routing.
+// `local_experts`. Those calls run the row-streaming kernels (each chosen expert's weights streamed
+// in work items of a 4-row tile x a block of weight rows, dotted on the CUDA cores; the tiles of
+// one block run side by side and share its reads through L2) when every weight row is 16-byte
+// aligned; the others the tensor-core kernels. Both compute any routing.
 bool moe_few_rows(std::int64_t pairs, std::int64_t local_experts, std::int64_t routed_experts);
 
 // Launches the whole call on m.stream: allocates nothing, does not synchronize.
