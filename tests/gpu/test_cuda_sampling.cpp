@@ -2,7 +2,8 @@
 //
 //  1. Synthetic definitions (the shipped top_k / top_p / top_k_top_p
 //     definitions with vocab_size set) over vocabularies 1, 7, 1000, 1001
-//     (scalar loads), 32000, 128256, 151936 and 262208, batches 1, 3 and 64,
+//     (no multiple of 4 or 8), 32000, 128256, 151936 and 262208, batches 1, 3
+//     and 64 (launch_sampling's choice of kernel: the cluster kernel here),
 //     through kb::evaluate_cuda (the harness's CUDA path: per-draw seeds, the
 //     distribution judge, guard and stream checks). Per-row top_k cycles
 //     through {1, 2, 50, vocab, 0} and top_p through {0.05, 0.5, 0.9, 1.0,
@@ -14,9 +15,14 @@
 //     case fixes are written as a safetensors blob the workload names.
 //     bfloat16 / float16 probs, float16 top_p, int64 top_k and int32 samples
 //     on a few cases.
-//  2. The exact search the kernel falls back to, reached at once
-//     (rejection_rounds 0 and 1, launched directly), judged the same way,
-//     and a misaligned probs tensor (scalar loads on a large row).
+//  2. Each kernel forced (launch_sampling_with), launched directly and
+//     judged the same way: the exact search the kernels fall back to,
+//     reached at once (rejection_rounds 0 and 1) on the cluster kernel and
+//     the streaming kernel; the cluster kernel at every cluster size 1..8
+//     over float32 / float16 / bfloat16 rows whose vocabulary is no
+//     multiple of the vector width nor of the cluster size (slices with a
+//     head and a tail, misaligned rows, empty slices), and large rows; the
+//     streaming kernel with 16-byte and scalar loads; misaligned probs.
 //  3. Determinism: the same seed gives the same samples, another seed other
 //     samples; a row without positive mass gets -1.
 //  4. Every shipped sampling definition on its smallest shipped workload, or
@@ -254,12 +260,28 @@ std::unique_ptr<Prepared> prepare(const kb::Definition& d, const kb::Workload& w
   return p;
 }
 
-std::vector<std::int64_t> draw(Prepared& p, std::uint64_t seed, int rounds) {
+// Which kernel a direct run takes: kAuto (launch_sampling's rule), kStreaming, or a cluster size 1..8.
+constexpr int kAuto = -1, kStreaming = 0;
+
+std::string path_name(int force) {
+  return force == kAuto ? "auto" : force == kStreaming ? "streaming" : "cluster " + std::to_string(force);
+}
+
+kb::kernels::SamplingConfig forced_config(const kb::kernels::SamplingArgs& a, int force) {
+  const int bytes = a.probs_dtype == kb::DType::float32 ? 4 : 2;
+  if (force == kStreaming)
+    return kb::kernels::sampling_stream_config(a.vocab, bytes, reinterpret_cast<std::uintptr_t>(a.probs) % 16 == 0);
+  return kb::kernels::sampling_cluster_config(a.vocab, bytes, force);
+}
+
+std::vector<std::int64_t> draw(Prepared& p, std::uint64_t seed, int rounds, int force = kAuto) {
   kb::kernels::SamplingArgs a = p.args;
   a.seed = seed;
   a.rejection_rounds = rounds;
   check_cuda(cudaMemset(p.out->data(), 0xFF, p.out->nbytes()), "cudaMemset (poison)");
-  if (auto s = kb::kernels::launch_sampling(a, nullptr); !s) throw std::runtime_error(s.error().message);
+  auto s = force == kAuto ? kb::kernels::launch_sampling(a, nullptr)
+                          : kb::kernels::launch_sampling_with(a, forced_config(a, force), nullptr);
+  if (!s) throw std::runtime_error(s.error().message);
   check_cuda(cudaGetLastError(), "after the launch");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   std::vector<std::int64_t> out(static_cast<std::size_t>(a.batch));
@@ -287,8 +309,9 @@ kb::Tensor as_tensor(const std::vector<std::int64_t>& s, kb::DType dtype) {
 // The first bad row of `draws` direct draws (seeded as evaluate_cuda seeds
 // them), printed: a sample outside the reference's support, else the row
 // with the largest token-level distance.
-void diagnose(const kb::Definition& d, const kb::Workload& w, const std::string& root, int draws, int rounds) {
-  auto p = prepare(d, w, root);
+void diagnose(const kb::Definition& d, const kb::Workload& w, const std::string& root, int draws, int rounds,
+              int force = kAuto, std::size_t probs_shift = 0) {
+  auto p = prepare(d, w, root, probs_shift);
   const std::int64_t B = p->args.batch, V = p->args.vocab;
   std::vector<kb::Tensor> scratch;
   auto dist = kb::sampling_distribution(kb::OracleCall{d, p->m.axes, p->m.args, std::span<kb::Tensor>(scratch), 0});
@@ -298,7 +321,7 @@ void diagnose(const kb::Definition& d, const kb::Workload& w, const std::string&
   }
   std::vector<std::map<std::int64_t, int>> counts(static_cast<std::size_t>(B));
   for (int i = 0; i < draws; ++i) {
-    auto s = draw(*p, kb::SamplingJudge::draw_seed(kSeed, i), rounds);
+    auto s = draw(*p, kb::SamplingJudge::draw_seed(kSeed, i), rounds, force);
     for (std::int64_t r = 0; r < B; ++r) ++counts[static_cast<std::size_t>(r)][s[static_cast<std::size_t>(r)]];
   }
   std::int64_t worst = -1;
@@ -328,9 +351,9 @@ void diagnose(const kb::Definition& d, const kb::Workload& w, const std::string&
   int outside = 0;
   for (auto [tok, n] : cr)
     if (tok < 0 || tok >= V || q[static_cast<std::size_t>(tok)] == 0) outside += n;
-  std::printf("    diagnose (rounds %d): row %lld: top_k %s top_p %s: support %lld of %lld tokens; %d of %d samples "
+  std::printf("    diagnose (rounds %d, %s): row %lld: top_k %s top_p %s: support %lld of %lld tokens; %d of %d samples "
               "outside it; token-level TVD %.4f\n",
-              rounds, static_cast<long long>(r), k.c_str(), pp.c_str(), static_cast<long long>(support),
+              rounds, path_name(force).c_str(), static_cast<long long>(r), k.c_str(), pp.c_str(), static_cast<long long>(support),
               static_cast<long long>(V), outside, draws, worst_tvd);
   std::vector<std::int64_t> order;
   for (std::int64_t t = 0; t < V; ++t)
@@ -440,29 +463,30 @@ std::vector<Case> synthetic_cases(const Templates& t) {
     return &cases.back();
   };
   const char* kinds[] = {"top_k", "top_p", "top_k_top_p"};
-  // Small vocabularies: every batch and pattern.
-  for (std::int64_t v : {1, 7, 1000})
-    for (const char* k : kinds)
-      for (std::int64_t b : {1, 3, 64})
-        for (Pattern p : {Pattern::random, Pattern::flat, Pattern::levels, Pattern::sparse}) {
-          if (v == 1 && p != Pattern::random && p != Pattern::flat) continue;
-          if (b == 1 && p != Pattern::random && p != Pattern::flat) continue;
-          add(k, v, b, p);
-        }
-  // A vocabulary that is no multiple of 4 or 8: scalar loads, several tiles.
+  // Small vocabularies: every pattern on 64 rows (every top_k / top_p pair), a few rows, one row.
+  for (const char* k : kinds) add(k, 1, 3, Pattern::random);
+  for (const char* k : kinds) {
+    add(k, 7, 64, Pattern::sparse);
+    add(k, 7, 3, Pattern::flat);
+  }
+  for (const char* k : kinds) {
+    for (Pattern p : {Pattern::random, Pattern::flat, Pattern::levels, Pattern::sparse}) add(k, 1000, 64, p);
+    add(k, 1000, 1, Pattern::random);
+  }
+  // A vocabulary that is no multiple of 4 or 8: scalar loads in the streaming kernel, slice tails in the cluster
+  // kernel, several tiles.
   for (const char* k : kinds) add(k, 1001, 64, Pattern::levels);
   for (const char* k : kinds) add(k, 32003, 3, Pattern::random);
-  for (const char* k : kinds)
-    for (Pattern p : {Pattern::random, Pattern::flat}) {
-      add(k, 32000, 64, p);
-      add(k, 32000, 1, p);
-    }
+  for (const char* k : kinds) {
+    add(k, 32000, 64, Pattern::random);
+    add(k, 32000, 1, Pattern::flat);
+  }
   // The shipped vocabularies: a few rows each; one full 64-row batch.
   for (std::int64_t v : {128256, 151936, 262208})
     for (const char* k : kinds) {
       add(k, v, 3, Pattern::random);
-      if (v == 262208) add(k, v, 3, Pattern::flat);
-      if (v == 151936) add(k, v, 3, Pattern::levels);
+      if (v == 262208 && std::string(k) == "top_p") add(k, v, 3, Pattern::flat);
+      if (v == 151936 && std::string(k) == "top_k_top_p") add(k, v, 3, Pattern::levels);
     }
   add("top_k_top_p", 128256, 64, Pattern::random);
   add("top_k", 262208, 1, Pattern::sparse);
@@ -485,9 +509,9 @@ std::vector<Case> synthetic_cases(const Templates& t) {
   return cases;
 }
 
-// ---- Part 2: the exact search, and misaligned rows ----------------------------------
+// ---- Part 2: each kernel forced: the exact search, every cluster size, misaligned rows ----
 
-void judge_direct(const Case& c, int rounds, std::size_t probs_shift) {
+void judge_direct(const Case& c, int rounds, std::size_t probs_shift, int force) {
   const auto t0 = std::chrono::steady_clock::now();
   const kb::Workload w = workload_for(c);
   auto p = prepare(c.d, w, g_blobs.string(), probs_shift);
@@ -498,13 +522,13 @@ void judge_direct(const Case& c, int rounds, std::size_t probs_shift) {
   std::optional<kb::SamplingVerdict> bad;
   int i = 0;
   for (; i < c.draws && !bad; ++i) {
-    kb::Tensor t = as_tensor(draw(*p, kb::SamplingJudge::draw_seed(kSeed, i), rounds), c.d.outputs[0].dtype);
+    kb::Tensor t = as_tensor(draw(*p, kb::SamplingJudge::draw_seed(kSeed, i), rounds, force), c.d.outputs[0].dtype);
     bad = judge->add(std::span<const kb::Tensor>(&t, 1));
   }
   kb::SamplingVerdict v = bad ? *bad : judge->finish();
   const bool ok = v.status == kb::EvalStatus::passed;
-  std::printf("%s %s rounds=%d shift=%zu: %s%s (%.2f s)\n", ok ? "PASSED" : "FAIL", c.label.c_str(), rounds,
-              probs_shift, bad ? ("call " + std::to_string(i - 1) + ": ").c_str() : "", v.detail.c_str(),
+  std::printf("%s %s %s rounds=%d shift=%zu: %s%s (%.2f s)\n", ok ? "PASSED" : "FAIL", c.label.c_str(),
+              path_name(force).c_str(), rounds, probs_shift, bad ? ("call " + std::to_string(i - 1) + ": ").c_str() : "", v.detail.c_str(),
               seconds_since(t0));
   std::fflush(stdout);
   if (ok) {
@@ -512,7 +536,93 @@ void judge_direct(const Case& c, int rounds, std::size_t probs_shift) {
     return;
   }
   ++g_failures;
-  diagnose(c.d, w, g_blobs.string(), c.draws, rounds);
+  diagnose(c.d, w, g_blobs.string(), c.draws, rounds, force, probs_shift);
+}
+
+const char* dtype_suffix(kb::DType t) {
+  return t == kb::DType::bfloat16 ? "_bf16" : t == kb::DType::float16 ? "_fp16" : "";
+}
+
+Case direct_case(const Templates& t, const std::string& kind, std::int64_t vocab, std::int64_t batch, Pattern pat,
+                 kb::DType dtype, const std::string& tag) {
+  Case c;
+  c.d = synthetic(t.by_kind.at(kind), kind, vocab);
+  spec(c.d, "probs").dtype = dtype;
+  c.d.name += dtype_suffix(dtype);
+  c.vocab = vocab;
+  c.batch = batch;
+  c.pattern = pat;
+  c.offset = static_cast<int>(vocab % 5);
+  c.label = tag + "_" + kind + "_v" + std::to_string(vocab) + "_b" + std::to_string(batch) + "_" + pattern_name(pat) +
+            dtype_suffix(dtype);
+  return c;
+}
+
+void paths(const Templates& t) {
+  const char* kinds[] = {"top_k", "top_p", "top_k_top_p"};
+  const kb::DType f32 = kb::DType::float32, f16 = kb::DType::float16, bf16 = kb::DType::bfloat16;
+  // The exact search on its own (rounds 0, launch_sampling's choice: the cluster kernel for these rows) and after
+  // one rejection round (rounds 1, the streaming kernel), alternating over the kinds so each shape gets both.
+  for (int k = 0; k < 3; ++k) {
+    int shape = 0;
+    for (auto [v, b, pat] : {std::tuple{std::int64_t{1000}, std::int64_t{64}, Pattern::levels},
+                             std::tuple{std::int64_t{1000}, std::int64_t{64}, Pattern::flat},
+                             std::tuple{std::int64_t{1001}, std::int64_t{64}, Pattern::sparse},
+                             std::tuple{std::int64_t{128256}, std::int64_t{3}, Pattern::random}}) {
+      const Case c = direct_case(t, kinds[k], v, b, pat, f32, "exact");
+      if ((k + shape++) % 2 == 0) judge_direct(c, 0, 0, kAuto);
+      else judge_direct(c, 1, 0, kStreaming);
+    }
+  }
+  // Rows off their 16-byte alignment: the streaming kernel's scalar loads, the cluster kernel's slice heads.
+  judge_direct(direct_case(t, "top_k", 128256, 3, Pattern::random, f32, "misaligned"), 32, 4, kStreaming);
+  judge_direct(direct_case(t, "top_p", 128256, 3, Pattern::random, f32, "misaligned"), 32, 4, kAuto);
+  // The cluster kernel at every size: 32003 elements (no multiple of 4, 8 or of any cluster size 2..8; rows after
+  // the first misaligned), 25 rows (every top_k / top_p pair), each dtype, tied rows through the exact search
+  // (ties across the slices: the cluster-wide nth_equal), the rejection rounds on the others.
+  struct Sized {
+    int cluster;
+    const char* kind;
+    kb::DType dtype;
+    Pattern pat;
+    int rounds;
+    std::size_t shift;
+  };
+  const Sized sized[] = {
+      {1, "top_k_top_p", f32, Pattern::levels, 0, 0}, {2, "top_p", bf16, Pattern::flat, 0, 0},
+      {3, "top_k", f16, Pattern::levels, 1, 0},       {4, "top_k_top_p", f32, Pattern::flat, 0, 4},
+      {5, "top_p", f16, Pattern::random, 32, 0},      {6, "top_k", bf16, Pattern::flat, 0, 2},
+      {7, "top_k_top_p", bf16, Pattern::levels, 1, 0}, {8, "top_k_top_p", f32, Pattern::sparse, 0, 0},
+  };
+  for (const Sized& z : sized) {
+    const Case c = direct_case(t, z.kind, 32003, 25, z.pat, z.dtype, "cluster" + std::to_string(z.cluster));
+    judge_direct(c, z.rounds, z.shift, z.cluster);
+  }
+  // Fewer elements than CTAs (empty slices), and large rows over many CTAs.
+  for (int rounds : {0, 32})
+    judge_direct(direct_case(t, "top_k_top_p", 7, 25, Pattern::flat, f32, "cluster8_r" + std::to_string(rounds)),
+                 rounds, 0, 8);
+  judge_direct(direct_case(t, "top_k_top_p", 262208, 3, Pattern::levels, f32, "cluster5"), 0, 0, 5);
+  judge_direct(direct_case(t, "top_k_top_p", 262208, 3, Pattern::random, bf16, "cluster8"), 32, 0, 8);
+  // The streaming kernel: scalar loads (32003, 1001) and 16-byte loads of 8 (32000 bfloat16).
+  judge_direct(direct_case(t, "top_k_top_p", 32003, 25, Pattern::levels, f32, "streaming"), 32, 0, kStreaming);
+  judge_direct(direct_case(t, "top_p", 32000, 25, Pattern::random, bf16, "streaming"), 0, 0, kStreaming);
+  judge_direct(direct_case(t, "top_k", 1001, 25, Pattern::flat, f16, "streaming"), 1, 0, kStreaming);
+  // A configuration that does not fit the arguments is refused, not launched.
+  const Case c = direct_case(t, "top_k", 1001, 3, Pattern::random, f32, "refused");
+  auto p = prepare(c.d, workload_for(c), g_blobs.string());
+  kb::kernels::SamplingConfig bad = kb::kernels::sampling_cluster_config(1001, 4, 2);
+  bad.slice -= 4;  // the slices no longer cover the row
+  kb::kernels::SamplingConfig nine = kb::kernels::sampling_cluster_config(1001, 4, 9);
+  kb::kernels::SamplingConfig vec = kb::kernels::sampling_stream_config(1004, 4, true);  // 16-byte loads on 1001
+  bool refused = true;
+  for (const auto& cfg : {bad, nine, vec}) {
+    auto st = kb::kernels::launch_sampling_with(p->args, cfg, nullptr);
+    refused = refused && !st && st.error().code == kb::Code::invalid_argument;
+  }
+  std::printf("%s refused configurations: a short slice, a cluster of 9, 16-byte loads on 1001 elements\n",
+              refused ? "PASSED" : "FAIL");
+  refused ? ++g_passes : ++g_failures;
 }
 
 // ---- Part 3: determinism and a row without mass ----------------------------------------
@@ -677,24 +787,8 @@ int main(int argc, char** argv) {
     const Templates t = load_templates(shared / "flashinfer-trace" / "definitions" / "sampling");
     determinism(t);  // first: small, and a kernel-image mismatch skips here
     std::printf("-- determinism done (%.1f s)\n", seconds_since(t0));
-    // The exact search on its own (rounds 0) and after one round, plus misaligned probs.
-    for (const char* kind : {"top_k", "top_p", "top_k_top_p"})
-      for (auto [v, b, pat] : {std::tuple{std::int64_t{1000}, std::int64_t{64}, Pattern::levels},
-                               std::tuple{std::int64_t{1000}, std::int64_t{64}, Pattern::flat},
-                               std::tuple{std::int64_t{1001}, std::int64_t{64}, Pattern::sparse},
-                               std::tuple{std::int64_t{128256}, std::int64_t{3}, Pattern::random}}) {
-        Case c;
-        c.d = synthetic(t.by_kind.at(kind), kind, v);
-        c.vocab = v;
-        c.batch = b;
-        c.pattern = pat;
-        c.offset = static_cast<int>(v % 5);
-        c.label = std::string("exact_") + kind + "_v" + std::to_string(v) + "_b" + std::to_string(b) + "_" +
-                  pattern_name(pat);
-        for (int rounds : {0, 1}) judge_direct(c, rounds, 0);
-        if (v == 128256) judge_direct(c, 32, 4);  // rows off their 16-byte alignment: scalar loads
-      }
-    std::printf("-- exact search done (%.1f s)\n", seconds_since(t0));
+    paths(t);
+    std::printf("-- forced kernels done (%.1f s)\n", seconds_since(t0));
     for (const Case& c : synthetic_cases(t))
       evaluate_case(*impl, c.label, c.d, workload_for(c), g_blobs.string(), c.draws);
     std::printf("-- synthetic definitions done (%.1f s)\n", seconds_since(t0));

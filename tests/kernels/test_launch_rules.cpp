@@ -1,7 +1,8 @@
 // The launch rules kb's CUDA kernels take from shapes alone, checked on the
 // CPU: which gemv block size fills its waves (kernels/gemm/cuda/gemv.hpp),
-// which L2 policy a read-once stream gets (kernels/common/l2_stream_policy.cuh)
-// and how many CTAs an SM needs to stream pages (kernels/common/stream_ctas.hpp).
+// which L2 policy a read-once stream gets (kernels/common/l2_stream_policy.cuh),
+// how many CTAs an SM needs to stream pages (kernels/common/stream_ctas.hpp)
+// and how many CTAs of a cluster hold a sampling row (kernels/sampling/cuda/sampling_launch.hpp).
 // The expected answers are the ones measurements on an H100 and an H200
 // chose; a rule change that flips them must be measured again.
 #include <doctest/doctest.h>
@@ -25,6 +26,7 @@
 #include "gemm/cuda/long_k.hpp"
 #include "gemm/cuda/race.hpp"
 #include "gemm/cuda/race_file.hpp"
+#include "sampling/cuda/sampling_launch.hpp"
 
 using kb::kernels::gemm_cuda::GemvBalance;
 using kb::kernels::gemm_cuda::GemvPlan;
@@ -182,6 +184,133 @@ TEST_CASE("paged decode: CTAs an SM needs to stream whole pages") {
   // An unknown rate or SM count: one.
   CHECK(stream_ctas_per_sm(0, 132) == 1);
   CHECK(stream_ctas_per_sm(3e12, 0) == 1);
+}
+
+// kb_cuda_sampling (kernels/sampling/cuda/sampling_launch.hpp): the H100's 132 SMs and the shared memory a CTA of
+// the cluster kernel may take there (227 KiB opt-in less the kernel's 4048 static bytes). Not measured yet: these
+// check the rule's invariants (the row fits, the smallest cluster at full batch, spreading at small batch, the
+// streaming kernel beyond 8 CTAs), not a speed.
+namespace {
+constexpr int kH100Sms = 132;
+constexpr std::int64_t kH100SmemPerCta = 232448 - 4048;
+}  // namespace
+
+TEST_CASE("kb_cuda_sampling streaming kernel: 16-byte loads on aligned rows, four loads a thread") {
+  using kb::kernels::sampling_stream_config;
+  auto c = sampling_stream_config(128256, 4, true);
+  CHECK(c.cluster == 0);
+  CHECK(c.vector_width == 4);
+  CHECK(c.block_threads == 1024);
+  CHECK(sampling_stream_config(128256, 2, true).vector_width == 8);
+  CHECK(sampling_stream_config(128256, 4, false).vector_width == 1);  // misaligned rows: scalar loads
+  c = sampling_stream_config(1001, 4, true);                           // no multiple of 4: scalar loads
+  CHECK(c.vector_width == 1);
+  CHECK(c.block_threads == 256);  // 1001 loads / 4 = 251 threads, a whole number of warps
+  CHECK(sampling_stream_config(7, 2, true).block_threads == 32);
+}
+
+TEST_CASE("kb_cuda_sampling cluster slices: whole vectors covering the row, the shared memory they need") {
+  using kb::kernels::sampling_cluster_config;
+  auto c = sampling_cluster_config(128256, 4, 3);
+  CHECK(c.cluster == 3);
+  CHECK(c.vector_width == 4);
+  CHECK(c.slice == 42752);
+  CHECK(c.smem_bytes == (42752 + 4) * 4);  // one vector more: the head's alignment padding and the tail's rounding
+  CHECK(c.block_threads == 1024);
+  // Tails: vocabularies that are no multiple of the vector width or of the cluster size.
+  c = sampling_cluster_config(1001, 4, 2);
+  CHECK(c.slice == 504);  // 501 rounded up to whole vectors; the second slice holds 497
+  CHECK(c.smem_bytes == 508 * 4);
+  CHECK(c.block_threads == 32);
+  c = sampling_cluster_config(1001, 2, 3);
+  CHECK(c.vector_width == 8);
+  CHECK(c.slice == 336);
+  CHECK(c.smem_bytes == 344 * 2);
+  c = sampling_cluster_config(7, 4, 8);  // fewer elements than CTAs: the last slices are empty
+  CHECK(c.slice == 4);
+  for (int bytes : {4, 2})
+    for (std::int64_t vocab : {1, 7, 1000, 1001, 32003, 128256, 151936, 262208, 456768})
+      for (int cluster = 1; cluster <= kb::kernels::kSamplingMaxCluster; ++cluster) {
+        CAPTURE(bytes);
+        CAPTURE(vocab);
+        CAPTURE(cluster);
+        c = sampling_cluster_config(vocab, bytes, cluster);
+        CHECK(c.vector_width * bytes == 16);
+        CHECK(c.slice % c.vector_width == 0);
+        CHECK(c.slice * cluster >= vocab);
+        CHECK((c.slice - c.vector_width) * cluster < vocab);  // no slice larger than it must be
+        CHECK(c.smem_bytes == (c.slice + c.vector_width) * bytes);
+        CHECK(c.smem_bytes % 16 == 0);
+        CHECK(c.block_threads % 32 == 0);
+        CHECK(c.block_threads >= 32);
+        CHECK(c.block_threads <= 1024);
+      }
+}
+
+TEST_CASE("kb_cuda_sampling launch rule: the row in the cluster's shared memory, spread at small batch") {
+  using kb::kernels::sampling_launch_config;
+  auto rule = [](std::int64_t vocab, int bytes, std::int64_t batch) {
+    return sampling_launch_config(vocab, bytes, true, batch, kH100Sms, kH100SmemPerCta);
+  };
+  // batch >= SMs: the smallest cluster whose shared memory holds the row.
+  CHECK(rule(128256, 4, 256).cluster == 3);  // 501 KiB over 3 CTAs (2 would need 250 KiB each)
+  CHECK(rule(128256, 2, 256).cluster == 2);
+  CHECK(rule(151936, 4, 132).cluster == 3);
+  CHECK(rule(262208, 4, 256).cluster == 5);
+  CHECK(rule(262208, 2, 256).cluster == 3);
+  CHECK(rule(32000, 4, 256).cluster == 1);
+  CHECK(rule(1000, 4, 256).cluster == 1);
+  // batch < SMs: up to SMs / batch CTAs a row and 8, never below the smallest that fits.
+  CHECK(rule(128256, 4, 1).cluster == 8);
+  CHECK(rule(128256, 4, 16).cluster == 8);
+  CHECK(rule(128256, 4, 33).cluster == 4);
+  CHECK(rule(128256, 4, 64).cluster == 3);  // 2 a row would fill the SMs but not hold the row
+  CHECK(rule(262208, 4, 64).cluster == 5);
+  CHECK(rule(262208, 2, 1).cluster == 8);
+  // ... and no slice under 32 KiB unless the row needs it: 125 KiB spreads over 3, 4 KiB stays on one CTA.
+  CHECK(rule(32000, 4, 1).cluster == 3);
+  CHECK(rule(1000, 4, 1).cluster == 1);
+  CHECK(rule(7, 2, 1).cluster == 1);
+  // The largest rows 8 CTAs hold: 8 x 57096 float32 (8 x 114192 16-bit) elements; beyond, the streaming kernel.
+  CHECK(rule(456768, 4, 256).cluster == 8);
+  CHECK(rule(456769, 4, 256).cluster == 0);
+  const auto big = rule(456772, 4, 256);
+  CHECK(big.cluster == 0);
+  CHECK(big.vector_width == 4);
+  CHECK(big.block_threads == 1024);
+  CHECK(rule(913536, 2, 1).cluster == 8);
+  CHECK(rule(913537, 2, 1).cluster == 0);
+  CHECK(rule(913544, 2, 1).cluster == 0);
+  CHECK(rule(913544, 2, 1).vector_width == 8);
+  // A device with less shared memory a CTA (e.g. 99 KiB): larger clusters, the fallback sooner.
+  CHECK(sampling_launch_config(128256, 4, true, 256, 132, 99 * 1024).cluster == 6);
+  CHECK(sampling_launch_config(262208, 4, true, 256, 132, 99 * 1024).cluster == 0);
+  // The grid holds batch x cluster CTAs in its x dimension: beyond 2^31 - 1, the streaming kernel.
+  CHECK(rule(128256, 4, 0x7fffffffLL).cluster == 0);
+  CHECK(rule(128256, 4, 0x7fffffffLL / 3).cluster == 3);
+  // Every choice fits: the smallest cluster that holds the row at full batch, at least that one below it (more
+  // only while the rows' CTAs still fit on the SMs), the streaming kernel only where 8 CTAs do not hold it.
+  for (int bytes : {4, 2})
+    for (std::int64_t vocab = 1; vocab < 1000000; vocab = vocab * 3 + 1)
+      for (std::int64_t batch : {1, 3, 64, 131, 132, 1000}) {
+        CAPTURE(bytes);
+        CAPTURE(vocab);
+        CAPTURE(batch);
+        int fit = 0;
+        for (int c = 8; c >= 1; --c)
+          if (kb::kernels::sampling_cluster_config(vocab, bytes, c).smem_bytes <= kH100SmemPerCta) fit = c;
+        const auto c = rule(vocab, bytes, batch);
+        if (fit == 0) {
+          CHECK(c.cluster == 0);
+          continue;
+        }
+        CHECK(c.smem_bytes <= kH100SmemPerCta);
+        CHECK(c.slice * c.cluster >= vocab);
+        if (batch >= kH100Sms) CHECK(c.cluster == fit);
+        CHECK(c.cluster >= fit);
+        CHECK(c.cluster <= 8);
+        if (c.cluster > fit) CHECK(c.cluster * batch <= kH100Sms);
+      }
 }
 
 TEST_CASE("kb_cuda_gemm takes cuBLASLt over the gemv at M > 8 from 8 MiB of weight (H200 measurements)") {

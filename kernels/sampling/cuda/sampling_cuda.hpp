@@ -1,12 +1,14 @@
 // kb_cuda_sampling's launcher: top-k / top-p / top-k-then-top-p sampling from
 // a [batch, vocab] tensor of probabilities, one sample per row. Plain host
-// declarations; the kernel and its rules are in sampling.cu.
+// declarations; the kernels and their rules are in sampling.cu, the choice
+// between them in sampling_launch.hpp.
 #pragma once
 
 #include <cstdint>
 
 #include "common/result.hpp"
 #include "schema/dtype.hpp"
+#include "sampling_launch.hpp"
 
 namespace kb::kernels {
 
@@ -27,22 +29,21 @@ struct SamplingArgs {
   int rejection_rounds = 32;
 };
 
-// One CTA per row. `vector_width` elements a load (16-byte loads where the
-// rows are 16-byte aligned and vocab is a multiple of it, else 1);
-// `block_threads` a multiple of 32, at most 1024, at least four loads a
-// thread before the block grows.
-struct SamplingConfig {
-  int vector_width = 1;
-  int block_threads = 32;
-};
-
-SamplingConfig sampling_launch_config(std::int64_t vocab, int element_bytes, bool rows_aligned16);
-
-// Launches on `stream` (a cudaStream_t); allocates nothing, no
+// Launches on `stream` (a cudaStream_t) with the configuration
+// sampling_launch_config picks for the current device; allocates nothing, no
 // synchronization. Argument errors (sizes, dtypes, null pointers) come back
 // as values; a row whose probabilities hold no positive mass gets sample -1
 // (torch.multinomial refuses such a row; a kernel cannot return an error per
-// row).
+// row). The same seed and configuration give the same samples; another
+// configuration (another cluster size, batch or device) draws from the same
+// distribution but may give other samples.
 Status launch_sampling(const SamplingArgs& a, void* stream);
+
+// launch_sampling with a configuration given (tests force each kernel and
+// cluster size): sampling_stream_config or sampling_cluster_config's answer
+// for these arguments. A configuration the device cannot run (more shared
+// memory than a CTA may take) or that does not match the arguments (vector
+// width, slice) is refused as unsupported / invalid_argument.
+Status launch_sampling_with(const SamplingArgs& a, const SamplingConfig& config, void* stream);
 
 }  // namespace kb::kernels

@@ -1,6 +1,7 @@
 // kb_cuda_sampling: kb's CUDA solution for op_type "sampling" (top_k /
 // top_p / top_k_top_p sampling_from_probs). Rejection sampling with a rising
-// pivot, one CTA per row, no sort: sampling.cu.
+// pivot, no sort, each row held in a thread-block cluster's shared memory
+// (one CTA streaming it where it does not fit): sampling.cu.
 #include <fmt/format.h>
 
 #include <string>
@@ -91,7 +92,8 @@ void add_sampling_cuda(Registry& r) {
   impl.author = "kb";
   impl.device = Device::cuda;
   impl.description =
-      "top-k / top-p sampling, one CTA per row, no sort: Philox draws, inverse CDF by block scan, rejection with a "
+      "top-k / top-p sampling, no sort, each row read once into a thread-block cluster's shared memory (one CTA "
+      "streaming rows too large for it): Philox draws, inverse CDF by scan, rejection with a "
       "rising pivot (exact bisection after 32 rounds), radix select for the top-k mass";
   impl.supports = supports;
   impl.run_cuda = run;
