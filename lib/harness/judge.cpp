@@ -151,6 +151,12 @@ Result<TolerancePolicy> TolerancePolicy::load(const std::string& path) {
   return parse(*text, path);
 }
 
+const char* tolerance_range_error(ToleranceField field, double value) {
+  if (field == ToleranceField::required_matched_ratio)
+    return value >= 0 && value <= 1 ? nullptr : "a fraction from 0 to 1";
+  return value >= 0 && std::isfinite(value) ? nullptr : "a non-negative number";
+}
+
 Result<TolerancePolicy> TolerancePolicy::parse(std::string_view text, const std::string& path) {
   auto doc = json::parse(text, path);
   if (!doc) return doc.error();
@@ -164,15 +170,17 @@ Result<TolerancePolicy> TolerancePolicy::parse(std::string_view text, const std:
       return make_error(Code::invalid_data, fmt::format("{}: {}: expected an object", path, where));
     Partial p;
     for (auto field : o) {
-      double v;
-      if (field.value.get_double().get(v) != simdjson::SUCCESS || !(v >= 0) || !std::isfinite(v))
-        return make_error(Code::invalid_data, fmt::format("{}: {}.{}: expected a non-negative number", path, where, field.key));
-      if (field.key == "atol") p.atol = v;
-      else if (field.key == "rtol") p.rtol = v;
-      else if (field.key == "required_matched_ratio" && v <= 1) p.ratio = v;
-      else if (field.key == "required_matched_ratio")
-        return make_error(Code::invalid_data, fmt::format("{}: {}.{}: expected a fraction from 0 to 1", path, where, field.key));
+      ToleranceField which;
+      if (field.key == "atol") which = ToleranceField::atol;
+      else if (field.key == "rtol") which = ToleranceField::rtol;
+      else if (field.key == "required_matched_ratio") which = ToleranceField::required_matched_ratio;
       else return make_error(Code::invalid_data, fmt::format("{}: {}.{}: unknown tolerance", path, where, field.key));
+      double v;
+      const char* expected = field.value.get_double().get(v) != simdjson::SUCCESS
+                                 ? (which == ToleranceField::required_matched_ratio ? "a fraction from 0 to 1" : "a non-negative number")
+                                 : tolerance_range_error(which, v);
+      if (expected) return make_error(Code::invalid_data, fmt::format("{}: {}.{}: expected {}", path, where, field.key, expected));
+      (which == ToleranceField::atol ? p.atol : which == ToleranceField::rtol ? p.rtol : p.ratio) = v;
     }
     return p;
   };

@@ -54,6 +54,14 @@ inline std::optional<double> recorded_matched_ratio(const Tolerance& tol, double
 // (dsa_judge.hpp) compares selected scores.
 bool is_low_bit(const Definition& d);
 
+// The range a tolerance value must lie in: atol and rtol non-negative and
+// finite, a required matched ratio from 0 to 1. Returns what the value should
+// have been ("a non-negative number", "a fraction from 0 to 1") when it is out
+// of range, nullptr when it is in range; the tolerance file and kb bench's
+// flags both check through it.
+enum class ToleranceField { atol, rtol, required_matched_ratio };
+const char* tolerance_range_error(ToleranceField field, double value);
+
 // Tolerances per op_type, per part of a definition's name and per
 // definition, with FlashInfer-Bench's precedence: definition over name_contains
 // over op_type over the defaults; flags on top. File format (JSON):

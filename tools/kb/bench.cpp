@@ -299,9 +299,11 @@ int cmd_bench(const std::vector<std::string>& args) {
     } else if (a == "--atol" || a == "--rtol" || a == "--matched-ratio" || a == "--required-matched-ratio") {
       std::optional<double>& dest = a == "--atol" ? o.atol : a == "--rtol" ? o.rtol : o.matched_ratio;
       if (!(v = need(i, a)) || !number(a, *v, dest)) return 2;
-      const bool ratio = &dest == &o.matched_ratio;
-      if (!(*dest >= 0) || !std::isfinite(*dest) || (ratio && *dest > 1)) {
-        fmt::print(stderr, "kb bench: {} expects {}, got {}\n", a, ratio ? "a fraction from 0 to 1" : "a non-negative number", *v);
+      const kb::ToleranceField field = &dest == &o.matched_ratio ? kb::ToleranceField::required_matched_ratio
+                                   : &dest == &o.atol          ? kb::ToleranceField::atol
+                                                               : kb::ToleranceField::rtol;
+      if (const char* expected = kb::tolerance_range_error(field, *dest)) {
+        fmt::print(stderr, "kb bench: {} expects {}, got {}\n", a, expected, *v);
         return 2;
       }
     } else if (a == "--baseline") {
