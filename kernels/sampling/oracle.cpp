@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <new>
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/parallel.hpp"
 #include "oracle/oracle.hpp"
 #include "sampling_oracle.hpp"
 #include "tensor/convert.hpp"
@@ -31,6 +33,10 @@
 namespace kb {
 namespace kernels {
 namespace {
+
+// Threads for the per-row distributions (each row sorts or selects over the
+// whole vocabulary).
+constexpr unsigned kSamplingThreads = 16;
 
 std::string squeezed(const std::string& s) {
   std::string out;
@@ -259,9 +265,22 @@ Result<std::vector<std::vector<double>>> sampling_distribution(const OracleCall&
   try {
     auto in = kernels::gather(call);
     if (!in) return std::move(in).error();
-    std::vector<std::vector<double>> rows(static_cast<std::size_t>(in->batch));
-    for (std::int64_t i = 0; i < in->batch; ++i)
-      KB_TRY(kernels::row_distribution(call, *in, i, rows[static_cast<std::size_t>(i)]));
+    // Rows are independent (a top-p row sorts its whole vocabulary): computed
+    // on several threads, the first failing row's error reported.
+    const auto batch = static_cast<std::size_t>(in->batch);
+    std::vector<std::vector<double>> rows(batch);
+    std::vector<Status> status(batch, ok_status());
+    std::atomic<bool> out_of_memory{false};
+    parallel_for(in->batch, kernels::kSamplingThreads, [&](std::int64_t i) {
+      try {
+        status[static_cast<std::size_t>(i)] = kernels::row_distribution(call, *in, i, rows[static_cast<std::size_t>(i)]);
+      } catch (const std::bad_alloc&) {
+        out_of_memory = true;
+      }
+    });
+    if (out_of_memory) throw std::bad_alloc();
+    for (Status& st : status)
+      if (!st.ok()) return std::move(st).error();
     return rows;
   } catch (const std::bad_alloc&) {
     return make_error(Code::out_of_memory, call.definition.name + ": sampling oracle: out of memory");

@@ -391,7 +391,9 @@ Result<EvaluationResult> evaluate_cuda(const Definition& d, const Workload& w, c
         for (const auto& n : tr->notes) log += "note: " + n + "\n";
       }
     } else {
-      KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
+      // Sampling is judged by the oracle's distributions (SamplingJudge), never
+      // by the oracle's own draw: it is not made.
+      if (!sampling) KB_TRY(oracle.run(ImplementationCall{d, m->axes, m->args, *expected, mo.seed}));
       if (trial == 0) log += "reference: kb CPU oracle\n";
     }
     std::vector<cuda::DeviceCopy> outputs;

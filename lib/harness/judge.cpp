@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/parallel.hpp"
 #include "json/json.hpp"
 #include "tensor/convert.hpp"
 
@@ -76,18 +77,10 @@ Comparison compare(const Tensor& got, const Tensor& expected, const Tolerance& t
       std::min<std::int64_t>(c.total / kElementsPerThread, std::max(1u, std::thread::hardware_concurrency())), 1, 16);
   std::vector<RangeComparison> parts(static_cast<std::size_t>(threads));
   const std::int64_t chunk = (c.total + threads - 1) / threads;
-  auto run = [&](std::int64_t k) {
+  parallel_for(threads, static_cast<unsigned>(threads), [&](std::int64_t k) {
     parts[static_cast<std::size_t>(k)] =
         compare_range(got, expected, tol, std::min(c.total, k * chunk), std::min(c.total, (k + 1) * chunk));
-  };
-  if (threads == 1) {
-    run(0);
-  } else {
-    std::vector<std::thread> pool;
-    for (std::int64_t k = 1; k < threads; ++k) pool.emplace_back(run, k);
-    run(0);
-    for (auto& t : pool) t.join();
-  }
+  });
   for (const RangeComparison& p : parts) {
     c.mismatched += p.mismatched;
     c.nonfinite_mismatched += p.nonfinite_mismatched;

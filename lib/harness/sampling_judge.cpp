@@ -4,10 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <new>
 #include <numeric>
 
+#include "common/parallel.hpp"
 #include "inputs/inputs.hpp"
 #include "../../kernels/sampling/sampling_oracle.hpp"  // lib/ has no kernels/ include path
 #include "tensor/convert.hpp"
@@ -106,56 +108,66 @@ Result<SamplingJudge> SamplingJudge::create(const Definition& d, const AxisValue
     const double n_planned = static_cast<double>(opt.draws);
     const std::int64_t cap = max_bins_for(n_planned, opt);
     j.rows_.resize(static_cast<std::size_t>(batch));
-    for (std::int64_t r = 0; r < batch; ++r) {
-      const std::vector<double>& q = (*dist)[static_cast<std::size_t>(r)];
-      Row& row = j.rows_[static_cast<std::size_t>(r)];
-      row.bin_of_token.assign(static_cast<std::size_t>(V), -1);
-      std::vector<std::int64_t> kept;
-      for (std::int64_t t = 0; t < V; ++t)
-        if (q[static_cast<std::size_t>(t)] > 0) kept.push_back(t);
-      row.support = static_cast<std::int64_t>(kept.size());
-      std::sort(kept.begin(), kept.end(), [&](std::int64_t a, std::int64_t b) {
-        double qa = q[static_cast<std::size_t>(a)], qb = q[static_cast<std::size_t>(b)];
-        return qa != qb ? qa > qb : a < b;
-      });
-      // Bins: one per token when the support fits under the cap, else runs
-      // of about 1/cap of the reference mass each, in decreasing probability.
-      std::int32_t bins = 0;
-      double cdf = 0;
-      std::int64_t last_raw = -1;
-      for (std::int64_t t : kept) {
-        std::int64_t raw = static_cast<std::int64_t>(kept.size()) <= cap
-                               ? last_raw + 1
-                               : std::min<std::int64_t>(cap - 1, static_cast<std::int64_t>(std::floor(cdf * static_cast<double>(cap))));
-        if (raw != last_raw) {
-          row.bin_mass.push_back(0);
-          ++bins;
-          last_raw = raw;
+    // Rows are independent: set up on several threads, each writing only its
+    // own Row and bin count.
+    std::vector<std::int32_t> row_bins(static_cast<std::size_t>(batch), 0);
+    std::atomic<bool> out_of_memory{false};
+    parallel_for(batch, 16, [&](std::int64_t r) {
+      try {
+        const std::vector<double>& q = (*dist)[static_cast<std::size_t>(r)];
+        Row& row = j.rows_[static_cast<std::size_t>(r)];
+        row.bin_of_token.assign(static_cast<std::size_t>(V), -1);
+        std::vector<std::int64_t> kept;
+        for (std::int64_t t = 0; t < V; ++t)
+          if (q[static_cast<std::size_t>(t)] > 0) kept.push_back(t);
+        row.support = static_cast<std::int64_t>(kept.size());
+        std::sort(kept.begin(), kept.end(), [&](std::int64_t a, std::int64_t b) {
+          double qa = q[static_cast<std::size_t>(a)], qb = q[static_cast<std::size_t>(b)];
+          return qa != qb ? qa > qb : a < b;
+        });
+        // Bins: one per token when the support fits under the cap, else runs
+        // of about 1/cap of the reference mass each, in decreasing probability.
+        std::int32_t bins = 0;
+        double cdf = 0;
+        std::int64_t last_raw = -1;
+        for (std::int64_t t : kept) {
+          std::int64_t raw = static_cast<std::int64_t>(kept.size()) <= cap
+                                 ? last_raw + 1
+                                 : std::min<std::int64_t>(cap - 1, static_cast<std::int64_t>(std::floor(cdf * static_cast<double>(cap))));
+          if (raw != last_raw) {
+            row.bin_mass.push_back(0);
+            ++bins;
+            last_raw = raw;
+          }
+          row.bin_of_token[static_cast<std::size_t>(t)] = bins - 1;
+          row.bin_mass.back() += q[static_cast<std::size_t>(t)];
+          cdf += q[static_cast<std::size_t>(t)];
         }
-        row.bin_of_token[static_cast<std::size_t>(t)] = bins - 1;
-        row.bin_mass.back() += q[static_cast<std::size_t>(t)];
-        cdf += q[static_cast<std::size_t>(t)];
+        row.counts.assign(row.bin_mass.size() + 1, 0);
+        row_bins[static_cast<std::size_t>(r)] = bins;
+        // Ties with a kept token count as that token; tokens inside the
+        // top-p slack are allowed with reference mass 0.
+        std::vector<std::pair<double, std::int32_t>> by_value;
+        by_value.reserve(kept.size());
+        for (std::int64_t t : kept)
+          by_value.emplace_back(element_as_double(probs, r * V + t), row.bin_of_token[static_cast<std::size_t>(t)]);
+        std::sort(by_value.begin(), by_value.end());
+        for (std::int64_t t = 0; t < V; ++t) {
+          auto& b = row.bin_of_token[static_cast<std::size_t>(t)];
+          if (b >= 0) continue;
+          double v = element_as_double(probs, r * V + t);
+          auto it = std::lower_bound(by_value.begin(), by_value.end(), std::pair<double, std::int32_t>{v, -1});
+          if (v > 0 && it != by_value.end() && it->first == v)
+            b = it->second;
+          else if (!loose.empty() && loose[static_cast<std::size_t>(r)][static_cast<std::size_t>(t)] > 0)
+            b = bins;
+        }
+      } catch (const std::bad_alloc&) {
+        out_of_memory = true;
       }
-      row.counts.assign(row.bin_mass.size() + 1, 0);
-      j.max_bins_ = std::max(j.max_bins_, bins);
-      // Ties with a kept token count as that token; tokens inside the
-      // top-p slack are allowed with reference mass 0.
-      std::vector<std::pair<double, std::int32_t>> by_value;
-      by_value.reserve(kept.size());
-      for (std::int64_t t : kept)
-        by_value.emplace_back(element_as_double(probs, r * V + t), row.bin_of_token[static_cast<std::size_t>(t)]);
-      std::sort(by_value.begin(), by_value.end());
-      for (std::int64_t t = 0; t < V; ++t) {
-        auto& b = row.bin_of_token[static_cast<std::size_t>(t)];
-        if (b >= 0) continue;
-        double v = element_as_double(probs, r * V + t);
-        auto it = std::lower_bound(by_value.begin(), by_value.end(), std::pair<double, std::int32_t>{v, -1});
-        if (v > 0 && it != by_value.end() && it->first == v)
-          b = it->second;
-        else if (!loose.empty() && loose[static_cast<std::size_t>(r)][static_cast<std::size_t>(t)] > 0)
-          b = bins;
-      }
-    }
+    });
+    if (out_of_memory) throw std::bad_alloc();
+    for (std::int32_t bins : row_bins) j.max_bins_ = std::max(j.max_bins_, bins);
     return j;
   } catch (const std::bad_alloc&) {
     return make_error(Code::out_of_memory, d.name + ": sampling judge: out of memory");

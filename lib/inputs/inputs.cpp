@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <atomic>
 #include <thread>
 #include <cmath>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include <numeric>
 #include <regex>
 
+#include "common/parallel.hpp"
 #include "expr/expr.hpp"
 #include "inputs/random.hpp"
 #include "safetensors/safetensors.hpp"
@@ -551,19 +551,7 @@ void fill_random(Tensor& t, std::uint64_t key) {
   const std::int64_t n = random::units(t.dtype(), t.numel());
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
   auto work = [&](std::int64_t c) { fill_units(t.dtype(), t.bytes(), key, c * kChunk, std::min(n, (c + 1) * kChunk)); };
-  unsigned threads = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()),
-                                        static_cast<unsigned>(std::max<std::int64_t>(1, chunks)));
-  if (threads <= 1) {
-    for (std::int64_t c = 0; c < chunks; ++c) work(c);
-    return;
-  }
-  std::atomic<std::int64_t> next{0};
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < threads; ++i)
-    pool.emplace_back([&] {
-      for (std::int64_t c; (c = next++) < chunks;) work(c);
-    });
-  for (auto& th : pool) th.join();
+  parallel_for(chunks, std::thread::hardware_concurrency(), work);
 }
 
 Status fill_deferred(Materialized& m, const std::function<bool(std::size_t input)>& only) {
