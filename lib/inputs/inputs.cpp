@@ -302,16 +302,19 @@ class StructureBuilder {
     Tensor& t = m_.tensors[i];
     std::int64_t rows = t.dim(0), cols = t.dim(1);
     std::vector<float> v(static_cast<std::size_t>(rows * cols));
-    for (std::int64_t r = 0; r < rows; ++r) {
+    // Rows on several threads, each element the stream's value at its
+    // position and each row summed in order: the bytes of one sequential pass.
+    parallel_for(rows, std::thread::hardware_concurrency(), [&](std::int64_t r) {
       double sum = 0;
       for (std::int64_t c = 0; c < cols; ++c) {
         // exp(3 * N(0,1)): a peaked, LLM-like distribution over the vocabulary.
-        double x = std::exp(3.0 * rng_.normal());
+        double x = std::exp(3.0 * rng_.normal_ahead(static_cast<std::uint64_t>(r * cols + c)));
         v[static_cast<std::size_t>(r * cols + c)] = static_cast<float>(x);
         sum += x;
       }
       for (std::int64_t c = 0; c < cols; ++c) v[static_cast<std::size_t>(r * cols + c)] /= static_cast<float>(sum);
-    }
+    });
+    rng_.skip_normals(static_cast<std::uint64_t>(rows * cols));
     m_.notes.push_back("built probs: rows of exp(3 N(0,1)) normalized to sum 1");
     return store_float(v, t);
   }

@@ -273,6 +273,11 @@ class Rng {
     const std::uint64_t a = next();
     return random::normal(a, next());
   }
+  // The value the (i + 1)-th normal() from here would return, without moving
+  // the stream; skip_normals(n) then moves it past n normal() calls. A large
+  // block is so filled on several threads with the bytes sequential calls give.
+  double normal_ahead(std::uint64_t i) const { return random::normal(draw(key_, k_ + 2 * i + 1), draw(key_, k_ + 2 * i + 2)); }
+  void skip_normals(std::uint64_t n) { k_ += 2 * n; }
 
  private:
   std::uint64_t key_;
