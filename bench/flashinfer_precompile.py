@@ -4,7 +4,9 @@ each built library where FlashInfer looks for prebuilt modules first: flashinfer
 package the import finds. A module found there is loaded as is; FlashInfer compiles one only when it is absent.
 
 Modules (bf16 inputs and outputs, int32 indices, no positional encoding, no sliding window, no soft cap):
-  decode       BatchDecodeWithPagedKVCacheWrapper's CUDA-core decode kernel, head dim 128
+  decode_dD    BatchDecodeWithPagedKVCacheWrapper's CUDA-core decode kernel, head dim D for each D in
+               DECODE_HEAD_DIMS (kb's GQA decode head dims): FlashInfer names its module by the head dim and
+               dispatches the group size (1, 2, 3, 4, 6, 8 and 16 only) inside it
   prefill_fa3  the FA3 (Hopper) batch prefill, head dim 128: ragged and paged prefill, and decode with
                use_tensor_cores=True
   prefill_fa3_192_128  the FA3 ragged prefill with qk 192 / vo 128 (mla_ragged)
@@ -37,7 +39,9 @@ os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", "9.0a")
 os.environ.setdefault("MAX_JOBS", "1")
 
 LARGE_FAMILIES = ("experimental", "moe_ep", "fused_moe", "cute_dsl", "gemm", "comm")
-MODULES = ["decode", "prefill_fa3", "prefill_fa3_192_128", "mla_fa3", "norm", "sampling"]
+DECODE_HEAD_DIMS = (64, 96, 128, 192, 256)  # kernels/attention/launch.hpp's kGqaHeadDims
+MODULES = [f"decode_d{d}" for d in DECODE_HEAD_DIMS] + ["prefill_fa3", "prefill_fa3_192_128", "mla_fa3", "norm",
+                                                         "sampling"]
 
 
 def specs(names):
@@ -48,7 +52,8 @@ def specs(names):
     from flashinfer.jit.sampling import gen_sampling_module
     bf16, i32 = torch.bfloat16, torch.int32
     make = {
-        "decode": lambda: gen_batch_decode_module(bf16, bf16, bf16, i32, 128, 128, 0, False, False),
+        **{f"decode_d{d}": (lambda d=d: gen_batch_decode_module(bf16, bf16, bf16, i32, d, d, 0, False, False))
+           for d in DECODE_HEAD_DIMS},
         "prefill_fa3": lambda: gen_batch_prefill_module("fa3", bf16, bf16, bf16, i32, 128, 128, 0, False, False,
                                                         False),
         "prefill_fa3_192_128": lambda: gen_batch_prefill_module("fa3", bf16, bf16, bf16, i32, 192, 128, 0, False,
