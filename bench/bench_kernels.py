@@ -7,10 +7,13 @@ The definitions are the shipped ones (SHARED/flashinfer-trace/definitions/<op_ty
 (below): decode batches of 1 to 256, multi-token steps, prefill of 1 to 16 sequences over 4k to 16k tokens, sparse
 attention over a 64k-token cache; for the attention op types (family serving) paged decode of 1 and 64 sequences
 of 4096 tokens each and causal prefill of 16 x 1024 and 1 x 16384 tokens, with each evaluation's wall time (the judge
-included) beside its latency. Inputs are kb's seeded random ones; a scalar input takes the value a bundled or
+included) beside its latency. Family decode_grid: paged GQA decode over a generated grid of shapes (group sizes
+1 to 16, every head dim kb's decode handles, page sizes 1 to 64, batches 1 to 256 of 512 to 16384 tokens:
+decode_grid_shapes), each a definition derived from a shipped one by its constants. Inputs are kb's seeded random ones; a scalar input takes the value a bundled or
 shipped workload of the same op type gives it (the rule has no way to invent a scale).
 
-usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS --family moe|linear|sampling|serving|rmsnorm --out DIR
+usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS
+           --family moe|linear|sampling|serving|rmsnorm|decode_grid --out DIR
        [--time-limit S] [--max-workloads N] [--max-definitions N]
        bench_kernels.py --table TRACES_DIR [--out-md FILE]     (render traces already written; no GPU)"""
 import argparse
@@ -26,7 +29,8 @@ import time
 import uuid
 
 FAMILIES = {"moe": ["moe"], "linear": ["gdn", "mamba_ssu", "dsa_paged"], "sampling": ["sampling"],
-            "serving": ["gqa_paged", "gqa_ragged", "mla_paged", "mla_ragged"], "rmsnorm": ["rmsnorm"]}
+            "serving": ["gqa_paged", "gqa_ragged", "mla_paged", "mla_ragged"], "rmsnorm": ["rmsnorm"],
+            "decode_grid": ["gqa_paged"]}
 
 
 def var_axes(d):
@@ -161,18 +165,121 @@ def write_dataset(args, ops, dest):
             if missing:
                 skipped.append(f"{d['name']}: no workload gives scalar input(s) {', '.join(missing)} a value")
                 continue
-            os.makedirs(os.path.join(dest, "definitions", op), exist_ok=True)
-            os.makedirs(os.path.join(dest, "workloads", op), exist_ok=True)
-            with open(os.path.join(dest, "definitions", op, d["name"] + ".json"), "w") as f:
-                json.dump(d, f, indent=2)
-            with open(os.path.join(dest, "workloads", op, d["name"] + ".jsonl"), "w") as f:
-                for axes in grid[: args.max_workloads]:
-                    key = d["name"] + json.dumps(axes, sort_keys=True)
-                    w = {"uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, key)), "axes": axes, "inputs": inputs}
-                    f.write(json.dumps({"definition": d["name"], "workload": w, "solution": None,
-                                        "evaluation": None}) + "\n")
-                    planned += 1
+            planned += write_definition(dest, op, d, grid[: args.max_workloads], inputs)
     return planned, skipped
+
+
+def write_definition(dest, op, d, grid, inputs):
+    """Definition d as dest/definitions/OP/NAME.json and one workload per axes of grid (uuid from the name and the
+    axes, the same inputs each) as dest/workloads/OP/NAME.jsonl; returns the number of workloads."""
+    os.makedirs(os.path.join(dest, "definitions", op), exist_ok=True)
+    os.makedirs(os.path.join(dest, "workloads", op), exist_ok=True)
+    with open(os.path.join(dest, "definitions", op, d["name"] + ".json"), "w") as f:
+        json.dump(d, f, indent=2)
+    with open(os.path.join(dest, "workloads", op, d["name"] + ".jsonl"), "w") as f:
+        for axes in grid:
+            key = d["name"] + json.dumps(axes, sort_keys=True)
+            w = {"uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, key)), "axes": axes, "inputs": inputs}
+            f.write(json.dumps({"definition": d["name"], "workload": w, "solution": None, "evaluation": None}) + "\n")
+    return len(grid)
+
+
+# ---- decode_grid: paged GQA decode over generated shapes -----------------------------------------------------------
+
+GRID_HEAD_DIMS = [64, 96, 128, 192, 256]  # kernels/attention/launch.hpp's kGqaHeadDims: kb's decode handles these
+GRID_GROUPS = list(range(1, 17))  # num_qo_heads / num_kv_heads; kb's decode handles 1..16 (kGqaDecodeMaxGroup)
+GRID_PAGE_SIZES = [1, 16, 32, 64]
+GRID_BATCHES = [1, 3, 8, 24, 64, 160, 256]
+GRID_TOKENS = [512, 1024, 2048, 4096, 8192, 16384]  # a sequence's tokens, on average (multiples of every page size)
+GRID_KV_HEADS = [1, 2, 4, 8]
+GRID_SHAPES = 48  # three passes over the group sizes
+GRID_MAX_KV_BYTES = 2 << 30  # a shape's K and V caches at most (bf16): the grid runs in minutes on an H100
+# the shipped definitions the grid's are derived from: page size 1 has no kv_last_page_len (every page is full)
+GRID_TEMPLATES = {1: "gqa_paged_decode_h32_kv8_d128_ps1", None: "gqa_paged_decode_h32_kv8_d128_ps64"}
+
+
+def grid_kv_bytes(s):
+    """The K and V caches of shape s in bytes: batch x tokens keys of num_kv_heads x head_dim bf16, twice."""
+    return s["batch_size"] * s["tokens"] * s["num_kv_heads"] * s["head_dim"] * 2 * 2
+
+
+def decode_grid_shapes():
+    """The grid. Shape i takes group i mod 16, head dim i mod 5, page size (i + i div 16) mod 4 (so each group
+    meets three page sizes), batch i mod 7, tokens (i div 2) mod 6 and kv heads (i div 5) mod 4 of the lists above;
+    then, while its KV caches exceed GRID_MAX_KV_BYTES, it halves its kv heads down to 1 and after that its batch.
+    Each shape: num_qo_heads, num_kv_heads, head_dim, page_size, batch_size, tokens (per sequence)."""
+    out = []
+    for i in range(GRID_SHAPES):
+        g = GRID_GROUPS[i % len(GRID_GROUPS)]
+        s = {"num_kv_heads": GRID_KV_HEADS[(i // 5) % len(GRID_KV_HEADS)],
+             "head_dim": GRID_HEAD_DIMS[i % len(GRID_HEAD_DIMS)],
+             "page_size": GRID_PAGE_SIZES[(i + i // len(GRID_GROUPS)) % len(GRID_PAGE_SIZES)],
+             "batch_size": GRID_BATCHES[i % len(GRID_BATCHES)],
+             "tokens": GRID_TOKENS[(i // 2) % len(GRID_TOKENS)]}
+        while grid_kv_bytes(s) > GRID_MAX_KV_BYTES:
+            if s["num_kv_heads"] > 1:
+                s["num_kv_heads"] //= 2
+            else:
+                s["batch_size"] //= 2
+        s["num_qo_heads"] = g * s["num_kv_heads"]
+        out.append(s)
+    return out
+
+
+def grid_name(s):
+    return f"gqa_paged_decode_h{s['num_qo_heads']}_kv{s['num_kv_heads']}_d{s['head_dim']}_ps{s['page_size']}"
+
+
+def grid_definition(template, s):
+    """Definition of shape s from a shipped paged decode definition: the name, the four constant axes, the
+    reference's checks of those constants and the description changed; everything else (axes, inputs, outputs,
+    constraints, the reference's computation) is the template's, which is written for any constants."""
+    d = json.loads(json.dumps(template))
+    d["name"] = grid_name(s)
+    ref = d["reference"]
+    for axis in ("num_qo_heads", "num_kv_heads", "head_dim", "page_size"):
+        if d["axes"].get(axis, {}).get("type") != "const":
+            raise ValueError(f"{template['name']}: {axis} is not a constant axis")
+        d["axes"][axis]["value"] = s[axis]
+        ref, n = re.subn(rf"assert {axis} == \d+\b", f"assert {axis} == {s[axis]}", ref)
+        if n != 1:
+            raise ValueError(f"{template['name']}: its reference checks {axis} {n} times, not once")
+    d["reference"] = ref
+    d["description"] = (f"Batched Grouped Query Attention decode with a paged KV cache (page_size={s['page_size']}), "
+                        f"group {s['num_qo_heads'] // s['num_kv_heads']}: bench_kernels.py's decode_grid, "
+                        f"{template['name']} with other constants.")
+    d["tags"] = [t for t in d.get("tags", []) if not t.startswith(("model:", "status:"))]
+    return d
+
+
+def grid_axes(s):
+    """The workload's variable axes: batch_size sequences over tokens / page_size pages each (the pages split
+    among the sequences by kb's input generator), every page in the cache used."""
+    pages = s["batch_size"] * (s["tokens"] // s["page_size"])
+    return {"batch_size": s["batch_size"], "len_indptr": s["batch_size"] + 1, "num_kv_indices": pages,
+            "num_pages": pages}
+
+
+def write_decode_grid(args, dest):
+    """The decode grid's definitions and workloads into dest (one workload each; shapes sharing constants share a
+    definition); returns the rows planned and the shapes not written (none: every template is read)."""
+    ddir = os.path.join(args.shared, "flashinfer-trace", "definitions", "gqa_paged")
+    templates = {}
+    for ps, name in GRID_TEMPLATES.items():
+        with open(os.path.join(ddir, name + ".json")) as f:
+            templates[ps] = json.load(f)
+    by_name = {}
+    for s in decode_grid_shapes():
+        d = grid_definition(templates[1 if s["page_size"] == 1 else None], s)
+        entry = by_name.setdefault(d["name"], (d, []))
+        if grid_axes(s) not in entry[1]:
+            entry[1].append(grid_axes(s))
+    planned = 0
+    for d, grid in by_name.values():
+        inputs = {name: {"type": "random"} if spec.get("shape") else {"type": "scalar", "value": qk_dim(d) ** -0.5}
+                  for name, spec in d["inputs"].items()}
+        planned += write_definition(dest, "gqa_paged", d, grid[: args.max_workloads], inputs)
+    return planned, []
 
 
 def fmt(v, spec):
@@ -278,7 +385,10 @@ def main():
             ap.error(f"--{need} is needed (or --table)")
     os.makedirs(args.out, exist_ok=True)
     dataset = os.path.join(args.out, "dataset")
-    planned, skipped = write_dataset(args, FAMILIES[args.family], dataset)
+    if args.family == "decode_grid":
+        planned, skipped = write_decode_grid(args, dataset)
+    else:
+        planned, skipped = write_dataset(args, FAMILIES[args.family], dataset)
     for s in skipped:
         print("not measured:", s)
     print(f"{planned} workloads planned", flush=True)
