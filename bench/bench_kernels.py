@@ -9,8 +9,9 @@ attention over a 64k-token cache; for the attention op types (family serving) pa
 of 4096 tokens each and causal prefill of 16 x 1024 and 1 x 16384 tokens, with each evaluation's wall time (the judge
 included) beside its latency. Family decode_grid: paged GQA decode over a generated grid of shapes (group sizes
 1 to 16, every head dim kb's decode handles, page sizes 1 to 64, batches 1 to 256 of 512 to 16384 tokens:
-decode_grid_shapes), each a definition derived from a shipped one by its constants. Inputs are kb's seeded random ones; a scalar input takes the value a bundled or
-shipped workload of the same op type gives it (the rule has no way to invent a scale).
+decode_grid_shapes), each a definition derived from a shipped one by its constants, sm_scale 1 / sqrt(head_dim).
+Inputs are kb's seeded random ones; a scalar input takes the value a bundled or shipped workload of the same op type
+gives it (the rule has no way to invent a scale).
 
 usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS
            --family moe|linear|sampling|serving|rmsnorm|decode_grid --out DIR
