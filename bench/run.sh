@@ -22,9 +22,11 @@
 #                          kb bench at serving sizes (paged decode of 64 x 4096 tokens, causal prefill of 16 x 1024
 #                          and 1 x 16384): latency and each evaluation's wall time, judging included; extra
 #                          arguments go to bench_kernels.py (e.g. --max-definitions 2)
-#   flashinfer [serving rmsnorm sampling]  kb bench at serving sizes on those families (bench_kernels.py, two
-#                          definitions of each kind, one for sampling: BENCH_MAX_DEFINITIONS), then FlashInfer on the same
-#                          definitions and axes (bench/flashinfer_side_by_side.py): $OUT/flashinfer_side_by_side.md.
+#   flashinfer [serving rmsnorm sampling decode_grid]  kb bench at serving sizes on those families (bench_kernels.py,
+#                          two definitions of each kind, one for sampling: BENCH_MAX_DEFINITIONS; decode_grid, not in
+#                          the default parts: paged GQA decode over 48 generated shapes, every definition), then
+#                          FlashInfer on the same definitions and axes (bench/flashinfer_side_by_side.py):
+#                          $OUT/flashinfer_side_by_side.md.
 #                          FlashInfer comes from .whl/flashinfer/ (bench/flashinfer_prepare.sh; name .whl in the
 #                          device call's carry list), installed into /tmp/site with its modules precompiled
 # KB_BIN names a kb program built elsewhere (carried): then nothing is built here.
@@ -105,10 +107,12 @@ case $family in
     for part in $parts; do
       case $part in
         serving) secs=150 ndefs=2 ;; rmsnorm) secs=60 ndefs=2 ;; sampling) secs=120 ndefs=1 ;;
-        *) echo "run.sh flashinfer: unknown part '$part' (serving, rmsnorm, sampling)" >&2; exit 2 ;;
+        decode_grid) secs=240 ndefs= ;;  # its definitions are generated, one workload each: all of them run
+        *) echo "run.sh flashinfer: unknown part '$part' (serving, rmsnorm, sampling, decode_grid)" >&2; exit 2 ;;
       esac
+      ndefs=${BENCH_MAX_DEFINITIONS:-$ndefs}
       python3 bench/bench_kernels.py --kb "$kb" --shared "$shared" --kernels kernels --family "$part" \
-          --out "$out/$part" --time-limit "$(limit $secs)" --max-definitions "${BENCH_MAX_DEFINITIONS:-$ndefs}" \
+          --out "$out/$part" --time-limit "$(limit $secs)" ${ndefs:+--max-definitions "$ndefs"} \
           > "$out/$part.log" 2>&1 || status=1
       echo "$part: exit $status"; grep -E "STOPPED|not measured|planned" "$out/$part.log"
       runs+=(--run "$out/$part")
