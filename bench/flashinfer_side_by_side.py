@@ -214,6 +214,8 @@ def build_inputs(d, axes, scalars, device, seed):
     import torch
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
+    # the float tensors drawn where they live: a KV cache of a few GB is drawn in milliseconds on the GPU
+    dev_gen = gen if str(device) == "cpu" else torch.Generator(device=device).manual_seed(seed)
     a = {**const_axes(d), **axes}
     ps = a.get("page_size", 1)
     dt = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "int32": torch.int32,
@@ -250,13 +252,30 @@ def build_inputs(d, axes, scalars, device, seed):
         elif name == "top_p":
             x[name] = (0.1 + 0.85 * torch.rand(shape, generator=gen)).to(t).to(device)
         else:
-            x[name] = torch.randn(shape, generator=gen).to(t).to(device)
+            x[name] = torch.randn(shape, generator=dev_gen, device=dev_gen.device).to(t).to(device)
     return x
 
 
 # ---- FlashInfer calls ---------------------------------------------------------------------------------------------
 
 WORKSPACE_BYTES = 256 << 20
+
+
+# FlashInfer's CUDA-core decode kernel instantiates these group sizes (num_qo_heads / num_kv_heads) alone
+# (DISPATCH_GQA_GROUP_SIZE in include/flashinfer/utils.cuh); its module is built per head dim, the group is chosen
+# inside it at plan time. Other groups run on its tensor-core path only.
+CUDA_CORE_DECODE_GROUPS = (1, 2, 3, 4, 6, 8, 16)
+
+
+def variant_unsupported(d, variant):
+    """Why FlashInfer has no kernel for definition d in this variant (None: it has one, as far as is known here)."""
+    c = const_axes(d)
+    if kind_of(d) == "gqa_paged_decode" and variant == "cuda cores":
+        group = c["num_qo_heads"] // c["num_kv_heads"]
+        if group not in CUDA_CORE_DECODE_GROUPS:
+            return (f"group {group}: FlashInfer's CUDA-core decode kernel handles groups "
+                    f"{', '.join(map(str, CUDA_CORE_DECODE_GROUPS))}")
+    return None
 
 
 def attention_variants(kind, jit=False):
@@ -426,11 +445,16 @@ def run_all(args):
         rows += dataset_rows(run_dir, [op for op in OPS if os.path.isdir(os.path.join(run_dir, "dataset",
                                                                                        "definitions", op))])
     start = time.monotonic()
-    lines, notes = [], []
+    lines, notes, measured = [], [], []
     for d, workloads in rows:
         for variant in variants_of(d, args.jit):
             if args.time_limit and time.monotonic() - start > args.time_limit:
                 notes.append(f"{d['name']} ({variant}): not compared: the time limit ({args.time_limit} s) was reached")
+                continue
+            why = variant_unsupported(d, variant)
+            if why:
+                notes.append(f"{d['name']} ({variant}): not compared: {why}")
+                print(f"not compared: {d['name']} ({variant}): {why}", flush=True)
                 continue
             try:
                 ok, detail = check(fi, d, variant, device)
@@ -473,18 +497,50 @@ def run_all(args):
                     d["name"], axes_s, sol or "-", f"{kb_ms:.4f}" if kb_ms else "-", variant, ms,
                     f"{kb_ms / ms:.2f}" if kb_ms else "-", f"{ref_ms:.4f}" if ref_ms else "-"))
                 print(lines[-1], "(graph replay)" if graph else "(queued behind a spin)", flush=True)
-    write_md(args, lines, notes)
+                measured.append((d["name"], axes_s, kb_ms, variant, ms))
+    write_md(args, lines, notes, measured)
     return 0
 
 
-def write_md(args, lines, notes):
+def fastest_ratios(measured):
+    """measured: (definition, axes, kb ms or None, FlashInfer variant, its ms) rows. Per (definition, axes) with a kb
+    latency, in first-seen order: (definition, axes, kb ms, the fastest variant, its ms, kb ms / its ms)."""
+    best = {}
+    for name, axes, kb_ms, variant, ms in measured:
+        if not kb_ms:
+            continue
+        key = (name, axes)
+        if key not in best or ms < best[key][4]:
+            best[key] = (name, axes, kb_ms, variant, ms, kb_ms / ms)
+    return list(best.values())
+
+
+def ratio_summary(measured):
+    """Markdown lines: kb against the fastest FlashInfer variant per shape, with the median and the largest ratio."""
+    import statistics
+    rows = fastest_ratios(measured)
+    if not rows:
+        return []
+    ratios = [r[5] for r in rows]
+    worst = max(rows, key=lambda r: r[5])
+    out = ["", "kb against the fastest FlashInfer variant of each shape:", "",
+           "| definition | axes | kb ms | fastest FlashInfer | its ms | kb / FlashInfer |",
+           "| --- | --- | ---: | --- | ---: | ---: |"]
+    out += [f"| {n} | {a} | {k:.4f} | {v} | {m:.4f} | {r:.2f} |" for n, a, k, v, m, r in rows]
+    out += ["", f"{len(rows)} shapes: kb / FlashInfer median {statistics.median(ratios):.2f}, largest {worst[5]:.2f} "
+            f"({worst[0]}, {worst[1]}); {sum(r <= 1.0 for r in ratios)} at most 1.0, "
+            f"{sum(r <= 1.1 for r in ratios)} at most 1.1."]
+    return out
+
+
+def write_md(args, lines, notes, measured=()):
     md = ["FlashInfer beside kb, produced by `bash bench/run.sh flashinfer` (bench/flashinfer_side_by_side.py). kb ms: "
           "the fastest passed kb solution's latency from kb bench's traces; FlashInfer ms: torch_timing.time_like_kb "
           "(kb's procedure, L2 flushed) on inputs of the same shapes and distributions, plan outside the timing; "
           "kb / FlashInfer at most 1: kb as fast or faster. reference ms: the definition's PyTorch reference "
           "(sampling only).", "",
           "| definition | axes | kb solution | kb ms | FlashInfer | FlashInfer ms | kb / FlashInfer | reference ms |",
-          "| --- | --- | --- | ---: | --- | ---: | ---: | ---: |"] + lines
+          "| --- | --- | --- | ---: | --- | ---: | ---: | ---: |"] + lines + ratio_summary(measured)
     if notes:
         md += ["", "Not compared:"] + [f"- {n}" for n in notes]
     out = args.out_md or os.path.join(args.run[0], "flashinfer_side_by_side.md")
