@@ -283,6 +283,14 @@ def write_decode_grid(args, dest):
     return planned, []
 
 
+def write_family(args, family, dest):
+    """The family's dataset into dest: the decode grid's generated definitions, or the shipped and bundled ones of
+    its op types; returns the rows planned and the definitions skipped."""
+    if family == "decode_grid":
+        return write_decode_grid(args, dest)
+    return write_dataset(args, FAMILIES[family], dest)
+
+
 def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
@@ -386,10 +394,7 @@ def main():
             ap.error(f"--{need} is needed (or --table)")
     os.makedirs(args.out, exist_ok=True)
     dataset = os.path.join(args.out, "dataset")
-    if args.family == "decode_grid":
-        planned, skipped = write_decode_grid(args, dataset)
-    else:
-        planned, skipped = write_dataset(args, FAMILIES[args.family], dataset)
+    planned, skipped = write_family(args, args.family, dataset)
     for s in skipped:
         print("not measured:", s)
     print(f"{planned} workloads planned", flush=True)

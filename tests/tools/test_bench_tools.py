@@ -190,7 +190,7 @@ if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
         with tempfile.TemporaryDirectory() as tmp:
             ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
                                     max_definitions=None)
-            planned, skipped = bench_kernels.write_dataset(ns, ops, tmp)
+            planned, skipped = bench_kernels.write_family(ns, fam, tmp)
             defs = glob.glob(os.path.join(tmp, "definitions", "*", "*.json"))
             lines = [json.loads(x) for p in glob.glob(os.path.join(tmp, "workloads", "*", "*.jsonl")) for x in open(p)]
             check(planned == len(lines) > 0 and not skipped and len(defs) >= 3,
@@ -251,6 +251,79 @@ with tempfile.TemporaryDirectory() as tmp:
     check(rows[2:] == ["| d | batch_size=4 | kb_cuda_x | PASSED | 0.0125 | 3012 | 71% | 1.2 | - | 0.88 | 0.25 |"],
           f"bench_kernels renders a trace as a row: {rows[2:]}")
 
+
+# bench_kernels.py's decode_grid: the rule covers every group kb's decode handles, its head dims (read from
+# kernels/attention/launch.hpp), page sizes 1 to 64, batches 1 to 256 and 512 to 16384 tokens a sequence, at least 40
+# shapes, none over the KV cap; each generated definition is consistent (name, constants, inputs' axes, the
+# reference's parameters and constant checks) and its workloads give exactly its variable axes
+launch_hpp = open(os.path.join(root, "kernels", "attention", "launch.hpp")).read()
+kb_head_dims = [int(v) for v in re.search(r"kGqaHeadDims\[\]\s*=\s*\{([^}]*)\}", launch_hpp).group(1).split(",")]
+kb_max_group = int(re.search(r"kGqaDecodeMaxGroup\s*=\s*(\d+)", launch_hpp).group(1))
+shapes = bench_kernels.decode_grid_shapes()
+groups = {s["num_qo_heads"] // s["num_kv_heads"] for s in shapes}
+check(all(s["num_qo_heads"] % s["num_kv_heads"] == 0 for s in shapes) and groups == set(range(1, kb_max_group + 1)),
+      f"decode grid: every group 1..{kb_max_group} ({sorted(groups)})")
+check(sorted({s["head_dim"] for s in shapes}) == sorted(kb_head_dims),
+      f"decode grid: every head dim of kGqaHeadDims {kb_head_dims}")
+check({s["page_size"] for s in shapes} == {1, 16, 32, 64}, "decode grid: page sizes 1, 16, 32, 64")
+batches, tokens = [s["batch_size"] for s in shapes], [s["tokens"] for s in shapes]
+check(min(batches) == 1 and max(batches) == 256 and len(set(batches)) >= 6,
+      f"decode grid: batches 1 .. 256 ({sorted(set(batches))})")
+check(min(tokens) == 512 and max(tokens) == 16384 and all(t % s["page_size"] == 0 for t, s in zip(tokens, shapes)),
+      f"decode grid: 512 .. 16384 tokens a sequence, whole pages ({sorted(set(tokens))})")
+kv_bytes = [bench_kernels.grid_kv_bytes(s) for s in shapes]
+check(max(kv_bytes) <= bench_kernels.GRID_MAX_KV_BYTES <= 2 << 30,
+      f"decode grid: KV caches at most {bench_kernels.GRID_MAX_KV_BYTES >> 20} MiB (largest {max(kv_bytes) >> 20})")
+check(shapes == bench_kernels.decode_grid_shapes(), "decode grid: the rule is deterministic")
+if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
+    with tempfile.TemporaryDirectory() as tmp:
+        ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
+                                max_definitions=None)
+        planned, skipped = bench_kernels.write_family(ns, "decode_grid", tmp)
+        grid_defs = sorted(glob.glob(os.path.join(tmp, "definitions", "gqa_paged", "*.json")))
+        pairs, bad = set(), []
+        for p in grid_defs:
+            d = json.load(open(p))
+            c = {k: v["value"] for k, v in d["axes"].items() if v["type"] == "const"}
+            var = {k for k, v in d["axes"].items() if v["type"] == "var"}
+            want = f"gqa_paged_decode_h{c['num_qo_heads']}_kv{c['num_kv_heads']}_d{c['head_dim']}_ps{c['page_size']}"
+            params = [a.arg for a in next(n for n in ast.walk(ast.parse(d["reference"]))
+                                          if isinstance(n, ast.FunctionDef) and n.name == "run").args.args]
+            asserted = dict(re.findall(r"assert (num_qo_heads|num_kv_heads|head_dim|page_size) == (\d+)", d["reference"]))
+            if d["name"] != want or os.path.basename(p) != want + ".json":
+                bad.append(f"{d['name']}: name, want {want}")
+            if params != list(d["inputs"]):
+                bad.append(f"{d['name']}: reference parameters {params}, inputs {list(d['inputs'])}")
+            if {k: int(v) for k, v in asserted.items()} != {k: c[k] for k in asserted} or len(asserted) != 4:
+                bad.append(f"{d['name']}: reference checks {asserted}, constants {c}")
+            for name, spec in list(d["inputs"].items()) + list(d["outputs"].items()):
+                if any(a not in d["axes"] for a in spec.get("shape") or []):
+                    bad.append(f"{d['name']}: {name}'s shape {spec['shape']} names an unknown axis")
+            if ("kv_last_page_len" in d["inputs"]) != (c["page_size"] != 1):
+                bad.append(f"{d['name']}: kv_last_page_len present on page size {c['page_size']}")
+            for line in open(os.path.join(tmp, "workloads", "gqa_paged", d["name"] + ".jsonl")):
+                w = json.loads(line)["workload"]
+                a = w["axes"]
+                if set(a) != var or a["len_indptr"] != a["batch_size"] + 1 or a["num_kv_indices"] > a["num_pages"]:
+                    bad.append(f"{d['name']}: workload axes {a}")
+                if w["inputs"]["sm_scale"] != {"type": "scalar", "value": c["head_dim"] ** -0.5}:
+                    bad.append(f"{d['name']}: sm_scale {w['inputs']['sm_scale']}")
+                pairs.add((d["name"], json.dumps(a, sort_keys=True)))
+        check(not bad, f"decode grid: {len(grid_defs)} generated definitions consistent ({bad[:3]})")
+        check(len(pairs) == planned >= 40 and not skipped,
+              f"decode grid: {len(pairs)} distinct (definition, workload) shapes, {planned} planned")
+        if len(sys.argv) > 2:  # kb's own schema checks, through the C ABI
+            import kb_capi  # noqa: E402
+            kb = kb_capi.load(sys.argv[2])
+            ctx = kb_capi.context(kb)
+            refused = []
+            for p in grid_defs:
+                try:
+                    kb.kb_definition_destroy(kb_capi.definition(kb, ctx, p))
+                except kb_capi.KbError as e:
+                    refused.append(str(e))
+            kb.kb_context_destroy(ctx)
+            check(not refused, f"decode grid: kb_definition_load_file accepts every generated definition {refused[:2]}")
 
 # flashinfer_side_by_side.py: the paged layouts it builds and hands to FlashInfer's plan (plain Python), then, where
 # torch imports, its inputs for every serving, rmsnorm and sampling definition run through the definition's own
@@ -318,6 +391,23 @@ check(fis.filtered_support(row, 2, None) == {1, 3}, "filtered_support: top_k 2")
 check(fis.filtered_support(row, None, 0.5) == {1, 3}, "filtered_support: top_p 0.5 keeps the token crossing it")
 check(fis.filtered_support(row, None, 0.3) == {1}, "filtered_support: top_p below the largest keeps one")
 check(fis.filtered_support(row, 3, 0.6) == {1, 3}, "filtered_support: top_k 3 renormalized, then top_p 0.6")
+grid_def = {"name": "gqa_paged_decode_h20_kv4_d64_ps16", "op_type": "gqa_paged", "inputs": {},
+            "axes": {"num_qo_heads": {"type": "const", "value": 20}, "num_kv_heads": {"type": "const", "value": 4},
+                     "head_dim": {"type": "const", "value": 64}, "page_size": {"type": "const", "value": 16}}}
+why = fis.variant_unsupported(grid_def, "cuda cores")
+check(why and why.startswith("group 5"), f"FlashInfer's CUDA-core decode: group 5 not instantiated: {why}")
+check(fis.variant_unsupported(grid_def, "tensor cores fa3") is None, "group 5 left to the tensor-core path")
+grid_def["axes"]["num_qo_heads"]["value"] = 64
+check(fis.variant_unsupported(grid_def, "cuda cores") is None, "FlashInfer's CUDA-core decode: group 16 runs")
+measured = [("a", "b=1", 0.02, "cuda cores", 0.025), ("a", "b=1", 0.02, "tensor cores fa3", 0.016),
+            ("c", "b=8", 0.05, "cuda cores", 0.05), ("e", "b=2", None, "cuda cores", 0.01)]
+check(fis.fastest_ratios(measured) == [("a", "b=1", 0.02, "tensor cores fa3", 0.016, 0.02 / 0.016),
+                                       ("c", "b=8", 0.05, "cuda cores", 0.05, 1.0)],
+      "fastest_ratios: per shape the fastest FlashInfer variant, shapes without a kb latency left out")
+summary = fis.ratio_summary(measured)
+check(summary[-1] == "2 shapes: kb / FlashInfer median 1.12, largest 1.25 (a, b=1); 1 at most 1.0, 1 at most 1.1.",
+      f"ratio_summary: median, largest and the counts under the bar: {summary[-1]}")
+check(fis.ratio_summary([]) == [], "ratio_summary: nothing measured, no lines")
 check(fis.total_variation([1, 1, 2, 2], [1, 2, 2, 2]) == 0.25 and fis.total_variation([1], [2]) == 1.0,
       "total_variation of two samples")
 try:
@@ -334,6 +424,11 @@ if have_torch and os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
         for p in found:
             kinds.setdefault(re.sub(r"_(h|v)\d+.*$", "", os.path.basename(p)), []).append(p)
         paths += sorted({q for group in kinds.values() for q in (group[0], group[-1])})
+    grid_tmp = tempfile.TemporaryDirectory()
+    ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
+                            max_definitions=None)
+    bench_kernels.write_family(ns, "decode_grid", grid_tmp.name)  # every generated definition, too
+    paths += sorted(glob.glob(os.path.join(grid_tmp.name, "definitions", "gqa_paged", "*.json")))
     for p in paths:
         d = json.load(open(p))
         try:
