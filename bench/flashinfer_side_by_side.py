@@ -1,7 +1,8 @@
 """kb's CUDA solutions beside FlashInfer on the definitions and axes bench_kernels.py ran (run.sh flashinfer), on the
 GPU machine. FlashInfer (flashinfer-python, carried with its modules precompiled for sm_90a: bench/README.md):
-  gqa_paged decode     BatchDecodeWithPagedKVCacheWrapper: the CUDA-core decode kernel, and use_tensor_cores=True
-                       on the FA3 prefill kernel (with --jit also on FA2, FlashInfer's default for bf16)
+  gqa_paged decode     BatchDecodeWithPagedKVCacheWrapper: the CUDA-core decode kernel (group sizes 1, 2, 3, 4, 6,
+                       8 and 16: CUDA_CORE_DECODE_GROUPS), and use_tensor_cores=True on the FA3 prefill kernel (with
+                       --jit also on FA2, FlashInfer's default for bf16); both modules by the definition's head dim
   gqa_paged prefill    BatchPrefillWithPagedKVCacheWrapper, causal, FA3 (the backend FlashInfer picks on Hopper;
                        with --jit FA2 too)
   gqa_ragged, mla_ragged  BatchPrefillWithRaggedKVCacheWrapper, causal, FA3 (with --jit FA2 too)
@@ -22,7 +23,8 @@ in the support the definition's filters leave, and their frequencies on a row re
 reference's own draws (total variation distance). A call that does not import, load, plan or match prints
 `not compared: <why>` and the run goes on. Plan once, then time run() with torch_timing.time_like_kb (kb's
 procedure, L2 flushed, batches replayed from a CUDA graph where the call can be captured). For sampling the
-definition's reference is timed too.
+definition's reference is timed too. Below the rows: per shape, kb against the fastest FlashInfer variant, the
+median and the largest ratio.
 
 usage: flashinfer_side_by_side.py --run DIR [--run DIR...] [--out-md FILE] [--time-limit S] [--all-workloads] [--jit]
          DIR is bench_kernels.py's --out (DIR/dataset, DIR/results/traces); --jit lets FlashInfer compile modules
