@@ -402,7 +402,9 @@ def main():
     rc, walls = run_timed(cmd, set(defined_names(dataset)), args.time_limit)
     if rc == 124:
         print(f"STOPPED: kb bench ran past {args.time_limit} s; the table holds what it finished")
-    md = [f"Produced by `bash bench/run.sh {args.family}`.", ""] + table(os.path.join(args.out, "results", "traces"))
+    # rmsnorm and decode_grid run only as parts of run.sh flashinfer
+    command = args.family if args.family in ("moe", "linear", "sampling", "serving") else f"flashinfer {args.family}"
+    md = [f"Produced by `bash bench/run.sh {command}`.", ""] + table(os.path.join(args.out, "results", "traces"))
     md += ["", "Wall time of each evaluation (`kb bench` from one result row to the next: inputs, reference, judging "
            "and timing; the first row also holds loading the dataset and starting CUDA):", ""] + wall_table(walls)
     if skipped:
