@@ -115,4 +115,30 @@ inline Result<PagedCall> bind_paged_call(const CudaCall& c, const char* solution
   return p;
 }
 
+// The fields every paged launcher's arguments share, set from a bound call: the index tensors, output, lse,
+// batch, query heads, page size, page count (num_pages; kv_rows where the launcher also serves ragged caches),
+// kv_indices' length and sm_scale; a prefill launcher's (it has qo_indptr) also qo_indptr and total_q. Each
+// solution sets its query and cache pointers and head dims itself.
+template <class Args>
+void set_paged_fields(const PagedCall& p, Args& a) {
+  a.kv_indptr = PagedCall::ints(p.kv_indptr);
+  a.kv_indices = PagedCall::ints(p.kv_indices);
+  a.kv_last_page_len = PagedCall::ints(p.kv_last_page_len);
+  a.output = p.output->data;
+  a.lse = p.lse ? p.lse->as<float>() : nullptr;
+  a.batch = p.batch;
+  a.num_qo_heads = p.heads;
+  a.page_size = p.page_size;
+  a.num_kv_indices = p.kv_indices->shape[0];
+  a.sm_scale = p.sm_scale;
+  if constexpr (requires { a.qo_indptr; }) {
+    a.qo_indptr = PagedCall::ints(p.qo_indptr);
+    a.total_q = p.rows;
+  }
+  if constexpr (requires { a.num_pages; })
+    a.num_pages = p.pages;
+  else
+    a.kv_rows = p.pages;
+}
+
 }  // namespace kb::kernels::attention_args

@@ -51,19 +51,9 @@ Status run(const CudaCall& c) {
   a.q = p->q[0]->data;
   a.k_cache = p->cache[0]->data;
   a.v_cache = p->cache[1]->data;
-  a.kv_indptr = PagedCall::ints(p->kv_indptr);
-  a.kv_indices = PagedCall::ints(p->kv_indices);
-  a.kv_last_page_len = PagedCall::ints(p->kv_last_page_len);
-  a.output = p->output->data;
-  a.lse = p->lse ? p->lse->as<float>() : nullptr;
-  a.batch = p->batch;
-  a.num_qo_heads = p->heads;
   a.num_kv_heads = p->cache[0]->shape[2];
   a.head_dim = p->q[0]->shape[2];
-  a.page_size = p->page_size;
-  a.num_pages = p->pages;
-  a.num_kv_indices = p->kv_indices->shape[0];
-  a.sm_scale = p->sm_scale;
+  set_paged_fields(*p, a);
   return launch_gqa_paged_decode(a, c.stream);
 }
 

@@ -46,21 +46,9 @@ Status run(const CudaCall& c) {
   a.q_pe = p->q[1]->data;
   a.ckv_cache = p->cache[0]->data;
   a.kpe_cache = p->cache[1]->data;
-  a.qo_indptr = PagedCall::ints(p->qo_indptr);
-  a.kv_indptr = PagedCall::ints(p->kv_indptr);
-  a.kv_indices = PagedCall::ints(p->kv_indices);
-  a.kv_last_page_len = PagedCall::ints(p->kv_last_page_len);
-  a.output = p->output->data;
-  a.lse = p->lse ? p->lse->as<float>() : nullptr;
-  a.batch = p->batch;
-  a.total_q = p->rows;
-  a.num_qo_heads = p->heads;
   a.head_dim_ckv = p->q[0]->shape[2];
   a.head_dim_kpe = p->q[1]->shape[2];
-  a.page_size = p->page_size;
-  a.num_pages = p->pages;
-  a.num_kv_indices = p->kv_indices->shape[0];
-  a.sm_scale = p->sm_scale;
+  set_paged_fields(*p, a);
   return launch_mla_paged_prefill(a, c.stream);
 }
 
