@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -169,10 +170,10 @@ Result<TolerancePolicy> TolerancePolicy::parse(std::string_view text, const std:
       else if (field.key == "required_matched_ratio") which = ToleranceField::required_matched_ratio;
       else return make_error(Code::invalid_data, fmt::format("{}: {}.{}: unknown tolerance", path, where, field.key));
       double v;
-      const char* expected = field.value.get_double().get(v) != simdjson::SUCCESS
-                                 ? (which == ToleranceField::required_matched_ratio ? "a fraction from 0 to 1" : "a non-negative number")
-                                 : tolerance_range_error(which, v);
-      if (expected) return make_error(Code::invalid_data, fmt::format("{}: {}.{}: expected {}", path, where, field.key, expected));
+      // A value that is not a number is out of every range: the same message as one out of range.
+      if (field.value.get_double().get(v) != simdjson::SUCCESS) v = std::numeric_limits<double>::quiet_NaN();
+      if (const char* expected = tolerance_range_error(which, v))
+        return make_error(Code::invalid_data, fmt::format("{}: {}.{}: expected {}", path, where, field.key, expected));
       (which == ToleranceField::atol ? p.atol : which == ToleranceField::rtol ? p.rtol : p.ratio) = v;
     }
     return p;
