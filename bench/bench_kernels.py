@@ -10,11 +10,13 @@ of 4096 tokens each and causal prefill of 16 x 1024 and 1 x 16384 tokens, with e
 included) beside its latency. Family decode_grid: paged GQA decode over a generated grid of shapes (group sizes
 1 to 16, every head dim kb's decode handles, page sizes 1 to 64, batches 1 to 256 of 512 to 16384 tokens:
 decode_grid_shapes), each a definition derived from a shipped one by its constants, sm_scale 1 / sqrt(head_dim).
+Family prefill_dims: ragged causal prefill at every such head dim (group 4) and the shipped MLA ragged prefill
+(qk 192 / vo 128), at the prefill sizes above.
 Inputs are kb's seeded random ones; a scalar input takes the value a bundled or shipped workload of the same op type
 gives it (the rule has no way to invent a scale).
 
 usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS
-           --family moe|linear|sampling|serving|rmsnorm|decode_grid --out DIR
+           --family moe|linear|sampling|serving|prefill_dims|rmsnorm|decode_grid --out DIR
        [--time-limit S] [--max-workloads N] [--max-definitions N]
        bench_kernels.py --table TRACES_DIR [--out-md FILE]     (render traces already written; no GPU)"""
 import argparse
@@ -31,7 +33,7 @@ import uuid
 
 FAMILIES = {"moe": ["moe"], "linear": ["gdn", "mamba_ssu", "dsa_paged"], "sampling": ["sampling"],
             "serving": ["gqa_paged", "gqa_ragged", "mla_paged", "mla_ragged"], "rmsnorm": ["rmsnorm"],
-            "decode_grid": ["gqa_paged"]}
+            "decode_grid": ["gqa_paged"], "prefill_dims": ["gqa_ragged", "mla_ragged"]}
 
 
 def var_axes(d):
@@ -231,14 +233,14 @@ def grid_name(s):
     return f"gqa_paged_decode_h{s['num_qo_heads']}_kv{s['num_kv_heads']}_d{s['head_dim']}_ps{s['page_size']}"
 
 
-def grid_definition(template, s):
-    """Definition of shape s from a shipped paged decode definition: the name, the four constant axes, the
-    reference's checks of those constants and the description changed; everything else (axes, inputs, outputs,
-    constraints, the reference's computation) is the template's, which is written for any constants."""
+def with_constants(template, name, s, axes):
+    """Definition `name` from a shipped one: the constant axes named in axes set from s, with the reference's
+    checks of them; everything else (axes, inputs, outputs, constraints, the reference's computation) is the
+    template's, which is written for any constants."""
     d = json.loads(json.dumps(template))
-    d["name"] = grid_name(s)
+    d["name"] = name
     ref = d["reference"]
-    for axis in ("num_qo_heads", "num_kv_heads", "head_dim", "page_size"):
+    for axis in axes:
         if d["axes"].get(axis, {}).get("type") != "const":
             raise ValueError(f"{template['name']}: {axis} is not a constant axis")
         d["axes"][axis]["value"] = s[axis]
@@ -246,10 +248,16 @@ def grid_definition(template, s):
         if n != 1:
             raise ValueError(f"{template['name']}: its reference checks {axis} {n} times, not once")
     d["reference"] = ref
+    d["tags"] = [t for t in d.get("tags", []) if not t.startswith(("model:", "status:"))]
+    return d
+
+
+def grid_definition(template, s):
+    """Definition of shape s from a shipped paged decode definition (with_constants: heads, head dim, page size)."""
+    d = with_constants(template, grid_name(s), s, ("num_qo_heads", "num_kv_heads", "head_dim", "page_size"))
     d["description"] = (f"Batched Grouped Query Attention decode with a paged KV cache (page_size={s['page_size']}), "
                         f"group {s['num_qo_heads'] // s['num_kv_heads']}: bench_kernels.py's decode_grid, "
                         f"{template['name']} with other constants.")
-    d["tags"] = [t for t in d.get("tags", []) if not t.startswith(("model:", "status:"))]
     return d
 
 
@@ -283,11 +291,36 @@ def write_decode_grid(args, dest):
     return planned, []
 
 
+# ---- prefill_dims: ragged causal prefill at every head dim ---------------------------------------------------------
+
+PREFILL_DIMS_TEMPLATE = "gqa_ragged_prefill_causal_h32_kv8_d128"  # group 4, Llama-3-8B's heads
+
+
+def write_prefill_dims(args, dest):
+    """Ragged causal prefill at each head dim of GRID_HEAD_DIMS (32 query / 8 kv heads, from PREFILL_DIMS_TEMPLATE)
+    and the shipped MLA ragged prefill (qk 192 / vo 128), at the serving sizes of axis_grid; returns the rows
+    planned and the definitions skipped."""
+    with open(os.path.join(args.shared, "flashinfer-trace", "definitions", "gqa_ragged",
+                           PREFILL_DIMS_TEMPLATE + ".json")) as f:
+        template = json.load(f)
+    planned = 0
+    for dim in GRID_HEAD_DIMS:
+        d = with_constants(template, f"gqa_ragged_prefill_causal_h32_kv8_d{dim}", {"head_dim": dim}, ("head_dim",))
+        d["description"] = f"Ragged causal GQA prefill, group 4, head_dim {dim}: bench_kernels.py's prefill_dims."
+        inputs = {name: {"type": "random"} if spec.get("shape") else {"type": "scalar", "value": dim ** -0.5}
+                  for name, spec in d["inputs"].items()}
+        planned += write_definition(dest, "gqa_ragged", d, axis_grid(d)[: args.max_workloads], inputs)
+    mla, skipped = write_dataset(args, ["mla_ragged"], dest)
+    return planned + mla, skipped
+
+
 def write_family(args, family, dest):
-    """The family's dataset into dest: the decode grid's generated definitions, or the shipped and bundled ones of
-    its op types; returns the rows planned and the definitions skipped."""
+    """The family's dataset into dest: the decode grid's or prefill_dims' generated definitions, or the shipped and
+    bundled ones of its op types; returns the rows planned and the definitions skipped."""
     if family == "decode_grid":
         return write_decode_grid(args, dest)
+    if family == "prefill_dims":
+        return write_prefill_dims(args, dest)
     return write_dataset(args, FAMILIES[family], dest)
 
 
@@ -403,7 +436,8 @@ def main():
     if rc == 124:
         print(f"STOPPED: kb bench ran past {args.time_limit} s; the table holds what it finished")
     # rmsnorm and decode_grid run only as parts of run.sh flashinfer
-    command = args.family if args.family in ("moe", "linear", "sampling", "serving") else f"flashinfer {args.family}"
+    command = (args.family if args.family in ("moe", "linear", "sampling", "serving", "prefill_dims")
+               else f"flashinfer {args.family}")
     md = [f"Produced by `bash bench/run.sh {command}`.", ""] + table(os.path.join(args.out, "results", "traces"))
     md += ["", "Wall time of each evaluation (`kb bench` from one result row to the next: inputs, reference, judging "
            "and timing; the first row also holds loading the dataset and starting CUDA):", ""] + wall_table(walls)

@@ -22,6 +22,8 @@
 #                          kb bench at serving sizes (paged decode of 64 x 4096 tokens, causal prefill of 16 x 1024
 #                          and 1 x 16384): latency and each evaluation's wall time, judging included; extra
 #                          arguments go to bench_kernels.py (e.g. --max-definitions 2)
+#   prefill_dims           ragged causal prefill at head dims 64, 96, 128, 192, 256 (group 4) and MLA's qk 192 /
+#                          vo 128, judged and timed by kb bench at the serving prefill sizes (TFLOP/s)
 #   flashinfer [serving rmsnorm sampling decode_grid]  kb bench at serving sizes on those families (bench_kernels.py,
 #                          two definitions of each kind, one for sampling: BENCH_MAX_DEFINITIONS; decode_grid, not in
 #                          the default parts: paged GQA decode over 48 generated shapes, every definition), then
@@ -34,8 +36,8 @@
 set -u
 cd "$(dirname "$0")/.."
 family=${1:-}; [ $# -gt 0 ] && shift
-case $family in tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving|flashinfer) ;;
-  *) echo "usage: bash bench/run.sh tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving|flashinfer [PART...]" >&2
+case $family in tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving|prefill_dims|flashinfer) ;;
+  *) echo "usage: bash bench/run.sh tests|gemm|norms|attention|nsight|backendbench|moe|linear|sampling|serving|prefill_dims|flashinfer [PART...]" >&2
      exit 2 ;;
 esac
 if [ -n "${KB_BIN:-}" ]; then
@@ -82,7 +84,7 @@ case $family in
     compare norms 260 --families rmsnorm,silu_and_mul,rope --torch-after
     python3 bench/summary.py "$out/norms/benchmark.json" --command "bash bench/run.sh norms" --out "$out/norms.md" \
         && cat "$out/norms.md" ;;
-  moe|linear|sampling|serving)
+  moe|linear|sampling|serving|prefill_dims)
     python3 bench/bench_kernels.py --kb "$kb" --shared "$shared" --kernels kernels --family "$family" \
         --out "$out/$family" --time-limit "$(limit 300)" "$@" > "$out/$family.log" 2>&1 || status=1
     echo "$family: exit $status"; grep -E "STOPPED|not measured|planned" "$out/$family.log"

@@ -162,7 +162,7 @@ struct WgmmaPrefill {
   static cudaError_t prepare() { return prefill::prepare_wgmma_kernel<C>(); }
   static cudaError_t launch(const prefill::Params& p, prefill::Mode mode, cudaStream_t stream,
                             bool after_gather = false) {
-    return prefill::launch_wgmma_config<C>(p, mode, stream, C::D, C::D, after_gather);
+    return prefill::launch_wgmma_config<C>(p, mode, stream, C::DQK, C::DV, after_gather);
   }
 };
 
@@ -195,10 +195,10 @@ static_assert(std::is_same_v<GqaMmaPrefillTiles<192, 128>::Config, prefill::Conf
               "qk 192 / vo 128 keeps its tuned mma.sync prefill");
 
 // The kernels of a GQA / MHA prefill (gqa_paged, gqa_ragged) and of the
-// unabsorbed MLA one (mla_ragged: qk 192 / vo 128, GQA-shaped). The wgmma
-// kernels are written for head dim 128; every wgmma form has 128-key tiles,
-// the softmax of tile j overlapping P V of tile j - 1, a producer that never
-// waits on its own copies and the mask only on diagonal tiles (kWgSoftmax2).
+// unabsorbed MLA one (mla_ragged: qk 192 / vo 128, GQA-shaped). Every wgmma
+// form has the softmax of tile j overlapping P V of tile j - 1, a producer
+// that never waits on its own copies and the mask only on diagonal tiles
+// (kWgSoftmax2); its tiles follow from the head dims (GqaWgmmaPrefillTiles).
 enum class GqaPrefillKernel {
   // mma.sync (GqaMmaPrefillTiles): every head dims pair the launcher
   // accepts; at 128 / 128 where no wgmma kernel runs (not an sm_90 device,
@@ -222,10 +222,44 @@ enum class GqaPrefillKernel {
   wgmma_fused_gather,
 };
 
-// Head dims the wgmma kernels run (the others take the mma.sync kernel).
+// Head dims the wgmma kernels run: whole 64-column halves (the 128-byte
+// swizzle's rows), vo <= qk <= 256, i.e. of the launcher's pairs qk = vo =
+// 64, 128, 192, 256 and qk 192 / vo 128. The others (96) take the mma.sync kernel.
 inline bool gqa_prefill_uses_wgmma(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
-  return head_dim_qk == 128 && head_dim_vo == 128;
+  return gqa_prefill_supports_head_dims(head_dim_qk, head_dim_vo) && head_dim_qk % 64 == 0 &&
+         head_dim_vo % 64 == 0 && head_dim_vo <= head_dim_qk && head_dim_qk <= 256;
 }
+
+// The wgmma kernel's tiles for head dims qk / vo, one rule:
+//  * 128-key tiles where vo <= 128, else 64: a consumer thread holds O (vo / 2
+//    fp32 registers), S (BN / 2) and P (BN / 4); at vo 256 with 64-key tiles
+//    that is 176 of its 232 registers, with 128-key tiles 224;
+//  * one CTA a unit: three K / V stages where they fit a CTA's shared memory
+//    (227 KB), else two (qk 192 / vo 128 and 256 / 256);
+//  * the persistent form (two Q buffers, two stages) only where that fits
+//    (not at qk 192 / vo 128 with 128-key tiles, nor at 256 / 256).
+// Head dim 128 keeps its measured configurations (the static_asserts below).
+template <int DQK, int DV>
+struct GqaWgmmaPrefillTiles {
+  static constexpr int BN = DV <= 128 ? 128 : 64;
+  static constexpr int kBase = prefill::kWgSoftmax2;
+  static constexpr int kTurns = prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong;
+  template <int STAGES, int OPT>
+  using Config = prefill::WgmmaConfig<DQK, DV, BN, STAGES, true, true, OPT>;
+  static constexpr int kStages = Config<3, kTurns>::fits ? 3 : 2;
+  using Tma = Config<kStages, kTurns>;
+  using Persistent = Config<2, kTurns | prefill::kWgPersistent>;
+  using CpAsync = Config<kStages, kBase>;
+  using FusedGather = Config<2, kTurns | prefill::kWgPersistent | prefill::kWgFusedGather>;
+  static constexpr bool kPersistent = Persistent::fits;
+  static constexpr bool kFusedGather = DQK == 128 && DV == 128;  // its staging: 256-byte rows
+};
+static_assert(std::is_same_v<GqaWgmmaPrefillTiles<128, 128>::Tma,
+                             prefill::WgmmaConfig<128, 128, 128, 3, true, true,
+                                                  prefill::kWgSoftmax2 | prefill::kWgTma | prefill::kWgPingPong>>,
+              "head dim 128 keeps its measured wgmma prefill");
+static_assert(GqaWgmmaPrefillTiles<128, 128>::kPersistent && GqaWgmmaPrefillTiles<128, 128>::kFusedGather,
+              "head dim 128 keeps its persistent and fused-gather forms");
 
 // The mma.sync kernel for head dims qk / vo: qk 192 / vo 128, or qk == vo one
 // of kGqaHeadDims; cudaErrorInvalidValue for others.
@@ -248,18 +282,33 @@ cudaError_t dispatch_gqa_prefill(GqaPrefillKernel k, std::int64_t head_dim_qk, s
   using namespace prefill;
   if (k == GqaPrefillKernel::mma) return dispatch_gqa_mma_prefill(head_dim_qk, head_dim_vo, f);
   if (!gqa_prefill_uses_wgmma(head_dim_qk, head_dim_vo)) return cudaErrorInvalidValue;
-  constexpr int kBase = kWgSoftmax2;
-  constexpr int kTurns = kWgSoftmax2 | kWgTma | kWgPingPong;
-  switch (k) {
-    case GqaPrefillKernel::mma: break;
-    case GqaPrefillKernel::wgmma_tma: return f(WgmmaPrefill<WgmmaConfig<128, 3, true, true, kTurns>>{});
-    case GqaPrefillKernel::wgmma_tma_persistent:
-      return f(WgmmaPrefill<WgmmaConfig<128, 2, true, true, kTurns | kWgPersistent>>{});
-    case GqaPrefillKernel::wgmma_cp_async: return f(WgmmaPrefill<WgmmaConfig<128, 3, true, true, kBase>>{});
-    case GqaPrefillKernel::wgmma_fused_gather:
-      return f(WgmmaPrefill<WgmmaConfig<128, 2, true, true, kTurns | kWgPersistent | kWgFusedGather>>{});
+  // One instantiation set per head dims pair of gqa_prefill_uses_wgmma; a
+  // form a pair has no room for is cudaErrorNotSupported (the launcher then
+  // takes the next form).
+  auto forms = [&](auto tiles) -> cudaError_t {
+    using T = decltype(tiles);
+    switch (k) {
+      case GqaPrefillKernel::mma: break;
+      case GqaPrefillKernel::wgmma_tma: return f(WgmmaPrefill<typename T::Tma>{});
+      case GqaPrefillKernel::wgmma_tma_persistent:
+        if constexpr (T::kPersistent) return f(WgmmaPrefill<typename T::Persistent>{});
+        else return cudaErrorNotSupported;
+      case GqaPrefillKernel::wgmma_cp_async: return f(WgmmaPrefill<typename T::CpAsync>{});
+      case GqaPrefillKernel::wgmma_fused_gather:
+        if constexpr (T::kFusedGather) return f(WgmmaPrefill<typename T::FusedGather>{});
+        else return cudaErrorNotSupported;
+    }
+    return cudaErrorInvalidValue;
+  };
+  if (head_dim_qk == 192 && head_dim_vo == 128) return forms(GqaWgmmaPrefillTiles<192, 128>{});
+  if (head_dim_qk != head_dim_vo) return cudaErrorInvalidValue;
+  switch (head_dim_qk) {
+    case 64: return forms(GqaWgmmaPrefillTiles<64, 64>{});
+    case 128: return forms(GqaWgmmaPrefillTiles<128, 128>{});
+    case 192: return forms(GqaWgmmaPrefillTiles<192, 192>{});
+    case 256: return forms(GqaWgmmaPrefillTiles<256, 256>{});
+    default: return cudaErrorInvalidValue;
   }
-  return cudaErrorInvalidValue;
 }
 
 // K / V rows come in runs of 64 (a TMA box never crosses a page): ragged, or

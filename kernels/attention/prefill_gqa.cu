@@ -3,17 +3,19 @@
 // (kb_cuda_mla_ragged_prefill, qk 192 / vo 128): argument checks, the page
 // gather, and the order in which the kernels of dispatch.cuh are tried.
 //
-// Head dims other than 128 / 128 (every qk == vo of kGqaHeadDims, and qk 192
-// / vo 128): the mma.sync kernel with the tiles dispatch.cuh derives from the
-// head dims, any page size, any group.
+// Head dims the wgmma kernels do not run (qk = vo = 96): the mma.sync kernel
+// with the tiles dispatch.cuh derives from the head dims, any page size, any
+// group.
 //
-// Head dims 128 / 128:
+// Head dims of the wgmma kernels (qk = vo = 64, 128, 192, 256; qk 192 / vo
+// 128; their tiles: dispatch.cuh's GqaWgmmaPrefillTiles):
 //  * K / V rows in runs of 64: the persistent TMA kernel, else the TMA kernel
 //    with one CTA a unit;
 //  * other page sizes: the pages the table names copied into table order,
 //    then read as ragged rows by the TMA kernels, where that pays
-//    (prefill_gather_pays) and the copy fits kGatherMaxBytes: by the
-//    persistent kernel itself at page size 1 (prefill_fused_gather_applies),
+//    (prefill_gather_pays), qk = vo and the copy fits kGatherMaxBytes: by the
+//    persistent kernel itself at page size 1 (prefill_fused_gather_applies,
+//    head dim 128),
 //    else by gather_pages_kernel before it; otherwise the cp.async kernel;
 //  * the mma.sync kernel where no wgmma kernel runs (not an sm_90 device,
 //    outside its case).
@@ -34,27 +36,27 @@ using attention::GqaPrefillKernel;
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// Launches kernel k of dispatch.cuh.
-// Launches kernel k of dispatch.cuh for head dims qk / vo (the wgmma kinds: 128 / 128 only).
-cudaError_t run_kernel(GqaPrefillKernel k, std::int64_t qk, std::int64_t vo, const prefill::Params& p,
-                       prefill::Mode m, cudaStream_t s, bool after_gather = false) {
-  return attention::dispatch_gqa_prefill(
-      k, qk, vo, [&](auto kernel) { return decltype(kernel)::launch(p, m, s, after_gather); });
-}
-// The head-dim-128 kernels (the wgmma ones, and the mma.sync one where they cannot run).
-cudaError_t run_kernel(GqaPrefillKernel k, const prefill::Params& p, prefill::Mode m, cudaStream_t s,
+// Head dims of one launch.
+struct HeadDims {
+  std::int64_t qk, vo;
+};
+
+// Launches kernel k of dispatch.cuh for head dims d.
+cudaError_t run_kernel(GqaPrefillKernel k, HeadDims d, const prefill::Params& p, prefill::Mode m, cudaStream_t s,
                        bool after_gather = false) {
-  return run_kernel(k, 128, 128, p, m, s, after_gather);
+  return attention::dispatch_gqa_prefill(
+      k, d.qk, d.vo, [&](auto kernel) { return decltype(kernel)::launch(p, m, s, after_gather); });
 }
 
 // K / V rows in runs of 64 (ragged, gathered, page sizes multiple of 64): the
 // persistent kernel, or one CTA a unit where it cannot run.
 // after_gather: p reads the page gather's copy, the kernel just launched on s.
-cudaError_t launch_tma_kernel(const prefill::Params& p, prefill::Mode m, cudaStream_t s, bool after_gather = false) {
-  const cudaError_t e = run_kernel(GqaPrefillKernel::wgmma_tma_persistent, p, m, s, after_gather);
+cudaError_t launch_tma_kernel(HeadDims d, const prefill::Params& p, prefill::Mode m, cudaStream_t s,
+                              bool after_gather = false) {
+  const cudaError_t e = run_kernel(GqaPrefillKernel::wgmma_tma_persistent, d, p, m, s, after_gather);
   if (e != cudaErrorNotSupported) return e;
   (void)cudaGetLastError();
-  return run_kernel(GqaPrefillKernel::wgmma_tma, p, m, s, after_gather);
+  return run_kernel(GqaPrefillKernel::wgmma_tma, d, p, m, s, after_gather);
 }
 
 // The page gather's copy is at most this large (K and V together).
@@ -127,12 +129,15 @@ bool plan_gather(prefill::Params& p, const GqaPrefillArgs& a, prefill::Mode mode
                  bool fused) {
   if (attention::prefill_rows_in_runs_of_64(p.paged, p.page_size) || a.num_kv_indices == 0) return false;
   if (!attention::prefill_gather_pays(a.total_q, a.batch, p.group)) return false;
-  const std::int64_t page_bytes = static_cast<std::int64_t>(p.page_size) * p.num_kv_heads * 128 * 2;
+  // One copy kernel moves K and V pages of the same size.
+  if (a.head_dim_qk != a.head_dim_vo) return false;
+  const HeadDims d{a.head_dim_qk, a.head_dim_vo};
+  const std::int64_t page_bytes = static_cast<std::int64_t>(p.page_size) * p.num_kv_heads * a.head_dim_qk * 2;
   const std::int64_t bytes = a.num_kv_indices * page_bytes;  // one of K, V
   const std::int64_t rows = a.num_kv_indices * p.page_size;
   if (2 * bytes > kGatherMaxBytes || rows > INT_MAX || page_bytes / 16 > INT_MAX) return false;
   // No Hopper kernel to read the copy: no copy.
-  if (attention::dispatch_gqa_prefill(GqaPrefillKernel::wgmma_tma, 128, 128, [](auto kernel) {
+  if (attention::dispatch_gqa_prefill(GqaPrefillKernel::wgmma_tma, d.qk, d.vo, [](auto kernel) {
         return decltype(kernel)::prepare();
       }) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -197,8 +202,8 @@ bool launch_fused_gather(const prefill::Params& p, const GqaPrefillArgs& a, pref
   prefill::Params pg = p;
   PageGather g;
   if (!plan_gather(pg, a, m, s, g, /*fused=*/true)) return false;
-  const cudaError_t le = run_kernel(GqaPrefillKernel::wgmma_fused_gather, pg, m, s);
-  if (le == cudaErrorNotSupported) {  // e.g. not an sm_90 device
+  const cudaError_t le = run_kernel(GqaPrefillKernel::wgmma_fused_gather, {a.head_dim_qk, a.head_dim_vo}, pg, m, s);
+  if (le == cudaErrorNotSupported) {  // e.g. not an sm_90 device, or head dims without this form
     (void)cudaGetLastError();
     return false;
   }
@@ -254,8 +259,9 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
   const auto m = static_cast<prefill::Mode>(static_cast<int>(mode));
   auto s = static_cast<cudaStream_t>(stream);
   cudaError_t e = cudaSuccess;
-  if (!attention::gqa_prefill_uses_wgmma(a.head_dim_qk, a.head_dim_vo)) {
-    e = run_kernel(GqaPrefillKernel::mma, a.head_dim_qk, a.head_dim_vo, p, m, s);
+  const HeadDims dims{a.head_dim_qk, a.head_dim_vo};
+  if (!attention::gqa_prefill_uses_wgmma(dims.qk, dims.vo)) {
+    e = run_kernel(GqaPrefillKernel::mma, dims, p, m, s);
   } else {
     const bool runs_of_64 = attention::prefill_rows_in_runs_of_64(p.paged, p.page_size);
     prefill::Params pg = p;
@@ -265,18 +271,18 @@ Status launch_gqa_prefill(const GqaPrefillArgs& a, void* stream, PrefillMode mod
     } else if (!runs_of_64 && plan_gather(pg, a, m, s, g, /*fused=*/false)) {
       // Plan, gather, then the attention as the gather's programmatic
       // dependent: it starts (barriers, its first unit's Q) while the gather ends.
-      if (m != prefill::Mode::run_only) e = launch_tma_kernel(pg, prefill::Mode::plan_only, s);
+      if (m != prefill::Mode::run_only) e = launch_tma_kernel(dims, pg, prefill::Mode::plan_only, s);
       if (e == cudaSuccess && m != prefill::Mode::plan_only) {
         if (cudaError_t ge = run_gather(g, s); ge != cudaSuccess)
           return fail(Code::cuda_error, std::string("page gather: ") + cudaGetErrorName(ge) + ": " + cudaGetErrorString(ge));
-        e = launch_tma_kernel(pg, prefill::Mode::run_only, s, /*after_gather=*/true);
+        e = launch_tma_kernel(dims, pg, prefill::Mode::run_only, s, /*after_gather=*/true);
       }
     } else {
-      e = runs_of_64 ? launch_tma_kernel(p, m, s) : run_kernel(GqaPrefillKernel::wgmma_cp_async, p, m, s);
+      e = runs_of_64 ? launch_tma_kernel(dims, p, m, s) : run_kernel(GqaPrefillKernel::wgmma_cp_async, dims, p, m, s);
     }
     if (e == cudaErrorNotSupported) {  // not an sm_90 device, or outside the Hopper kernel's case
       (void)cudaGetLastError();
-      e = run_kernel(GqaPrefillKernel::mma, p, m, s);
+      e = run_kernel(GqaPrefillKernel::mma, dims, p, m, s);
     }
   }
   if (e != cudaSuccess)

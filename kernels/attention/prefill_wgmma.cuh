@@ -1,4 +1,5 @@
-// Causal attention prefill for GQA / MHA with head_dim 128 (qk and vo) on
+// Causal attention prefill for GQA / MHA with head dims qk / vo that are whole
+// 64-column halves (64 to 256, vo <= qk: WgmmaConfig's DQK / DV) on
 // Hopper's warpgroup MMA (wgmma, sm_90a). Same Params, Mode, plan and
 // semantics as the mma.sync kernel in prefill.cuh (read its header first):
 // paged (any page size; int32 CSR page table, kv_last_page_len) or ragged KV,
@@ -6,7 +7,7 @@
 // lse -inf, base-2 lse in fp32, bf16 in / fp32 accumulate / bf16 out.
 //
 // launch_wgmma_config<C>(p, mode, stream) returns cudaErrorNotSupported where
-// this kernel does not apply (head dims other than 128/128, MLA, several heads
+// this kernel does not apply (head dims other than the config's, MLA, several heads
 // per CTA, sm_scale <= 0, a device that is not compute capability 9.0), so the
 // caller can fall back to prefill::launch.
 //
@@ -25,10 +26,12 @@
 //    the copies land, the consumers fencing after their wait.
 //  * warpgroups 1 and 2 are consumers (setmaxnreg up to 232 registers), 64
 //    query rows each: per tile S = Q K^T (wgmma m64nBNk16, Q and K from shared
-//    memory, 8 k-steps over head_dim), one arrival per warp on empty_k (8
+//    memory, DQK / 16 k-steps), one arrival per warp on empty_k (8
 //    arrivals: K is free), mask / online softmax in registers (fp32, exp2),
-//    then O += P V (wgmma m64n128k16, P from registers as bf16, V from shared
-//    memory with the transpose bit), one arrival per warp on empty_v.
+//    then O += P V (wgmma m64nPNk16, one chain per PN value columns: PN =
+//    128, or 64 where DV is not a multiple of 128; P from registers as bf16,
+//    V from shared memory with the transpose bit), one arrival per warp on
+//    empty_v.
 //    OVERLAP issues S(j) and P(j-1) V(j-1) together and runs the softmax of
 //    tile j while the tensor cores do P(j-1) V(j-1) (two wgmma groups in
 //    flight). A warpgroup whose rows see fewer tiles than the CTA loads (the
@@ -53,9 +56,9 @@
 // the 128-byte swizzle (16-byte chunk c of row r stored at chunk c ^ (r % 8);
 // each half starts on a 1024-byte boundary, so the swizzle phase is the row
 // index, descriptor base offset 0):
-//   Q   [2 consumers][2 halves][64 rows][128 B]        32 KB
-//   K   [STAGES][2 halves][BN keys][128 B]             STAGES * BN * 256 B
-//   V   [STAGES][2 halves][BN keys][128 B]             STAGES * BN * 256 B
+//   Q   [2 consumers][DQK / 64 halves][64 rows][128 B]   DQK * 256 B
+//   K   [STAGES][DQK / 64 halves][BN keys][128 B]        STAGES * BN * DQK * 2 B
+//   V   [STAGES][DV / 64 halves][BN keys][128 B]         STAGES * BN * DV * 2 B
 //   (kWgPersistent: Q twice, one buffer a unit in turn)
 //   tok [2][BN] int (cache row of every key of a tile, -1: zero-fill)
 //   UnitInfo [2] (kWgPersistent: the units whose Q the two buffers hold)
@@ -67,7 +70,7 @@
 //     (half = k-step / 4), LBO unused for swizzled K-major (encoded 1),
 //     SBO = 1024 (next 8 rows).
 //   V (B, N-major, imm-trans-b 1): start = V stage + k-step * 16 rows * 128 B,
-//     LBO = BN * 128 (the next 64 value columns = the other half),
+//     LBO = BN * 128 (the next 64 value columns = the next half),
 //     SBO = 1024 (the next 8 keys).
 // Accumulator layout (m64nN, fp32): warp w of the warpgroup owns rows
 // 16w .. 16w + 15; lane l holds rows l/4 and l/4 + 8, columns 8j + 2(l%4) +
@@ -150,14 +153,17 @@ struct UnitInfo {
   int pad[2];
 };
 
-template <int BN_, int STAGES_, bool OVERLAP_, bool ASYNC_, int OPT_ = 0>
+template <int DQK_, int DV_, int BN_, int STAGES_, bool OVERLAP_, bool ASYNC_, int OPT_ = 0>
 struct WgmmaConfig {
-  static constexpr int D = 128;  // head_dim of q, k and v
+  static constexpr int DQK = DQK_, DV = DV_;  // head_dim of q and k; of v and the output
   static constexpr int BN = BN_, STAGES = STAGES_;
   static constexpr bool OVERLAP = OVERLAP_, ASYNC = ASYNC_;
   static constexpr bool SM2 = (OPT_ & kWgSoftmax2) != 0, PP = (OPT_ & kWgPingPong) != 0,
                         TMA = (OPT_ & kWgTma) != 0, PERSIST = (OPT_ & kWgPersistent) != 0,
                         GATHER = (OPT_ & kWgFusedGather) != 0;
+  static_assert(DQK % 64 == 0 && DV % 64 == 0 && DQK <= 256 && DV <= 256, "whole 64-column (128-byte) halves");
+  static_assert(DV <= DQK, "O leaves through its warpgroup's Q buffer");
+  static_assert(!GATHER || (DQK == 128 && DV == 128), "the fused gather stages pages of 256-byte head rows");
   static_assert(!GATHER || PERSIST, "the fused page gather runs in the persistent kernel");
   static_assert(!PP || OVERLAP, "ping-pong is written for the OVERLAP loop");
   static_assert(!PERSIST || (TMA && OVERLAP), "the persistent kernel loads Q and K / V by TMA");
@@ -170,17 +176,19 @@ struct WgmmaConfig {
   static_assert(BN == 64 || BN == 128, "S = Q K^T is one m64nBNk16 wgmma chain");
   static_assert(STAGES >= 2, "two stages at least");
   static_assert(ASYNC || !OVERLAP || STAGES >= 3, "deadlock: see ASYNC above");
-  static constexpr std::uint32_t kHalf = 128;                     // bytes of one 64-column row half
-  static constexpr std::uint32_t q_half_bytes = 64 * kHalf;       // 8 KB
-  static constexpr std::uint32_t q_bytes = 2 * q_half_bytes;      // one consumer's Q
-  static constexpr std::uint32_t kv_half_bytes = BN * kHalf;      // one half of a K or V tile
-  static constexpr std::uint32_t kv_bytes = 2 * kv_half_bytes;    // one K or V tile
-  static constexpr int kQSlots = PERSIST ? 2 : 1;                  // Q buffers (persistent: this unit's, the next's)
+  static constexpr int kQkHalves = DQK / 64, kVoHalves = DV / 64;
+  static constexpr std::uint32_t kHalf = 128;                       // bytes of one 64-column row half
+  static constexpr std::uint32_t q_half_bytes = 64 * kHalf;         // 8 KB
+  static constexpr std::uint32_t q_bytes = kQkHalves * q_half_bytes;  // one consumer's Q
+  static constexpr std::uint32_t kv_half_bytes = BN * kHalf;        // one half of a K or V tile
+  static constexpr std::uint32_t k_bytes = kQkHalves * kv_half_bytes;  // one K tile
+  static constexpr std::uint32_t v_bytes = kVoHalves * kv_half_bytes;  // one V tile
+  static constexpr int kQSlots = PERSIST ? 2 : 1;                    // Q buffers (persistent: this unit's, the next's)
   static constexpr std::uint32_t q_off = 0;
   static constexpr std::uint32_t q_slot_bytes = kConsumers * q_bytes;
   static constexpr std::uint32_t k_off = q_off + kQSlots * q_slot_bytes;
-  static constexpr std::uint32_t v_off = k_off + STAGES * kv_bytes;
-  static constexpr std::uint32_t tok_off = v_off + STAGES * kv_bytes;
+  static constexpr std::uint32_t v_off = k_off + STAGES * k_bytes;
+  static constexpr std::uint32_t tok_off = v_off + STAGES * v_bytes;
   static constexpr std::uint32_t unit_off = tok_off + 2 * BN * sizeof(int);  // UnitInfo [kQSlots]
   static constexpr std::uint32_t bar_off = unit_off + 2 * sizeof(UnitInfo);
   // full K / V, empty K / V [STAGES] each; then (persistent) Q full, Q empty [2] each
@@ -190,17 +198,17 @@ struct WgmmaConfig {
   static constexpr std::uint32_t stage_bytes = GATHER ? 2 * kGatherPiece * 8 * 256 : 0;  // pages of <= 8 heads
   static constexpr std::uint32_t used_bytes = stage_off + stage_bytes;
   static constexpr std::size_t smem_bytes = used_bytes + 1024;  // slack to align the base to 1024
-  static_assert(smem_bytes <= 227 * 1024, "shared memory of one CTA on sm_90");
+  static constexpr bool fits = smem_bytes <= 227 * 1024;       // shared memory of one CTA on sm_90
   static_assert(k_off % 1024 == 0 && v_off % 1024 == 0 && kv_half_bytes % 1024 == 0, "swizzle atoms");
 };
 
-// Tensor maps of K and V for kWgTma configs: [rows][H_kv][128] bf16, boxes of
+// Tensor maps of K and V for kWgTma configs: [rows][H_kv][DQK or DV] bf16, boxes of
 // 64 rows x 1 head x 64 columns, 128-byte swizzle. use == 0: no maps (other
 // configs, page sizes not a multiple of 64, a failed encode): cp.async only.
 struct WgmmaTma {
   CUtensorMap k, v;
-  CUtensorMap q;  // kWgPersistent: q [total_q][H_q][128], the same boxes
-  CUtensorMap o;  // out [total_q][H_q][128], the same boxes (where o_use)
+  CUtensorMap q;  // kWgPersistent: q [total_q][H_q][DQK], the same boxes
+  CUtensorMap o;  // out [total_q][H_q][DV], the same boxes (where o_use)
   int use;
   int o_use;  // 1: whole 64-row blocks of O leave by TMA store (else, and for partial blocks, thread stores)
 };
@@ -209,11 +217,14 @@ template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     prefill_wgmma_kernel(const Params p, const __grid_constant__ WgmmaTma tma) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES;
-  constexpr int NS = BN / 2;   // S accumulators per thread
-  constexpr int NO = D / 2;    // O accumulators per thread
-  constexpr int KQ = D / 16;   // k-steps of S = Q K^T
-  constexpr int KP = BN / 16;  // k-steps of O += P V
+  static_assert(C::fits, "shared memory of one CTA on sm_90");
+  constexpr int DQK = C::DQK, DV = C::DV, BN = C::BN, STAGES = C::STAGES;
+  constexpr int NS = BN / 2;              // S accumulators per thread
+  constexpr int PN = DV % 128 == 0 ? 128 : 64;  // value columns of one O += P V chain (m64nPNk16)
+  constexpr int NPV = DV / PN;            // such chains (column parts of O)
+  static_assert(NPV * PN == DV, "O is whole chains");
+  constexpr int KQ = DQK / 16;            // k-steps of S = Q K^T
+  constexpr int KP = BN / 16;             // k-steps of O += P V
 
   // A unit's geometry (false: nothing to compute); unit = item * head_blocks + head.
   auto geometry = [&](int unit, UnitInfo& U) -> bool {
@@ -297,34 +308,62 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       return r < p.kv_limit ? r : -1;
     };
     // The cp.async producer keeps, per key row, its place in the cache in
-    // units of one head's row (D = 128 bf16 = 256 bytes): unit = cache row x
-    // H_kv (< 2^31: the launcher checks), -1 past the keys. A copy is then one
-    // shared load, one multiply-add and the cp.async. A 64-bit row x stride
-    // offset per copy (K and V each) would make the producer's instructions
-    // 3/4 of the consumers' at page size 1, in their issue slots.
-    static_assert(D * 2 == 256, "256-byte head rows");
+    // units of one head's row: unit = cache row x H_kv (< 2^31: the launcher
+    // checks), -1 past the keys. A copy is then one shared load, one
+    // multiply-add and the cp.async. A 64-bit row x stride offset per copy (K
+    // and V each) would make the producer's instructions 3/4 of the consumers'
+    // at page size 1, in their issue slots.
     auto unit_of = [&](int kv_first, int kv_end, int tile, int row) -> int {
       const int tok = tok_of(kv_first, kv_end, tile, row);
       return tok < 0 ? -1 : tok * p.num_kv_heads;
     };
-    // Thread pt copies 16-byte chunk cc of rows r0, r0 + 8, r0 + 16, ... of
-    // every tile: a warp reads two whole 256-byte rows per instruction. All of
-    // its rows have the swizzle phase r0 % 8 = r0.
-    const int cc = pt % 16, r0 = pt / 16;
-    auto kv_base = [&](const std::uint16_t* cache, int kvh) {
-      return reinterpret_cast<const unsigned char*>(cache + static_cast<std::int64_t>(kvh) * D) + cc * 16;
+    // A K or V tile is copied in rows of W bf16 (DQK for K, DV for V). Up to
+    // W 128, thread pt copies chunk pt % CW (16 bytes) of rows pt / CW, +
+    // 128 / CW, ... (head dim 128: a warp reads two whole 256-byte rows per
+    // instruction); wider rows (192, 256), chunk pt % 8 of every 64-column
+    // half of rows pt / 8, + 16, ...: one row lookup serves all its halves, so
+    // the producer's 40 registers hold the addresses without spilling.
+    auto chunk_of = [&](auto width) {
+      constexpr int CW = decltype(width)::value / 8;  // 16-byte chunks of a row
+      return CW <= 16 ? pt % CW : pt % 8;
     };
-    const std::uint32_t dst0 = static_cast<std::uint32_t>(cc / 8) * C::kv_half_bytes + r0 * C::kHalf +
-                               ((static_cast<std::uint32_t>(cc % 8) ^ static_cast<std::uint32_t>(r0)) << 4);
-    // One K or V tile: rows from `units`, into the stage at `dst` (+ dst0).
-    auto copy_tile = [&](const int* units, std::uint32_t dst, const unsigned char* base) {
+    // Head kvh's row 0 in `cache`, at this thread's chunk.
+    auto kv_base = [&](auto width, const std::uint16_t* cache, int kvh) {
+      constexpr int W = decltype(width)::value;
+      return reinterpret_cast<const unsigned char*>(cache + static_cast<std::int64_t>(kvh) * W) + chunk_of(width) * 16;
+    };
+    // One tile: rows from `units`, into the stage at `dst`, swizzled; base from kv_base.
+    auto copy_tile = [&](auto width, const int* units, std::uint32_t dst, const unsigned char* base) {
+      constexpr int W = decltype(width)::value;
+      constexpr int CW = W / 8;
+      const int ch = chunk_of(width);
+      if constexpr (CW <= 16) {
+        constexpr int RP = 128 / CW;  // rows a pass
+        const int r0 = pt / CW;
 #pragma unroll
-      for (int i = 0; i < BN / 8; ++i) {
-        const int u = units[r0 + 8 * i];
-        wg::cp_async16(dst + dst0 + i * 8 * C::kHalf, base + static_cast<std::uint32_t>(max(u, 0)) * std::uint64_t{256},
-                       u >= 0);
+        for (int i = 0; i < BN / RP; ++i) {
+          // Row r0 + RP i: its swizzle phase is r0's where RP is a multiple of 8.
+          const int ph = RP % 8 == 0 ? r0 % 8 : (r0 + RP * i) % 8;
+          const std::uint32_t off = static_cast<std::uint32_t>(ch / 8) * C::kv_half_bytes + (r0 + RP * i) * C::kHalf +
+                                    ((static_cast<std::uint32_t>(ch % 8) ^ static_cast<std::uint32_t>(ph)) << 4);
+          const int u = units[r0 + RP * i];
+          wg::cp_async16(dst + off, base + static_cast<std::uint32_t>(max(u, 0)) * std::uint64_t{W * 2}, u >= 0);
+        }
+      } else {
+#pragma unroll 2
+        for (int i = 0; i < BN / 16; ++i) {
+          const int r = pt / 8 + 16 * i;
+          const int u = units[r];
+          const unsigned char* src = base + static_cast<std::uint32_t>(max(u, 0)) * std::uint64_t{W * 2};
+          const std::uint32_t d = dst + r * C::kHalf +
+                                  ((static_cast<std::uint32_t>(ch) ^ static_cast<std::uint32_t>(r % 8)) << 4);
+#pragma unroll
+          for (int h = 0; h < W / 64; ++h) wg::cp_async16(d + h * C::kv_half_bytes, src + h * 128, u >= 0);
+        }
       }
     };
+    constexpr std::integral_constant<int, DQK> kRowK{};
+    constexpr std::integral_constant<int, DV> kRowV{};
     if (C::TMA && use_tma) {
       // Tile t: TMA when all of its keys are keys of the sequence (below
       // kv_end) and every 64-row box lies in one page / inside the cache;
@@ -347,8 +386,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         }
         if (pt < BN) tok_s[pt] = unit_of(kv_first, kv_end, t, pt);
         wg::named_bar_sync_unaligned(1, 128);  // toks written
-        copy_tile(tok_s, sbase + C::k_off + s * C::kv_bytes, kv_base(p.k, kvh));
-        copy_tile(tok_s, sbase + C::v_off + s * C::kv_bytes, kv_base(p.v, kvh));
+        copy_tile(kRowK, tok_s, sbase + C::k_off + s * C::k_bytes, kv_base(kRowK, p.k, kvh));
+        copy_tile(kRowV, tok_s, sbase + C::v_off + s * C::v_bytes, kv_base(kRowV, p.v, kvh));
         cp_async_commit();
         cp_async_wait<0>();
         wg::fence_proxy_async();               // generic-proxy writes, read by wgmma (async proxy)
@@ -520,19 +559,19 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             copy_by_threads(t, gt, U.kv_first, U.kv_end, kvh);
             continue;
           }
-          const std::uint32_t ks = sbase + C::k_off + s * C::kv_bytes, vs = sbase + C::v_off + s * C::kv_bytes;
+          const std::uint32_t ks = sbase + C::k_off + s * C::k_bytes, vs = sbase + C::v_off + s * C::v_bytes;
           if (gt >= STAGES) wg::mbar_wait(empty_k + 8 * s, par);
-          wg::mbar_arrive_expect_tx(full_k + 8 * s, C::kv_bytes);
+          wg::mbar_arrive_expect_tx(full_k + 8 * s, C::k_bytes);
 #pragma unroll
-          for (int h = 0; h < 2; ++h)
+          for (int h = 0; h < C::kQkHalves; ++h)
 #pragma unroll
             for (int bx = 0; bx < kBoxes; ++bx)
               wg::tma_load_3d(ks + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.k, 64 * h, kvh, rows[bx],
                               full_k + 8 * s);
           if (gt >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
-          wg::mbar_arrive_expect_tx(full_v + 8 * s, C::kv_bytes);
+          wg::mbar_arrive_expect_tx(full_v + 8 * s, C::v_bytes);
 #pragma unroll
-          for (int h = 0; h < 2; ++h)
+          for (int h = 0; h < C::kVoHalves; ++h)
 #pragma unroll
             for (int bx = 0; bx < kBoxes; ++bx)
               wg::tma_load_3d(vs + h * C::kv_half_bytes + bx * 64 * C::kHalf, &tma.v, 64 * h, kvh, rows[bx],
@@ -570,7 +609,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           const std::uint32_t qs = sbase + C::q_off + slot * C::q_slot_bytes;
           for (int cw = 0; cw < parts; ++cw)
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
+            for (int h = 0; h < C::kQkHalves; ++h)
               wg::tma_load_3d(qs + cw * C::q_bytes + h * C::q_half_bytes, &tma.q, 64 * h, U.head,
                               U.q_start + U.tok0 + 64 * cw, q_full + 8 * slot);
           produce(U, g);
@@ -601,8 +640,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       return;
     }
     const int kv_first = U0.kv_first, kv_end = U0.kv_end, n = U0.n;
-    const unsigned char* k_base = kv_base(p.k, U0.head / p.group);
-    const unsigned char* v_base = kv_base(p.v, U0.head / p.group);
+    const unsigned char* k_base = kv_base(kRowK, p.k, U0.head / p.group);
+    const unsigned char* v_base = kv_base(kRowV, p.v, U0.head / p.group);
     int reg_tok = (pt < BN && n > 0) ? unit_of(kv_first, kv_end, 0, pt) : -1;
     for (int t = 0; t < n; ++t) {
       const int s = t % STAGES;
@@ -613,13 +652,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       wg::named_bar_sync(1, 128);  // toks of tile t written (and everyone done with tile t - 2's)
       // The next tile's rows, in flight meanwhile.
       reg_tok = (pt < BN && t + 1 < n) ? unit_of(kv_first, kv_end, t + 1, pt) : -1;
-      copy_tile(toks, sbase + C::k_off + s * C::kv_bytes, k_base);
+      copy_tile(kRowK, toks, sbase + C::k_off + s * C::k_bytes, k_base);
       if constexpr (C::ASYNC) {
         cp_async_commit();
         wg::cp_async_mbar_arrive_noinc(full_k + 8 * s);
       }
       if (t >= STAGES) wg::mbar_wait(empty_v + 8 * s, par);
-      copy_tile(toks, sbase + C::v_off + s * C::kv_bytes, v_base);
+      copy_tile(kRowV, toks, sbase + C::v_off + s * C::v_bytes, v_base);
       cp_async_commit();
       if constexpr (C::ASYNC) {
         wg::cp_async_mbar_arrive_noinc(full_v + 8 * s);
@@ -677,13 +716,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       const std::uint32_t q_sm = q_slot + cw * C::q_bytes;
       if constexpr (!C::PERSIST) {
         // Q rows -> shared (swizzled), zero rows past the item's tokens.
+        constexpr int CQ = DQK / 8;  // 16-byte chunks of a Q row
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
+        for (int i = 0; i < 64 * CQ / 128; ++i) {
           const int c = wt + 128 * i;
-          const int r = c / 16, ch = c % 16;
+          const int r = c / CQ, ch = c % CQ;
           const bool valid = row0 + r < ntok;
           const std::int64_t qrow = static_cast<std::int64_t>(q_start + tok0 + row0 + r) * p.num_qo_heads + head;
-          const std::uint16_t* src = valid ? p.q + qrow * D + ch * 8 : p.q;
+          const std::uint16_t* src = valid ? p.q + qrow * DQK + ch * 8 : p.q;
           const std::uint32_t dst = q_sm + static_cast<std::uint32_t>(ch / 8) * C::q_half_bytes + r * C::kHalf +
                                     ((static_cast<std::uint32_t>(ch % 8) ^ static_cast<std::uint32_t>(r % 8)) << 4);
           wg::cp_async16(dst, src, valid);
@@ -709,9 +749,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       lim[1] = lim[0] + 8;
       const std::uint64_t q_desc = wg::make_desc(q_sm, 16, 1024);
 
-      float o[NO];
+      float o[NPV][PN / 2];
 #pragma unroll
-      for (int i = 0; i < NO; ++i) o[i] = 0.f;
+      for (int pp = 0; pp < NPV; ++pp)
+#pragma unroll
+        for (int i = 0; i < PN / 2; ++i) o[pp][i] = 0.f;
       float s[NS];
 #pragma unroll
       for (int i = 0; i < NS; ++i) s[i] = 0.f;
@@ -737,7 +779,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       };
       // S = Q K(j)^T (issue only).
       auto issue_s = [&](int j) {
-        const std::uint64_t kd = wg::desc_add(k_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
+        const std::uint64_t kd = wg::desc_add(k_desc0, ((g0 + j) % STAGES) * C::k_bytes);
 #pragma unroll
         for (int kk = 0; kk < KQ; ++kk) {
           const std::uint32_t qo = (kk / 4) * C::q_half_bytes + (kk % 4) * 32;
@@ -748,9 +790,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       };
       // O += P V(j) (issue only).
       auto issue_pv = [&](int j) {
-        const std::uint64_t vd = wg::desc_add(v_desc0, ((g0 + j) % STAGES) * C::kv_bytes);
+        const std::uint64_t vd = wg::desc_add(v_desc0, ((g0 + j) % STAGES) * C::v_bytes);
+        // Part pp: value columns [PN pp, PN (pp + 1)), the V halves from PN pp / 64 on.
 #pragma unroll
-        for (int kk = 0; kk < KP; ++kk) wg::wgmma_rs_n128_tb(o, pa[kk], wg::desc_add(vd, kk * 16 * C::kHalf), 1);
+        for (int pp = 0; pp < NPV; ++pp)
+#pragma unroll
+          for (int kk = 0; kk < KP; ++kk) {
+            const std::uint64_t b = wg::desc_add(vd, pp * (PN / 64) * C::kv_half_bytes + kk * 16 * C::kHalf);
+            if constexpr (PN == 128) wg::wgmma_rs_n128_tb(o[pp], pa[kk], b, 1);
+            else wg::wgmma_rs_n64_tb(o[pp], pa[kk], b, 1);
+          }
       };
       // Mask tile j, online softmax: s <- P = exp2(S * scale - m) (fp32), l
       // updated; alpha: the factor O must be scaled by.
@@ -845,7 +894,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
         }
 #pragma unroll
-        for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+        for (int pp = 0; pp < NPV; ++pp)
+#pragma unroll
+          for (int i = 0; i < PN / 2; ++i) o[pp][i] *= alpha[(i >> 1) & 1];
       };
       // P (fp32 in s) -> bf16 A fragments: k-step k covers keys 16k .. 16k + 15,
       // i.e. accumulator column blocks 2k and 2k + 1.
@@ -994,6 +1045,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       // short sequences a large share of its time.
       pay_owed_slot();  // if no S was issued
       const bool by_tma = tma.o_use != 0 && row0 + 64 <= ntok;
+      // Columns 8 jb + 2 tq + {0, 1} of row half h (rows g, g + 8), normalised, as bf16x2.
+      auto o_pair = [&](int jb, int h, float inv) {
+        const int pp = jb / (PN / 8), j = jb % (PN / 8);
+        return pack_bf16(o[pp][4 * j + 2 * h] * inv, o[pp][4 * j + 2 * h + 1] * inv);
+      };
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float l = l_run[h];
@@ -1006,19 +1062,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         if (by_tma) {
           const std::uint32_t rr = static_cast<std::uint32_t>(r - row0);  // row of the warpgroup's block
 #pragma unroll
-          for (int jb = 0; jb < D / 8; ++jb) {
+          for (int jb = 0; jb < DV / 8; ++jb) {
             const std::uint32_t a = q_sm + static_cast<std::uint32_t>(jb / 8) * C::q_half_bytes + rr * C::kHalf +
                                     ((static_cast<std::uint32_t>(jb % 8) ^ (rr % 8)) << 4) + 4 * tq;
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a),
-                         "r"(pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv))
-                         : "memory");
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(o_pair(jb, h, inv)) : "memory");
           }
         } else {
-          std::uint16_t* orow = p.out + grow * D;
+          std::uint16_t* orow = p.out + grow * DV;
 #pragma unroll
-          for (int jb = 0; jb < D / 8; ++jb)
-            *reinterpret_cast<std::uint32_t*>(orow + 8 * jb + 2 * tq) =
-                pack_bf16(o[4 * jb + 2 * h] * inv, o[4 * jb + 2 * h + 1] * inv);
+          for (int jb = 0; jb < DV / 8; ++jb)
+            *reinterpret_cast<std::uint32_t*>(orow + 8 * jb + 2 * tq) = o_pair(jb, h, inv);
         }
         if (tq == 0 && p.lse) p.lse[grow] = l > 0.f ? m_run[h] + log2f(l) : -INFINITY;
       }
@@ -1027,7 +1080,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         wg::named_bar_sync(2 + cw, 128);       // the warpgroup's whole block is written
         if (wt == 0) {
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh)
+          for (int hh = 0; hh < C::kVoHalves; ++hh)
             wg::tma_store_3d(&tma.o, q_sm + hh * C::q_half_bytes, 64 * hh, head, q_start + tok0 + row0);
           wg::bulk_commit();
         }
@@ -1107,15 +1160,18 @@ cudaError_t prepare_wgmma_kernel(int* sms = nullptr) {
 using ::kb::kernels::hopper::TensorMapEncodeTiled;
 using ::kb::kernels::hopper::tensor_map_encoder;
 
-// K or V cache [rows][hkv][128] bf16 as a 3-D tensor map (dims innermost first:
-// 128 columns, hkv heads, rows), boxes of 64 columns x 1 head x 64 rows, the
-// 128-byte swizzle (the kernel's shared layout); false where it cannot be encoded.
-inline bool encode_kv_tensor_map(CUtensorMap* map, const void* base, std::uint64_t rows, int hkv) {
+// A [rows][hkv][cols] bf16 tensor (K, V, Q or O) as a 3-D tensor map (dims
+// innermost first: cols, hkv heads, rows), boxes of 64 columns x 1 head x 64
+// rows, the 128-byte swizzle (the kernel's shared layout); false where it
+// cannot be encoded.
+inline bool encode_kv_tensor_map(CUtensorMap* map, const void* base, std::uint64_t rows, int hkv, int cols) {
   const TensorMapEncodeTiled enc = tensor_map_encoder();
   if (!enc || base == nullptr || reinterpret_cast<std::uintptr_t>(base) % 16 != 0) return false;
   if (rows == 0 || rows > (std::uint64_t{1} << 31) || hkv < 1) return false;  // int row coordinates in the kernel
-  const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(hkv), rows};
-  const cuuint64_t strides[2] = {128 * 2, static_cast<cuuint64_t>(hkv) * 128 * 2};  // bytes, dims 1 and 2
+  if (cols < 64 || cols % 64 != 0) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(hkv), rows};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols) * 2,
+                                 static_cast<cuuint64_t>(hkv) * static_cast<cuuint64_t>(cols) * 2};  // bytes
   const cuuint32_t box[3] = {64, 1, 64};
   const cuuint32_t elem[3] = {1, 1, 1};
   return enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, elem,
@@ -1135,7 +1191,7 @@ inline bool encode_kv_tensor_map(CUtensorMap* map, const void* base, std::uint64
 template <class C>
 cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int head_dim_qk = 128,
                                 int head_dim_vo = 128, bool after_gather = false) {
-  if (head_dim_qk != C::D || head_dim_vo != C::D || p.q_pe != nullptr || p.heads_per_cta != 1)
+  if (head_dim_qk != C::DQK || head_dim_vo != C::DV || p.q_pe != nullptr || p.heads_per_cta != 1)
     return cudaErrorNotSupported;
   if (!(p.scale_log2 > 0.f) || !std::isfinite(p.scale_log2)) return cudaErrorNotSupported;
   // The fused page gather runs in the persistent kernel only, on pages of at most 8 heads (its staging).
@@ -1158,8 +1214,8 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
     if (!by_page || p.page_size % 64 == 0) {
       const std::uint64_t rows =
           static_cast<std::uint64_t>(p.kv_limit) * static_cast<std::uint64_t>(by_page ? p.page_size : 1);
-      tma.use = p.kv_limit > 0 && encode_kv_tensor_map(&tma.k, p.k, rows, p.num_kv_heads) &&
-                        encode_kv_tensor_map(&tma.v, p.v, rows, p.num_kv_heads)
+      tma.use = p.kv_limit > 0 && encode_kv_tensor_map(&tma.k, p.k, rows, p.num_kv_heads, C::DQK) &&
+                        encode_kv_tensor_map(&tma.v, p.v, rows, p.num_kv_heads, C::DV)
                     ? 1
                     : 0;
     }
@@ -1168,13 +1224,15 @@ cudaError_t launch_wgmma_config(Params p, Mode mode, cudaStream_t stream, int he
   if constexpr (C::PERSIST) {
     // Q by TMA too; without the maps (page size not a multiple of 64, a failed
     // encode) the caller takes another configuration.
-    if (!tma.use || !encode_kv_tensor_map(&tma.q, p.q, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads))
+    if (!tma.use ||
+        !encode_kv_tensor_map(&tma.q, p.q, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads, C::DQK))
       return cudaErrorNotSupported;
     grid = std::min<std::int64_t>(grid, std::max(1, sms));  // one CTA fits an SM
   }
   // O by TMA store where the output can be mapped.
   tma.o_use = p.total_q > 0 &&
-                      encode_kv_tensor_map(&tma.o, p.out, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads)
+                      encode_kv_tensor_map(&tma.o, p.out, static_cast<std::uint64_t>(p.total_q), p.num_qo_heads,
+                                           C::DV)
                   ? 1
                   : 0;
   if (C::TMA && after_gather && tma.use) {

@@ -182,6 +182,11 @@ __device__ __forceinline__ void reg_fence(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 template <int N, int M>
+__device__ __forceinline__ void reg_fence(float (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) reg_fence(r[i]);
+}
+template <int N, int M>
 __device__ __forceinline__ void reg_fence(std::uint32_t (&r)[N][M]) {
 #pragma unroll
   for (int i = 0; i < N; ++i)
@@ -273,6 +278,24 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const std::uint
       : "memory");
 }
 
+
+// D[64 x 64] (+)= A[64 x 16] * B[16 x 64]: A from registers (four bf16x2 per thread), B from
+// shared memory N-major (imm-trans-b 1); `accumulate` 0: D = A * B.
+__device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t desc_b,
+                                               int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)
+      : "memory");
+}
 
 // cuTensorMapEncodeTiled through the runtime's driver entry point (no link
 // against libcuda); null when the driver does not provide it.

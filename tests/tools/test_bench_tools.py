@@ -275,6 +275,21 @@ kv_bytes = [bench_kernels.grid_kv_bytes(s) for s in shapes]
 check(max(kv_bytes) <= bench_kernels.GRID_MAX_KV_BYTES <= 2 << 30,
       f"decode grid: KV caches at most {bench_kernels.GRID_MAX_KV_BYTES >> 20} MiB (largest {max(kv_bytes) >> 20})")
 check(shapes == bench_kernels.decode_grid_shapes(), "decode grid: the rule is deterministic")
+# bench_kernels.py's prefill_dims: one ragged prefill definition per head dim of the grid, each reference checking
+# its own head dim, beside the shipped MLA ragged prefill.
+if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
+    with tempfile.TemporaryDirectory() as tmp:
+        ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
+                                max_definitions=None)
+        bench_kernels.write_family(ns, "prefill_dims", tmp)
+        dims = {}
+        for p in glob.glob(os.path.join(tmp, "definitions", "gqa_ragged", "*.json")):
+            d = json.load(open(p))
+            checked = re.findall(r"assert head_dim == (\d+)", d["reference"])
+            dims[d["axes"]["head_dim"]["value"]] = checked == [str(d["axes"]["head_dim"]["value"])]
+        mla = glob.glob(os.path.join(tmp, "definitions", "mla_ragged", "*.json"))
+        check(sorted(dims) == sorted(bench_kernels.GRID_HEAD_DIMS) and all(dims.values()) and mla,
+              f"prefill_dims: head dims {sorted(dims)} (reference checks its own: {dims}), MLA {len(mla)}")
 if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
     with tempfile.TemporaryDirectory() as tmp:
         ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
