@@ -10,6 +10,7 @@ Modules (bf16 inputs and outputs, int32 indices, no positional encoding, no slid
   prefill_fa3  the FA3 (Hopper) batch prefill, head dim 128: ragged and paged prefill, and decode with
                use_tensor_cores=True
   prefill_fa3_192_128  the FA3 ragged prefill with qk 192 / vo 128 (mla_ragged)
+  prefill_fa3_d256  the FA3 batch prefill, head dim 256
   mla_fa3      BatchMLAPagedAttentionWrapper's FA3 backend, ckv 512 / kpe 64
   norm         rmsnorm and fused_add_rmsnorm
   sampling     top_k / top_p / top_k_top_p sampling from probabilities
@@ -40,8 +41,8 @@ os.environ.setdefault("MAX_JOBS", "1")
 
 LARGE_FAMILIES = ("experimental", "moe_ep", "fused_moe", "cute_dsl", "gemm", "comm")
 DECODE_HEAD_DIMS = (64, 96, 128, 192, 256)  # kernels/attention/launch.hpp's kGqaHeadDims
-MODULES = [f"decode_d{d}" for d in DECODE_HEAD_DIMS] + ["prefill_fa3", "prefill_fa3_192_128", "mla_fa3", "norm",
-                                                         "sampling"]
+MODULES = [f"decode_d{d}" for d in DECODE_HEAD_DIMS] + ["prefill_fa3", "prefill_fa3_192_128", "prefill_fa3_d256",
+                                                         "mla_fa3", "norm", "sampling"]
 
 
 def specs(names):
@@ -58,6 +59,8 @@ def specs(names):
                                                         False),
         "prefill_fa3_192_128": lambda: gen_batch_prefill_module("fa3", bf16, bf16, bf16, i32, 192, 128, 0, False,
                                                                 False, False),
+        "prefill_fa3_d256": lambda: gen_batch_prefill_module("fa3", bf16, bf16, bf16, i32, 256, 256, 0, False, False,
+                                                             False),
         "mla_fa3": lambda: gen_batch_mla_module("fa3", bf16, bf16, bf16, i32, 512, 64, False),
         "norm": gen_norm_module,
         "sampling": gen_sampling_module,

@@ -24,9 +24,10 @@
 #                          arguments go to bench_kernels.py (e.g. --max-definitions 2)
 #   prefill_dims           ragged causal prefill at head dims 64, 96, 128, 192, 256 (group 4) and MLA's qk 192 /
 #                          vo 128, judged and timed by kb bench at the serving prefill sizes (TFLOP/s)
-#   flashinfer [serving rmsnorm sampling decode_grid]  kb bench at serving sizes on those families (bench_kernels.py,
-#                          two definitions of each kind, one for sampling: BENCH_MAX_DEFINITIONS; decode_grid, not in
-#                          the default parts: paged GQA decode over 48 generated shapes, every definition), then
+#   flashinfer [serving rmsnorm sampling decode_grid prefill_dims]  kb bench at serving sizes on those families
+#                          (bench_kernels.py, two definitions of each kind, one for sampling: BENCH_MAX_DEFINITIONS;
+#                          decode_grid and prefill_dims, not in the default parts: paged GQA decode over 48 generated
+#                          shapes, ragged prefill at every head dim; every definition of theirs), then
 #                          FlashInfer on the same definitions and axes (bench/flashinfer_side_by_side.py):
 #                          $OUT/flashinfer_side_by_side.md.
 #                          FlashInfer comes from .whl/flashinfer/ (bench/flashinfer_prepare.sh; name .whl in the
@@ -110,7 +111,9 @@ case $family in
       case $part in
         serving) secs=150 ndefs=2 ;; rmsnorm) secs=60 ndefs=2 ;; sampling) secs=120 ndefs=1 ;;
         decode_grid) secs=240 ndefs= ;;  # its definitions are generated, one workload each: all of them run
-        *) echo "run.sh flashinfer: unknown part '$part' (serving, rmsnorm, sampling, decode_grid)" >&2; exit 2 ;;
+        prefill_dims) secs=120 ndefs= ;;  # ragged causal prefill at every head dim (generated) and MLA's
+        *) echo "run.sh flashinfer: unknown part '$part' (serving, rmsnorm, sampling, decode_grid, prefill_dims)" >&2
+           exit 2 ;;
       esac
       ndefs=${BENCH_MAX_DEFINITIONS:-$ndefs}
       python3 bench/bench_kernels.py --kb "$kb" --shared "$shared" --kernels kernels --family "$part" \

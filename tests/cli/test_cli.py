@@ -105,6 +105,11 @@ with tempfile.TemporaryDirectory() as tmp:
 
 rc, out, err = run("validate", "/nonexistent/x.json")
 check("missing path is an error", rc == 1 and "/nonexistent/x.json: no such file or directory" in err, err)
+with tempfile.TemporaryDirectory() as tmp:
+    rc, out, err = run("bench", "/nonexistent/dataset", "--device", "cpu", "--out", tmp)
+    check("kb bench of a missing dataset: the error, no table, a non-zero status",
+          rc == 1 and "/nonexistent/dataset: no such file or directory" in err and "max_abs" not in out
+          and out.startswith("0 evaluations"), out + err)
 
 # show
 rc, out, err = run("show", "--dataset", os.path.join(shared, "flashinfer-trace"), "gqa_paged_decode_h16_kv2_d128_ps64")

@@ -422,7 +422,7 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (o.shard_count > 1)
           fmt::print("shard {}/{}: {} of the {} selected definitions\n", o.shard_index, o.shard_count,
                      e.shard_definitions, e.selected_definitions);
-        print_header();
+        if (e.total > 0) print_header();  // no table when nothing loaded or selected
         break;
       case Kind::evaluating:
         if ((progress = tty)) {
