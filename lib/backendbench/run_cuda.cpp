@@ -21,7 +21,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <future>
 #include <set>
@@ -34,6 +33,7 @@
 #include "backendbench/device_materialize.hpp"
 #include "backendbench/materialize.hpp"
 #include "backendbench/run.hpp"
+#include "common/parallel.hpp"
 
 namespace kb::backendbench {
 
@@ -255,20 +255,18 @@ Judgment parallel_judge(const std::vector<HostTensor>& expected, const std::vect
       parts.emplace_back(0, judge({e}, {a}));
     } else {
       const std::int64_t chunk = (n + threads - 1) / threads;
-      std::vector<std::thread> pool;
       for (std::int64_t at = 0; at < n; at += chunk) parts.emplace_back(at, Judgment{});
-      for (auto& [at, j] : parts)
-        pool.emplace_back([&e, &a, at = at, &j, chunk, n] {
-          auto piece = [&](const HostTensor& t) {
-            HostTensor v = t;
-            v.shape = {std::min(chunk, n - at)};
-            v.strides = {1};
-            v.offset = t.offset + at;
-            return v;
-          };
-          j = judge({piece(e)}, {piece(a)});
-        });
-      for (auto& th : pool) th.join();
+      parallel_for(static_cast<std::int64_t>(parts.size()), threads, [&](std::int64_t i) {
+        const std::int64_t at = parts[static_cast<std::size_t>(i)].first;
+        auto piece = [&](const HostTensor& t) {
+          HostTensor v = t;
+          v.shape = {std::min(chunk, n - at)};
+          v.strides = {1};
+          v.offset = t.offset + at;
+          return v;
+        };
+        parts[static_cast<std::size_t>(i)].second = judge({piece(e)}, {piece(a)});
+      });
     }
     for (auto& [at, j] : parts) {
       total.max_abs_error = std::max(total.max_abs_error, j.max_abs_error);
@@ -576,19 +574,14 @@ Result<RunReport> run_cuda_trace(const TraceFile& trace, const RunOptions& optio
     auto prepare_batch = [&, info](std::size_t at) {
       const std::size_t n = std::min<std::size_t>(threads, idx.size() - at);
       std::vector<HostSide> hs(n);
-      std::atomic<std::size_t> next{0};
-      std::vector<std::thread> pool;
-      for (unsigned t = 0; t < std::min<std::size_t>(threads, n); ++t)
-        pool.emplace_back([&] {
-          for (std::size_t k; (k = next.fetch_add(1)) < n;) {
-            const ArgLine& l = op.lines[idx[at + k]];
-            std::string why = over_budget(op.name, l, copt);
-            if (out_of_time()) hs[k].problem = "not run: --time-limit reached";
-            else if (!why.empty() && !copt.gpu_reference) hs[k].problem = std::move(why);
-            else hs[k] = host_side(*info, l, idx[at + k], seed, why.empty());
-          }
-        });
-      for (auto& th : pool) th.join();
+      parallel_for(static_cast<std::int64_t>(n), threads, [&](std::int64_t i) {
+        const auto k = static_cast<std::size_t>(i);
+        const ArgLine& l = op.lines[idx[at + k]];
+        std::string why = over_budget(op.name, l, copt);
+        if (out_of_time()) hs[k].problem = "not run: --time-limit reached";
+        else if (!why.empty() && !copt.gpu_reference) hs[k].problem = std::move(why);
+        else hs[k] = host_side(*info, l, idx[at + k], seed, why.empty());
+      });
       return hs;
     };
     std::future<std::vector<HostSide>> pending;
