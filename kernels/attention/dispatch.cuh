@@ -225,7 +225,7 @@ enum class GqaPrefillKernel {
 // Head dims the wgmma kernels run: whole 64-column halves (the 128-byte
 // swizzle's rows), vo <= qk <= 256, i.e. of the launcher's pairs qk = vo =
 // 64, 128, 192, 256 and qk 192 / vo 128. The others (96) take the mma.sync kernel.
-inline bool gqa_prefill_uses_wgmma(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
+constexpr bool gqa_prefill_uses_wgmma(std::int64_t head_dim_qk, std::int64_t head_dim_vo) {
   return gqa_prefill_supports_head_dims(head_dim_qk, head_dim_vo) && head_dim_qk % 64 == 0 &&
          head_dim_vo % 64 == 0 && head_dim_vo <= head_dim_qk && head_dim_qk <= 256;
 }
@@ -277,6 +277,21 @@ cudaError_t dispatch_gqa_mma_prefill(std::int64_t head_dim_qk, std::int64_t head
   }
 }
 
+// forms(GqaWgmmaPrefillTiles<D, D>{}) for qk == vo == D, the D of kGqaHeadDims
+// that gqa_prefill_uses_wgmma takes; cudaErrorInvalidValue for others.
+template <std::size_t I = 0, class G>
+cudaError_t dispatch_gqa_wgmma_dims(std::int64_t head_dim_qk, std::int64_t head_dim_vo, G&& forms) {
+  if constexpr (I == std::size(kGqaHeadDims)) {
+    return cudaErrorInvalidValue;
+  } else {
+    constexpr int D = kGqaHeadDims[I];
+    if constexpr (gqa_prefill_uses_wgmma(D, D)) {
+      if (head_dim_qk == D && head_dim_vo == D) return forms(GqaWgmmaPrefillTiles<D, D>{});
+    }
+    return dispatch_gqa_wgmma_dims<I + 1>(head_dim_qk, head_dim_vo, forms);
+  }
+}
+
 template <class F>
 cudaError_t dispatch_gqa_prefill(GqaPrefillKernel k, std::int64_t head_dim_qk, std::int64_t head_dim_vo, F&& f) {
   using namespace prefill;
@@ -300,15 +315,8 @@ cudaError_t dispatch_gqa_prefill(GqaPrefillKernel k, std::int64_t head_dim_qk, s
     }
     return cudaErrorInvalidValue;
   };
-  if (head_dim_qk == 192 && head_dim_vo == 128) return forms(GqaWgmmaPrefillTiles<192, 128>{});
-  if (head_dim_qk != head_dim_vo) return cudaErrorInvalidValue;
-  switch (head_dim_qk) {
-    case 64: return forms(GqaWgmmaPrefillTiles<64, 64>{});
-    case 128: return forms(GqaWgmmaPrefillTiles<128, 128>{});
-    case 192: return forms(GqaWgmmaPrefillTiles<192, 192>{});
-    case 256: return forms(GqaWgmmaPrefillTiles<256, 256>{});
-    default: return cudaErrorInvalidValue;
-  }
+  if (gqa_prefill_is_qk192(head_dim_qk, head_dim_vo)) return forms(GqaWgmmaPrefillTiles<192, 128>{});
+  return dispatch_gqa_wgmma_dims(head_dim_qk, head_dim_vo, forms);
 }
 
 // K / V rows come in runs of 64 (a TMA box never crosses a page): ragged, or
