@@ -257,9 +257,19 @@ void test_gdn(const kb::Implementation& impl, const fs::path& shared_defs, const
     std::int64_t total, seqs;
     bool state;
   };
-  const PrefillCase prefills[] = {{{2, 2, 4, 64, 64}, 40, 4, true},    {{4, 4, 8, 128, 128}, 100, 5, true},
-                                  {{2, 2, 6, 128, 64}, 70, 3, true},   {{2, 2, 2, 128, 128}, 300, 1, true},
-                                  {{2, 2, 4, 128, 128}, 50, 3, false}, {{4, 2, 8, 64, 128}, 33, 7, true}};
+  // Sequences averaging under 64 tokens walk token by token; from 64 (K <=
+  // 128, K and V multiples of 8) they run in 64-token chunks: several chunks
+  // and a partial tail, K 48 / 64 / 96 / 128 (padded to 64 or 128), V 24, 40
+  // and 256 (partial 32-column slices, a last odd 32), q heads != k heads, no
+  // initial state; K 36 and K 256 stay token by token.
+  const PrefillCase prefills[] = {{{2, 2, 4, 64, 64}, 40, 4, true},      {{4, 4, 8, 128, 128}, 100, 5, true},
+                                  {{2, 2, 6, 128, 64}, 70, 3, true},     {{2, 2, 2, 128, 128}, 300, 1, true},
+                                  {{2, 2, 4, 128, 128}, 50, 3, false},   {{4, 2, 8, 64, 128}, 33, 7, true},
+                                  {{2, 2, 4, 128, 128}, 2100, 1, true},  {{4, 4, 8, 128, 128}, 1000, 3, true},
+                                  {{2, 2, 4, 64, 64}, 777, 5, true},     {{4, 2, 8, 64, 128}, 640, 2, false},
+                                  {{2, 2, 4, 96, 40}, 300, 2, true},     {{1, 1, 3, 36, 20}, 200, 1, true},
+                                  {{2, 2, 6, 128, 64}, 129, 2, true},    {{1, 1, 2, 256, 256}, 200, 1, true},
+                                  {{1, 1, 3, 48, 24}, 333, 2, true},     {{2, 2, 4, 128, 256}, 500, 2, true}};
   for (const PrefillCase& c : prefills) {
     const kb::Definition d = gdn_shape(prefill, c.s.hq, c.s.hk, c.s.hv, c.s.dk, c.s.dv);
     const std::vector<std::pair<std::string, std::int64_t>> axes = {
@@ -273,6 +283,13 @@ void test_gdn(const kb::Implementation& impl, const fs::path& shared_defs, const
     const std::vector<std::int64_t> cu = {0, 1, 1, 6, 40, 41};
     judge_crafted(impl, d, workload(d, {{"total_seq_len", 41}, {"num_seqs", 5}, {"len_cu_seqlens", 6}}, 0.0),
                   "cu_seqlens", cu, "gdn prefill " + shape_text(s) + " cu_seqlens=[0,1,1,6,40,41]");
+  }
+  {  // in chunks: an empty sequence first, one of 130 tokens (a 2-token tail), a length-1 one, a long last one
+    const GdnShape s{2, 2, 4, 128, 128};
+    const kb::Definition d = gdn_shape(prefill, s.hq, s.hk, s.hv, s.dk, s.dv);
+    const std::vector<std::int64_t> cu = {0, 0, 130, 131, 400};
+    judge_crafted(impl, d, workload(d, {{"total_seq_len", 400}, {"num_seqs", 4}, {"len_cu_seqlens", 5}}, 0.0),
+                  "cu_seqlens", cu, "gdn prefill " + shape_text(s) + " cu_seqlens=[0,0,130,131,400]");
   }
 
   // The FlashInfer definitions as they are, small var axes.

@@ -17,8 +17,9 @@
 // and k . q go through one 4-step shuffle tree. Tokens are staged in shared
 // memory a tile at a time (k and q as fp32, v for the CTA's rows, g and
 // beta), and the tile's outputs leave through shared memory as coalesced rows.
-// Prefill walks each sequence's tokens sequentially (parallel over sequences
-// x heads x row slices); the chunked tensor-core form is not used here.
+// Prefill of sequences averaging 64 tokens or more (K <= 128) runs in chunks
+// on tensor cores instead (gdn_chunked.cu); shorter ones walk their tokens
+// here (parallel over sequences x heads x row slices).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -29,6 +30,7 @@
 #include <string>
 
 #include "../../common/cuda_types.cuh"
+#include "gdn_chunked.hpp"
 #include "gdn_cuda.hpp"
 
 namespace kb::kernels {
@@ -296,6 +298,17 @@ Status launch_gdn(const GdnArgs& a, void* stream) {
         e != cudaSuccess)
       return fail("copying the pool to final_state", e);
   if (a.seqs == 0) return ok_status();
+  // The reference's default is the Python float 1 / sqrt(K), applied in fp32.
+  const float scale = a.scale == 0.0f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.dk))) : a.scale;
+  if (gdn_prefill_uses_chunks(a)) {
+    if (!a.workspace || a.workspace_bytes < gdn_workspace_bytes(a))
+      return make_error(Code::invalid_argument, "kb_cuda_gdn: the chunked prefill needs gdn_workspace_bytes() of workspace");
+    GdnArgs chunked = a;
+    chunked.scale = scale;
+    if (cudaError_t e = launch_gdn_chunked_prefill(chunked, a.workspace, stream); e != cudaSuccess)
+      return fail("chunked prefill launch failed", e);
+    return ok_status();
+  }
   int dev = 0, sms = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return fail("cudaGetDevice", e);
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess)
@@ -317,8 +330,7 @@ Status launch_gdn(const GdnArgs& a, void* stream) {
   p.state_out = a.state_out;
   p.hq = a.hq, p.hk = a.hk, p.hv = a.hv, p.dk = a.dk, p.dv = a.dv;
   p.tokens_per_seq = a.tokens_per_seq, p.total_tokens = a.total_tokens, p.slices = c.slices;
-  // The reference's default is the Python float 1 / sqrt(K), applied in fp32.
-  p.scale = a.scale == 0.0f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.dk))) : a.scale;
+  p.scale = scale;
   p.tile_tokens = c.tile_tokens;
   const cudaError_t e = c.vectorized ? launch_vec<true>(c, p, s) : launch_vec<false>(c, p, s);
   if (e != cudaSuccess) return fail("kernel launch failed", e);

@@ -2,6 +2,7 @@
 // for decode, mtp and prefill, one launch. Plain host declarations.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "common/result.hpp"
@@ -36,7 +37,22 @@ struct GdnArgs {
   std::int64_t hq = 0, hk = 0, hv = 0, dk = 0, dv = 0;
   std::int64_t seqs = 0, tokens_per_seq = 0, total_tokens = 0;
   float scale = 0;  // 0: 1 / sqrt(K)
+  // Scratch of gdn_workspace_bytes(*this) bytes (the chunked prefill's
+  // per-chunk transforms); unused where that is 0.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
+
+// Prefill runs in chunks of 64 tokens on tensor cores (gdn_chunked.cu) where
+// q, k, v are bf16 with K <= 128 and V <= 256 (both multiples of 8, rows
+// 16-byte aligned) and the sequences average at least 64 tokens; else, and
+// for decode and mtp, token by token (gdn.cu).
+bool gdn_prefill_uses_chunks(const GdnArgs& args);
+
+// Scratch bytes the call needs: 0 unless the prefill runs in chunks (then
+// W and U of every chunk and value head in fp32, about (K + V) * 4 bytes a
+// token and value head).
+std::size_t gdn_workspace_bytes(const GdnArgs& args);
 
 // Launch shape from gdn_launch_config(). A CTA holds rows [slice * rows_cta,
 // + rows_cta) of one (sequence, value head) state in registers: 16 lanes a
@@ -60,8 +76,8 @@ GdnConfig gdn_launch_config(std::int64_t dk, std::int64_t dv, std::int64_t hv, s
                             std::int64_t max_tokens, int sms, bool vectorizable);
 
 // Runs the recurrence for every sequence; mtp first copies the pool to
-// final_state. Launches on `stream` (a cudaStream_t); allocates nothing, no
-// synchronization.
+// final_state. Launches on `stream` (a cudaStream_t); allocates nothing (the
+// chunked prefill's scratch is args.workspace), no synchronization.
 Status launch_gdn(const GdnArgs& args, void* stream);
 
 }  // namespace kb::kernels

@@ -8,11 +8,15 @@
 // the reference clones and leaves unchanged. mtp's optional
 // intermediate_states_buffer is an input the reference fills in place; kb
 // judges outputs and requires inputs unchanged, so it is not written.
+#include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include <string>
 #include <variant>
 
+#include "../../common/stream_workspace.hpp"
+#include "cuda/device.hpp"
+#include "cuda/runtime.hpp"
 #include "gdn_cuda.hpp"
 #include "harness/implementation.hpp"
 #include "harness/per_definition.hpp"
@@ -54,6 +58,20 @@ std::string check_definition(const Definition& d) {
 std::string supports(const Definition& d) {
   static PerDefinition<std::string> memo;
   return memo.get(d, check_definition);
+}
+
+// The stream's scratch of at least `bytes` (kernels/common/stream_workspace.hpp).
+Result<void*> workspace(void* stream, std::size_t bytes) {
+  static auto* buffers = new StreamWorkspaces;
+  void* mem = nullptr;
+  const cudaError_t e = buffers->get(static_cast<cudaStream_t>(stream), bytes, &mem);
+  if (e == cudaErrorStreamCaptureUnsupported)
+    return make_error(Code::unsupported,
+                      fmt::format("{}: its workspace ({} bytes) is allocated by the first call of this size outside "
+                                  "stream capture; run the call once before capturing it",
+                                  kName, bytes));
+  KB_TRY(cuda::check(e, fmt::format("{}: allocating its {}-byte workspace", kName, bytes)));
+  return mem;
 }
 
 Status bad(const std::string& what) { return make_error(Code::invalid_argument, std::string(kName) + ": " + what); }
@@ -132,6 +150,11 @@ Status run(const CudaCall& c) {
   if (scale.tensor) return bad("scale must be a Python scalar, not a tensor");
   // The reference multiplies fp32 values by the scalar: fp32(scale), 0 or None meaning 1 / sqrt(K).
   if (scale.scalar) g.scale = static_cast<float>(std::visit([](auto x) { return static_cast<double>(x); }, *scale.scalar));
+  if (const std::size_t bytes = gdn_workspace_bytes(g)) {
+    auto ws = workspace(c.stream, bytes);
+    if (!ws) return ws.error();
+    g.workspace = *ws, g.workspace_bytes = bytes;
+  }
   return launch_gdn(g, c.stream);
 }
 
@@ -146,7 +169,8 @@ void add_gdn_cuda(Registry& r) {
       "gated delta rule (decode, mtp, prefill; k-last fp32 state): each CTA holds a slice of rows of one (sequence, "
       "value head) state in registers (16 lanes a row, 16-byte loads along K), loaded and stored once, and applies "
       "the sequence's tokens one by one (tiles of tokens staged in shared memory, both row reductions in one "
-      "shuffle tree); prefill is this sequential recurrence per sequence, not the chunked tensor-core form";
+      "shuffle tree); prefill of sequences averaging 64+ tokens (K <= 128) runs the chunked form instead: the UT "
+      "transform of every 64-token chunk in parallel, then the state walked chunk by chunk, on tf32 tensor cores";
   impl.supports = supports;
   impl.run_cuda = run;
   r.add(std::move(impl));
