@@ -33,7 +33,8 @@ namespace {
 
 constexpr int C = kGdnChunk;   // tokens a chunk
 constexpr int BV = 32;         // value columns of a state CTA
-constexpr int kThreads = 128;  // 4 warps; warp w owns rows [16 w, 16 w + 16) of a chunk
+constexpr int kThreads = 128;       // the prepare kernel: warp w owns rows [16 w, 16 w + 16) of a chunk
+constexpr int kStateThreads = 256;  // the state kernel: two warps a 16-row block, half the columns each
 
 __device__ __forceinline__ std::uint32_t tf32(float x) {
   std::uint32_t r;
@@ -158,7 +159,7 @@ __device__ __forceinline__ void chunk_gates(const void* a, int a_dt, const void*
 __device__ __forceinline__ void stage_rows_bf16(std::uint16_t* dst, int ld, const void* src, long long row_stride,
                                                 long long first, int n, int cols, long long valid_cols) {
   const auto* g = static_cast<const std::uint16_t*>(src);
-  for (int i = static_cast<int>(threadIdx.x); i < C * cols / 8; i += kThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < C * cols / 8; i += static_cast<int>(blockDim.x)) {
     const int r = i / (cols / 8), c = 8 * (i % (cols / 8));
     const bool in = r < n && c < valid_cols;
     hopper::cp_async16(hopper::saddr(dst + r * ld + c), in ? g + (first + r) * row_stride + c : g, in);
@@ -168,7 +169,7 @@ __device__ __forceinline__ void stage_rows_bf16(std::uint16_t* dst, int ld, cons
 // Rows [0, rows) x cols [0, cols) of an fp32 matrix (row stride src_ld) by
 // 16-byte cp.async into shared memory (row stride ld). cols: a multiple of 4.
 __device__ __forceinline__ void stage_f32(float* dst, int ld, const float* src, long long src_ld, int rows, int cols) {
-  for (int i = static_cast<int>(threadIdx.x); i < rows * cols / 4; i += kThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < rows * cols / 4; i += static_cast<int>(blockDim.x)) {
     const int r = i / (cols / 4), c = 4 * (i % (cols / 4));
     hopper::cp_async16(hopper::saddr(dst + r * ld + c), src + r * src_ld + c, true);
   }
@@ -195,19 +196,20 @@ __device__ __forceinline__ void frag_b16(std::uint32_t b[2], const std::uint16_t
   b[1] = tf32_of_bf16(x[(k0 + t + 4) * rs + (n0 + g) * cs]);
 }
 
-// One warp's rows [m0, m0 + 16) of the [C, C] product X Y^T of two bf16
-// [C, KP] row-major tiles (X Y^T's (i, j) = x_i . y_j), column tiles below
-// 16 (warp + 1) only (the caller keeps the lower triangle).
+// Rows [16 rb, 16 rb + 16) of the [C, C] product X Y^T of two bf16 [C, KP]
+// row-major tiles (X Y^T's (i, j) = x_i . y_j): the 8-column tiles nt with
+// nt % step == first, below 16 (rb + 1) only (the caller keeps the lower
+// triangle; the other tiles stay zero).
 template <int KP>
 __device__ __forceinline__ void lower_gram(float acc[8][4], const std::uint16_t* x, const std::uint16_t* y, int ld,
-                                           int warp) {
-  const int m0 = 16 * warp;
+                                           int rb, int first, int step) {
+  const int m0 = 16 * rb;
   for (int k0 = 0; k0 < KP; k0 += 8) {
     std::uint32_t a[4];
     frag_a16(a, x, ld, 1, m0, k0);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
-      if (nt < 2 * (warp + 1)) {
+      if (nt < 2 * (rb + 1) && nt % step == first) {
         std::uint32_t b[2];
         frag_b16(b, y, 1, ld, k0, 8 * nt);  // Y^T: (k, j) at y[j * ld + k]
         mma_tf32(acc[nt], a, b);
@@ -282,7 +284,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prepare_kernel(Prep p, con
 
   {  // A = K K^T, strictly lower, scaled
     float acc[8][4] = {};
-    lower_gram<KP>(acc, kb, kb, LK, warp);
+    lower_gram<KP>(acc, kb, kb, LK, warp, 0, 1);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -389,7 +391,7 @@ struct StateSmem {
 // shared memory, walked chunk by chunk; the next chunk's inputs are copied
 // in (cp.async) while the current one is computed.
 template <int KP>
-__global__ void __launch_bounds__(kThreads) gdn_chunk_state_kernel(Walk p) {
+__global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(Walk p) {
   using L = StateSmem<KP>;
   constexpr int LH = L::LH, LB = L::LB, LW = L::LW, LU = L::LU, LP = L::LP, LV = L::LV;
   extern __shared__ float4 smem4[];
@@ -439,12 +441,14 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_state_kernel(Walk p) {
   if (chunks > 0) load_chunk(0);
 
   const bool have_state = p.state && chunks > 0;
-  for (int i = tid; i < BV * KP; i += kThreads) {  // state [V, K] -> H [K, V]: reads along K
+  for (int i = tid; i < BV * KP; i += kStateThreads) {  // state [V, K] -> H [K, V]: reads along K
     const int v = i / KP, c = i % KP;
     hs[c * LH + v] = have_state && c < p.dk && v0 + v < p.dv ? p.state[((s * p.hv + h) * p.dv + v0 + v) * p.dk + c] : 0.f;
   }
 
-  const int m0 = 16 * warp;
+  // Warp w: chunk rows [16 rb, + 16) (rb = w % 4), value tiles [2 half, + 2) of
+  // the slice's four 8-column tiles (half = w / 4).
+  const int rb = warp % 4, half = warp / 4, m0 = 16 * rb;
   for (int ci = 0; ci < chunks; ++ci) {
     // The other stage was last read by chunk ci - 1, which every warp has left (the barrier closing it).
     if (ci + 1 < chunks) {
@@ -460,37 +464,38 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_state_kernel(Walk p) {
     const float* gam = st.gam;
     const float last = gam[C - 1];  // padding tokens have log gate 0: gamma of the last real token
 
-    {  // P = Q K^T, lower including the diagonal, decayed; warp w's rows are its own
+    {  // P = Q K^T, lower including the diagonal, decayed: the two warps of a row block take alternate tiles
       float acc[8][4] = {};
-      lower_gram<KP>(acc, st.q, st.k, LB, warp);
+      lower_gram<KP>(acc, st.q, st.k, LB, rb, half, 2);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
+          if (nt % 2 != half) continue;
           const int i = m0 + g + 8 * (c / 2), j = 8 * nt + 2 * t + c % 2;
           ps[i * LP + j] = j <= i ? acc[nt][c] * expf(gam[i] - gam[j]) : 0.f;
         }
     }
 
     // Vn = U - W H and O = diag(G) Q H, sharing H's fragments.
-    float o[4][4] = {}, wh[4][4] = {};
+    float o[2][4] = {}, wh[2][4] = {};
     for (int k0 = 0; k0 < KP; k0 += 8) {
       std::uint32_t aw[4], aq[4];
       frag_a(aw, st.w, LW, 1, m0, k0);
       frag_a16(aq, st.q, LB, 1, m0, k0);
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < 2; ++nt) {
         std::uint32_t b[2];
-        frag_b(b, hs, LH, 1, k0, 8 * nt);
+        frag_b(b, hs, LH, 1, k0, 8 * (2 * half + nt));
         mma_tf32(wh[nt], aw, b);
         mma_tf32(o[nt], aq, b);
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const int i = m0 + g + 8 * (c / 2), j = 8 * nt + 2 * t + c % 2;
+        const int i = m0 + g + 8 * (c / 2), j = 8 * (2 * half + nt) + 2 * t + c % 2;
         const float x = st.u[i * LU + j] - wh[nt][c];
         vn[i * LV + j] = x;
         vd[i * LV + j] = x * expf(last - gam[i]);
@@ -498,57 +503,59 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_state_kernel(Walk p) {
       }
     __syncthreads();  // Vn complete; every read of H done
 
-    // O += P Vn (P is lower: warp w's rows sum over its first 16 (w + 1) tokens).
-    for (int k0 = 0; k0 < 16 * (warp + 1); k0 += 8) {
+    // O += P Vn (P is lower: rows of block rb sum over the first 16 (rb + 1) tokens).
+    for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 8) {
       std::uint32_t a[4];
       frag_a(a, ps, LP, 1, m0, k0);
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < 2; ++nt) {
         std::uint32_t b[2];
-        frag_b(b, vn, LV, 1, k0, 8 * nt);
+        frag_b(b, vn, LV, 1, k0, 8 * (2 * half + nt));
         mma_tf32(o[nt], a, b);
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int i = m0 + g + 8 * (c / 2);
-        const long long j = v0 + 8 * nt + 2 * t + c % 2;
+        const long long j = v0 + 8 * (2 * half + nt) + 2 * t + c % 2;
         if (i < n && j < p.dv) store_f32(p.out, p.out_dt, ((first + i) * p.hv + h) * p.dv + j, p.scale * o[nt][c]);
       }
 
-    // H = G_last H + K^T Vd: warp w updates H rows [KP / 4 * w, + KP / 4).
-    const float g_last = expf(last);
+    // H = G_last H + K^T Vd: warp w updates 16 rows of H (row tile w % MT) and
+    // NW of its four 8-column tiles (from (w / MT) NW): all of H over 8 warps.
+    {
+      constexpr int MT = KP / 16, NW = 4 * MT / 8;
+      const int r0 = 16 * (warp % MT), n0 = (warp / MT) * NW;
+      const float g_last = expf(last);
+      float acc[NW][4];
 #pragma unroll
-    for (int mt = 0; mt < KP / 64; ++mt) {
-      const int r0 = (KP / 4) * warp + 16 * mt;
-      float acc[4][4];
+      for (int nt = 0; nt < NW; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[nt][c] = g_last * hs[(r0 + g + 8 * (c / 2)) * LH + 8 * nt + 2 * t + c % 2];
+        for (int c = 0; c < 4; ++c)
+          acc[nt][c] = g_last * hs[(r0 + g + 8 * (c / 2)) * LH + 8 * (n0 + nt) + 2 * t + c % 2];
       for (int k0 = 0; k0 < C; k0 += 8) {
         std::uint32_t a[4];
         frag_a16(a, st.k, 1, LB, r0, k0);  // K^T: (k, i) at k_tile[i * LB + k]
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
+        for (int nt = 0; nt < NW; ++nt) {
           std::uint32_t b[2];
-          frag_b(b, vd, LV, 1, k0, 8 * nt);
+          frag_b(b, vd, LV, 1, k0, 8 * (n0 + nt));
           mma_tf32(acc[nt], a, b);
         }
       }
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
+      for (int nt = 0; nt < NW; ++nt)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) hs[(r0 + g + 8 * (c / 2)) * LH + 8 * nt + 2 * t + c % 2] = acc[nt][c];
+        for (int c = 0; c < 4; ++c) hs[(r0 + g + 8 * (c / 2)) * LH + 8 * (n0 + nt) + 2 * t + c % 2] = acc[nt][c];
     }
     __syncthreads();
   }
 
   if (!p.state_out) return;
   // A sequence without tokens leaves its row zero, as the reference's new_state.
-  for (int i = tid; i < BV * KP; i += kThreads) {
+  for (int i = tid; i < BV * KP; i += kStateThreads) {
     const int v = i / KP, c = i % KP;
     if (c < p.dk && v0 + v < p.dv) p.state_out[((s * p.hv + h) * p.dv + v0 + v) * p.dk + c] = hs[c * LH + v];
   }
@@ -602,7 +609,7 @@ cudaError_t launch(const GdnArgs& a, void* workspace, cudaStream_t st) {
                                            static_cast<int>(StateSmem<KP>::bytes));
       e != cudaSuccess)
     return e;
-  walk<<<static_cast<unsigned>(a.seqs * a.hv * (dvp / BV)), kThreads, StateSmem<KP>::bytes, st>>>(wk);
+  walk<<<static_cast<unsigned>(a.seqs * a.hv * (dvp / BV)), kStateThreads, StateSmem<KP>::bytes, st>>>(wk);
   return cudaGetLastError();
 }
 
