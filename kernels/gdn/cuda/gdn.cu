@@ -17,9 +17,9 @@
 // and k . q go through one 4-step shuffle tree. Tokens are staged in shared
 // memory a tile at a time (k and q as fp32, v for the CTA's rows, g and
 // beta), and the tile's outputs leave through shared memory as coalesced rows.
-// Prefill of sequences averaging 64 tokens or more (K <= 128) runs in chunks
-// on tensor cores instead (gdn_chunked.cu); shorter ones walk their tokens
-// here (parallel over sequences x heads x row slices).
+// Prefill of long sequences (K <= 128; gdn_prefill_uses_chunks) runs in
+// chunks on tensor cores instead (gdn_chunked.cu); short ones walk their
+// tokens here (parallel over sequences x heads x row slices).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -204,6 +204,7 @@ template <int KP>
 __device__ __forceinline__ void lower_gram(float acc[8][4], const std::uint16_t* x, const std::uint16_t* y, int ld,
                                            int rb, int first, int step) {
   const int m0 = 16 * rb;
+#pragma unroll
   for (int k0 = 0; k0 < KP; k0 += 8) {
     std::uint32_t a[4];
     frag_a16(a, x, ld, 1, m0, k0);
@@ -224,7 +225,9 @@ __device__ __forceinline__ void lower_times_store(const float* ts, int la, const
                                                   float* out, long long out_ld, int warp) {
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4, m0 = 16 * warp;
   float acc[8][4] = {};
-  for (int k0 = 0; k0 < 16 * (warp + 1); k0 += 8) {
+#pragma unroll
+  for (int k0 = 0; k0 < C; k0 += 8) {
+    if (k0 >= 16 * (warp + 1)) break;
     std::uint32_t a[4];
     frag_a(a, ts, la, 1, m0, k0);
 #pragma unroll
@@ -299,11 +302,16 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prepare_kernel(Prep p, con
   // inverse depends only on column c (forward substitution), one lane each.
   if (lane < 16) {
     const int o = 16 * warp, c = lane;
+    float xc[16];  // column c of the block's inverse (zero above the diagonal, as the sums give)
+#pragma unroll
     for (int r = 0; r < 16; ++r) {
       float x = r == c ? 1.f : 0.f;
-      for (int m = c; m < r; ++m) x -= as[(o + r) * LA + o + m] * ts[(o + m) * LA + o + c];
-      ts[(o + r) * LA + o + c] = x;
+#pragma unroll
+      for (int m = 0; m < r; ++m) x -= as[(o + r) * LA + o + m] * xc[m];
+      xc[r] = x;
     }
+#pragma unroll
+    for (int r = 0; r < 16; ++r) ts[(o + r) * LA + o + c] = xc[r];
   }
   __syncthreads();
   // Below it, by distance d: X_ij = -X_ii sum_{m=j}^{i-1} L_im X_mj (j = i - d),
@@ -314,15 +322,18 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prepare_kernel(Prep p, con
       const int pr = i / 256, r = (i % 256) / 16, c = i % 16;
       const int bi = pr + d, bj = pr;
       float y = 0.f;
-      for (int m = 16 * bj; m < 16 * bi; ++m) y += as[(16 * bi + r) * LA + m] * ts[m * LA + 16 * bj + c];
+      for (int mb = bj; mb < bi; ++mb)
+#pragma unroll
+        for (int m = 16 * mb; m < 16 * mb + 16; ++m) y += as[(16 * bi + r) * LA + m] * ts[m * LA + 16 * bj + c];
       ys[(pr * 16 + r) * 17 + c] = y;
     }
     __syncthreads();
     for (int i = tid; i < pairs * 256; i += kThreads) {
       const int pr = i / 256, r = (i % 256) / 16, c = i % 16;
       const int bi = pr + d, bj = pr;
-      float x = 0.f;
-      for (int m = 0; m <= r; ++m) x -= ts[(16 * bi + r) * LA + 16 * bi + m] * ys[(pr * 16 + m) * 17 + c];
+      float x = 0.f;  // X_ii is lower triangular: its entries past r are zero
+#pragma unroll
+      for (int m = 0; m < 16; ++m) x -= ts[(16 * bi + r) * LA + 16 * bi + m] * ys[(pr * 16 + m) * 17 + c];
       ts[(16 * bi + r) * LA + 16 * bj + c] = x;
     }
     __syncthreads();
@@ -339,7 +350,9 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prepare_kernel(Prep p, con
     } else {  // a last 32 columns
       float acc[4][4] = {};
       const int m0 = 16 * warp;
-      for (int k0 = 0; k0 < 16 * (warp + 1); k0 += 8) {
+#pragma unroll
+      for (int k0 = 0; k0 < C; k0 += 8) {
+        if (k0 >= 16 * (warp + 1)) break;
         std::uint32_t a[4];
         frag_a(a, ts, LA, 1, m0, k0);
 #pragma unroll
@@ -479,6 +492,7 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(Walk p) 
 
     // Vn = U - W H and O = diag(G) Q H, sharing H's fragments.
     float o[2][4] = {}, wh[2][4] = {};
+#pragma unroll
     for (int k0 = 0; k0 < KP; k0 += 8) {
       std::uint32_t aw[4], aq[4];
       frag_a(aw, st.w, LW, 1, m0, k0);
@@ -504,7 +518,9 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(Walk p) 
     __syncthreads();  // Vn complete; every read of H done
 
     // O += P Vn (P is lower: rows of block rb sum over the first 16 (rb + 1) tokens).
-    for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 8) {
+#pragma unroll
+    for (int k0 = 0; k0 < C; k0 += 8) {
+      if (k0 >= 16 * (rb + 1)) break;
       std::uint32_t a[4];
       frag_a(a, ps, LP, 1, m0, k0);
 #pragma unroll
@@ -535,6 +551,7 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(Walk p) 
 #pragma unroll
         for (int c = 0; c < 4; ++c)
           acc[nt][c] = g_last * hs[(r0 + g + 8 * (c / 2)) * LH + 8 * (n0 + nt) + 2 * t + c % 2];
+#pragma unroll
       for (int k0 = 0; k0 < C; k0 += 8) {
         std::uint32_t a[4];
         frag_a16(a, st.k, 1, LB, r0, k0);  // K^T: (k, i) at k_tile[i * LB + k]
@@ -621,8 +638,13 @@ bool gdn_prefill_uses_chunks(const GdnArgs& a) {
   const bool bf16 = a.q_dt == DType::bfloat16 && a.k_dt == DType::bfloat16 && a.v_dt == DType::bfloat16;
   // 16-byte copies of whole rows: K and V multiples of 8, the tensors aligned.
   const bool rows = a.dk % 8 == 0 && a.dv % 8 == 0 && aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
-  return a.cu_seqlens && a.seqs > 0 && bf16 && rows && a.dk <= 128 && a.dv <= 256 &&
-         a.total_tokens >= std::int64_t{C} * a.seqs;
+  // The token-by-token kernel gives every (sequence, value head) CTAs of its
+  // own: short sequences in many such pairs keep the GPU busy there, so it
+  // takes sequences averaging under 64 tokens, and under 128 where there are
+  // over 1024 pairs (docs/performance/linear.md has the measured crossover).
+  const std::int64_t len = a.seqs > 0 ? a.total_tokens / a.seqs : 0;
+  const bool long_enough = len >= 2 * C || (len >= C && a.seqs * a.hv <= 1024);
+  return a.cu_seqlens && a.seqs > 0 && bf16 && rows && a.dk <= 128 && a.dv <= 256 && long_enough;
 }
 
 std::size_t gdn_workspace_bytes(const GdnArgs& a) {

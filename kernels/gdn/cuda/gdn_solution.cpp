@@ -169,7 +169,7 @@ void add_gdn_cuda(Registry& r) {
       "gated delta rule (decode, mtp, prefill; k-last fp32 state): each CTA holds a slice of rows of one (sequence, "
       "value head) state in registers (16 lanes a row, 16-byte loads along K), loaded and stored once, and applies "
       "the sequence's tokens one by one (tiles of tokens staged in shared memory, both row reductions in one "
-      "shuffle tree); prefill of sequences averaging 64+ tokens (K <= 128) runs the chunked form instead: the UT "
+      "shuffle tree); prefill of long sequences (K <= 128) runs the chunked form instead: the UT "
       "transform of every 64-token chunk in parallel, then the state walked chunk by chunk, on tf32 tensor cores";
   impl.supports = supports;
   impl.run_cuda = run;
