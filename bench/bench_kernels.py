@@ -17,7 +17,7 @@ gives it (the rule has no way to invent a scale).
 
 usage: bench_kernels.py --kb KB --shared SHARED --kernels KERNELS
            --family moe|linear|sampling|serving|prefill_dims|rmsnorm|decode_grid --out DIR
-       [--time-limit S] [--max-workloads N] [--max-definitions N]
+       [--time-limit S] [--max-workloads N] [--max-definitions N] [--match TEXT]
        bench_kernels.py --table TRACES_DIR [--out-md FILE]     (render traces already written; no GPU)"""
 import argparse
 import glob
@@ -139,7 +139,9 @@ def write_dataset(args, ops, dest):
     planned, skipped, written = 0, [], set()
     for op, ddir, _ in sources:
         paths = []
-        for kind, group in itertools.groupby(sorted(glob.glob(os.path.join(ddir, "*.json"))), key=definition_kind):
+        match = getattr(args, "match", None)
+        found = sorted(p for p in glob.glob(os.path.join(ddir, "*.json")) if not match or match in os.path.basename(p))
+        for kind, group in itertools.groupby(found, key=definition_kind):
             group = list(group)
             n = args.max_definitions
             if n and len(group) > n:  # evenly spaced over the sorted names
@@ -412,6 +414,7 @@ def main():
     ap.add_argument("--time-limit", type=int, default=0, help="stop kb bench after this many seconds (0: none)")
     ap.add_argument("--max-workloads", type=int, default=None)
     ap.add_argument("--max-definitions", type=int, default=None, help="per folder of definitions, evenly spaced")
+    ap.add_argument("--match", help="only the definitions whose name contains this text (e.g. gdn_prefill)")
     ap.add_argument("--table", help="render the traces under this folder and exit")
     ap.add_argument("--out-md")
     args = ap.parse_args()

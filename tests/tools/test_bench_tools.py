@@ -231,6 +231,15 @@ if os.path.isdir(os.path.join(shared_dir, "flashinfer-trace")):
                                                            "top_k_top_p_sampling_from_probs",
                                                            "top_p_sampling_from_probs"],
               f"bench_kernels --max-definitions 1: one vocabulary of each sampling kind: {names}")
+    # --match keeps the definitions whose name holds the text, shipped and bundled
+    with tempfile.TemporaryDirectory() as tmp:
+        ns = argparse.Namespace(shared=shared_dir, kernels=os.path.join(root, "kernels"), max_workloads=None,
+                                max_definitions=None, match="gdn_prefill")
+        planned, _ = bench_kernels.write_dataset(ns, bench_kernels.FAMILIES["linear"], tmp)
+        names = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(tmp, "definitions", "*", "*.json")))
+        check(names == ["gdn_prefill_qk16_v32_d128_k_last", "gdn_prefill_qk2_v4_d64_k_last",
+                        "gdn_prefill_qk8_v16_d128_k_last"] and planned == 3 * len(names),
+              f"bench_kernels --match gdn_prefill: the prefill definitions only: {names}, {planned} workloads")
     gdn = {"axes": {"total_seq_len": {"type": "var"}, "num_seqs": {"type": "var"}, "len_cu_seqlens": {"type": "var"}}}
     check(all(a["len_cu_seqlens"] == a["num_seqs"] + 1 for a in bench_kernels.axis_grid(gdn)),
           "bench_kernels: prefill workloads have num_seqs + 1 offsets")
