@@ -639,11 +639,11 @@ bool gdn_prefill_uses_chunks(const GdnArgs& a) {
   // 16-byte copies of whole rows: K and V multiples of 8, the tensors aligned.
   const bool rows = a.dk % 8 == 0 && a.dv % 8 == 0 && aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
   // The token-by-token kernel gives every (sequence, value head) CTAs of its
-  // own: short sequences in many such pairs keep the GPU busy there, so it
-  // takes sequences averaging under 64 tokens, and under 128 where there are
-  // over 1024 pairs (docs/performance/linear.md has the measured crossover).
-  const std::int64_t len = a.seqs > 0 ? a.total_tokens / a.seqs : 0;
-  const bool long_enough = len >= 2 * C || (len >= C && a.seqs * a.hv <= 1024);
+  // own: short sequences in many such pairs keep the GPU busy there. Chunks
+  // take sequences averaging 128 tokens or more, 64 with at most 1024 pairs,
+  // 32 with at most 512 (docs/performance/linear.md has the measured crossover).
+  const std::int64_t len = a.seqs > 0 ? a.total_tokens / a.seqs : 0, pairs = a.seqs * a.hv;
+  const bool long_enough = len >= 2 * C || (len >= C && pairs <= 1024) || (len >= C / 2 && pairs <= 512);
   return a.cu_seqlens && a.seqs > 0 && bf16 && rows && a.dk <= 128 && a.dv <= 256 && long_enough;
 }
 

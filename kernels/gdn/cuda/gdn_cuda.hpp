@@ -46,8 +46,8 @@ struct GdnArgs {
 // Prefill runs in chunks of 64 tokens on tensor cores (gdn_chunked.cu) where
 // q, k, v are bf16 with K <= 128 and V <= 256 (both multiples of 8, rows
 // 16-byte aligned) and the sequences average at least 128 tokens (64 where
-// sequences x value heads <= 1024); else, and for decode and mtp, token by
-// token (gdn.cu).
+// sequences x value heads <= 1024, 32 where <= 512); else, and for decode and
+// mtp, token by token (gdn.cu).
 bool gdn_prefill_uses_chunks(const GdnArgs& args);
 
 // Scratch bytes the call needs: 0 unless the prefill runs in chunks (then
