@@ -25,18 +25,39 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Why a folder below the one walked is not entered, or "" to enter it:
+// hidden folders (.git, caches) and build trees (meson, ninja, CMake), whose
+// test data and copies are not part of the dataset.
+std::string skip_reason(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  if (name.size() > 1 && name[0] == '.') return "a hidden folder";
+  std::error_code ec;
+  for (const char* marker : {"build.ninja", "meson-private", "CMakeCache.txt"})
+    if (fs::exists(dir / marker, ec)) return fmt::format("a build tree (it holds {})", marker);
+  return {};
+}
+
 // Everything but directories under dir with the extension, sorted for stable
 // output. A FIFO, device, socket or dangling link is listed too, so that
 // reading it reports it (json::read_text_file refuses it without opening it)
-// instead of the dataset silently lacking it.
-std::vector<std::string> files_under(const fs::path& dir, std::string_view ext) {
+// instead of the dataset silently lacking it. Folders skip_reason() names are
+// not entered; they go into *skipped (folder, reason) when given.
+std::vector<std::string> files_under(const fs::path& dir, std::string_view ext,
+                                     std::map<std::string, std::string>* skipped = nullptr) {
   std::vector<std::string> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
   for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code kind_ec;
-    if (!it->is_directory(kind_ec) && it->path().extension() == ext) out.push_back(it->path().string());
+    if (it->is_directory(kind_ec)) {
+      if (std::string why = skip_reason(it->path()); !why.empty()) {
+        it.disable_recursion_pending();
+        if (skipped) skipped->emplace(it->path().string(), std::move(why));
+      }
+      continue;
+    }
+    if (it->path().extension() == ext) out.push_back(it->path().string());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -224,24 +245,33 @@ class Loader {
   void load_root(const std::string& root) {
     ds.root = root;
     fs::path r(root);
-    auto defs = files_under(r / "definitions", ".json");
+    auto defs = files_under(r / "definitions", ".json", &skipped_);
     have_definitions_ = fs::is_directory(r / "definitions");
     for (const auto& f : defs) load_definition(f);
     have_solutions_ = fs::is_directory(r / "solutions");
-    for (const auto& f : files_under(r / "solutions", ".json")) load_solution(f);
-    for (const auto& f : files_under(r / "workloads", ".jsonl")) load_jsonl(f, "workload");
-    for (const auto& f : files_under(r / "traces", ".jsonl")) load_jsonl(f, "trace");
+    for (const auto& f : files_under(r / "solutions", ".json", &skipped_)) load_solution(f);
+    for (const auto& f : files_under(r / "workloads", ".jsonl", &skipped_)) load_jsonl(f, "workload");
+    for (const auto& f : files_under(r / "traces", ".jsonl", &skipped_)) load_jsonl(f, "trace");
+    report_skipped();
   }
 
   // A file or directory that is not itself a dataset root.
   void load_loose(const std::string& path) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
-      for (const auto& f : files_under(path, ".json")) load_loose_file(f);
-      for (const auto& f : files_under(path, ".jsonl")) load_loose_file(f);
+      for (const auto& f : files_under(path, ".json", &skipped_)) load_loose_file(f);
+      for (const auto& f : files_under(path, ".jsonl", &skipped_)) load_loose_file(f);
+      report_skipped();
       return;
     }
     load_loose_file(path);
+  }
+
+  // One warning a folder the walk did not enter, so a dataset that lives
+  // under one is not silently missing.
+  void report_skipped() {
+    for (const auto& [dir, why] : skipped_) diags_.warning(dir, "", fmt::format("not read: {}", why));
+    skipped_.clear();
   }
 
   void load_loose_file(const std::string& file) {
@@ -333,6 +363,7 @@ class Loader {
   std::map<std::string, std::size_t, std::less<>> index_;
   bool have_definitions_ = false;
   bool have_solutions_ = false;
+  std::map<std::string, std::string> skipped_;  // folders the walk did not enter, and why
   std::multimap<std::string, std::string> files_by_name_;  // every definition file, by the name it holds
   std::set<std::string> invalid_;                          // names claimed by invalid definition files
 };

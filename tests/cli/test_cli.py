@@ -89,6 +89,22 @@ wl = os.path.join(shared, "flashinfer-trace", "workloads", "rmsnorm", "rmsnorm_h
 rc, out, err = run("validate", wl)
 check("single workload file", rc == 0 and "validated 0 definitions, 14 workloads" in out, out + err)
 
+# A folder of definitions: hidden folders and build trees under it are not read, each named in a warning.
+with tempfile.TemporaryDirectory() as tmp:
+    src = os.path.join(shared, "flashinfer-trace", "definitions", "rmsnorm", "rmsnorm_h128.json")
+    shutil.copy(src, os.path.join(tmp, "rmsnorm_h128.json"))
+    for sub, marker in ((".cache", None), ("build", "build.ninja"), ("cmake-out", "CMakeCache.txt")):
+        os.makedirs(os.path.join(tmp, sub, "nested"))
+        with open(os.path.join(tmp, sub, "nested", "broken.json"), "w") as g:
+            g.write("{ not json")
+        if marker:
+            open(os.path.join(tmp, sub, marker), "w").close()
+    rc, out, err = run("validate", tmp)
+    check("hidden folders and build trees are not read, and say so",
+          rc == 0 and "validated 1 definitions" in out and "broken.json" not in err and
+          "not read: a hidden folder" in err and "not read: a build tree (it holds build.ninja)" in err and
+          "not read: a build tree (it holds CMakeCache.txt)" in err, out + err)
+
 with tempfile.TemporaryDirectory() as tmp:
     # A workload whose axes contradict its definition, inside a copy of a dataset layout.
     os.makedirs(os.path.join(tmp, "definitions", "rmsnorm"))

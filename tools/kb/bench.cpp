@@ -33,7 +33,8 @@ several trials with fresh seeded inputs, times the passing ones, prints a
 table and appends one trace line per evaluation to
 OUT/traces/<author>/<op_type>/<definition>.jsonl (flushed and fsync'ed).
 DATASET is a FlashInfer-Bench dataset directory or any folder of definitions
-and workloads; default: kb's bundled dataset.
+and workloads; default: kb's bundled dataset. Hidden folders and build trees
+under it are not read (a warning names each).
 
 options:
   --definitions A,B   only these definitions (names)
