@@ -14,7 +14,7 @@
 #include <string>
 #include <variant>
 
-#include "../../common/stream_workspace.hpp"
+#include "../../common/solution_workspace.hpp"
 #include "cuda/device.hpp"
 #include "cuda/runtime.hpp"
 #include "gdn_cuda.hpp"
@@ -60,18 +60,10 @@ std::string supports(const Definition& d) {
   return memo.get(d, check_definition);
 }
 
-// The stream's scratch of at least `bytes` (kernels/common/stream_workspace.hpp).
+// The stream's scratch (kernels/common/solution_workspace.hpp), allocated at the size asked for.
 Result<void*> workspace(void* stream, std::size_t bytes) {
   static auto* buffers = new StreamWorkspaces;
-  void* mem = nullptr;
-  const cudaError_t e = buffers->get(static_cast<cudaStream_t>(stream), bytes, &mem);
-  if (e == cudaErrorStreamCaptureUnsupported)
-    return make_error(Code::unsupported,
-                      fmt::format("{}: its workspace ({} bytes) is allocated by the first call of this size outside "
-                                  "stream capture; run the call once before capturing it",
-                                  kName, bytes));
-  KB_TRY(cuda::check(e, fmt::format("{}: allocating its {}-byte workspace", kName, bytes)));
-  return mem;
+  return solution_workspace(*buffers, stream, bytes, kName);
 }
 
 Status bad(const std::string& what) { return make_error(Code::invalid_argument, std::string(kName) + ": " + what); }

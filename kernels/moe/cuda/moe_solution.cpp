@@ -16,7 +16,7 @@
 #include "cuda/runtime.hpp"
 #include "harness/implementation.hpp"
 #include "harness/per_definition.hpp"
-#include "../../common/stream_workspace.hpp"
+#include "../../common/solution_workspace.hpp"
 #include "../form.hpp"
 #include "moe_cuda.hpp"
 
@@ -65,19 +65,10 @@ Result<Form> form_of(const Definition& d) {
 
 // ---- per-(device, stream) workspace ---------------------------------------------------------
 
-// The stream's buffer of at least `bytes` (kernels/common/stream_workspace.hpp), allocated at the
-// size asked for.
+// The stream's scratch (kernels/common/solution_workspace.hpp), allocated at the size asked for.
 Result<void*> workspace(void* stream, std::size_t bytes) {
   static auto* buffers = new StreamWorkspaces;
-  void* mem = nullptr;
-  const cudaError_t e = buffers->get(static_cast<cudaStream_t>(stream), bytes, &mem);
-  if (e == cudaErrorStreamCaptureUnsupported)
-    return make_error(Code::unsupported,
-                      fmt::format("{}: its workspace ({} bytes) is allocated by the first call of this size outside "
-                                  "stream capture; run the call once before capturing it",
-                                  kName, bytes));
-  KB_TRY(cuda::check(e, fmt::format("kb_cuda_moe: allocating its {}-byte workspace", bytes)));
-  return mem;
+  return solution_workspace(*buffers, stream, bytes, kName);
 }
 
 // ---- the call ---------------------------------------------------------------------------------
