@@ -438,16 +438,25 @@ class StructureBuilder {
     Tensor& out = m_.tensors[i];
     const std::int64_t dim = out.rank() ? out.dim(out.rank() - 1) : 1;
     std::vector<float> v(static_cast<std::size_t>(out.numel()));
-    for (std::size_t r = 0; dim > 0 && r < v.size(); r += static_cast<std::size_t>(dim)) {
-      double ss = 0;
-      for (std::int64_t e = 0; e < dim; ++e) {
-        double x = rng_.normal();
-        v[r + static_cast<std::size_t>(e)] = static_cast<float>(x);
-        ss += x * x;
+    const std::int64_t rows = dim > 0 ? out.numel() / dim : 0;
+    // Blocks of rows on several threads, each element the stream's value at
+    // its position: the bytes of one sequential pass (a prefill's q and k are
+    // tens of millions of normals, about a second each on one thread).
+    constexpr std::int64_t kRowsPerItem = 64;
+    parallel_for((rows + kRowsPerItem - 1) / kRowsPerItem, std::thread::hardware_concurrency(), [&](std::int64_t b) {
+      for (std::int64_t r = b * kRowsPerItem; r < std::min(rows, (b + 1) * kRowsPerItem); ++r) {
+        float* row = v.data() + r * dim;
+        double ss = 0;
+        for (std::int64_t e = 0; e < dim; ++e) {
+          const double x = rng_.normal_ahead(static_cast<std::uint64_t>(r * dim + e));
+          row[e] = static_cast<float>(x);
+          ss += x * x;
+        }
+        const double inv = ss > 0 ? 1.0 / std::sqrt(ss) : 0.0;
+        for (std::int64_t e = 0; e < dim; ++e) row[e] = static_cast<float>(row[e] * inv);
       }
-      const double inv = ss > 0 ? 1.0 / std::sqrt(ss) : 0.0;
-      for (std::int64_t e = 0; e < dim; ++e) v[r + static_cast<std::size_t>(e)] = static_cast<float>(v[r + static_cast<std::size_t>(e)] * inv);
-    }
+    });
+    rng_.skip_normals(static_cast<std::uint64_t>(rows * dim));
     m_.notes.push_back(fmt::format("built {}: N(0,1) rows scaled to unit L2 norm (the model l2-normalizes q and k; "
                                    "unnormalized keys make the delta rule diverge)", t.name));
     return store_float(v, out);

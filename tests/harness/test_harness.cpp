@@ -14,6 +14,7 @@
 #include "harness/harness.hpp"
 #include "harness/trace_writer.hpp"
 #include "inputs/inputs.hpp"
+#include "inputs/random.hpp"
 #include "schema/io.hpp"
 #include "tensor/convert.hpp"
 
@@ -201,6 +202,41 @@ TEST_CASE("the same seed gives the same inputs; another seed different ones") {
   var /= v.size();
   CHECK(std::fabs(mean) < 0.15);
   CHECK(var == doctest::Approx(1.0).epsilon(0.2));
+}
+
+TEST_CASE("gdn's q and k: rows of unit norm, the structure stream's normals in order, on any thread count") {
+  const char* def = R"J({"name": "gdn_qk", "op_type": "gdn",
+    "axes": {"num_tokens": {"type": "var"}, "num_heads": {"type": "const", "value": 3},
+             "head_size": {"type": "const", "value": 40}},
+    "inputs": {"q": {"shape": ["num_tokens", "num_heads", "head_size"], "dtype": "float32"},
+               "k": {"shape": ["num_tokens", "num_heads", "head_size"], "dtype": "float32"}},
+    "outputs": {"o": {"shape": ["num_tokens"], "dtype": "float32"}}, "reference": "def run(q, k):\n  pass"})J";
+  auto d = kb::read_definition(def, "d");
+  REQUIRE(d.ok());
+  kb::Workload w;
+  w.uuid = "u";
+  w.axes = {{"num_tokens", 1001}};
+  w.inputs = {{"q", kb::InputSpec{}}, {"k", kb::InputSpec{}}};
+  auto m = kb::materialize(*d, w, {11, std::nullopt});
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+  // What one sequential pass gives: q's rows, then k's, from Rng(seed, "structure").
+  kb::random::Rng rng(11, "structure");
+  std::size_t bad = 0, rows = 0;
+  for (std::size_t t = 0; t < 2; ++t) {
+    const float* got = m->tensors[t].data<float>();
+    for (std::int64_t r = 0; r < 1001 * 3; ++r, ++rows) {
+      double x[40], ss = 0, norm = 0;
+      for (double& e : x) ss += (e = rng.normal()) * e;
+      for (int e = 0; e < 40; ++e) {
+        const float want = static_cast<float>(static_cast<float>(x[e]) * (1.0 / std::sqrt(ss)));
+        bad += got[r * 40 + e] != want;
+        norm += static_cast<double>(got[r * 40 + e]) * got[r * 40 + e];
+      }
+      bad += std::abs(norm - 1.0) > 1e-5;
+    }
+  }
+  CHECK(rows == 2 * 1001 * 3);
+  CHECK(bad == 0);
 }
 
 TEST_CASE("index structures are built valid from axes and constraints") {
