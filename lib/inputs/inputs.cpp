@@ -415,12 +415,16 @@ class StructureBuilder {
                         fmt::format("input \"{}\": a packed fp8 cache is [pages, page_size, 1, dim + 4]", t.name));
     const std::int64_t dim = row - 4;
     auto* bytes = reinterpret_cast<std::uint8_t*>(out.bytes());
-    std::vector<float> key(static_cast<std::size_t>(dim));
-    for (std::int64_t p = 0; p < pages; ++p)
+    // Pages on several threads, token (p, s)'s key the stream's normals at its
+    // position: the bytes of one sequential pass.
+    parallel_for(pages, std::thread::hardware_concurrency(), [&](std::int64_t p) {
+      std::vector<float> key(static_cast<std::size_t>(dim));
       for (std::int64_t s = 0; s < ps; ++s) {
         float amax = 0;
-        for (auto& x : key) {
-          x = bf16_to_float(float_to_bf16(static_cast<float>(rng_.normal())));
+        for (std::int64_t e = 0; e < dim; ++e) {
+          const auto at = static_cast<std::uint64_t>((p * ps + s) * dim + e);
+          const float x = bf16_to_float(float_to_bf16(static_cast<float>(rng_.normal_ahead(at))));
+          key[static_cast<std::size_t>(e)] = x;
           amax = std::max(amax, std::fabs(x));
         }
         const float scale = std::max(amax, 1e-4f) / 448.0f;
@@ -428,6 +432,8 @@ class StructureBuilder {
           bytes[p * ps * row + s * dim + e] = float_to_fp8_e4m3fn(key[static_cast<std::size_t>(e)] * (1.0f / scale));
         std::memcpy(bytes + p * ps * row + ps * dim + s * 4, &scale, 4);
       }
+    });
+    rng_.skip_normals(static_cast<std::uint64_t>(pages * ps * dim));
     m_.notes.push_back(fmt::format("built {}: N(0,1) keys quantized to fp8 per token (scale amax/448), packed per page",
                                    t.name));
     return ok_status();

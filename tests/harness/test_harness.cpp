@@ -2,6 +2,7 @@
 // right one passes, and inputs are reproducible from the seed.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -236,6 +237,39 @@ TEST_CASE("gdn's q and k: rows of unit norm, the structure stream's normals in o
     }
   }
   CHECK(rows == 2 * 1001 * 3);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("a packed fp8 key cache: per token the structure stream's normals, quantized by its amax, on any thread count") {
+  const char* def = R"J({"name": "packed", "op_type": "dsa_paged",
+    "axes": {"num_pages": {"type": "var"}, "page_size": {"type": "const", "value": 16},
+             "one": {"type": "const", "value": 1}, "row": {"type": "const", "value": 40}},
+    "inputs": {"k_cache_fp8": {"shape": ["num_pages", "page_size", "one", "row"], "dtype": "int8"}},
+    "outputs": {"o": {"shape": ["num_pages"], "dtype": "float32"}}, "reference": "def run(k):\n  pass"})J";
+  auto d = kb::read_definition(def, "d");
+  REQUIRE(d.ok());
+  kb::Workload w;
+  w.uuid = "u";
+  w.axes = {{"num_pages", 37}};
+  w.inputs = {{"k_cache_fp8", kb::InputSpec{}}};
+  auto m = kb::materialize(*d, w, {5, std::nullopt});
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+  const auto* got = reinterpret_cast<const std::uint8_t*>(m->tensors[0].bytes());
+  kb::random::Rng rng(5, "structure");
+  std::size_t bad = 0;
+  for (int p = 0; p < 37; ++p)
+    for (int s = 0; s < 16; ++s) {
+      float key[36], amax = 0;
+      for (float& x : key) {
+        x = kb::bf16_to_float(kb::float_to_bf16(static_cast<float>(rng.normal())));
+        amax = std::max(amax, std::fabs(x));
+      }
+      const float scale = std::max(amax, 1e-4f) / 448.0f;
+      for (int e = 0; e < 36; ++e) bad += got[p * 16 * 40 + s * 36 + e] != kb::float_to_fp8_e4m3fn(key[e] * (1.0f / scale));
+      float stored = 0;
+      std::memcpy(&stored, got + p * 16 * 40 + 16 * 36 + s * 4, 4);
+      bad += stored != scale;
+    }
   CHECK(bad == 0);
 }
 
