@@ -36,11 +36,14 @@ constexpr int BV = 32;         // value columns of a state CTA
 constexpr int kThreads = 128;       // the prepare kernel: warp w owns rows [16 w, 16 w + 16) of a chunk
 constexpr int kStateThreads = 256;  // the state kernel: two warps a 16-row block, half the columns each
 
+// An mma operand from shared memory: fp32 rounded to tf32; a bf16 is a tf32
+// with its low bits zero.
 __device__ __forceinline__ std::uint32_t tf32(float x) {
   std::uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
+__device__ __forceinline__ std::uint32_t tf32(std::uint16_t bf16_bits) { return static_cast<std::uint32_t>(bf16_bits) << 16; }
 
 // c += a b, m16n8k8: a rows (g, g + 8) cols (t, t + 4); b rows (t, t + 4) col g;
 // c rows (g, g + 8) cols (2t, 2t + 1), with g = lane / 4, t = lane % 4.
@@ -52,8 +55,9 @@ __device__ __forceinline__ void mma_tf32(float c[4], const std::uint32_t a[4], c
 }
 
 // The A fragment of rows [m0, m0 + 16) x cols [k0, k0 + 8) of a matrix whose
-// element (r, c) is at x[r * rs + c * cs].
-__device__ __forceinline__ void frag_a(std::uint32_t a[4], const float* x, int rs, int cs, int m0, int k0) {
+// element (r, c) is at x[r * rs + c * cs] (fp32, or bf16 bits).
+template <class T>
+__device__ __forceinline__ void frag_a(std::uint32_t a[4], const T* x, int rs, int cs, int m0, int k0) {
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   a[0] = tf32(x[(m0 + g) * rs + (k0 + t) * cs]);
   a[1] = tf32(x[(m0 + g + 8) * rs + (k0 + t) * cs]);
@@ -62,7 +66,8 @@ __device__ __forceinline__ void frag_a(std::uint32_t a[4], const float* x, int r
 }
 
 // The B fragment of rows [k0, k0 + 8) x cols [n0, n0 + 8), element (r, c) at x[r * rs + c * cs].
-__device__ __forceinline__ void frag_b(std::uint32_t b[2], const float* x, int rs, int cs, int k0, int n0) {
+template <class T>
+__device__ __forceinline__ void frag_b(std::uint32_t b[2], const T* x, int rs, int cs, int k0, int n0) {
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   b[0] = tf32(x[(k0 + t) * rs + (n0 + g) * cs]);
   b[1] = tf32(x[(k0 + t + 4) * rs + (n0 + g) * cs]);
@@ -179,23 +184,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-// Fragments from bf16 shared memory: a bf16 is a tf32 with its low bits zero.
-__device__ __forceinline__ std::uint32_t tf32_of_bf16(std::uint16_t x) { return static_cast<std::uint32_t>(x) << 16; }
-
-__device__ __forceinline__ void frag_a16(std::uint32_t a[4], const std::uint16_t* x, int rs, int cs, int m0, int k0) {
-  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  a[0] = tf32_of_bf16(x[(m0 + g) * rs + (k0 + t) * cs]);
-  a[1] = tf32_of_bf16(x[(m0 + g + 8) * rs + (k0 + t) * cs]);
-  a[2] = tf32_of_bf16(x[(m0 + g) * rs + (k0 + t + 4) * cs]);
-  a[3] = tf32_of_bf16(x[(m0 + g + 8) * rs + (k0 + t + 4) * cs]);
-}
-
-__device__ __forceinline__ void frag_b16(std::uint32_t b[2], const std::uint16_t* x, int rs, int cs, int k0, int n0) {
-  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  b[0] = tf32_of_bf16(x[(k0 + t) * rs + (n0 + g) * cs]);
-  b[1] = tf32_of_bf16(x[(k0 + t + 4) * rs + (n0 + g) * cs]);
-}
-
 // Rows [16 rb, 16 rb + 16) of the [C, C] product X Y^T of two bf16 [C, KP]
 // row-major tiles (X Y^T's (i, j) = x_i . y_j): the 8-column tiles nt with
 // nt % step == first, below 16 (rb + 1) only (the caller keeps the lower
@@ -207,20 +195,20 @@ __device__ __forceinline__ void lower_gram(float acc[8][4], const std::uint16_t*
 #pragma unroll
   for (int k0 = 0; k0 < KP; k0 += 8) {
     std::uint32_t a[4];
-    frag_a16(a, x, ld, 1, m0, k0);
+    frag_a(a, x, ld, 1, m0, k0);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
       if (nt < 2 * (rb + 1) && nt % step == first) {
         std::uint32_t b[2];
-        frag_b16(b, y, 1, ld, k0, 8 * nt);  // Y^T: (k, j) at y[j * ld + k]
+        frag_b(b, y, 1, ld, k0, 8 * nt);  // Y^T: (k, j) at y[j * ld + k]
         mma_tf32(acc[nt], a, b);
       }
   }
 }
 
 // Rows [16 warp, + 16) of T (lower, [C, C] fp32, ld LA) times the bf16 tile
-// x [C, ld], columns [n0, n0 + 64), stored as fp32 rows of `out` (row stride
-// out_ld) from the accumulators.
+// x [C, ld], columns [n0, n0 + 64), stored as fp32 rows of `out` (row
+// stride out_ld) from the accumulators.
 __device__ __forceinline__ void lower_times_store(const float* ts, int la, const std::uint16_t* x, int ld, int n0,
                                                   float* out, long long out_ld, int warp) {
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4, m0 = 16 * warp;
@@ -233,7 +221,7 @@ __device__ __forceinline__ void lower_times_store(const float* ts, int la, const
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       std::uint32_t b[2];
-      frag_b16(b, x, ld, 1, k0, n0 + 8 * nt);
+      frag_b(b, x, ld, 1, k0, n0 + 8 * nt);
       mma_tf32(acc[nt], a, b);
     }
   }
@@ -358,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prepare_kernel(Prep p, con
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           std::uint32_t b[2];
-          frag_b16(b, vb, lv, 1, k0, n0 + 8 * nt);
+          frag_b(b, vb, lv, 1, k0, n0 + 8 * nt);
           mma_tf32(acc[nt], a, b);
         }
       }
@@ -386,7 +374,7 @@ struct Walk {
   float* state_out;
   void* out;
   int out_dt;
-  long long hq, hk, hv, dk, dv, dvp, seqs;
+  long long hq, hk, hv, dk, dv, dvp;
   float scale;
   const int* base;
   const float *w, *u, *gam;
@@ -496,7 +484,7 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(Walk p) 
     for (int k0 = 0; k0 < KP; k0 += 8) {
       std::uint32_t aw[4], aq[4];
       frag_a(aw, st.w, LW, 1, m0, k0);
-      frag_a16(aq, st.q, LB, 1, m0, k0);
+      frag_a(aq, st.q, LB, 1, m0, k0);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         std::uint32_t b[2];
@@ -554,7 +542,7 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(Walk p) 
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 8) {
         std::uint32_t a[4];
-        frag_a16(a, st.k, 1, LB, r0, k0);  // K^T: (k, i) at k_tile[i * LB + k]
+        frag_a(a, st.k, 1, LB, r0, k0);  // K^T: (k, i) at k_tile[i * LB + k]
 #pragma unroll
         for (int nt = 0; nt < NW; ++nt) {
           std::uint32_t b[2];
@@ -619,7 +607,7 @@ cudaError_t launch(const GdnArgs& a, void* workspace, cudaStream_t st) {
   Walk wk{};
   wk.q = a.q, wk.k = a.k, wk.cu = a.cu_seqlens, wk.cu_dt = static_cast<int>(a.cu_dt);
   wk.state = a.state, wk.state_out = a.state_out, wk.out = a.out, wk.out_dt = static_cast<int>(a.out_dt);
-  wk.hq = a.hq, wk.hk = a.hk, wk.hv = a.hv, wk.dk = a.dk, wk.dv = a.dv, wk.dvp = dvp, wk.seqs = a.seqs;
+  wk.hq = a.hq, wk.hk = a.hk, wk.hv = a.hv, wk.dk = a.dk, wk.dv = a.dv, wk.dvp = dvp;
   wk.scale = a.scale, wk.base = base, wk.w = w, wk.u = u, wk.gam = gam;
   auto walk = gdn_chunk_state_kernel<KP>;
   if (cudaError_t e = cudaFuncSetAttribute(walk, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -8,15 +8,12 @@
 // the reference clones and leaves unchanged. mtp's optional
 // intermediate_states_buffer is an input the reference fills in place; kb
 // judges outputs and requires inputs unchanged, so it is not written.
-#include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include <string>
 #include <variant>
 
 #include "../../common/solution_workspace.hpp"
-#include "cuda/device.hpp"
-#include "cuda/runtime.hpp"
 #include "gdn_cuda.hpp"
 #include "harness/implementation.hpp"
 #include "harness/per_definition.hpp"
