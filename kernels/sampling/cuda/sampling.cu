@@ -62,9 +62,12 @@
 // its CTA's slice (coalesced loads); the inverse CDF runs over the CTAs in
 // rank order (slices in index order), their threads in order and, inside a
 // thread, its elements in index order. Any fixed order draws the same
-// distribution. Sums are per-thread doubles, block reductions in warp order
-// and cluster reductions in rank order: the same seed and configuration give
-// the same samples.
+// distribution. A thread sums its elements in float, in that order (the
+// inverse CDF's walker repeats exactly that sum); the threads' sums are
+// combined as doubles, in warp order in a block and rank order in a cluster:
+// the same seed and configuration give the same samples. (Per-element
+// doubles cost a float-to-double conversion and a double add per element on
+// every pass: 4-5% of the call at batch 256, H100.)
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -535,7 +538,7 @@ struct Draw {
 // lands on a candidate when there is one.
 template <class Row>
 __device__ Draw draw_candidate(Row& row, float lv, int li, double u, double extra) {
-  double mine = 0;
+  float mine = 0;
   float vmax = 0;
   for_each_element(row.s, [&](int idx, float v, bool in) {
     if (in && v > 0 && above(v, idx, lv, li)) {
@@ -555,7 +558,7 @@ __device__ Draw draw_candidate(Row& row, float lv, int li, double u, double extr
   float pick_v = 0;
   if (row.thread() == walker) {
     const double r = d.target - before;
-    double acc = 0;
+    float acc = 0;  // the pass's sum, in the pass's order: it ends at exactly `mine`
     int last = -1;
     float last_v = 0;
     walk_elements(row.s, [&](int idx, float v) {
@@ -577,12 +580,13 @@ __device__ Draw draw_candidate(Row& row, float lv, int li, double u, double extr
 template <class Row>
 __device__ void count_above(Row& row, float v0, int i0, float v1, int& c0, double& m0, int& c1, double& m1) {
   c0 = c1 = 0;
-  m0 = m1 = 0;
+  float f0 = 0, f1 = 0;
   for_each_element(row.s, [&](int idx, float v, bool in) {
     if (!in || !(v > 0)) return;
-    if (above(v, idx, v0, i0)) ++c0, m0 += v;
-    if (v > v1) ++c1, m1 += v;
+    if (above(v, idx, v0, i0)) ++c0, f0 += v;
+    if (v > v1) ++c1, f1 += v;
   });
+  m0 = f0, m1 = f1;
   row.sum(c0, m0, c1, m1);
 }
 
