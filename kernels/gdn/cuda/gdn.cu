@@ -57,6 +57,119 @@ struct Params {
   int tile_tokens;
 };
 
+// A thread's state rows: local row r = warp * 2R + 2i + half of the CTA's
+// slice; its K elements are the runs [j * 64 + 4l, + 4) for j < E / 4 (a
+// half-warp covers 256 contiguous bytes of a row).
+template <int R, int E, bool VEC>
+__device__ __forceinline__ void load_state(float (&S)[R][E], const float* base, long long v0, long long dv, long long dk,
+                                           int warp, int half, int l) {
+  constexpr int NV = E / 4;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const long long row = v0 + warp * 2 * R + 2 * i + half;
+    const float* src = base ? base + row * dk : nullptr;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      const int e0 = j * 4 * kLanes + 4 * l;
+      if constexpr (VEC) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (src && row < dv && e0 < dk) x = __ldcs(reinterpret_cast<const float4*>(src + e0));
+        S[i][4 * j] = x.x, S[i][4 * j + 1] = x.y, S[i][4 * j + 2] = x.z, S[i][4 * j + 3] = x.w;
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) S[i][4 * j + c] = src && row < dv && e0 + c < dk ? __ldcs(src + e0 + c) : 0.f;
+      }
+    }
+  }
+}
+
+template <int R, int E, bool VEC>
+__device__ __forceinline__ void store_state(const float (&S)[R][E], float* base, long long v0, long long dv,
+                                            long long dk, int warp, int half, int l) {
+  constexpr int NV = E / 4;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const long long row = v0 + warp * 2 * R + 2 * i + half;
+    if (row >= dv) continue;
+    float* dst = base + row * dk;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      const int e0 = j * 4 * kLanes + 4 * l;
+      if constexpr (VEC) {
+        if (e0 < dk)
+          __stcs(reinterpret_cast<float4*>(dst + e0), make_float4(S[i][4 * j], S[i][4 * j + 1], S[i][4 * j + 2], S[i][4 * j + 3]));
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          if (e0 + c < dk) __stcs(dst + e0 + c, S[i][4 * j + c]);
+      }
+    }
+  }
+}
+
+// One token on a thread's rows: kr, qr its K elements of k and q, vr its
+// rows' values, g and beta the token's gates. o[i]: row i's output before
+// the scale, the same in every lane of the half-warp.
+template <int R, int E>
+__device__ __forceinline__ void token_step(float (&S)[R][E], const float (&kr)[E], const float (&qr)[E],
+                                           const float (&vr)[R], float g, float beta, float (&o)[R]) {
+  float sk[R], sq[R], kq = 0.f;
+#pragma unroll
+  for (int e = 0; e < E; ++e) kq = fmaf(kr[e], qr[e], kq);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    sk[i] = 0.f, sq[i] = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      sk[i] = fmaf(S[i][e], kr[e], sk[i]);
+      sq[i] = fmaf(S[i][e], qr[e], sq[i]);
+    }
+  }
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2) {
+    kq += __shfl_xor_sync(0xffffffffu, kq, off);
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      sk[i] += __shfl_xor_sync(0xffffffffu, sk[i], off);
+      sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], off);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const float delta = beta * (vr[i] - g * sk[i]);
+#pragma unroll
+    for (int e = 0; e < E; ++e) S[i][e] = fmaf(delta, kr[e], g * S[i][e]);
+    o[i] = fmaf(delta, kq, g * sq[i]);
+  }
+}
+
+// The token's gates: g = exp(-exp(A_log) softplus(a + dt_bias)), beta = sigmoid(b).
+__device__ __forceinline__ void token_gates(float a, float b, float decay_rate, float dt_bias, float& g, float& beta) {
+  const float x = a + dt_bias;  // fp32 add, as the reference
+  const float sp = x > 20.0f ? x : log1pf(expf(x));
+  g = expf(-decay_rate * sp);
+  beta = 1.0f / (1.0f + expf(-b));
+}
+
+// A CTA's (sequence, value head, row slice) and its q and k heads, in
+// unsigned 32-bit arithmetic (the launch checks that the grid fits an int):
+// 64-bit divisions are long software sequences, and at small batches a
+// warp's instruction chain is the call's time.
+struct CtaCoords {
+  int slice, h, s, qh, kh;
+};
+__device__ __forceinline__ CtaCoords cta_coords(const Params& p) {
+  const unsigned slices = static_cast<unsigned>(p.slices), hv = static_cast<unsigned>(p.hv);
+  const unsigned blk = blockIdx.x, sh = blk / slices, h = sh % hv;
+  CtaCoords c;
+  c.slice = static_cast<int>(blk - sh * slices);
+  c.h = static_cast<int>(h);
+  c.s = static_cast<int>(sh / hv);
+  c.qh = static_cast<int>(h / (hv / static_cast<unsigned>(p.hq)));
+  c.kh = static_cast<int>(h / (hv / static_cast<unsigned>(p.hk)));
+  return c;
+}
+
 template <int E, bool VEC>
 // 7 CTAs an SM (at most 72 registers a thread: no spill at K <= 128): the
 // state is streamed once, so the bytes in flight are what bound a decode
@@ -77,10 +190,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_kernel(Params p) {
   float* gs = os + tt * rows_cta;   // [tt]
   float* bs = gs + tt;              // [tt]
 
-  long long blk = blockIdx.x;
-  const long long slice = blk % p.slices;
-  blk /= p.slices;
-  const long long h = blk % p.hv, s = blk / p.hv;
+  const CtaCoords cc = cta_coords(p);
+  const long long slice = cc.slice, h = cc.h, s = cc.s;
 
   long long first, len, read_row, write_row;
   if (p.cu) {
@@ -99,28 +210,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_kernel(Params p) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int half = lane / kLanes, l = lane % kLanes;
   const long long v0 = slice * rows_cta;
-  // Thread's rows: local r = warp * 2R + 2i + half; its K elements: runs
-  // [j * 64 + 4l, + 4) for j < NV (a half-warp covers 256 contiguous bytes).
   float S[R][E];
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const long long row = v0 + warp * 2 * R + 2 * i + half;
-    const float* src = have_state ? p.state + ((read_row * p.hv + h) * p.dv + row) * p.dk : nullptr;
-#pragma unroll
-    for (int j = 0; j < NV; ++j) {
-      const int e0 = j * 4 * kLanes + 4 * l;
-      if constexpr (VEC) {
-        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (src && row < p.dv && e0 < p.dk) x = __ldcs(reinterpret_cast<const float4*>(src + e0));
-        S[i][4 * j] = x.x, S[i][4 * j + 1] = x.y, S[i][4 * j + 2] = x.z, S[i][4 * j + 3] = x.w;
-      } else {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) S[i][4 * j + c] = src && row < p.dv && e0 + c < p.dk ? __ldcs(src + e0 + c) : 0.f;
-      }
-    }
-  }
+  load_state<R, E, VEC>(S, have_state ? p.state + (read_row * p.hv + h) * p.dv * p.dk : nullptr, v0, p.dv, p.dk, warp,
+                        half, l);
 
-  const long long qh = h / (p.hv / p.hq), kh = h / (p.hv / p.hk);
+  const long long qh = cc.qh, kh = cc.kh;
   const float decay_rate = expf(load_f32(p.a_log, p.a_log_dt, h));
   const float dt_bias = load_f32(p.dt_bias, p.dt_bias_dt, h);
   for (long long t0 = 0; t0 < len; t0 += tt) {
@@ -151,10 +245,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_kernel(Params p) {
     }
     if (static_cast<int>(threadIdx.x) < n) {
       const long long tok = first + t0 + threadIdx.x;
-      const float x = load_f32(p.a, p.a_dt, tok * p.hv + h) + dt_bias;  // fp32 add, as the reference
-      const float sp = x > 20.0f ? x : log1pf(expf(x));
-      gs[threadIdx.x] = expf(-decay_rate * sp);
-      bs[threadIdx.x] = 1.0f / (1.0f + expf(-load_f32(p.b, p.b_dt, tok * p.hv + h)));
+      token_gates(load_f32(p.a, p.a_dt, tok * p.hv + h), load_f32(p.b, p.b_dt, tok * p.hv + h), decay_rate, dt_bias,
+                  gs[threadIdx.x], bs[threadIdx.x]);
     }
     __syncthreads();
     for (int t = 0; t < n; ++t) {
@@ -166,36 +258,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_kernel(Params p) {
         kr[4 * j] = kv.x, kr[4 * j + 1] = kv.y, kr[4 * j + 2] = kv.z, kr[4 * j + 3] = kv.w;
         qr[4 * j] = qv.x, qr[4 * j + 1] = qv.y, qr[4 * j + 2] = qv.z, qr[4 * j + 3] = qv.w;
       }
-      float sk[R], sq[R], kq = 0.f;
+      float vr[R], o[R];
 #pragma unroll
-      for (int e = 0; e < E; ++e) kq = fmaf(kr[e], qr[e], kq);
+      for (int i = 0; i < R; ++i) vr[i] = vs[t * rows_cta + warp * 2 * R + 2 * i + half];
+      token_step(S, kr, qr, vr, gs[t], bs[t], o);
+      if (l == 0)
 #pragma unroll
-      for (int i = 0; i < R; ++i) {
-        sk[i] = 0.f, sq[i] = 0.f;
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          sk[i] = fmaf(S[i][e], kr[e], sk[i]);
-          sq[i] = fmaf(S[i][e], qr[e], sq[i]);
-        }
-      }
-#pragma unroll
-      for (int off = kLanes / 2; off > 0; off /= 2) {
-        kq += __shfl_xor_sync(0xffffffffu, kq, off);
-#pragma unroll
-        for (int i = 0; i < R; ++i) {
-          sk[i] += __shfl_xor_sync(0xffffffffu, sk[i], off);
-          sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], off);
-        }
-      }
-      const float g = gs[t], beta = bs[t];
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const int r = warp * 2 * R + 2 * i + half;
-        const float delta = beta * (vs[t * rows_cta + r] - g * sk[i]);
-#pragma unroll
-        for (int e = 0; e < E; ++e) S[i][e] = fmaf(delta, kr[e], g * S[i][e]);
-        if (l == 0) os[t * rows_cta + r] = p.scale * fmaf(delta, kq, g * sq[i]);
-      }
+        for (int i = 0; i < R; ++i) os[t * rows_cta + warp * 2 * R + 2 * i + half] = p.scale * o[i];
     }
     __syncthreads();
     for (int i = threadIdx.x; i < n * rows_cta; i += blockDim.x) {
@@ -210,24 +279,65 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_kernel(Params p) {
   if (write_row < 0 || !p.state_out) return;
   // A sequence without tokens leaves its row zero (the reference's new_state
   // starts as zeros): S was never loaded then.
+  store_state<R, E, VEC>(S, p.state_out + (write_row * p.hv + h) * p.dv * p.dk, v0, p.dv, p.dk, warp, half, l);
+}
+
+// Decode (one token a sequence) with bf16 q, k, v and a vectorizable state:
+// gdn_kernel's rows a thread, but each thread reads its runs of k and q and
+// its rows' v from global memory and computes the gates itself. No shared
+// memory and no barrier: at small batches a CTA is one warp and the call's
+// time is that warp's instruction chain, which the staging made about three
+// times longer (Nsight Compute, H100, batch 1: 1,580 instructions a warp at
+// 9 cycles each, half of them stalled on shared memory).
+template <int E>
+__global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_decode_kernel(Params p) {
+  constexpr int R = kStateFloats / E;
+  constexpr int NV = E / 4;
+  const int rows_cta = static_cast<int>(blockDim.x / 32) * 2 * R;
+  const CtaCoords cc = cta_coords(p);
+  const long long slice = cc.slice, h = cc.h, s = cc.s;
+  const long long read_row = p.seq_index ? load_index(p.seq_index, p.seq_index_dt, s) : s;
+  const bool have_state = p.state && read_row >= 0 && read_row < p.state_rows;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int half = lane / kLanes, l = lane % kLanes;
+  const long long v0 = slice * rows_cta;
+
+  const long long qh = cc.qh, kh = cc.kh, tok = s;
+  const auto* kg = static_cast<const std::uint16_t*>(p.k) + (tok * p.hk + kh) * p.dk;
+  const auto* qg = static_cast<const std::uint16_t*>(p.q) + (tok * p.hq + qh) * p.dk;
+  const auto* vg = static_cast<const std::uint16_t*>(p.v) + (tok * p.hv + h) * p.dv;
+  float S[R][E];
+  load_state<R, E, true>(S, have_state ? p.state + (read_row * p.hv + h) * p.dv * p.dk : nullptr, v0, p.dv, p.dk, warp,
+                         half, l);
+  float kr[E], qr[E], vr[R];
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int e0 = j * 4 * kLanes + 4 * l;
+    uint2 kx = make_uint2(0u, 0u), qx = make_uint2(0u, 0u);
+    if (e0 < p.dk) kx = *reinterpret_cast<const uint2*>(kg + e0), qx = *reinterpret_cast<const uint2*>(qg + e0);
+    kr[4 * j] = __uint_as_float(kx.x << 16), kr[4 * j + 1] = __uint_as_float(kx.x & 0xffff0000u);
+    kr[4 * j + 2] = __uint_as_float(kx.y << 16), kr[4 * j + 3] = __uint_as_float(kx.y & 0xffff0000u);
+    qr[4 * j] = __uint_as_float(qx.x << 16), qr[4 * j + 1] = __uint_as_float(qx.x & 0xffff0000u);
+    qr[4 * j + 2] = __uint_as_float(qx.y << 16), qr[4 * j + 3] = __uint_as_float(qx.y & 0xffff0000u);
+  }
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     const long long row = v0 + warp * 2 * R + 2 * i + half;
-    if (row >= p.dv) continue;
-    float* dst = p.state_out + ((write_row * p.hv + h) * p.dv + row) * p.dk;
-#pragma unroll
-    for (int j = 0; j < NV; ++j) {
-      const int e0 = j * 4 * kLanes + 4 * l;
-      if constexpr (VEC) {
-        if (e0 < p.dk)
-          __stcs(reinterpret_cast<float4*>(dst + e0), make_float4(S[i][4 * j], S[i][4 * j + 1], S[i][4 * j + 2], S[i][4 * j + 3]));
-      } else {
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-          if (e0 + c < p.dk) __stcs(dst + e0 + c, S[i][4 * j + c]);
-      }
-    }
+    vr[i] = row < p.dv ? __uint_as_float(static_cast<std::uint32_t>(vg[row]) << 16) : 0.f;
   }
+  float g, beta;
+  token_gates(load_f32(p.a, p.a_dt, tok * p.hv + h), load_f32(p.b, p.b_dt, tok * p.hv + h),
+              expf(load_f32(p.a_log, p.a_log_dt, h)), load_f32(p.dt_bias, p.dt_bias_dt, h), g, beta);
+  float o[R];
+  token_step(S, kr, qr, vr, g, beta, o);
+  if (l == 0)
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const long long row = v0 + warp * 2 * R + 2 * i + half;
+      if (row < p.dv) store_f32(p.out, p.out_dt, (tok * p.hv + h) * p.dv + row, p.scale * o[i]);
+    }
+  if (p.seq_index || !p.state_out) return;
+  store_state<R, E, true>(S, p.state_out + (s * p.hv + h) * p.dv * p.dk, v0, p.dv, p.dk, warp, half, l);
 }
 
 template <int E, bool VEC>
@@ -242,6 +352,20 @@ cudaError_t launch_typed(const GdnConfig& c, const Params& p, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+template <int E>
+cudaError_t launch_decode_typed(const GdnConfig& c, const Params& p, cudaStream_t s) {
+  gdn_decode_kernel<E><<<static_cast<unsigned>(c.ctas), c.warps * 32, 0, s>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_decode(const GdnConfig& c, const Params& p, cudaStream_t s) {
+  switch (c.elems) {
+    case 4: return launch_decode_typed<4>(c, p, s);
+    case 8: return launch_decode_typed<8>(c, p, s);
+    default: return launch_decode_typed<16>(c, p, s);
+  }
+}
+
 template <bool VEC>
 cudaError_t launch_vec(const GdnConfig& c, const Params& p, cudaStream_t s) {
   switch (c.elems) {
@@ -253,6 +377,16 @@ cudaError_t launch_vec(const GdnConfig& c, const Params& p, cudaStream_t s) {
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
+
+// gdn_decode_kernel's conditions: one token a sequence, bf16 q, k, v (k and
+// q read in runs of four: K % 4 == 0, 8-byte aligned), 16-byte state rows
+// and K <= 256 (at 32 elements a lane its registers spill).
+bool direct_decode(const GdnArgs& a, const GdnConfig& c) {
+  return !a.cu_seqlens && a.tokens_per_seq == 1 && a.q_dt == DType::bfloat16 && a.k_dt == DType::bfloat16 &&
+         a.v_dt == DType::bfloat16 && c.vectorized && c.elems <= 16 && a.dk % 4 == 0 && aligned8(a.q) &&
+         aligned8(a.k);
+}
 
 Status fail(const char* what, cudaError_t e) {
   return make_error(Code::cuda_error,
@@ -332,7 +466,9 @@ Status launch_gdn(const GdnArgs& a, void* stream) {
   p.tokens_per_seq = a.tokens_per_seq, p.total_tokens = a.total_tokens, p.slices = c.slices;
   p.scale = scale;
   p.tile_tokens = c.tile_tokens;
-  const cudaError_t e = c.vectorized ? launch_vec<true>(c, p, s) : launch_vec<false>(c, p, s);
+  const cudaError_t e = direct_decode(a, c) ? launch_decode(c, p, s)
+                        : c.vectorized      ? launch_vec<true>(c, p, s)
+                                            : launch_vec<false>(c, p, s);
   if (e != cudaSuccess) return fail("kernel launch failed", e);
   return ok_status();
 }
