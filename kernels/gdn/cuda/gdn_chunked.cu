@@ -207,26 +207,27 @@ __device__ __forceinline__ void lower_gram(float acc[8][4], const std::uint16_t*
 }
 
 // Rows [16 warp, + 16) of T (lower, [C, C] fp32, ld LA) times the bf16 tile
-// x [C, ld], columns [n0, n0 + 64), stored as fp32 rows of `out` (row
+// x [C, ld], columns [n0, n0 + 8 NT), stored as fp32 rows of `out` (row
 // stride out_ld) from the accumulators.
+template <int NT>
 __device__ __forceinline__ void lower_times_store(const float* ts, int la, const std::uint16_t* x, int ld, int n0,
                                                   float* out, long long out_ld, int warp) {
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4, m0 = 16 * warp;
-  float acc[8][4] = {};
+  float acc[NT][4] = {};
 #pragma unroll
   for (int k0 = 0; k0 < C; k0 += 8) {
     if (k0 >= 16 * (warp + 1)) break;
     std::uint32_t a[4];
     frag_a(a, ts, la, 1, m0, k0);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < NT; ++nt) {
       std::uint32_t b[2];
       frag_b(b, x, ld, 1, k0, n0 + 8 * nt);
       mma_tf32(acc[nt], a, b);
     }
   }
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
+  for (int nt = 0; nt < NT; ++nt) {
     const int c = n0 + 8 * nt + 2 * t;
     *reinterpret_cast<float2*>(out + (m0 + g) * out_ld + c) = make_float2(acc[nt][0], acc[nt][1]);
     *reinterpret_cast<float2*>(out + (m0 + g + 8) * out_ld + c) = make_float2(acc[nt][2], acc[nt][3]);
@@ -333,37 +334,14 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prepare_kernel(Prep p, con
   for (int i = tid; i < C * C; i += kThreads) ts[(i / C) * LA + i % C] *= beta[i % C];
   __syncthreads();
   for (int n0 = 0; n0 < p.dvp; n0 += 64) {
-    if (n0 + 64 <= p.dvp) {
-      lower_times_store(ts, LA, vb, lv, n0, p.u + row0 * p.dvp, p.dvp, warp);
-    } else {  // a last 32 columns
-      float acc[4][4] = {};
-      const int m0 = 16 * warp;
-#pragma unroll
-      for (int k0 = 0; k0 < C; k0 += 8) {
-        if (k0 >= 16 * (warp + 1)) break;
-        std::uint32_t a[4];
-        frag_a(a, ts, LA, 1, m0, k0);
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          std::uint32_t b[2];
-          frag_b(b, vb, lv, 1, k0, n0 + 8 * nt);
-          mma_tf32(acc[nt], a, b);
-        }
-      }
-      float* u = p.u + row0 * p.dvp;
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        const int c = n0 + 8 * nt + 2 * t;
-        *reinterpret_cast<float2*>(u + (m0 + g) * p.dvp + c) = make_float2(acc[nt][0], acc[nt][1]);
-        *reinterpret_cast<float2*>(u + (m0 + g + 8) * p.dvp + c) = make_float2(acc[nt][2], acc[nt][3]);
-      }
-    }
+    if (n0 + 64 <= p.dvp) lower_times_store<8>(ts, LA, vb, lv, n0, p.u + row0 * p.dvp, p.dvp, warp);
+    else lower_times_store<4>(ts, LA, vb, lv, n0, p.u + row0 * p.dvp, p.dvp, warp);  // a last 32 columns
   }
   __syncthreads();
   for (int i = tid; i < C * C; i += kThreads) ts[(i / C) * LA + i % C] *= expf(gam[i % C]);
   __syncthreads();
 #pragma unroll
-  for (int n0 = 0; n0 < KP; n0 += 64) lower_times_store(ts, LA, kb, LK, n0, p.w + row0 * KP, KP, warp);
+  for (int n0 = 0; n0 < KP; n0 += 64) lower_times_store<8>(ts, LA, kb, LK, n0, p.w + row0 * KP, KP, warp);
   if (tid < C) p.gam[row0 + tid] = gam[tid];
 }
 
