@@ -17,7 +17,12 @@
 // maximal index); p >= 1, NaN p, k <= 0 and k >= vocab leave a row unfiltered.
 // Values that are not finite and positive count as probability 0.
 //
-// Rejection sampling with a rising pivot: keep a candidate set C, a prefix
+// Top-k alone needs no search: a radix select of the k-th largest value w
+// (four 8-bit digits of the float bits, warp-aggregated shared-memory
+// histograms) gives A, the tokens above w and the first k - #{p_s > w} equal
+// to it, and one draw from A is the sample.
+//
+// Top-p, and top-k then top-p: rejection sampling with a rising pivot. Keep a candidate set C, a prefix
 // of the order that contains A (at first every token of positive mass; after
 // top-k-then-top-p, the tokens at or above the k-th largest value). A round:
 //   1. draw u (Philox-4x32-10 keyed by the call's seed, counter = (row,
@@ -39,9 +44,8 @@
 // over: bisection over the bit patterns of non-negative floats (monotone in
 // value) for the smallest value w with the rules holding at "the tokens
 // above w", then how many tokens equal to w stay (in index order), then one
-// draw from exactly A. The top-k mass S_k comes from a radix select of the k-th largest value (four
-// 8-bit digits of the float bits, warp-aggregated shared-memory histograms)
-// and one pass for the mass above it.
+// draw from exactly A. The top-k mass S_k comes from the same radix select
+// and one pass for the mass above w.
 //
 // Two kernels run the same passes (sampling_launch.hpp picks one):
 //  - the cluster kernel: the CTAs of a thread-block cluster (1..8) each load
@@ -283,21 +287,25 @@ __device__ void block_sum(int& c0, double& m0, int& c1, double& m1, Shared& sm) 
   __syncthreads();
 }
 
-// Exclusive prefix of x over threads in order; `total` to every thread.
-__device__ double block_exclusive_scan(double x, double& total, Shared& sm) {
+// Exclusive prefix of x over threads in order, `total` and the block's
+// maximum of v to every thread.
+__device__ double block_exclusive_scan_max(double x, float v, double& total, float& vmax, Shared& sm) {
   double incl = x;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
     const double y = __shfl_up_sync(0xffffffffu, incl, o);
     if (lane_id() >= o) incl += y;
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   }
-  if (lane_id() == 31) sm.d[warp_id()][0] = incl;
+  if (lane_id() == 31) sm.d[warp_id()][0] = incl, sm.f[warp_id()] = v;
   __syncthreads();
   double before = 0;
   total = 0;
+  vmax = 0;
   for (int w = 0; w < num_warps(); ++w) {
     if (w == warp_id()) before = total;
     total += sm.d[w][0];
+    vmax = fmaxf(vmax, sm.f[w]);
   }
   __syncthreads();
   return before + incl - x;
@@ -402,7 +410,17 @@ struct BlockRow {
   Shared& sm;
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }
   __device__ void sum(int& c0, double& m0, int& c1, double& m1) { block_sum(c0, m0, c1, m1, sm); }
-  __device__ double exclusive_scan(double x, double& total) { return block_exclusive_scan(x, total, sm); }
+  __device__ double exclusive_scan_max(double x, float v, double& total, float& vmax) {
+    return block_exclusive_scan_max(x, v, total, vmax, sm);
+  }
+  // The largest `candidate` (a thread number or -1; each thread's is -1
+  // unless its exclusive_scan_max prefix is at or before `target`); every
+  // thread calls it after exclusive_scan_max, with the same target.
+  __device__ int walker(int candidate, double) {
+    float unused = 0;
+    block_max(candidate, unused, sm);
+    return candidate;
+  }
   __device__ void max(int& a, float& b) { block_max(a, b, sm); }
   __device__ void argmax(float& best, int& at) { block_argmax(best, at, sm); }
   // (i, f) of thread `owner`, to every thread.
@@ -428,6 +446,7 @@ struct ClusterRow {
   Shared& sm;
   int rank, size;
   int parity;  // the exchange buffer of the next exchange; the same in every CTA
+  double part[kSamplingMaxCluster];  // exclusive_scan_max: each CTA's sum, in rank order
 
   __device__ int thread() const { return rank * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x); }
   __device__ Exchange& slot() { return sm.x[parity]; }
@@ -451,17 +470,38 @@ struct ClusterRow {
     m0 = m1 = 0;
     gather([&](int, const Exchange& x) { c0 += x.i[0], c1 += x.i[1], m0 += x.d[0], m1 += x.d[1]; });
   }
-  __device__ double exclusive_scan(double x, double& total) {
+  // One exchange: each CTA's sum and maximum.
+  __device__ double exclusive_scan_max(double x, float v, double& total, float& vmax) {
     double mine = 0;
-    const double before = block_exclusive_scan(x, mine, sm);
-    if (threadIdx.x == 0) slot().d[0] = mine;
+    float vm = 0;
+    const double before = block_exclusive_scan_max(x, v, mine, vm, sm);
+    if (threadIdx.x == 0) slot().d[0] = mine, slot().f = vm;
     double offset = 0;
     total = 0;
+    vmax = 0;
     gather([&](int r, const Exchange& e) {
       if (r == rank) offset = total;
+      part[r] = e.d[0];
       total += e.d[0];
+      vmax = fmaxf(vmax, e.f);
     });
     return offset + before;
+  }
+  // The walker is in the last CTA with a positive sum that starts at or
+  // before the target (known to every CTA from the exchange): only that CTA
+  // takes a block maximum; the others return the first thread of that CTA,
+  // which names it to broadcast().
+  __device__ int walker(int candidate, double target) {
+    int owner = 0;
+    double at = 0;
+    for (int r = 0; r < size; ++r) {
+      if (part[r] > 0 && at <= target) owner = r;
+      at += part[r];
+    }
+    if (owner != rank) return owner * static_cast<int>(blockDim.x);
+    float unused = 0;
+    block_max(candidate, unused, sm);
+    return candidate;
   }
   __device__ void max(int& a, float& b) {
     block_max(a, b, sm);
@@ -547,13 +587,11 @@ __device__ Draw draw_candidate(Row& row, float lv, int li, double u, double extr
     }
   });
   Draw d;
-  const double before = row.exclusive_scan(mine, d.candidates);
+  const double before = row.exclusive_scan_max(mine, vmax, d.candidates, d.max_value);
   d.target = u * (d.candidates + extra);
-  d.max_value = vmax;
+  if (!(d.candidates > 0) || (extra > 0 && d.target >= d.candidates)) return d;  // no candidates, or past them
   // The walker: the last thread with candidate mass whose interval starts at or before the target.
-  int walker = mine > 0 && before <= d.target ? row.thread() : -1;
-  row.max(walker, d.max_value);
-  if (walker < 0 || (extra > 0 && d.target >= d.candidates)) return d;  // no candidates, or past them
+  const int walker = row.walker(mine > 0 && before <= d.target ? row.thread() : -1, d.target);
   int pick = -1;
   float pick_v = 0;
   if (row.thread() == walker) {
@@ -682,6 +720,18 @@ struct Rules {
   __device__ bool keep(int count, double mass) const { return (!k_on || count < k) && (!p_on || mass <= P); }
 };
 
+// One draw from the tokens above w and the first `kept` (>= 1) tokens equal
+// to w in index order: over {p_s > w} plus kept * w of extra mass, the
+// extra resolved to the q-th token of value w. -1 when nothing has mass.
+template <class Row>
+__device__ int draw_kept(Row& row, float w, int kept, double u) {
+  const double extra = w > 0 ? static_cast<double>(kept) * w : 0.0;
+  const Draw d = draw_candidate(row, w, 0, u, extra);
+  if (d.token >= 0 || !(extra > 0)) return d.token;
+  const int q = static_cast<int>((d.target - d.candidates) / static_cast<double>(w));
+  return row.nth_equal(w, max(0, min(q, kept - 1)));
+}
+
 // Every branch below depends only on the row's arguments and on collective
 // results, so it is taken by every thread of the row (every CTA of a cluster).
 template <class Row>
@@ -702,6 +752,16 @@ __device__ int sample_row(const Params& prm, Row& row, std::uint64_t r) {
     if (p <= 0.0) return argmax(row);  // top-k keeps the maximum: the same argmax
     rules.p_on = p < 1.0;  // NaN: no filtering, as the reference
     rules.P = p;
+  }
+  if (rules.k_on && !rules.p_on) {
+    // Top-k alone: the k-th largest value w (a radix select, four passes)
+    // gives the kept set, the tokens above w and the first k - #{p_s > w}
+    // equal to it, so one draw ends the call (rejection rounds take two
+    // passes and three exchanges each).
+    float wk = 0;
+    int greater = 0;
+    kth_largest(row, rules.k, wk, greater);
+    return draw_kept(row, wk, rules.k - greater, uniform(prm.seed, r, 0));
   }
   // The first candidate set: positive tokens, or those at or above the k-th largest value.
   float lv = 0.0f;
@@ -769,12 +829,7 @@ __device__ int sample_row(const Params& prm, Row& row, std::uint64_t r) {
   }
   if (kept < 1) kept = 1;  // w itself satisfies the rules
   if (kept >= ties) return draw_candidate(row, w, 0x7fffffff, u, 0.0).token;
-  // Some ties stay: draw over {p_s > w} plus `kept` tokens of value w.
-  const Draw d = draw_candidate(row, w, 0, u, static_cast<double>(kept) * w);
-  if (d.token >= 0) return d.token;
-  int q = static_cast<int>((d.target - d.candidates) / static_cast<double>(w));
-  q = max(0, min(q, kept - 1));
-  return row.nth_equal(w, q);
+  return draw_kept(row, w, kept, u);  // some ties stay
 }
 
 __device__ __forceinline__ void store_sample(const Params& prm, std::uint64_t r, int s) {
