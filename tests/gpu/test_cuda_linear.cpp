@@ -4,7 +4,7 @@
 // oracle as the reference: poisoned outputs, guarded buffers, inputs checked
 // unchanged, two trials of fresh inputs): shape ranges (q/k heads vs value
 // heads in groups 1, 2, 3, 4 and q heads != k heads; K and V of 64 and 128
-// and sizes that take the masked and scalar paths; batch 1 .. 33; mtp T 1 .. 17
+// and sizes that take the masked and scalar paths; batch 1 .. 33; mtp T 2 .. 17
 // from a pool; prefill over several ragged sequences and one long one; no
 // initial state), the FlashInfer definitions (KB_SHARED_DIR) with small var
 // axes, and kb's bundled definitions with their bundled workloads
@@ -243,8 +243,7 @@ void test_gdn(const kb::Implementation& impl, const fs::path& shared_defs, const
   };
   const MtpCase mtps[] = {{{2, 2, 4, 128, 128}, 1, 2, 1, false},  {{2, 2, 8, 128, 128}, 3, 4, 7, false},
                           {{2, 2, 6, 64, 64}, 17, 8, 20, false},   {{4, 4, 4, 64, 128}, 5, 3, 9, true},
-                          {{2, 2, 4, 128, 128}, 2, 17, 3, false},  {{1, 1, 2, 256, 256}, 2, 5, 4, false},
-                          {{2, 2, 4, 128, 128}, 6, 1, 9, false}};
+                          {{2, 2, 4, 128, 128}, 2, 17, 3, false},  {{1, 1, 2, 256, 256}, 2, 5, 4, false}};
   for (const MtpCase& c : mtps) {
     const kb::Definition d = gdn_shape(mtp, c.s.hq, c.s.hk, c.s.hv, c.s.dk, c.s.dv);
     const std::vector<std::pair<std::string, std::int64_t>> axes = {
