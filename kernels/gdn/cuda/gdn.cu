@@ -30,6 +30,7 @@
 #include <string>
 
 #include "../../common/cuda_types.cuh"
+#include "../../common/half_bits.cuh"
 #include "gdn_chunked.hpp"
 #include "gdn_cuda.hpp"
 
@@ -296,8 +297,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_decode_kernel(Params p)
   const int rows_cta = static_cast<int>(blockDim.x / 32) * 2 * R;
   const CtaCoords cc = cta_coords(p);
   const long long slice = cc.slice, h = cc.h, s = cc.s;
-  const long long read_row = p.seq_index ? load_index(p.seq_index, p.seq_index_dt, s) : s;
-  const bool have_state = p.state && read_row >= 0 && read_row < p.state_rows;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int half = lane / kLanes, l = lane % kLanes;
   const long long v0 = slice * rows_cta;
@@ -307,23 +306,28 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_decode_kernel(Params p)
   const auto* qg = static_cast<const std::uint16_t*>(p.q) + (tok * p.hq + qh) * p.dk;
   const auto* vg = static_cast<const std::uint16_t*>(p.v) + (tok * p.hv + h) * p.dv;
   float S[R][E];
-  load_state<R, E, true>(S, have_state ? p.state + (read_row * p.hv + h) * p.dv * p.dk : nullptr, v0, p.dv, p.dk, warp,
-                         half, l);
+  const bool have_state = p.state && s < p.state_rows;
+  load_state<R, E, true>(S, have_state ? p.state + (s * p.hv + h) * p.dv * p.dk : nullptr, v0, p.dv, p.dk, warp, half,
+                         l);
   float kr[E], qr[E], vr[R];
 #pragma unroll
   for (int j = 0; j < NV; ++j) {
     const int e0 = j * 4 * kLanes + 4 * l;
     uint2 kx = make_uint2(0u, 0u), qx = make_uint2(0u, 0u);
     if (e0 < p.dk) kx = *reinterpret_cast<const uint2*>(kg + e0), qx = *reinterpret_cast<const uint2*>(qg + e0);
-    kr[4 * j] = __uint_as_float(kx.x << 16), kr[4 * j + 1] = __uint_as_float(kx.x & 0xffff0000u);
-    kr[4 * j + 2] = __uint_as_float(kx.y << 16), kr[4 * j + 3] = __uint_as_float(kx.y & 0xffff0000u);
-    qr[4 * j] = __uint_as_float(qx.x << 16), qr[4 * j + 1] = __uint_as_float(qx.x & 0xffff0000u);
-    qr[4 * j + 2] = __uint_as_float(qx.y << 16), qr[4 * j + 3] = __uint_as_float(qx.y & 0xffff0000u);
+    const std::uint32_t kw[2] = {kx.x, kx.y}, qw[2] = {qx.x, qx.y};
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      kr[4 * j + 2 * w] = half_bits::to_f32<true>(kw[w] & 0xffffu);
+      kr[4 * j + 2 * w + 1] = half_bits::to_f32<true>(kw[w] >> 16);
+      qr[4 * j + 2 * w] = half_bits::to_f32<true>(qw[w] & 0xffffu);
+      qr[4 * j + 2 * w + 1] = half_bits::to_f32<true>(qw[w] >> 16);
+    }
   }
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     const long long row = v0 + warp * 2 * R + 2 * i + half;
-    vr[i] = row < p.dv ? __uint_as_float(static_cast<std::uint32_t>(vg[row]) << 16) : 0.f;
+    vr[i] = row < p.dv ? half_bits::to_f32<true>(vg[row]) : 0.f;
   }
   float g, beta;
   token_gates(load_f32(p.a, p.a_dt, tok * p.hv + h), load_f32(p.b, p.b_dt, tok * p.hv + h),
@@ -336,7 +340,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_decode_kernel(Params p)
       const long long row = v0 + warp * 2 * R + 2 * i + half;
       if (row < p.dv) store_f32(p.out, p.out_dt, (tok * p.hv + h) * p.dv + row, p.scale * o[i]);
     }
-  if (p.seq_index || !p.state_out) return;
+  if (!p.state_out) return;
   store_state<R, E, true>(S, p.state_out + (s * p.hv + h) * p.dv * p.dk, v0, p.dv, p.dk, warp, half, l);
 }
 
@@ -379,11 +383,12 @@ cudaError_t launch_vec(const GdnConfig& c, const Params& p, cudaStream_t s) {
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
 
-// gdn_decode_kernel's conditions: one token a sequence, bf16 q, k, v (k and
+// gdn_decode_kernel's conditions: one token a sequence whose state is row s
+// of the state tensor (no pool index), bf16 q, k, v (k and
 // q read in runs of four: K % 4 == 0, 8-byte aligned), 16-byte state rows
 // and K <= 256 (at 32 elements a lane its registers spill).
 bool direct_decode(const GdnArgs& a, const GdnConfig& c) {
-  return !a.cu_seqlens && a.tokens_per_seq == 1 && a.q_dt == DType::bfloat16 && a.k_dt == DType::bfloat16 &&
+  return !a.cu_seqlens && !a.seq_index && a.tokens_per_seq == 1 && a.q_dt == DType::bfloat16 && a.k_dt == DType::bfloat16 &&
          a.v_dt == DType::bfloat16 && c.vectorized && c.elems <= 16 && a.dk % 4 == 0 && aligned8(a.q) &&
          aligned8(a.k);
 }

@@ -257,6 +257,7 @@ struct Shared {
   unsigned hist[2][256];   // a CTA's radix histogram; two for the cluster's alternating exchanges
   unsigned hist_sum[256];  // the cluster's
   Exchange x[2];
+  double cta_sum[kSamplingMaxCluster];  // the cluster kernel's last exclusive_scan_max: each CTA's sum, in rank order
   int pick;
   float pick_value;
   int bin;
@@ -446,7 +447,6 @@ struct ClusterRow {
   Shared& sm;
   int rank, size;
   int parity;  // the exchange buffer of the next exchange; the same in every CTA
-  double part[kSamplingMaxCluster];  // exclusive_scan_max: each CTA's sum, in rank order
 
   __device__ int thread() const { return rank * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x); }
   __device__ Exchange& slot() { return sm.x[parity]; }
@@ -481,7 +481,7 @@ struct ClusterRow {
     vmax = 0;
     gather([&](int r, const Exchange& e) {
       if (r == rank) offset = total;
-      part[r] = e.d[0];
+      if (threadIdx.x == 0) sm.cta_sum[r] = e.d[0];
       total += e.d[0];
       vmax = fmaxf(vmax, e.f);
     });
@@ -490,13 +490,17 @@ struct ClusterRow {
   // The walker is in the last CTA with a positive sum that starts at or
   // before the target (known to every CTA from the exchange): only that CTA
   // takes a block maximum; the others return the first thread of that CTA,
-  // which names it to broadcast().
+  // which names it to broadcast(). The sums are in shared memory, not in a
+  // per-thread array (indexed by a runtime rank, that would live in local
+  // memory); thread 0 wrote them before the barrier here, and the next write
+  // comes after broadcast()'s cluster barrier.
   __device__ int walker(int candidate, double target) {
+    __syncthreads();
     int owner = 0;
     double at = 0;
     for (int r = 0; r < size; ++r) {
-      if (part[r] > 0 && at <= target) owner = r;
-      at += part[r];
+      if (sm.cta_sum[r] > 0 && at <= target) owner = r;
+      at += sm.cta_sum[r];
     }
     if (owner != rank) return owner * static_cast<int>(blockDim.x);
     float unused = 0;
