@@ -15,8 +15,10 @@
 // walks each sequence's chunks in order, one CTA per (sequence, value head,
 // 32 columns of V), the state slice in shared memory. Padding tokens of a
 // chunk's tail have k = q = v = 0, beta = 0 and a log gate 0: they change
-// nothing. Products run as mma.m16n8k8 tf32 (fp32 accumulation) from fp32
-// shared memory; the state itself is updated and carried in fp32.
+// nothing. Products run as mma.sync m16n8k8 tf32 (fp32 accumulation), the
+// Gram products of bf16 rows (K K^T in A, Q K^T in P) as m16n8k16 bf16 (their
+// products are exact either way); row-major fp32 A operands load by ldmatrix.
+// The state itself is updated and carried in fp32.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -26,6 +28,7 @@
 
 #include "../../common/cuda_types.cuh"
 #include "../../common/hopper_ptx.cuh"
+#include "../../common/mma_sync.cuh"
 #include "gdn_chunked.hpp"
 
 namespace kb::kernels {
@@ -45,14 +48,10 @@ __device__ __forceinline__ std::uint32_t tf32(float x) {
 }
 __device__ __forceinline__ std::uint32_t tf32(std::uint16_t bf16_bits) { return static_cast<std::uint32_t>(bf16_bits) << 16; }
 
-// c += a b, m16n8k8: a rows (g, g + 8) cols (t, t + 4); b rows (t, t + 4) col g;
-// c rows (g, g + 8) cols (2t, 2t + 1), with g = lane / 4, t = lane % 4.
-__device__ __forceinline__ void mma_tf32(float c[4], const std::uint32_t a[4], const std::uint32_t b[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+using mma_sync::ldmatrix_x2;
+using mma_sync::ldmatrix_x4;
+using mma_sync::mma_bf16;
+using mma_sync::mma_tf32;
 
 // The A fragment of rows [m0, m0 + 16) x cols [k0, k0 + 8) of a matrix whose
 // element (r, c) is at x[r * rs + c * cs] (fp32, or bf16 bits).
@@ -71,6 +70,17 @@ __device__ __forceinline__ void frag_b(std::uint32_t b[2], const T* x, int rs, i
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   b[0] = tf32(x[(k0 + t) * rs + (n0 + g) * cs]);
   b[1] = tf32(x[(k0 + t + 4) * rs + (n0 + g) * cs]);
+}
+
+// The A fragment of fp32 rows [m0, m0 + 16) x cols [k0, k0 + 8) (row stride
+// ld, a multiple of 4; x 16-byte aligned) by one ldmatrix: the four 8 x 4
+// blocks of 32-bit elements are the four registers of the tf32 layout.
+__device__ __forceinline__ void frag_a_ldsm(std::uint32_t a[4], const float* x, int ld, int m0, int k0) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  std::uint32_t r[4];
+  ldmatrix_x4(r, x + (m0 + lane % 16) * ld + k0 + 4 * (lane / 16));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a[i] = tf32(__uint_as_float(r[i]));
 }
 
 struct Plan {
@@ -185,23 +195,26 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // Rows [16 rb, 16 rb + 16) of the [C, C] product X Y^T of two bf16 [C, KP]
-// row-major tiles (X Y^T's (i, j) = x_i . y_j): the 8-column tiles nt with
-// nt % step == first, below 16 (rb + 1) only (the caller keeps the lower
-// triangle; the other tiles stay zero).
+// row-major tiles (X Y^T's (i, j) = x_i . y_j; row stride ld, 16-byte rows):
+// the 8-column tiles nt with nt % step == first, below 16 (rb + 1) only (the
+// caller keeps the lower triangle; the other tiles stay zero). bf16 mma with
+// ldmatrix fragments: the products of bf16 values are exact, as in tf32.
 template <int KP>
 __device__ __forceinline__ void lower_gram(float acc[8][4], const std::uint16_t* x, const std::uint16_t* y, int ld,
                                            int rb, int first, int step) {
-  const int m0 = 16 * rb;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const std::uint16_t* xa = x + (16 * rb + lane % 16) * ld + 8 * (lane / 16);
+  const std::uint16_t* yb = y + (lane % 8) * ld + 8 * ((lane / 8) % 2);  // Y^T as the col-major B: Y's rows
 #pragma unroll
-  for (int k0 = 0; k0 < KP; k0 += 8) {
+  for (int k0 = 0; k0 < KP; k0 += 16) {
     std::uint32_t a[4];
-    frag_a(a, x, ld, 1, m0, k0);
+    ldmatrix_x4(a, xa + k0);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
       if (nt < 2 * (rb + 1) && nt % step == first) {
         std::uint32_t b[2];
-        frag_b(b, y, 1, ld, k0, 8 * nt);  // Y^T: (k, j) at y[j * ld + k]
-        mma_tf32(acc[nt], a, b);
+        ldmatrix_x2(b, yb + 8 * nt * ld + k0);
+        mma_bf16(acc[nt], a, b[0], b[1]);
       }
   }
 }
@@ -218,7 +231,7 @@ __device__ __forceinline__ void lower_times_store(const float* ts, int la, const
   for (int k0 = 0; k0 < C; k0 += 8) {
     if (k0 >= 16 * (warp + 1)) break;
     std::uint32_t a[4];
-    frag_a(a, ts, la, 1, m0, k0);
+    frag_a_ldsm(a, ts, la, m0, k0);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       std::uint32_t b[2];
@@ -461,7 +474,7 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(Walk p) 
 #pragma unroll
     for (int k0 = 0; k0 < KP; k0 += 8) {
       std::uint32_t aw[4], aq[4];
-      frag_a(aw, st.w, LW, 1, m0, k0);
+      frag_a_ldsm(aw, st.w, LW, m0, k0);
       frag_a(aq, st.q, LB, 1, m0, k0);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
@@ -488,7 +501,7 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(Walk p) 
     for (int k0 = 0; k0 < C; k0 += 8) {
       if (k0 >= 16 * (rb + 1)) break;
       std::uint32_t a[4];
-      frag_a(a, ps, LP, 1, m0, k0);
+      frag_a_ldsm(a, ps, LP, m0, k0);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         std::uint32_t b[2];

@@ -115,6 +115,7 @@
 #include <string>
 
 #include "../../common/cuda_types.cuh"
+#include "../../common/mma_sync.cuh"
 #include "moe_cuda.hpp"
 #include "moe_schedule.hpp"
 
@@ -605,12 +606,7 @@ __device__ __forceinline__ void cp_async_wait(int n) {
   }
 }
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using mma_sync::mma_bf16;
 
 __device__ __forceinline__ void mma_fp8(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
   asm volatile(
