@@ -19,29 +19,27 @@
 
 #include <cstdint>
 
-namespace kb::kernels::mma_sync {
+#include "hopper_ptx.cuh"  // saddr: a shared-memory pointer as a 32-bit shared-window address
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
+namespace kb::kernels::mma_sync {
 
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p))
+               : "r"(hopper::saddr(p))
                : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p))
+               : "r"(hopper::saddr(p))
                : "memory");
 }
 // Two matrices: lanes 0-15 give the row addresses (the others' are ignored).
 __device__ __forceinline__ void ldmatrix_x2(std::uint32_t (&r)[2], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
-               : "r"(smem_addr(p))
+               : "r"(hopper::saddr(p))
                : "memory");
 }
 

@@ -384,13 +384,13 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
 
 // gdn_decode_kernel's conditions: one token a sequence whose state is row s
-// of the state tensor (no pool index), bf16 q, k, v (k and
-// q read in runs of four: K % 4 == 0, 8-byte aligned), 16-byte state rows
-// and K <= 256 (at 32 elements a lane its registers spill).
+// of the state tensor (no pool index), bf16 q, k, v (k and q read in runs of
+// four: K % 4 == 0, 8-byte aligned), 16-byte state rows and K <= 256 (at 32
+// elements a lane its registers spill).
 bool direct_decode(const GdnArgs& a, const GdnConfig& c) {
-  return !a.cu_seqlens && !a.seq_index && a.tokens_per_seq == 1 && a.q_dt == DType::bfloat16 && a.k_dt == DType::bfloat16 &&
-         a.v_dt == DType::bfloat16 && c.vectorized && c.elems <= 16 && a.dk % 4 == 0 && aligned8(a.q) &&
-         aligned8(a.k);
+  const bool bf16 = a.q_dt == DType::bfloat16 && a.k_dt == DType::bfloat16 && a.v_dt == DType::bfloat16;
+  return !a.cu_seqlens && !a.seq_index && a.tokens_per_seq == 1 && bf16 && c.vectorized && c.elems <= 16 &&
+         a.dk % 4 == 0 && aligned8(a.q) && aligned8(a.k);
 }
 
 Status fail(const char* what, cudaError_t e) {
