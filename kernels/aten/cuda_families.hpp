@@ -32,6 +32,7 @@ std::span<const CudaOpInfo> topk_cuda_ops();            // reduction/cuda/topk_c
 std::span<const CudaOpInfo> grid_sampler_cuda_ops();
 std::span<const CudaOpInfo> spectral_cuda_ops();        // spectral/cuda/fft_cuda.cpp
 std::span<const CudaOpInfo> sparse_cuda_ops();          // sparse/cuda/sparse_coo_cuda.cpp
+std::span<const CudaOpInfo> rnn_cuda_ops();             // rnn/cuda/lstm_cuda.cpp
 
 // All of them (cuda_table.cpp); null when the overload has no CUDA kernel.
 std::span<const CudaOpInfo> cuda_ops();

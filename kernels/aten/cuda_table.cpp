@@ -13,7 +13,7 @@ std::span<const CudaOpInfo> cuda_ops() {
                      convolution_cuda_ops(), embedding_bag_cuda_ops(), pooling_cuda_ops(), factory_cuda_ops(),
                      upsample_cuda_ops(), division_cuda_ops(), scan_cuda_ops(),
                      padding_cuda_ops(), group_norm_cuda_ops(), fold_cuda_ops(), topk_cuda_ops(),
-                     grid_sampler_cuda_ops(), spectral_cuda_ops(), sparse_cuda_ops()})
+                     grid_sampler_cuda_ops(), spectral_cuda_ops(), sparse_cuda_ops(), rnn_cuda_ops()})
       all.insert(all.end(), fam.begin(), fam.end());
     return all;
   }();

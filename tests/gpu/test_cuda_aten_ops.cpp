@@ -5,7 +5,7 @@
 // (new_empty*, bernoulli_), topk, nonzero, grid_sampler, _fft_c2c and sparse
 // COO ATen operators (kernels/aten/{index,embedding_bag,pooling,upsample,
 // copy,elementwise,reduction,padding,group_norm,fold,factory,grid_sampler,
-// spectral,sparse}/cuda/)
+// spectral,sparse,rnn}/cuda/)
 // against the fp64 CPU oracles, through `kb backendbench run --device cuda`'s
 // runner (run_cuda_trace) and BackendBench's judge:
 //  1. hand-written lines for the argument forms the shared trace lacks (every
@@ -41,7 +41,10 @@
 //     with p = 0, 1, default and strided self; _fft_c2c forward and inverse
 //     over inner, outer and several dims, each normalization, c32, c64 and
 //     c128, and no dims; the sparse COO constructor with dense dims,
-//     several sparse dims and strided values;
+//     several sparse dims and strided values; LSTMs (_cudnn_rnn and its
+//     backward) time- and batch-major, two layers, bidirectional, without
+//     biases, strided inputs and gradients, no steps, each output mask and
+//     missing gradients of output, hy and cy;
 //     factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
@@ -326,6 +329,16 @@ Operator: aten._sparse_coo_tensor_with_dims_and_tensors.default
 cnt: 1, ((1, 1, [965, 192], T([1, 5000], i64), T([5000, 192], f16)), {'dtype': f16, 'layout': torch.sparse_coo, 'device': 'cuda', 'pin_memory': None})
 cnt: 1, ((2, 0, [7, 9], T([2, 30], i64), T([30], f32)), {'dtype': f32, 'layout': torch.sparse_coo, 'device': 'cuda', 'pin_memory': None})
 cnt: 1, ((1, 2, [5, 3, 4], T([1, 12], i64), T([12, 3, 4], bf16, stride=(1, 12, 36))), {'dtype': bf16, 'layout': torch.sparse_coo, 'device': 'cuda', 'pin_memory': None})
+Operator: aten._cudnn_rnn.default
+cnt: 1, ((T([5, 3, 4], f32), [T([24, 4], f32), T([24, 6], f32), T([24], f32), T([24], f32)], 4, None, T([1, 3, 6], f32), T([1, 3, 6], f32), 2, 6, 0, 1, False, 0.0, True, False, [], None), {})
+cnt: 1, ((T([3, 5, 4], f16), [T([32, 4], f16), T([32, 8], f16), T([32], f16), T([32], f16), T([32, 4], f16), T([32, 8], f16), T([32], f16), T([32], f16), T([32, 16], f16), T([32, 8], f16), T([32], f16), T([32], f16), T([32, 16], f16), T([32, 8], f16), T([32], f16), T([32], f16)], 4, None, T([4, 3, 8], f16), T([4, 3, 8], f16), 2, 8, 0, 2, True, 0.0, True, True, [], None), {})
+cnt: 1, ((T([7, 2, 5], bf16, stride=(1, 35, 7)), [T([16, 5], bf16), T([16, 4], bf16), T([16, 5], bf16), T([16, 4], bf16)], 2, None, T([2, 2, 4], bf16), T([2, 2, 4], bf16), 2, 4, 0, 1, False, 0.0, False, True, [], None), {})
+cnt: 1, ((T([0, 3, 4], f32), [T([24, 4], f32), T([24, 6], f32), T([24], f32), T([24], f32)], 4, None, T([1, 3, 6], f32), T([1, 3, 6], f32), 2, 6, 0, 1, False, 0.0, True, False, [], None), {})
+Operator: aten._cudnn_rnn_backward.default
+cnt: 1, ((T([5, 3, 4], f32), [T([24, 4], f32), T([24, 6], f32), T([24], f32), T([24], f32)], 4, None, T([1, 3, 6], f32), T([1, 3, 6], f32), T([5, 3, 6], f32), T([5, 3, 6], f32), T([1, 3, 6], f32), T([1, 3, 6], f32), 2, 6, 0, 1, False, 0.0, True, False, [], None, T([64], u8), [True, True, True, True]), {})
+cnt: 1, ((T([3, 5, 4], f16), [T([32, 4], f16), T([32, 8], f16), T([32], f16), T([32], f16), T([32, 4], f16), T([32, 8], f16), T([32], f16), T([32], f16), T([32, 16], f16), T([32, 8], f16), T([32], f16), T([32], f16), T([32, 16], f16), T([32, 8], f16), T([32], f16), T([32], f16)], 4, None, T([4, 3, 8], f16), T([4, 3, 8], f16), T([3, 5, 16], f16, stride=(16, 48, 1)), T([3, 5, 16], f16, stride=(16, 48, 1)), None, None, 2, 8, 0, 2, True, 0.0, True, True, [], None, T([64], u8), [True, False, False, True]), {})
+cnt: 1, ((T([7, 2, 5], bf16), [T([16, 5], bf16), T([16, 4], bf16), T([16, 5], bf16), T([16, 4], bf16)], 2, None, T([2, 2, 4], bf16), T([2, 2, 4], bf16), T([7, 2, 8], bf16), None, T([2, 2, 4], bf16), T([2, 2, 4], bf16), 2, 4, 0, 1, False, 0.0, True, True, [], None, T([64], u8), [False, True, True, False]), {})
+cnt: 1, ((T([4, 3, 5], f32), [T([24, 5], f32), T([24, 6], f32), T([24], f32), T([24], f32), T([24, 6], f32), T([24, 6], f32), T([24], f32), T([24], f32)], 4, None, T([2, 3, 6], f32), T([2, 3, 6], f32), T([4, 3, 6], f32), T([4, 3, 6], f32), T([2, 3, 6], f32), None, 2, 6, 0, 2, False, 0.0, True, False, [], None, T([64], u8), [True, True, False, True]), {})
 )TRACE";
 
 // nonzero's output shape depends on the values: its lines are judged by the
@@ -395,6 +408,8 @@ const char* const kOps[] = {
     "aten.bernoulli_.float",
     "aten._fft_c2c.default",
     "aten._sparse_coo_tensor_with_dims_and_tensors.default",
+    "aten._cudnn_rnn.default",
+    "aten._cudnn_rnn_backward.default",
 };
 
 enum class Judge { oracle, reference, mixed };

@@ -49,6 +49,7 @@
 
 #include "../common/args.hpp"
 #include "../families.hpp"
+#include "lstm_args.hpp"
 
 namespace kb::backendbench::aten {
 namespace {
@@ -56,63 +57,7 @@ namespace {
 using Out = std::vector<HostTensor>;
 using Vec = std::vector<double>;
 
-struct Spec {
-  std::int64_t T, B, in, H, L, D, stride0;
-  bool batch_first, biases;
-};
-
-Spec check(const Call& c, const HostTensor& x, std::size_t first_scalar) {
-  // Positions after `weight`..`cx` (forward: mode at 6; backward: mode at 10).
-  const std::size_t m = first_scalar;
-  const std::int64_t mode = int_arg(c, m, "mode");
-  if (mode != 2) fail(fmt::format("mode {} is not supported (only 2, LSTM)", mode));
-  Spec s{};
-  s.H = int_arg(c, m + 1, "hidden_size");
-  if (int_arg(c, m + 2, "proj_size") != 0) fail("proj_size > 0 (LSTM projections) is not supported");
-  s.L = int_arg(c, m + 3, "num_layers");
-  s.batch_first = bool_arg(c, m + 4, "batch_first");
-  const double dropout = number_arg(c, m + 5, "dropout");
-  const bool train = bool_arg(c, m + 6, "train");
-  s.D = bool_arg(c, m + 7, "bidirectional") ? 2 : 1;
-  auto bs = int_list_arg(c, m + 8, "batch_sizes");
-  if (bs && !bs->empty()) fail("packed sequences (batch_sizes) are not supported");
-  if (train && dropout > 0 && s.L > 1) fail("dropout between layers in training is random; not supported");
-  if (s.H <= 0 || s.L <= 0) fail(fmt::format("hidden_size {} and num_layers {} must be positive", s.H, s.L));
-  if (x.rank() != 3) fail(fmt::format("input must be 3-D, got {}", shape_text(x.shape)));
-  s.T = s.batch_first ? x.shape[1] : x.shape[0];
-  s.B = s.batch_first ? x.shape[0] : x.shape[1];
-  s.in = x.shape[2];
-  s.stride0 = int_arg(c, 2, "weight_stride0");
-  if (s.stride0 != 2 && s.stride0 != 4) fail(fmt::format("weight_stride0 {} must be 2 or 4", s.stride0));
-  s.biases = s.stride0 == 4;
-  const auto& w = tensor_list(c, 1, "weight");
-  if (static_cast<std::int64_t>(w.size()) != s.L * s.D * s.stride0)
-    fail(fmt::format("weight holds {} tensors, expected num_layers * directions * weight_stride0 = {}", w.size(),
-                     s.L * s.D * s.stride0));
-  for (std::int64_t l = 0; l < s.L; ++l)
-    for (std::int64_t d = 0; d < s.D; ++d) {
-      const std::size_t b = static_cast<std::size_t>((l * s.D + d) * s.stride0);
-      const std::int64_t in_l = l == 0 ? s.in : s.D * s.H;
-      auto want = [&](std::size_t k, std::vector<std::int64_t> shape, const char* what) {
-        if (w[b + k].shape != shape)
-          fail(fmt::format("layer {} direction {}: {} must be {}, got {}", l, d, what, shape_text(shape),
-                           shape_text(w[b + k].shape)));
-      };
-      want(0, {4 * s.H, in_l}, "w_ih");
-      want(1, {4 * s.H, s.H}, "w_hh");
-      if (s.biases) {
-        want(2, {4 * s.H}, "b_ih");
-        want(3, {4 * s.H}, "b_hh");
-      }
-    }
-  return s;
-}
-
-void check_state(const HostTensor* t, const Spec& s, const char* what) {
-  if (!t) fail(fmt::format("{} is required for an LSTM", what));
-  const std::vector<std::int64_t> want{s.L * s.D, s.B, s.H};
-  if (t->shape != want) fail(fmt::format("{} must be {}, got {}", what, shape_text(want), shape_text(t->shape)));
-}
+using Spec = LstmSpec;
 
 // A sequence tensor ([B, T, F] batch_first, else [T, B, F]) as [T][B][F] doubles.
 Vec seq_values(const HostTensor& t, const Spec& s) {
@@ -252,14 +197,10 @@ Forward forward(const Spec& s, const std::vector<HostTensor>& w, const HostTenso
 
 // _cudnn_rnn(...) -> (output, hy, cy, reserve, weight_buf)
 Out cudnn_rnn(Call& c) {
-  const HostTensor& x = tensor_arg(c, 0, "input");
-  Spec s = check(c, x, 6);
-  const HostTensor* hx = optional_tensor(c, 4, "hx");
-  const HostTensor* cx = optional_tensor(c, 5, "cx");
-  check_state(hx, s, "hx");
-  check_state(cx, s, "cx");
-  HostTensor out = empty_tensor(x.dtype, s.batch_first ? std::vector<std::int64_t>{s.B, s.T, s.D * s.H}
-                                                       : std::vector<std::int64_t>{s.T, s.B, s.D * s.H}, c.meta);
+  const LstmCall call = lstm_call(c, 6);
+  const HostTensor &x = call.x, *hx = &call.hx, *cx = &call.cx;
+  const Spec& s = call.s;
+  HostTensor out = empty_tensor(x.dtype, lstm_output_shape(s), c.meta);
   HostTensor hy = empty_tensor(hx->dtype, hx->shape, c.meta), cy = empty_tensor(cx->dtype, cx->shape, c.meta);
   HostTensor reserve, weight_buf;
   reserve.undefined = weight_buf.undefined = true;
@@ -326,30 +267,18 @@ void back_cell(const Cell& cell, const Trace& tr, const Vec& x, const Vec& dy, c
 
 // _cudnn_rnn_backward(...) -> (grad_input, grad_hx, grad_cx, grad_weight[])
 Out cudnn_rnn_backward(Call& c) {
-  const HostTensor& x = tensor_arg(c, 0, "input");
-  Spec s = check(c, x, 10);
-  const HostTensor* hx = optional_tensor(c, 4, "hx");
-  const HostTensor* cx = optional_tensor(c, 5, "cx");
-  check_state(hx, s, "hx");
-  check_state(cx, s, "cx");
-  const std::vector<std::int64_t> out_shape = s.batch_first ? std::vector<std::int64_t>{s.B, s.T, s.D * s.H}
-                                                            : std::vector<std::int64_t>{s.T, s.B, s.D * s.H};
+  const LstmCall call = lstm_call(c, 10);
+  const HostTensor &x = call.x, *hx = &call.hx, *cx = &call.cx;
+  const Spec& s = call.s;
+  const std::vector<std::int64_t> out_shape = lstm_output_shape(s);
   const HostTensor* gout = optional_tensor(c, 7, "grad_output");
   const HostTensor* ghy = optional_tensor(c, 8, "grad_hy");
   const HostTensor* gcy = optional_tensor(c, 9, "grad_cy");
   if (gout && gout->shape != out_shape)
     fail(fmt::format("grad_output must be {}, got {}", shape_text(out_shape), shape_text(gout->shape)));
-  if (ghy) check_state(ghy, s, "grad_hy");
-  if (gcy) check_state(gcy, s, "grad_cy");
-  const CallArg* mask = c.find(21, "output_mask");
-  if (!mask || mask->value->kind != Kind::list || mask->value->children.size() != 4)
-    fail("output_mask must be a list of 4 bools");
-  bool want[4];
-  for (std::size_t k = 0; k < 4; ++k) {
-    const Value& m = mask->value->children[k];
-    if (m.kind != Kind::boolean) fail("output_mask must hold bools");
-    want[k] = m.text == "True";
-  }
+  if (ghy) lstm_check_state(ghy, s, "grad_hy");
+  if (gcy) lstm_check_state(gcy, s, "grad_cy");
+  const std::array<bool, 4> want = lstm_output_mask(c);
   const auto& w = tensor_list(c, 1, "weight");
   Out outs{empty_tensor(x.dtype, x.shape, c.meta), empty_tensor(hx->dtype, hx->shape, c.meta),
            empty_tensor(cx->dtype, cx->shape, c.meta)};

@@ -390,4 +390,15 @@ const CudaOpInfo kOps[] = {
 
 std::span<const CudaOpInfo> matmul_cuda_ops() { return kOps; }
 
+Launch cuda::matmul(const DView& out, const DView& a, const DView& m, double alpha, double beta) {
+  const std::size_t r = out.shape.size();
+  if ((r != 2 && r != 3) || a.shape.size() != r || m.shape.size() != r) fail("matmul: views must all be 2-D or 3-D");
+  // lt_matmul writes rows of N at a stride of N and batches M x N apart
+  const std::int64_t M = out.shape[r - 2], N = out.shape[r - 1];
+  const bool rows_ok = (N <= 1 || out.strides[r - 1] == 1) && (M <= 1 || out.strides[r - 2] == N);
+  if (!rows_ok || (r == 3 && out.shape[0] > 1 && out.strides[0] != M * N))
+    fail("matmul: the output must be contiguous");
+  return r == 2 ? lt_matmul(batch1(out), batch1(a), batch1(m), alpha, beta) : lt_matmul(out, a, m, alpha, beta);
+}
+
 }  // namespace kb::backendbench::aten
