@@ -43,8 +43,9 @@
 //     c128, and no dims; the sparse COO constructor with dense dims,
 //     several sparse dims and strided values; LSTMs (_cudnn_rnn and its
 //     backward) time- and batch-major, two layers, bidirectional, without
-//     biases, strided inputs and gradients, no steps, each output mask and
-//     missing gradients of output, hy and cy;
+//     biases, strided inputs and gradients, no steps, each output mask,
+//     missing gradients of output, hy and cy, and a weight_buf over the size
+//     the GPU reference generates on the device;
 //     factories
 //     with non-contiguous strides), in f16, bf16 and f32;
 //     then the same lines against the GPU fp64 reference (reference mode);
@@ -335,6 +336,7 @@ cnt: 1, ((T([3, 5, 4], f16), [T([32, 4], f16), T([32, 8], f16), T([32], f16), T(
 cnt: 1, ((T([7, 2, 5], bf16, stride=(1, 35, 7)), [T([16, 5], bf16), T([16, 4], bf16), T([16, 5], bf16), T([16, 4], bf16)], 2, None, T([2, 2, 4], bf16), T([2, 2, 4], bf16), 2, 4, 0, 1, False, 0.0, False, True, [], None), {})
 cnt: 1, ((T([0, 3, 4], f32), [T([24, 4], f32), T([24, 6], f32), T([24], f32), T([24], f32)], 4, None, T([1, 3, 6], f32), T([1, 3, 6], f32), 2, 6, 0, 1, False, 0.0, True, False, [], None), {})
 Operator: aten._cudnn_rnn_backward.default
+cnt: 1, ((T([2, 4, 128], f16), [T([512, 128], f16), T([512, 128], f16), T([512], f16), T([512], f16)], 4, T([132096], f16), T([1, 2, 128], f16), T([1, 2, 128], f16), T([2, 4, 128], f16, stride=(128, 256, 1)), T([2, 4, 128], f16, stride=(128, 256, 1)), None, None, 2, 128, 0, 1, True, 0.0, True, False, [], None, T([1024], u8), [True, False, False, True]), {})
 cnt: 1, ((T([5, 3, 4], f32), [T([24, 4], f32), T([24, 6], f32), T([24], f32), T([24], f32)], 4, None, T([1, 3, 6], f32), T([1, 3, 6], f32), T([5, 3, 6], f32), T([5, 3, 6], f32), T([1, 3, 6], f32), T([1, 3, 6], f32), 2, 6, 0, 1, False, 0.0, True, False, [], None, T([64], u8), [True, True, True, True]), {})
 cnt: 1, ((T([3, 5, 4], f16), [T([32, 4], f16), T([32, 8], f16), T([32], f16), T([32], f16), T([32, 4], f16), T([32, 8], f16), T([32], f16), T([32], f16), T([32, 16], f16), T([32, 8], f16), T([32], f16), T([32], f16), T([32, 16], f16), T([32, 8], f16), T([32], f16), T([32], f16)], 4, None, T([4, 3, 8], f16), T([4, 3, 8], f16), T([3, 5, 16], f16, stride=(16, 48, 1)), T([3, 5, 16], f16, stride=(16, 48, 1)), None, None, 2, 8, 0, 2, True, 0.0, True, True, [], None, T([64], u8), [True, False, False, True]), {})
 cnt: 1, ((T([7, 2, 5], bf16), [T([16, 5], bf16), T([16, 4], bf16), T([16, 5], bf16), T([16, 4], bf16)], 2, None, T([2, 2, 4], bf16), T([2, 2, 4], bf16), T([7, 2, 8], bf16), None, T([2, 2, 4], bf16), T([2, 2, 4], bf16), 2, 4, 0, 1, False, 0.0, True, True, [], None, T([64], u8), [False, True, True, False]), {})

@@ -333,10 +333,14 @@ Out cudnn_rnn_backward(Call& c) {
 }
 
 // weight_buf <- the weights packed back to back, when its size is their total (see the top of this file).
+// Not where the values are left to the device (lines judged by the GPU reference generate their large inputs
+// there, HostTensor::device_fill): no reference reads weight_buf.
 void prep_backward(Call& c, Rng&) {
   CallArg* wb = c.find(3, "weight_buf");
-  if (!wb || !wb->tensor || wb->tensor->is_meta()) return;
+  if (!wb || !wb->tensor || wb->tensor->is_meta() || wb->tensor->device_fill) return;
   const auto& w = tensor_list(c, 1, "weight");
+  for (const HostTensor& t : w)
+    if (t.is_meta() || t.device_fill) return;
   std::int64_t total = 0;
   for (const HostTensor& t : w) total += t.numel();
   HostTensor& buf = *wb->tensor;
