@@ -9,11 +9,11 @@
 //    zero padding), for MLA 16 query heads (all heads read the one latent KV).
 //    The rows are the M = 16 of mma.sync.m16n8k16 (bf16 in, fp32 accumulate).
 //  * the sequence's keys are cut into tiles of TK keys, and the tiles into
-//    chunks (chunk_of: a sequence of up to `splits` x `chunk_tiles` tiles
-//    into `splits` even ones, a longer one into chunks of `long_chunk_tiles`,
-//    the last shorter): one CTA a chunk, so a long sequence takes as many CTAs as
-//    its length needs and does not keep a few SMs busy while the rest idle
-//    (the work plan below). Each CTA streams its tiles
+//    chunks (decode_plan.hpp: the even split of the average sequence where
+//    every sequence is near it, else chunks of at most `max_chunk_tiles`):
+//    one CTA a chunk, so a long sequence takes as many CTAs as its length
+//    needs and does not keep a few SMs busy while the rest idle. Each CTA
+//    streams its tiles
 //    through a STAGES-deep cp.async pipeline of 16-byte copies into shared
 //    memory; rows of a tile past the sequence end are zero-filled
 //    (cp.async with src-size 0). The page id of every key row is looked up
@@ -37,14 +37,12 @@
 //
 // The work plan is decided on the device, from the page table the kernel
 // reads anyway, so the host never reads it and a launch stays capturable in
-// a CUDA graph (no host sync, no allocation per call). The host picks
-// chunk_tiles from shapes only (launch(), below) and sizes the grid by an
-// upper bound of the CTAs any page table of those shapes needs; every CTA
-// scans the sequences' chunk counts (find_work: a block-wide prefix sum over
-// indptr / last_page_len) to find its (sequence, head block, chunk), and CTAs
-// past the real count exit. CTA order is sequence-major, then head block, then
-// chunk, so with equal lengths the plan is the even split of every sequence
-// into the same number of chunks.
+// a CUDA graph (no host sync, no allocation per call). The host plans from
+// shapes only (decode_plan.hpp) and sizes the grid by an upper bound of the
+// CTAs any page table of those shapes needs; every CTA scans the sequences'
+// chunk counts (find_work: a block-wide prefix sum over indptr /
+// last_page_len) to find its (sequence, head block, chunk); CTAs past the
+// real count exit. CTA order is sequence-major, then head block, then chunk.
 //
 // Shared memory rows are padded by 16 bytes, so the 8 row addresses of every
 // ldmatrix fall in distinct bank groups.
@@ -66,6 +64,7 @@
 #include "../common/mma_sync.cuh"
 #include "../common/stream_workspace.hpp"
 #include "../common/stream_ctas.hpp"
+#include "decode_plan.hpp"
 
 namespace kb::kernels::paged_decode {
 
@@ -98,10 +97,9 @@ struct Params {
   int num_qo_heads = 0;
   int num_kv_heads = 1;  // GQA: H_kv; MLA: 1
   int page_size = 1;
-  int splits = 1;          // chunks of a sequence up to splits x chunk_tiles tiles (chunk_of); the fused merge's
-                           // warp-a-row bound
-  int chunk_tiles = 1;     // ceil(average tiles / splits)
-  int long_chunk_tiles = 1;  // tiles a chunk of a longer sequence (its last chunk: what is left), >= chunk_tiles
+  int splits = 1;            // chunks of the average sequence (decode_plan.hpp); the fused merge's warp-a-row bound
+  int chunk_tiles = 1;       // ceil(average tiles / splits)
+  int max_chunk_tiles = 1;   // the longest chunk where some sequence is past splits x chunk_tiles tiles
   std::int64_t max_slots = 0;  // partial slots the workspace holds (a bound over every page table of these shapes)
   int rows_per_cta = 16;  // GQA: group; MLA: 16
   int head_blocks = 1;    // CTAs per sequence and split: GQA: H_kv; MLA: ceil(H_q / 16)
@@ -251,65 +249,82 @@ __device__ __forceinline__ void merge_row(const float* __restrict__ part_o, cons
 
 // ---- The work plan ------------------------------------------------------------------
 
-// Tiles a chunk of a sequence of `tiles` tiles: up to splits x chunk_tiles
-// tiles, the even split into `splits` chunks (ceil(tiles / splits) each, as
-// many as the average sequence has); past it, long_chunk_tiles (one slot's
-// share of the whole batch's work), so a long sequence takes more CTAs,
-// none longer than a slot's share. At least 1.
-__device__ __forceinline__ int chunk_of(int tiles, const Params& p) {
-  return tiles > p.splits * p.chunk_tiles ? p.long_chunk_tiles : max(1, (tiles + p.splits - 1) / p.splits);
-}
-// Chunks of a sequence of kv_len keys: one at least (an empty sequence still
-// writes its output 0 and lse -inf).
-template <int TK>
-__device__ __forceinline__ int chunks_of(int kv_len, const Params& p) {
-  const int tiles = (kv_len + TK - 1) / TK;
-  const int c = chunk_of(tiles, p);
-  return max(1, (tiles + c - 1) / c);
-}
-
 // What one CTA computes.
 struct Work {
   int b;        // sequence
   int hb;       // head block
   int chunk;    // chunk of the sequence
   int nchunks;  // the sequence's chunks
+  int chunk_tiles;  // tiles a chunk (the last: what is left)
   int slot;     // the sequence's first partial slot (sequences of two or more chunks count)
   int first;    // the sequence's first page-table entry (indptr[b])
   int kv_len;   // its keys
 };
 
-// This CTA's work: CTA i is the (i - ctas_before_b)-th of sequence b, whose
-// head_blocks x nchunks_b CTAs are head block major, where ctas_before_b is
-// the prefix of head_blocks x nchunks over the sequences before b. A
-// block-wide prefix sum over the sequences, kPerThread x THREADS a round
-// (each thread's kPerThread loads of indptr / last_page_len in flight
-// together, so a batch of up to that many costs one round trip), in `sh`
-// (2 x THREADS / 32 + 8 ints of shared memory, free after the call). False:
-// the CTA is past the plan's end (the grid is an upper bound) and has
-// nothing to do. Uniform over the CTA; every thread gets the same Work.
+// Work item `me`: the (me - items_before_b)-th of sequence b, whose
+// head_blocks x nchunks_b items are head block major, where items_before_b
+// is the prefix of head_blocks x nchunks over the sequences before b. First
+// a block-wide OR of "some sequence is past splits x chunk_tiles tiles"
+// (which chunking applies, decode_plan.hpp), then a block-wide prefix sum
+// over the sequences, kPerThread x THREADS a round (each thread's kPerThread
+// loads of indptr / last_page_len in flight together; the first round's
+// loads serve both passes, so a batch of up to that many costs one round
+// trip), in `sh` (2 x THREADS / 32 + 9 ints of shared memory, free after the
+// call). False: the item is past the plan's end (the grid is an upper bound)
+// and the CTA has nothing to do. Uniform over the CTA; every thread gets the
+// same Work.
 template <int THREADS, int TK>
-__device__ bool find_work(const Params& p, int* sh, Work& w) {
-  constexpr int kW = THREADS / 32, kPerThread = 4;
+__device__ bool find_work(const Params& p, int* sh, int me, Work& w) {
+  constexpr int kW = THREADS / 32, kPerThread = 4, kRound = THREADS * kPerThread;
   int* sum_ctas = sh;         // [kW]
   int* sum_slots = sh + kW;   // [kW]
-  int* found = sh + 2 * kW;   // [8]: flag, b, hb, chunk, nchunks, slot, first, kv_len
+  int* found = sh + 2 * kW;   // [9]: flag, b, hb, chunk, nchunks, chunk_tiles, slot, first, kv_len
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const int me = static_cast<int>(blockIdx.x);
   if (tid == 0) found[0] = 0;
+  auto load = [&](int i, int& first, int& kv_len) {
+    first = p.indptr[i];
+    kv_len = paged_kv_len(p.indptr[i + 1] - first, p.page_size, p.last_page_len, i);
+  };
+  const int within_tiles = p.splits * p.chunk_tiles;
+  int first0[kPerThread], len0[kPerThread];  // this thread's sequences of the first round
+  bool past = false;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = tid * kPerThread + k;
+    first0[k] = len0[k] = 0;
+    if (i < p.batch) {
+      load(i, first0[k], len0[k]);
+      past |= (len0[k] + TK - 1) / TK > within_tiles;
+    }
+  }
+  for (int base = kRound; base < p.batch; base += kRound) {
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const int i = base + tid * kPerThread + k;
+      if (i < p.batch) {
+        int first, kv_len;
+        load(i, first, kv_len);
+        past |= (kv_len + TK - 1) / TK > within_tiles;
+      }
+    }
+  }
+  const bool all_within = __syncthreads_or(past) == 0;
   int carry_ctas = 0, carry_slots = 0;
-  for (int base = 0; base < p.batch; base += THREADS * kPerThread) {
+  for (int base = 0; base < p.batch; base += kRound) {
     const int i0 = base + tid * kPerThread;  // this thread's sequences: i0 .. i0 + kPerThread - 1
-    int nc[kPerThread], first[kPerThread], kv_len[kPerThread];
+    int nc[kPerThread], ct[kPerThread], first[kPerThread], kv_len[kPerThread];
     int a = 0, s = 0;  // this thread's CTAs and slots
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
       const int i = i0 + k;
       nc[k] = first[k] = kv_len[k] = 0;
+      ct[k] = 1;
       if (i < p.batch) {
-        first[k] = p.indptr[i];
-        kv_len[k] = paged_kv_len(p.indptr[i + 1] - first[k], p.page_size, p.last_page_len, i);
-        nc[k] = chunks_of<TK>(kv_len[k], p);
+        if (base == 0) first[k] = first0[k], kv_len[k] = len0[k];
+        else load(i, first[k], kv_len[k]);
+        const int tiles = (kv_len[k] + TK - 1) / TK;
+        ct[k] = chunk_tiles_of(tiles, all_within, p.splits, p.max_chunk_tiles);
+        nc[k] = chunks_of_tiles(tiles, ct[k]);
       }
       a += nc[k] * p.head_blocks;
       s += nc[k] >= 2 ? nc[k] : 0;
@@ -338,9 +353,10 @@ __device__ bool find_work(const Params& p, int* sh, Work& w) {
         found[2] = local / nc[k];
         found[3] = local % nc[k];
         found[4] = nc[k];
-        found[5] = ps;
-        found[6] = first[k];
-        found[7] = kv_len[k];
+        found[5] = ct[k];
+        found[6] = ps;
+        found[7] = first[k];
+        found[8] = kv_len[k];
       }
       pa += ctas;
       ps += nc[k] >= 2 ? nc[k] : 0;
@@ -349,7 +365,7 @@ __device__ bool find_work(const Params& p, int* sh, Work& w) {
     if (found[0]) break;
   }
   if (!found[0]) return false;
-  w = Work{found[1], found[2], found[3], found[4], found[5], found[6], found[7]};
+  w = Work{found[1], found[2], found[3], found[4], found[5], found[6], found[7], found[8]};
   return true;
 }
 
@@ -394,7 +410,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   const int g = lane / 4, tq = lane % 4;  // mma fragment row group and column pair
 
   Work wk;
-  if (!find_work<kThreads, TK>(p, reinterpret_cast<int*>(red_max), wk)) return;
+  if (!find_work<kThreads, TK>(p, reinterpret_cast<int*>(red_max), static_cast<int>(blockIdx.x), wk)) return;
   const int split = wk.chunk, nsplits = wk.nchunks;
   const int hb = wk.hb;
   const int b = wk.b;
@@ -415,7 +431,7 @@ __global__ void __launch_bounds__(WARPS * 32) decode_kernel(const Params p) {
   const int first = wk.first;
   const int kv_len = wk.kv_len;
   const int n_tiles = (kv_len + TK - 1) / TK;
-  const int chunk = chunk_of(n_tiles, p);
+  const int chunk = wk.chunk_tiles;
   const int tile_begin = split * chunk;
   const int n = max(0, min(n_tiles, tile_begin + chunk) - tile_begin);  // tiles of this CTA
 
@@ -778,8 +794,6 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 
 // ---- Host side: planning, workspace, launch ---------------------------------------
 
-constexpr std::size_t kWorkspaceCap = std::size_t{64} << 20;  // bytes of partial results at most
-constexpr int kMaxSplits = 256;
 // The workspace starts with the split-merge arrival counters (zeroed when it is
 // allocated, left zero by every launch), then each sequence's (slot, chunks)
 // for merge_kernel, then the partial results.
@@ -788,29 +802,6 @@ constexpr std::size_t kCounterBytes = kMaxCounters * sizeof(unsigned);
 // Work items at most for the fused merge where the average sequence is split
 // (past it merge_kernel spreads the rows over the SMs).
 constexpr std::int64_t kFusedMaxWork = 4096;
-
-// Splits per (sequence, head block): enough CTAs to fill `slots` (SMs x
-// resident CTAs per SM) with the fewest waves per unit of work, each split
-// keeping at least `min_tiles` tiles of the average sequence. Ties go to
-// fewer splits (less merging). Decided from shapes only (the page table stays
-// on the device), so one decision serves every call with these shapes.
-inline int choose_splits(std::int64_t work_items, std::int64_t avg_tiles, std::int64_t slots, int min_tiles,
-                         std::int64_t max_by_workspace) {
-  if (work_items <= 0 || slots <= 0 || work_items >= slots) return 1;
-  std::int64_t smax = std::max<std::int64_t>(1, avg_tiles / std::max(1, min_tiles));
-  smax = std::min<std::int64_t>({smax, max_by_workspace, kMaxSplits});
-  auto cost = [&](std::int64_t s) {
-    return static_cast<double>((work_items * s + slots - 1) / slots) / static_cast<double>(s);
-  };
-  double best_cost = cost(1);
-  for (std::int64_t s = 2; s <= smax; ++s) best_cost = std::min(best_cost, cost(s));
-  // The wave model ignores what each split costs besides its share of the keys (its start, its Q load and
-  // pipeline fill, the partial output and the merge), which makes many splits of a few tiles each slower
-  // than one wave of long splits. So take the fewest splits within 5% of the model's best.
-  for (std::int64_t s = 1; s <= smax; ++s)
-    if (cost(s) <= best_cost * 1.05) return static_cast<int>(s);
-  return 1;
-}
 
 // The split partials' buffer for `stream` on the current device, at least
 // `bytes` (kernels/common/stream_workspace.hpp: allocated outside the timed
@@ -885,67 +876,6 @@ cudaError_t kernel_info(KernelInfo* info) {
   return cudaSuccess;
 }
 
-// The chunking of one decode, from shapes only (the page table stays on the
-// device), so one plan serves every call with these shapes and a graph
-// captured once replays for any page table of them.
-struct Plan {
-  int splits = 1;                // chunks of the average sequence (choose_splits)
-  int chunk_tiles = 1;           // ceil(average tiles / splits): the even split's chunk
-  int long_chunk_tiles = 1;      // tiles a chunk of a sequence past splits x chunk_tiles tiles
-  std::int64_t max_ctas = 0;     // grid: CTAs of every page table of these shapes, at most
-  std::int64_t max_slots = 0;    // partial slots of every page table of these shapes, at most
-};
-
-// `total_keys`: the keys the page table can address (num_kv_indices x
-// page_size, an upper bound of the sum of the sequences' lengths); `slots`:
-// SMs x resident CTAs; max_by_workspace: splits of every sequence the
-// workspace holds.
-//  * splits: choose_splits on the average sequence; chunk_tiles =
-//    ceil(avg_tiles / splits), at least min_tiles. A sequence of n tiles,
-//    n <= splits x chunk_tiles, is split evenly into `splits` chunks of
-//    ceil(n / splits) tiles (chunk_of), so with equal lengths every sequence
-//    is split exactly as an even split by the average would.
-//  * long_chunk_tiles: a longer sequence takes chunks of one slot's share of
-//    the whole batch's tiles, max(chunk_tiles, ceil(head_blocks x tiles /
-//    slots)) (with splits > 1 that is about chunk_tiles; where the batch
-//    alone fills the slots, splits = 1, it is more), so no CTA does more
-//    than its slot's share and the longest sequence is spread over as many
-//    slots as its share of the keys asks, in as few chunks as that allows
-//    (fewer partials to merge).
-//  * bounds: the sequences' tiles T <= (total_keys + batch (TK - 1)) / TK
-//    (ceil per sequence). A sequence has at most min(splits, n) chunks (one
-//    if empty) up to splits x chunk_tiles tiles, and ceil(n / c) <=
-//    floor(n / c) + 1 past it (c = long_chunk_tiles); so at most
-//    min(batch splits + floor(T / c), T + batch) chunks in all, and
-//    head_blocks times that CTAs. Partial results are needed only by
-//    sequences of two or more chunks, at most min(batch splits + floor(T /
-//    c), T) slots. Where floor(T / c) slots would pass the workspace cap, c
-//    doubles (max_by_workspace keeps batch x splits slots within it).
-inline Plan plan_chunks(std::int64_t batch, std::int64_t head_blocks, std::int64_t num_qo_heads, std::int64_t dv,
-                        std::int64_t total_keys, int tile_keys, std::int64_t slots, int min_tiles,
-                        std::int64_t max_by_workspace) {
-  Plan pl;
-  const std::int64_t work = batch * head_blocks;
-  const std::int64_t avg_keys = total_keys / batch;
-  const std::int64_t avg_tiles = (avg_keys + tile_keys - 1) / tile_keys;
-  pl.splits = choose_splits(work, avg_tiles, slots, min_tiles, max_by_workspace);
-  // splits x chunk_tiles stays an int (chunk_of)
-  const std::int64_t c = std::min<std::int64_t>(std::max<std::int64_t>({(avg_tiles + pl.splits - 1) / pl.splits,
-                                                                       min_tiles, 1}),
-                                                0x3fffffff / pl.splits);
-  pl.chunk_tiles = static_cast<int>(c);
-  const std::int64_t tiles = (total_keys + batch * (tile_keys - 1)) / tile_keys;
-  const std::int64_t share = slots > 0 ? (head_blocks * ((total_keys + tile_keys - 1) / tile_keys) + slots - 1) / slots : c;
-  std::int64_t cl = std::max(c, share);
-  const std::int64_t entry_bytes = num_qo_heads * (dv + 1) * static_cast<std::int64_t>(sizeof(float));
-  while (tiles / cl * entry_bytes > static_cast<std::int64_t>(kWorkspaceCap)) cl *= 2;
-  pl.long_chunk_tiles = static_cast<int>(std::min<std::int64_t>(cl, 0x3fffffff));
-  const std::int64_t even = batch * pl.splits + tiles / pl.long_chunk_tiles;
-  pl.max_ctas = head_blocks * std::min(even, tiles + batch);
-  pl.max_slots = std::min(even, tiles);
-  return pl;
-}
-
 // Plans and launches one decode (kernel, and the merge when split). `p` has
 // every field but the plan's and the workspace's set; `total_keys` is
 // num_kv_indices x page_size (shapes only). Returns the CUDA error of the
@@ -967,12 +897,12 @@ cudaError_t launch(Params p, std::int64_t total_keys, int min_tiles, cudaStream_
   const std::int64_t slots =
       static_cast<std::int64_t>(info.sms) *
       (p.page_size % TK != 0 ? info.ctas_per_sm : info.page_run_ctas);  // page_run_ctas <= ctas_per_sm
-  const Plan plan =
-      plan_chunks(p.batch, p.head_blocks, p.num_qo_heads, DV, total_keys, TK, slots, min_tiles, max_ws);
+  const std::int64_t entry_bytes = static_cast<std::int64_t>(p.num_qo_heads) * (DV + 1) * sizeof(float);
+  const Plan plan = plan_chunks(p.batch, p.head_blocks, entry_bytes, total_keys, TK, slots, min_tiles, max_ws);
   const int splits = plan.splits;
   p.splits = splits;
   p.chunk_tiles = plan.chunk_tiles;
-  p.long_chunk_tiles = plan.long_chunk_tiles;
+  p.max_chunk_tiles = plan.max_chunk_tiles;
   p.max_slots = plan.max_slots;
   // The KV stream's L2 policy, by its size (l2_stream_policy.cuh).
   const std::int64_t bytes_per_key = MLA ? std::int64_t{DQK} * 2 : std::int64_t{p.num_kv_heads} * (DQK + DV) * 2;

@@ -1,7 +1,8 @@
 // The launch rules kb's CUDA kernels take from shapes alone, checked on the
 // CPU: which gemv block size fills its waves (kernels/gemm/cuda/gemv.hpp),
 // which L2 policy a read-once stream gets (kernels/common/l2_stream_policy.cuh),
-// how many CTAs an SM needs to stream pages (kernels/common/stream_ctas.hpp)
+// how many CTAs an SM needs to stream pages (kernels/common/stream_ctas.hpp),
+// how the paged decode cuts sequences into chunks (kernels/attention/decode_plan.hpp)
 // and how many CTAs of a cluster hold a sampling row (kernels/sampling/cuda/sampling_launch.hpp).
 // The expected answers are the ones measurements on an H100 and an H200
 // chose; a rule change that flips them must be measured again.
@@ -17,6 +18,12 @@
 #include <fstream>
 #include <unistd.h>
 
+#include <algorithm>
+#include <queue>
+#include <random>
+#include <vector>
+
+#include "attention/decode_plan.hpp"
 #include "common/l2_stream_policy.cuh"
 #include "common/tuning.hpp"
 #include "common/stream_ctas.hpp"
@@ -184,6 +191,135 @@ TEST_CASE("paged decode: CTAs an SM needs to stream whole pages") {
   // An unknown rate or SM count: one.
   CHECK(stream_ctas_per_sm(0, 132) == 1);
   CHECK(stream_ctas_per_sm(3e12, 0) == 1);
+}
+
+// The paged decode's work plan (kernels/attention/decode_plan.hpp) over batches, head blocks, average lengths, tile
+// sizes and slot counts (132 SMs with one or two resident CTAs). Lengths are cut from the page table's keys at random,
+// as kb's input generator cuts them, or all in one sequence.
+namespace {
+namespace pd = kb::kernels::paged_decode;
+
+struct DecodeCase {
+  std::int64_t batch, head_blocks, avg_keys, slots;
+  int tile_keys;
+  pd::Plan plan;
+  std::int64_t entry_bytes;
+};
+
+template <typename F>
+void for_each_decode_case(F&& f) {
+  for (std::int64_t batch : {1, 2, 3, 8, 16, 33, 64, 128, 256, 700})
+    for (std::int64_t head_blocks : {1, 2, 4, 8})
+      for (std::int64_t avg_keys : {100, 512, 1000, 4096, 16384})
+        for (std::int64_t slots : {132, 264})
+          for (int tile_keys : {32, 64}) {
+            const std::int64_t entry_bytes = 16 * head_blocks * (128 + 1) * 4;
+            const std::int64_t max_by_workspace =
+                std::max<std::int64_t>(1, static_cast<std::int64_t>(pd::kWorkspaceCap) / (batch * entry_bytes));
+            const int min_tiles = 128 / tile_keys;
+            const pd::Plan plan = pd::plan_chunks(batch, head_blocks, entry_bytes, avg_keys * batch, tile_keys, slots,
+                                                  min_tiles, max_by_workspace);
+            f(DecodeCase{batch, head_blocks, avg_keys, slots, tile_keys, plan, entry_bytes});
+          }
+}
+
+// The decode kernel's chunking of these lengths: each work item's tiles (head block major, as find_work numbers
+// them), the partial slots, and whether the even split applied.
+struct DecodeWork {
+  std::vector<int> item_tiles;
+  std::int64_t slots_used = 0;
+  bool all_within = true;
+};
+DecodeWork decode_work(const DecodeCase& c, const std::vector<std::int64_t>& lengths) {
+  DecodeWork w;
+  for (std::int64_t len : lengths)
+    w.all_within &= (len + c.tile_keys - 1) / c.tile_keys <= std::int64_t{c.plan.splits} * c.plan.chunk_tiles;
+  for (std::int64_t len : lengths) {
+    const int tiles = static_cast<int>((len + c.tile_keys - 1) / c.tile_keys);
+    const int chunk = pd::chunk_tiles_of(tiles, w.all_within, c.plan.splits, c.plan.max_chunk_tiles);
+    const int chunks = pd::chunks_of_tiles(tiles, chunk);
+    if (chunks >= 2) w.slots_used += chunks;
+    for (std::int64_t h = 0; h < c.head_blocks; ++h)
+      for (int k = 0; k < chunks; ++k) w.item_tiles.push_back(std::max(0, std::min(chunk, tiles - k * chunk)));
+  }
+  return w;
+}
+
+std::vector<std::int64_t> random_cuts(std::int64_t total, std::int64_t batch, std::mt19937_64& rng) {
+  std::vector<std::int64_t> cuts(static_cast<std::size_t>(batch - 1));
+  for (auto& x : cuts) x = std::uniform_int_distribution<std::int64_t>(0, total)(rng);
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<std::int64_t> lengths;
+  std::int64_t prev = 0;
+  for (std::int64_t x : cuts) lengths.push_back(x - prev), prev = x;
+  lengths.push_back(total - prev);
+  return lengths;
+}
+
+// When the last of `item_tiles` ends, handed out from the last item to the first (the kernel's order) to whichever of
+// `slots` frees first, an item costing its tiles plus one (its start and its partial output).
+double list_schedule_end(const std::vector<int>& item_tiles, std::int64_t slots) {
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (std::int64_t s = 0; s < slots; ++s) free_at.push(0);
+  double end = 0;
+  for (auto it = item_tiles.rbegin(); it != item_tiles.rend(); ++it) {
+    const double t = free_at.top() + *it + 1;
+    free_at.pop();
+    free_at.push(t);
+    end = std::max(end, t);
+  }
+  return end;
+}
+}  // namespace
+
+TEST_CASE("paged decode plan: equal lengths are the even split of the average sequence, within the grid") {
+  for_each_decode_case([](const DecodeCase& c) {
+    CAPTURE(c.batch);
+    CAPTURE(c.head_blocks);
+    CAPTURE(c.avg_keys);
+    CAPTURE(c.slots);
+    CAPTURE(c.tile_keys);
+    const DecodeWork w = decode_work(c, std::vector<std::int64_t>(static_cast<std::size_t>(c.batch), c.avg_keys));
+    REQUIRE(w.all_within);
+    const int tiles = static_cast<int>((c.avg_keys + c.tile_keys - 1) / c.tile_keys);
+    const int even = (tiles + c.plan.splits - 1) / c.plan.splits;
+    CHECK(pd::chunk_tiles_of(tiles, true, c.plan.splits, c.plan.max_chunk_tiles) == std::max(1, even));
+    CHECK(static_cast<std::int64_t>(w.item_tiles.size()) <= c.batch * c.head_blocks * c.plan.splits);
+    CHECK(static_cast<std::int64_t>(w.item_tiles.size()) <= c.plan.max_ctas);
+    CHECK(w.slots_used <= c.plan.max_slots);
+  });
+}
+
+TEST_CASE("paged decode plan: unequal lengths within the grid and the workspace, ending near the ideal") {
+  std::mt19937_64 rng(20261206);
+  for_each_decode_case([&](const DecodeCase& c) {
+    CAPTURE(c.batch);
+    CAPTURE(c.head_blocks);
+    CAPTURE(c.avg_keys);
+    CAPTURE(c.slots);
+    CAPTURE(c.tile_keys);
+    std::vector<std::int64_t> one_holds_all(static_cast<std::size_t>(c.batch), 0);
+    one_holds_all.back() = c.avg_keys * c.batch;
+    for (const auto& lengths : {random_cuts(c.avg_keys * c.batch, c.batch, rng), one_holds_all}) {
+      const DecodeWork w = decode_work(c, lengths);
+      CHECK(static_cast<std::int64_t>(w.item_tiles.size()) <= c.plan.max_ctas);
+      CHECK(w.slots_used <= c.plan.max_slots);
+      CHECK(c.plan.max_slots * c.entry_bytes <= 2 * static_cast<std::int64_t>(pd::kWorkspaceCap));
+      const int longest = w.all_within ? c.plan.chunk_tiles : c.plan.max_chunk_tiles;
+      CHECK(*std::max_element(w.item_tiles.begin(), w.item_tiles.end()) <= longest);
+      double work = 0;
+      for (int t : w.item_tiles) work += t + 1;
+      const double ideal = work / static_cast<double>(c.slots);
+      const double end = list_schedule_end(w.item_tiles, c.slots);
+      CAPTURE(ideal);
+      CAPTURE(end);
+      // A list schedule ends within one item of the ideal; with work for four chunks of kMinChunkKeys a slot,
+      // within 1.3x of it, whatever the lengths.
+      CHECK(end <= ideal + longest + 1);
+      const int min_chunk_tiles = (pd::kMinChunkKeys + c.tile_keys - 1) / c.tile_keys;
+      if (ideal >= 4.0 * (min_chunk_tiles + 1)) CHECK(end <= 1.3 * ideal);
+    }
+  });
 }
 
 // kb_cuda_sampling (kernels/sampling/cuda/sampling_launch.hpp): the H100's 132 SMs and the shared memory a CTA of
