@@ -45,9 +45,11 @@
 // (batch_sizes), and dropout between layers in training (random).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "../common/args.hpp"
+#include "common/parallel.hpp"
 #include "../families.hpp"
 #include "lstm_args.hpp"
 
@@ -116,35 +118,59 @@ struct Trace {
   Vec h0, c0;       // [B][H]
 };
 
+// The oracle's loops are blocked and spread over threads for speed (the
+// trace's smallest backward line is ~50 GFLOP in fp64), and every element
+// is still summed in the order of the plain loops (bias, then input column
+// j ascending, then hidden column j ascending; gradients over steps from the
+// last, then batch rows ascending, then gate rows ascending): the result is
+// the same bits for any thread count.
+constexpr unsigned kLstmThreads = 16;
+// Gate rows a block: one block's rows of the transposed weights (808 x 128
+// doubles on the trace's lines) stay in cache across the batch rows.
+constexpr std::int64_t kGateBlock = 128;
+// Batch rows a block in the backward's w^T da products: each weight row is
+// read once for the block's rows.
+constexpr std::int64_t kBatchBlock = 8;
+
+// acc[0, n) += v * w[0, n): a fixed-size body the compiler vectorizes, then the tail.
+inline void axpy(double* __restrict acc, const double* __restrict w, double v, std::int64_t n) {
+  std::int64_t q = 0;
+  for (; q + 8 <= n; q += 8)
+    for (int e = 0; e < 8; ++e) acc[q + e] += v * w[q + e];
+  for (; q < n; ++q) acc[q] += v * w[q];
+}
+
 // Runs one layer and direction over x ([T][B][in]); writes h_t into y ([T][B][D H]) at column d H.
 Trace run_cell(const Cell& cell, const Vec& x, const Vec& h0, const Vec& c0, const Spec& s, std::int64_t d, Vec& y) {
   const std::int64_t T = s.T, B = s.B, H = s.H, G = 4 * H, in = cell.in;
   Trace tr{Vec(static_cast<std::size_t>(T * B * G)), Vec(static_cast<std::size_t>(T * B * H)),
            Vec(static_cast<std::size_t>(T * B * H)), h0, c0};
-  Vec a(static_cast<std::size_t>(G));
+  Vec a(static_cast<std::size_t>(B * G));  // one step's gate pre-activations [B][G]
+  const std::int64_t blocks = (G + kGateBlock - 1) / kGateBlock;
   for (std::int64_t k = 0; k < T; ++k) {
     const std::int64_t t = d == 0 ? k : T - 1 - k, tp = d == 0 ? t - 1 : t + 1;
-    for (std::int64_t b = 0; b < B; ++b) {
-      const double* hp = k == 0 ? &h0[static_cast<std::size_t>(b * H)] : &tr.h[static_cast<std::size_t>((tp * B + b) * H)];
+    auto h_prev = [&](std::int64_t b) {
+      return k == 0 ? &h0[static_cast<std::size_t>(b * H)] : &tr.h[static_cast<std::size_t>((tp * B + b) * H)];
+    };
+    parallel_for(blocks, kLstmThreads, [&](std::int64_t blk) {
+      const std::int64_t r0 = blk * kGateBlock, n = std::min(kGateBlock, G - r0);
+      for (std::int64_t b = 0; b < B; ++b) {
+        double* acc = &a[static_cast<std::size_t>(b * G + r0)];
+        std::copy_n(&cell.bias[static_cast<std::size_t>(r0)], n, acc);
+        const double* xt = &x[static_cast<std::size_t>((t * B + b) * in)];
+        for (std::int64_t j = 0; j < in; ++j) axpy(acc, &cell.wihT[static_cast<std::size_t>(j * G + r0)], xt[j], n);
+        const double* hp = h_prev(b);
+        for (std::int64_t j = 0; j < H; ++j) axpy(acc, &cell.whhT[static_cast<std::size_t>(j * G + r0)], hp[j], n);
+      }
+    });
+    parallel_for(B, kLstmThreads, [&](std::int64_t b) {
+      const double* ab = &a[static_cast<std::size_t>(b * G)];
       const double* cp = k == 0 ? &c0[static_cast<std::size_t>(b * H)] : &tr.c[static_cast<std::size_t>((tp * B + b) * H)];
-      const double* xt = &x[static_cast<std::size_t>((t * B + b) * in)];
-      a = cell.bias;
-      for (std::int64_t j = 0; j < in; ++j) {
-        const double v = xt[j];
-        const double* wr = &cell.wihT[static_cast<std::size_t>(j * G)];
-        for (std::int64_t r = 0; r < G; ++r) a[static_cast<std::size_t>(r)] += v * wr[r];
-      }
-      for (std::int64_t j = 0; j < H; ++j) {
-        const double v = hp[j];
-        const double* wr = &cell.whhT[static_cast<std::size_t>(j * G)];
-        for (std::int64_t r = 0; r < G; ++r) a[static_cast<std::size_t>(r)] += v * wr[r];
-      }
       double* gt = &tr.gates[static_cast<std::size_t>((t * B + b) * G)];
       double* ct = &tr.c[static_cast<std::size_t>((t * B + b) * H)];
       double* ht = &tr.h[static_cast<std::size_t>((t * B + b) * H)];
       for (std::int64_t u = 0; u < H; ++u) {
-        const double i = sigmoid(a[static_cast<std::size_t>(u)]), f = sigmoid(a[static_cast<std::size_t>(H + u)]),
-                     g = std::tanh(a[static_cast<std::size_t>(2 * H + u)]), o = sigmoid(a[static_cast<std::size_t>(3 * H + u)]);
+        const double i = sigmoid(ab[u]), f = sigmoid(ab[H + u]), g = std::tanh(ab[2 * H + u]), o = sigmoid(ab[3 * H + u]);
         gt[u] = i;
         gt[H + u] = f;
         gt[2 * H + u] = g;
@@ -153,7 +179,7 @@ Trace run_cell(const Cell& cell, const Vec& x, const Vec& h0, const Vec& c0, con
         ht[u] = o * std::tanh(ct[u]);
         y[static_cast<std::size_t>((t * B + b) * s.D * H + d * H + u)] = ht[u];
       }
-    }
+    });
   }
   return tr;
 }
@@ -217,50 +243,65 @@ Out cudnn_rnn(Call& c) {
 // Back-propagation through one layer and direction. dy: gradient of the
 // layer's output [T][B][D H] (column d H); dh, dc: gradients of hy, cy
 // ([B][H]) in, of h0, c0 out. Accumulates dx ([T][B][in]) and the weight grads.
+// Per step: the gate gradients da of every batch row, then the weight
+// gradients by gate-row blocks, then dx_t += w_ih^T da and dh_{t-1} = w_hh^T da
+// by blocks of batch rows.
 void back_cell(const Cell& cell, const Trace& tr, const Vec& x, const Vec& dy, const Spec& s, std::int64_t d, Vec& dh,
                Vec& dc, Vec& dx, Vec& dwih, Vec& dwhh, Vec& dbias) {
   const std::int64_t T = s.T, B = s.B, H = s.H, G = 4 * H, in = cell.in;
-  Vec da(static_cast<std::size_t>(G)), dh_prev(static_cast<std::size_t>(B * H), 0.0);
+  Vec da(static_cast<std::size_t>(B * G)), dh_prev(static_cast<std::size_t>(B * H), 0.0);
+  const std::int64_t gate_blocks = (G + kGateBlock - 1) / kGateBlock;
+  const std::int64_t batch_blocks = (B + kBatchBlock - 1) / kBatchBlock;
   for (std::int64_t k = T; k-- > 0;) {
     const std::int64_t t = d == 0 ? k : T - 1 - k, tp = d == 0 ? t - 1 : t + 1;
-    std::fill(dh_prev.begin(), dh_prev.end(), 0.0);
-    for (std::int64_t b = 0; b < B; ++b) {
+    auto h_prev = [&](std::int64_t b) {
+      return k == 0 ? &tr.h0[static_cast<std::size_t>(b * H)] : &tr.h[static_cast<std::size_t>((tp * B + b) * H)];
+    };
+    auto x_at = [&](std::int64_t b) { return &x[static_cast<std::size_t>((t * B + b) * in)]; };
+    parallel_for(B, kLstmThreads, [&](std::int64_t b) {
       const double* gt = &tr.gates[static_cast<std::size_t>((t * B + b) * G)];
       const double* ct = &tr.c[static_cast<std::size_t>((t * B + b) * H)];
       const double* cp = k == 0 ? &tr.c0[static_cast<std::size_t>(b * H)] : &tr.c[static_cast<std::size_t>((tp * B + b) * H)];
-      const double* hp = k == 0 ? &tr.h0[static_cast<std::size_t>(b * H)] : &tr.h[static_cast<std::size_t>((tp * B + b) * H)];
-      const double* xt = &x[static_cast<std::size_t>((t * B + b) * in)];
+      double* db = &da[static_cast<std::size_t>(b * G)];
       for (std::int64_t u = 0; u < H; ++u) {
         const std::size_t bu = static_cast<std::size_t>(b * H + u);
         const double i = gt[u], f = gt[H + u], g = gt[2 * H + u], o = gt[3 * H + u];
         const double th = std::tanh(ct[u]);
         const double dht = dh[bu] + dy[static_cast<std::size_t>((t * B + b) * s.D * H + d * H + u)];
         const double dct = dc[bu] + dht * o * (1 - th * th);
-        da[static_cast<std::size_t>(u)] = dct * g * i * (1 - i);
-        da[static_cast<std::size_t>(H + u)] = dct * cp[u] * f * (1 - f);
-        da[static_cast<std::size_t>(2 * H + u)] = dct * i * (1 - g * g);
-        da[static_cast<std::size_t>(3 * H + u)] = dht * th * o * (1 - o);
+        db[u] = dct * g * i * (1 - i);
+        db[H + u] = dct * cp[u] * f * (1 - f);
+        db[2 * H + u] = dct * i * (1 - g * g);
+        db[3 * H + u] = dht * th * o * (1 - o);
         dc[bu] = dct * f;
       }
-      for (std::int64_t r = 0; r < G; ++r) {
-        const double g = da[static_cast<std::size_t>(r)];
-        dbias[static_cast<std::size_t>(r)] += g;
-        double* wi = &dwih[static_cast<std::size_t>(r * in)];
-        for (std::int64_t j = 0; j < in; ++j) wi[j] += g * xt[j];
-        double* wh = &dwhh[static_cast<std::size_t>(r * H)];
-        for (std::int64_t j = 0; j < H; ++j) wh[j] += g * hp[j];
+    });
+    parallel_for(gate_blocks, kLstmThreads, [&](std::int64_t blk) {
+      const std::int64_t r0 = blk * kGateBlock, r1 = std::min(G, r0 + kGateBlock);
+      for (std::int64_t b = 0; b < B; ++b) {
+        const double* xt = x_at(b);
+        const double* hp = h_prev(b);
+        for (std::int64_t r = r0; r < r1; ++r) {
+          const double g = da[static_cast<std::size_t>(b * G + r)];
+          dbias[static_cast<std::size_t>(r)] += g;
+          axpy(&dwih[static_cast<std::size_t>(r * in)], xt, g, in);
+          axpy(&dwhh[static_cast<std::size_t>(r * H)], hp, g, H);
+        }
       }
-      // dx_t += w_ih^T da, dh_{t-1} = w_hh^T da (rows of the transposed copies dotted with da)
-      double* dxt = &dx[static_cast<std::size_t>((t * B + b) * in)];
+    });
+    std::fill(dh_prev.begin(), dh_prev.end(), 0.0);
+    parallel_for(batch_blocks, kLstmThreads, [&](std::int64_t blk) {
+      const std::int64_t b0 = blk * kBatchBlock, b1 = std::min(B, b0 + kBatchBlock);
       for (std::int64_t r = 0; r < G; ++r) {
-        const double g = da[static_cast<std::size_t>(r)];
         const double* wi = &cell.wih[static_cast<std::size_t>(r * in)];
-        for (std::int64_t j = 0; j < in; ++j) dxt[j] += g * wi[j];
         const double* wh = &cell.whh[static_cast<std::size_t>(r * H)];
-        double* dhp = &dh_prev[static_cast<std::size_t>(b * H)];
-        for (std::int64_t j = 0; j < H; ++j) dhp[j] += g * wh[j];
+        for (std::int64_t b = b0; b < b1; ++b) {
+          const double g = da[static_cast<std::size_t>(b * G + r)];
+          axpy(&dx[static_cast<std::size_t>((t * B + b) * in)], wi, g, in);
+          axpy(&dh_prev[static_cast<std::size_t>(b * H)], wh, g, H);
+        }
       }
-    }
+    });
     dh = dh_prev;
   }
 }
