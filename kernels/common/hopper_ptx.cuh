@@ -25,6 +25,14 @@ __device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 
+// Closes this thread's cp.async issued since the last commit into one group.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed cp.async groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Arrive on the mbarrier once every cp.async this thread issued so far has
 // landed; .noinc: the arrival counts against the barrier's expected count.
 __device__ __forceinline__ void cp_async_mbar_arrive_noinc(std::uint32_t bar) {

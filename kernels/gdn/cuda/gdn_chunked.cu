@@ -190,9 +190,8 @@ __device__ __forceinline__ void stage_f32(float* dst, int ld, const float* src, 
   }
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+using hopper::cp_async_commit;
+using hopper::cp_async_wait;
 
 // Rows [16 rb, 16 rb + 16) of the [C, C] product X Y^T of two bf16 [C, KP]
 // row-major tiles (X Y^T's (i, j) = x_i . y_j; row stride ld, 16-byte rows):

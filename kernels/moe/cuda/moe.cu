@@ -592,7 +592,7 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
   const auto d = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+using hopper::cp_async_commit;
 // Waits until at most n committed groups are pending (n < kMaxStages - 1; the PTX takes an immediate).
 __device__ __forceinline__ void cp_async_wait(int n) {
   switch (n) {
