@@ -469,11 +469,12 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (!r) return fail(r.error());
   for (const auto& s : skipped) fmt::print("skipped: {}\n", s);
   for (const auto& s : not_runnable) fmt::print("not run (unsupported): {}\n", s);
-  fmt::print("{} evaluations on {}: {} passed, {} failed, {} could not run{}{}; traces in {}/traces\n", r->evaluations,
+  // Traces are written only by evaluations (a run that loaded nothing names no folder).
+  fmt::print("{} evaluations on {}: {} passed, {} failed, {} could not run{}{}{}\n", r->evaluations,
              kb::device_name(r->device), r->passed, r->failed, r->errors,
              r->already_recorded ? fmt::format(", {} already recorded (--resume)", r->already_recorded) : "",
              not_runnable.empty() ? "" : fmt::format(", {} solution{} in languages kb cannot run", not_runnable.size(),
                                                      not_runnable.size() == 1 ? "" : "s"),
-             o.out_dir);
+             r->evaluations > 0 ? fmt::format("; traces in {}/traces", o.out_dir) : "");
   return r->all_passed() ? 0 : 1;
 }
