@@ -134,11 +134,8 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
                "l"(gmem), "r"(bytes), "l"(policy)
                : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
+using hopper::cp_async_commit;
+using hopper::cp_async_wait;
 
 using mma_sync::ldmatrix_x4;
 using mma_sync::ldmatrix_x4_trans;
