@@ -138,7 +138,7 @@ constexpr std::int64_t kBatchBlock = 8;
 // sanitized test build: AddressSanitizer, UBSan and fuzzer coverage instrument every form, the vector type's
 // packed operations least). Measured on the trace's LSTM lines, 2-core x86: GCC
 // 17 s for both lines (a fixed 8-iteration inner loop 21 s, the vector type 31 s, a plain loop 25 s); clang's
-// sanitized build, the forward line alone, 121-150 s (eight statements 341 s, the inner loop 433 s, a plain loop
+// sanitized build, the forward line alone, 120 s (eight statements 341 s, the inner loop 433 s, a plain loop
 // 284 s).
 inline void axpy(double* __restrict acc, const double* __restrict w, double v, std::int64_t n) {
   std::int64_t q = 0;
