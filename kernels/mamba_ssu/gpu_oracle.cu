@@ -1,7 +1,8 @@
 // GPU oracle for mamba_ssu: new_state starts as a copy of the cache; one
 // thread per (head, head_dim row) walks the batch in order, so a slot named
 // twice sees its first update (rounded to the cache dtype), as the
-// reference's loop does; sums over dstate in double. Padding slots
+// reference's loop does; dt_f and the exponent A * dt_f are float32, as the
+// reference computes them (oracle.cpp says why), the rest is double. Padding slots
 // (negative) are skipped with output 0; slots past the cache are skipped
 // here (the CPU oracle reports them). tests/kernels/test_linear_gpu_oracles.cpp
 // checks it against the CPU oracle on a device.
@@ -41,13 +42,14 @@ __global__ void mamba_update(Params p) {
       continue;
     }
     const float u = load_f32(p.dt.p, p.dt.dt, bhp) + load_f32(p.bias.p, p.bias.dt, hp);
-    const double dtf = u > 20.0f ? static_cast<double>(u) : log1p(exp(static_cast<double>(u)));
+    const auto dtf = static_cast<float>(u > 20.0f ? static_cast<double>(u) : log1p(exp(static_cast<double>(u))));
     const double xv = load_f32(p.x.p, p.x.dt, bhp);
     double acc = 0;
     for (long long n = 0; n < p.N; ++n) {
       const long long e = slot * p.H * p.P * p.N + hp * p.N + n;
-      const double s = static_cast<double>(load_f32(p.state, p.state_dt, e)) * exp(static_cast<double>(load_f32(p.A.p, p.A.dt, hp * p.N + n)) * dtf) +
-                       dtf * xv * load_f32(p.B.p, p.B.dt, (b * p.G + g) * p.N + n);
+      const float exponent = __fmul_rn(load_f32(p.A.p, p.A.dt, hp * p.N + n), dtf);
+      const double s = static_cast<double>(load_f32(p.state, p.state_dt, e)) * exp(static_cast<double>(exponent)) +
+                       static_cast<double>(dtf) * xv * load_f32(p.B.p, p.B.dt, (b * p.G + g) * p.N + n);
       store_f32(p.state, p.state_dt, e, static_cast<float>(s));
       acc += s * load_f32(p.C.p, p.C.dt, (b * p.G + g) * p.N + n);
     }

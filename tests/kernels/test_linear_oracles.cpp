@@ -311,6 +311,39 @@ TEST_CASE("mamba_ssu updates the named slots in order, pads with -1, leaves the 
   }
 }
 
+TEST_CASE("mamba_ssu's exponent A * dt_f is the reference's float32 product") {
+  // Two state terms of about e^20 that cancel in y, with neighbouring float32
+  // A values whose float32 products with dt_f round to the same value: the
+  // reference's y is 0, an exponent kept in double gives about 900.
+  auto d = shipped("mamba_ssu", "mamba_ssu_decode_h128_d64_s128_ng8");
+  set_const(d, "nheads", 1);
+  set_const(d, "head_dim", 1);
+  set_const(d, "dstate", 2);
+  set_const(d, "ngroups", 1);
+  Call c{d, bind(d, {{"batch_size", 1}, {"state_cache_size", 1}})};
+  const float dt = 7.75f;  // bf16-exact
+  const auto dtf = static_cast<float>(std::log1p(std::exp(static_cast<double>(dt))));
+  std::vector<float> A{20.0f / 7.75f, 0.0f};
+  for (int i = 0; i < 64; ++i, A[0] = std::nextafter(A[0], 3.0f)) {
+    A[1] = std::nextafter(A[0], 3.0f);
+    if (A[0] * dtf == A[1] * dtf) break;
+  }
+  REQUIRE(A[0] * dtf == A[1] * dtf);
+  const double by_double = std::exp(static_cast<double>(A[1]) * dtf) - std::exp(static_cast<double>(A[0]) * dtf);
+  REQUIRE(by_double > 100.0);
+  c.tensors.emplace("state", make(DType::bfloat16, {1, 1, 1, 2}, {1.0f, 1.0f}));
+  c.tensors.emplace("x", make(DType::bfloat16, {1, 1, 1}, {0.0f}));
+  c.tensors.emplace("dt", make(DType::bfloat16, {1, 1, 1}, {dt}));
+  c.tensors.emplace("A", make(DType::float32, {1, 1, 2}, A));
+  c.tensors.emplace("B", make(DType::bfloat16, {1, 1, 2}, {0.0f, 0.0f}));
+  c.tensors.emplace("C", make(DType::bfloat16, {1, 1, 2}, {-1.0f, 1.0f}));
+  c.tensors.emplace("D", make(DType::bfloat16, {1, 1}, {0.0f}));
+  c.tensors.emplace("dt_bias", make(DType::bfloat16, {1, 1}, {0.0f}));
+  c.tensors.emplace("state_batch_indices", make_ints(DType::int32, {1}, {0}));
+  REQUIRE(c.run().ok());
+  CHECK(kb::to_float(c.out("output"))[0] == 0.0f);
+}
+
 // ---- dsa_paged sparse attention ----------------------------------------------
 
 TEST_CASE("dsa sparse attention attends over the selected rows, skips -1, empty rows give 0 and -inf") {
