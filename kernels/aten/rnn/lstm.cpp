@@ -47,7 +47,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "../common/args.hpp"
 #include "common/parallel.hpp"
@@ -133,26 +132,12 @@ constexpr std::int64_t kGateBlock = 128;
 // read once for the block's rows.
 constexpr std::int64_t kBatchBlock = 8;
 
-// acc[0, n) += v * w[0, n), eight elements a step in the form each compiler runs fastest (measured), then the
-// tail: eight explicit statements for GCC -O2 (the default build), the compiler's vector type for clang (the
-// sanitized test build: AddressSanitizer, UBSan and fuzzer coverage instrument every form, the vector type's
-// packed operations least). Measured on the trace's LSTM lines, 2-core x86: GCC
-// 17 s for both lines (a fixed 8-iteration inner loop 21 s, the vector type 31 s, a plain loop 25 s); clang's
-// sanitized build, the forward line alone, 120 s (eight statements 341 s, the inner loop 433 s, a plain loop
-// 284 s).
+// acc[0, n) += v * w[0, n): eight elements a step as eight explicit statements, then the tail. GCC -O2 (the
+// default build) packs these into vector operations better than it does a plain loop, an inner 8-iteration loop
+// or a vector type, and clang's sanitized build (AddressSanitizer and UBSan; kernels/ gets no fuzzer coverage)
+// runs them faster than a vector type, so one form serves both compilers.
 inline void axpy(double* __restrict acc, const double* __restrict w, double v, std::int64_t n) {
   std::int64_t q = 0;
-#if defined(__clang__)
-  using Double4 = double __attribute__((vector_size(4 * sizeof(double))));
-  for (; q + 8 <= n; q += 8) {
-    Double4 a[2], x[2];
-    std::memcpy(a, acc + q, sizeof a);
-    std::memcpy(x, w + q, sizeof x);
-    a[0] += v * x[0];
-    a[1] += v * x[1];
-    std::memcpy(acc + q, a, sizeof a);
-  }
-#else
   for (; q + 8 <= n; q += 8) {
     acc[q + 0] += v * w[q + 0];
     acc[q + 1] += v * w[q + 1];
@@ -163,7 +148,6 @@ inline void axpy(double* __restrict acc, const double* __restrict w, double v, s
     acc[q + 6] += v * w[q + 6];
     acc[q + 7] += v * w[q + 7];
   }
-#endif
   for (; q < n; ++q) acc[q] += v * w[q];
 }
 
