@@ -7,17 +7,19 @@
 // (B, C: group h / (H / G).) A batch element with a negative slot is padding:
 // no update, output 0.
 //
-// The grid runs over the cache's slots (x) and chunks of the flattened
-// [H * P] state rows (y). A CTA finds the first batch element naming its slot
-// (a block-wide scan of state_batch_indices); if none, it copies its rows of
-// the slot to new_state; if one, it loads its rows once (16-byte vectors
-// along dstate, streaming), applies that element's update, and then every
-// later element naming the same slot in batch order, with the state rounded
-// to the cache dtype in between, as the reference's loop sees it; then stores
-// the rows once. So each slot's bytes are read and written once, named or not,
-// and a slot named twice needs no ordering between CTAs. One more column of
-// CTAs writes the zero outputs of padding elements. B and C of the CTA's
-// groups are staged in shared memory as fp32 per element.
+// The grid runs over the cache's slots (x) and, per slot, enough CTAs (y)
+// for several waves of the GPU; a CTA walks every gridDim.y-th chunk of the
+// slot's flattened [H * P] state rows. A CTA first lists the batch elements
+// naming its slot (block-wide scans of state_batch_indices, once: the list is
+// the same for every chunk). With none it copies its chunks of the slot to
+// new_state; otherwise, per chunk, it loads the rows once (16-byte vectors
+// along dstate, streaming), applies the first naming element's update, then
+// every later one in batch order, with the state rounded to the cache dtype
+// in between, as the reference's loop sees it; then stores the rows once. So
+// each slot's bytes are read and written once, named or not, and a slot named
+// twice needs no ordering between CTAs. One more column of CTAs writes the
+// zero outputs of padding elements. B and C of the chunk's groups are staged
+// in shared memory as fp32 per element.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -38,6 +40,18 @@ constexpr int kThreads = 128;
 constexpr int kLanes = 16;                        // lanes sharing one state row
 constexpr int kRowsAtOnce = kThreads / kLanes;    // 8 rows a CTA at a time
 constexpr int kStateFloats = 32;                  // state elements a thread holds: rows x elements
+constexpr int kListedUsers = 16;                  // batch elements naming one slot that a CTA lists once
+// Resident CTAs an SM the compiler must allow (80 registers a thread for 6):
+// 16-bit states in 16-byte vectors fit without spilling; fp32 states and the
+// scalar path would spill, and keep the compiler's choice.
+template <class ST, int VW>
+constexpr int min_ctas_per_sm() { return sizeof(ST) == 2 && VW > 1 ? 6 : 1; }
+// CTAs the grid aims at per SM: about 20 resident waves, so the slots'
+// unequal work (named slots update, the others copy) balances out, while each
+// CTA still walks several chunks of its slot on one scan of
+// state_batch_indices. Measured on an H100 over 8 to 4096 CTAs an SM
+// (docs/performance/linear.md): 128 fastest, 8 half again slower.
+constexpr long long kCtasPerSm = 128;
 
 constexpr int rows_per_thread(int vw, int nv) { return vw * nv >= kStateFloats ? 1 : kStateFloats / (vw * nv); }
 
@@ -98,7 +112,7 @@ __device__ long long next_use(const Params& p, long long slot, long long after, 
 }
 
 template <class ST, int VW, int NV>
-__global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
+__global__ void __launch_bounds__(kThreads, min_ctas_per_sm<ST, VW>()) mamba_ssu_kernel(Params p) {
   constexpr int R = rows_per_thread(VW, NV);
   constexpr int RC = kRowsAtOnce * R;  // rows a CTA
   constexpr int EL = VW * NV;          // elements a lane holds of each row
@@ -106,6 +120,9 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
   float* Bs = reinterpret_cast<float*>(smem4);  // [stage_groups][N]
   float* Cs = Bs + p.stage_groups * p.N;        // [stage_groups][N]
   __shared__ unsigned long long found;
+  // The batch elements naming this slot, in batch order: the same for every
+  // chunk, so found once. Past kListedUsers, later ones are found per chunk.
+  __shared__ long long users[kListedUsers];
 
   const long long HP = p.H * p.P, ratio = p.H / p.G;
   const long long slot = blockIdx.x;
@@ -113,20 +130,33 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
   const ST* src = static_cast<const ST*>(p.state);
   ST* dst = static_cast<ST*>(p.new_state);
 
+  if (slot == p.cache) {  // the padding column: zero outputs of elements without a slot
+    for (long long chunk = blockIdx.y; chunk < p.chunks; chunk += gridDim.y) {
+      const long long hp0 = chunk * RC;
+      for (long long i = threadIdx.x; i < p.batch * RC; i += blockDim.x) {
+        const long long b = i / RC, r = i % RC;
+        const long long s = load_index(p.slots, p.slots_dt, b);
+        if ((s < 0 || s >= p.cache) && hp0 + r < HP) store_f32(p.out, p.out_dt, b * HP + hp0 + r, 0.0f);
+      }
+    }
+    return;
+  }
+  int listed = 0;        // users[0, listed) hold the first users
+  long long unlisted = -1;  // the user after them, or -1: the list is complete
+  for (long long b = next_use(p, slot, -1, &found); b >= 0; b = next_use(p, slot, b, &found)) {
+    if (listed == kListedUsers) {
+      unlisted = b;
+      break;
+    }
+    if (threadIdx.x == 0) users[listed] = b;
+    ++listed;
+  }
+  __syncthreads();  // users[] visible to every thread
+
   for (long long chunk = blockIdx.y; chunk < p.chunks; chunk += gridDim.y) {
     const long long hp0 = chunk * RC;
-    if (slot == p.cache) {  // the padding column: zero outputs of elements without a slot
-      for (long long b = 0; b < p.batch; ++b) {
-        const long long s = load_index(p.slots, p.slots_dt, b);
-        if (s >= 0 && s < p.cache) continue;
-        for (int r = threadIdx.x; r < RC; r += blockDim.x)
-          if (hp0 + r < HP) store_f32(p.out, p.out_dt, b * HP + hp0 + r, 0.0f);
-      }
-      continue;
-    }
     const long long slot_base = slot * HP * p.N;
-    long long b = next_use(p, slot, -1, &found);
-    if (b < 0) {  // no element names this slot: its rows keep their bits
+    if (listed == 0) {  // no element names this slot: its rows keep their bits
       if (src != dst)
 #pragma unroll
         for (int i = 0; i < R; ++i) {
@@ -144,40 +174,32 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
       continue;
     }
 
-    // The rows' state and A, loaded once for every element naming the slot.
-    float S[R][EL], Ar[R][EL];
+    // The rows' state, loaded once for every element naming the slot. A is
+    // read where it is used (from L2: it is the same for every slot), which
+    // keeps a thread's registers to its state (min_ctas_per_sm).
+    float S[R][EL];
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       const long long hp = hp0 + i * kRowsAtOnce + hw;
 #pragma unroll
       for (int j = 0; j < NV; ++j) {
         const long long n0 = static_cast<long long>(j * kLanes + l) * VW;
-        const bool in = hp < HP && n0 < p.N;
-        if (in) {
+        if (hp < HP && n0 < p.N) {
           load_state<ST, VW>(src + slot_base + hp * p.N + n0, &S[i][j * VW]);
-          if constexpr (VW == 1) {
-            Ar[i][j] = load_f32(p.A, p.A_dt, hp * p.N + n0);
-          } else {
-            const float4* a4 = reinterpret_cast<const float4*>(static_cast<const float*>(p.A) + hp * p.N + n0);
-#pragma unroll
-            for (int c = 0; c < VW / 4; ++c) {
-              const float4 v = __ldg(a4 + c);
-              Ar[i][j * VW + 4 * c] = v.x, Ar[i][j * VW + 4 * c + 1] = v.y, Ar[i][j * VW + 4 * c + 2] = v.z,
-                                  Ar[i][j * VW + 4 * c + 3] = v.w;
-            }
-          }
         } else {
 #pragma unroll
-          for (int c = 0; c < VW; ++c) S[i][j * VW + c] = 0.f, Ar[i][j * VW + c] = 0.f;
+          for (int c = 0; c < VW; ++c) S[i][j * VW + c] = 0.f;
         }
       }
     }
     const long long hp_last = min(hp0 + RC, HP) - 1;
     const long long g_lo = hp0 / p.P / ratio, n_groups = hp_last / p.P / ratio - g_lo + 1;
 
-    for (; b >= 0; b = next_use(p, slot, b, &found)) {
-      // B and C of this element's groups, fp32. The barrier in next_use keeps
-      // the previous element's readers ahead of these writes.
+    long long b = users[0];
+    for (int k = 0; b >= 0; ++k) {
+      // B and C of this element's groups, fp32, after every reader of the
+      // previous element's (or chunk's) are done.
+      __syncthreads();
       for (long long i = threadIdx.x; i < n_groups * p.N; i += blockDim.x) {
         const long long src_i = (b * p.G + g_lo) * p.N + i;
         Bs[i] = load_f32(p.B, p.B_dt, src_i);
@@ -201,10 +223,21 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
           if (!row_in || n0 >= p.N) continue;
           const float* bs = Bs + gl * p.N + n0;
           const float* cs = Cs + gl * p.N + n0;
+          float a[VW];
+          if constexpr (VW == 1) {
+            a[0] = load_f32(p.A, p.A_dt, hp * p.N + n0);
+          } else {
+            const float4* a4 = reinterpret_cast<const float4*>(static_cast<const float*>(p.A) + hp * p.N + n0);
+#pragma unroll
+            for (int c = 0; c < VW / 4; ++c) {
+              const float4 v = __ldg(a4 + c);
+              a[4 * c] = v.x, a[4 * c + 1] = v.y, a[4 * c + 2] = v.z, a[4 * c + 3] = v.w;
+            }
+          }
 #pragma unroll
           for (int c = 0; c < VW; ++c) {
             float& s = S[i][j * VW + c];
-            s = __fadd_rn(__fmul_rn(s, expf(__fmul_rn(Ar[i][j * VW + c], dtf))), __fmul_rn(dtx, bs[c]));
+            s = __fadd_rn(__fmul_rn(s, expf(__fmul_rn(a[c], dtf))), __fmul_rn(dtx, bs[c]));
             acc = fmaf(s, cs[c], acc);
           }
         }
@@ -216,6 +249,10 @@ __global__ void __launch_bounds__(kThreads) mamba_ssu_kernel(Params p) {
 #pragma unroll
           for (int e = 0; e < EL; ++e) S[i][e] = to_f32<ST>(from_f32<ST>(S[i][e]));
       }
+      // The next user: listed, the first unlisted one, or searched for (block-wide).
+      if (k + 1 < listed) b = users[k + 1];
+      else if (k + 1 == listed) b = unlisted;
+      else b = next_use(p, slot, b, &found);
     }
 
 #pragma unroll
@@ -259,9 +296,9 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 
 // 32 state elements a thread (dstate 128 in bf16: 4 rows of one 16-byte
 // vector a lane), 128 threads: 32 rows (8 KiB of bf16 state) a CTA, all of a
-// thread's loads issued before any math.
+// thread's state loads issued before any math.
 MambaSsuConfig mamba_ssu_launch_config(DType state_dt, std::int64_t H, std::int64_t P, std::int64_t N, std::int64_t G,
-                                       bool vectorizable) {
+                                       std::int64_t cache, int sm_count, bool vectorizable) {
   MambaSsuConfig c;
   if (N <= 0 || N > 512 || H <= 0 || P <= 0 || G <= 0) return c;
   const int vw = state_dt == DType::float32 ? 4 : 8;
@@ -275,7 +312,8 @@ MambaSsuConfig mamba_ssu_launch_config(DType state_dt, std::int64_t H, std::int6
   c.rows_thread = rows_per_thread(c.vec_width, c.vecs);
   c.rows_cta = kRowsAtOnce * c.rows_thread;
   c.chunks = (H * P + c.rows_cta - 1) / c.rows_cta;
-  c.grid_y = static_cast<unsigned>(std::min<std::int64_t>(c.chunks, 65535));
+  const std::int64_t per_slot = (kCtasPerSm * std::max(sm_count, 1) + cache) / (cache + 1);
+  c.grid_y = static_cast<unsigned>(std::clamp<std::int64_t>(per_slot, 1, std::min<std::int64_t>(c.chunks, 65535)));
   // Heads one CTA's rows span, hence groups (contiguous, each a run of heads).
   const std::int64_t heads = (c.rows_cta - 1 + P - 1) / P + 1;
   c.stage_groups = std::min<std::int64_t>(G, heads);
@@ -291,7 +329,10 @@ Status launch_mamba_ssu(const MambaSsuArgs& a, void* stream) {
     return make_error(Code::unsupported, "kb_cuda_mamba_ssu: the state must be bfloat16, float16 or float32");
   if (a.cache >= 0x7fffffff) return make_error(Code::unsupported, "kb_cuda_mamba_ssu: more slots than one grid holds");
   const bool vec = aligned16(a.state) && aligned16(a.new_state) && a.A_dt == DType::float32 && aligned16(a.A);
-  const MambaSsuConfig c = mamba_ssu_launch_config(a.state_dt, a.H, a.P, a.N, a.G, vec);
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return make_error(Code::cuda_error, "kb_cuda_mamba_ssu: cannot read the device's SM count");
+  const MambaSsuConfig c = mamba_ssu_launch_config(a.state_dt, a.H, a.P, a.N, a.G, a.cache, sms, vec);
   if (c.vec_width == 0) return make_error(Code::unsupported, "kb_cuda_mamba_ssu: dstate over 512");
   if (c.smem_bytes > 96 * 1024)
     return make_error(Code::unsupported, "kb_cuda_mamba_ssu: B and C of one CTA's groups exceed 96 KiB of shared memory");

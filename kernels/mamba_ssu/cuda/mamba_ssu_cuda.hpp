@@ -28,9 +28,10 @@ struct MambaSsuArgs {
 };
 
 // Launch shape from mamba_ssu_launch_config(): grid.x over the cache's slots
-// plus one (the padding rows' zero outputs), grid.y over chunks of
-// `rows_cta` rows of the flattened [H * P] rows; 128 threads, 16 lanes a row,
-// `vec_width` x `vecs` state elements a lane.
+// plus one (the padding rows' zero outputs), grid.y CTAs a slot, each taking
+// every grid_y-th of the `chunks` chunks of `rows_cta` rows of the flattened
+// [H * P] rows; 128 threads, 16 lanes a row, `vec_width` x `vecs` state
+// elements a lane.
 struct MambaSsuConfig {
   int vec_width = 0;  // elements a 16-byte vector holds (8 for 16-bit, 4 for fp32), 1: scalar path; 0: no kernel
   int vecs = 0;       // vectors a lane holds per row
@@ -42,8 +43,9 @@ struct MambaSsuConfig {
   std::size_t smem_bytes = 0;
 };
 
+// `cache` slots on a device of `sm_count` SMs.
 MambaSsuConfig mamba_ssu_launch_config(DType state_dt, std::int64_t H, std::int64_t P, std::int64_t N, std::int64_t G,
-                                       bool vectorizable);
+                                       std::int64_t cache, int sm_count, bool vectorizable);
 
 // Launches on `stream` (a cudaStream_t); allocates nothing, no synchronization.
 Status launch_mamba_ssu(const MambaSsuArgs& args, void* stream);
