@@ -36,8 +36,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"unsafe"
 )
+
+// kb_last_error() is the calling thread's, and cgo may run a goroutine's C calls on different OS
+// threads: main stays on one, so the message read after a failed call is that call's.
+func init() { runtime.LockOSThread() }
 
 // kbError is a failed kb call: "what: STATUS: kb_last_error()".
 func kbError(what string, s C.kb_status) error {
