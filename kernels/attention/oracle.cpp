@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/parallel.hpp"
 #include "tensor/convert.hpp"
 
 namespace kb::kernels::attention {
@@ -193,44 +194,53 @@ double dot(const float* a, const float* b, std::int64_t n) {
   return s;
 }
 
+// Threads the oracle spreads one sequence's (query, head) rows over, and the
+// multiply-adds below which a sequence runs on the calling thread alone
+// (starting threads costs more than such a sequence).
+constexpr unsigned kAttendThreads = 16;
+constexpr double kSerialMultiplyAdds = 1 << 20;
+
 // The queries [q_begin, q_begin + q_len) of one sequence whose keys and
-// values are the rows `kv_rows` (in sequence order).
+// values are the rows `kv_rows` (in sequence order). Every (query, head) row
+// is computed alone, in the same order whatever thread takes it, so the
+// results do not depend on the threads.
 void attend(Problem& p, std::int64_t q_begin, std::int64_t q_len, const std::vector<std::int64_t>& kv_rows) {
   const auto kv_len = static_cast<std::int64_t>(kv_rows.size());
-  const std::int64_t dv = p.v->dim;
-  std::vector<double> logits(static_cast<std::size_t>(kv_len));
-  std::vector<double> acc(static_cast<std::size_t>(dv));
-  for (std::int64_t i = 0; i < q_len; ++i) {
+  const std::int64_t dv = p.v->dim, dk = p.k0->dim + (p.q1 ? p.k1->dim : 0);
+  auto row = [&](std::int64_t item) {
+    const std::int64_t i = item / p.q_heads, h = item % p.q_heads;
     std::int64_t visible = kv_len;
     if (p.causal) visible = std::clamp<std::int64_t>(kv_len - q_len + i + 1, 0, kv_len);
-    if (visible == 0) continue;  // no key: output 0, lse -inf
+    if (visible == 0) return;  // no key: output 0, lse -inf
     const std::int64_t t = q_begin + i;
-    for (std::int64_t h = 0; h < p.q_heads; ++h) {
-      const std::int64_t g = h / p.group;
-      const float* qa = p.q0->at(t, h);
-      const float* qb = p.q1 ? p.q1->at(t, h) : nullptr;
-      double m = -std::numeric_limits<double>::infinity();
-      for (std::int64_t j = 0; j < visible; ++j) {
-        const std::int64_t r = kv_rows[static_cast<std::size_t>(j)];
-        double s = dot(qa, p.k0->at(r, g), p.k0->dim);
-        if (qb) s += dot(qb, p.k1->at(r, g), p.k1->dim);
-        const double l = s * p.scale;
-        logits[static_cast<std::size_t>(j)] = l;
-        m = std::max(m, l);
-      }
-      std::fill(acc.begin(), acc.end(), 0.0);
-      double sum = 0;
-      for (std::int64_t j = 0; j < visible; ++j) {
-        const double w = std::exp(logits[static_cast<std::size_t>(j)] - m);
-        sum += w;
-        const float* vr = p.v->at(kv_rows[static_cast<std::size_t>(j)], g);
-        for (std::int64_t e = 0; e < dv; ++e) acc[static_cast<std::size_t>(e)] += w * static_cast<double>(vr[e]);
-      }
-      float* o = p.out.data() + (t * p.q_heads + h) * dv;
-      for (std::int64_t e = 0; e < dv; ++e) o[e] = static_cast<float>(acc[static_cast<std::size_t>(e)] / sum);
-      p.lse[static_cast<std::size_t>(t * p.q_heads + h)] = static_cast<float>((m + std::log(sum)) / kLn2);
+    const std::int64_t g = h / p.group;
+    const float* qa = p.q0->at(t, h);
+    const float* qb = p.q1 ? p.q1->at(t, h) : nullptr;
+    std::vector<double> logits(static_cast<std::size_t>(visible));
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t j = 0; j < visible; ++j) {
+      const std::int64_t r = kv_rows[static_cast<std::size_t>(j)];
+      double s = dot(qa, p.k0->at(r, g), p.k0->dim);
+      if (qb) s += dot(qb, p.k1->at(r, g), p.k1->dim);
+      const double l = s * p.scale;
+      logits[static_cast<std::size_t>(j)] = l;
+      m = std::max(m, l);
     }
-  }
+    std::vector<double> acc(static_cast<std::size_t>(dv), 0.0);
+    double sum = 0;
+    for (std::int64_t j = 0; j < visible; ++j) {
+      const double w = std::exp(logits[static_cast<std::size_t>(j)] - m);
+      sum += w;
+      const float* vr = p.v->at(kv_rows[static_cast<std::size_t>(j)], g);
+      for (std::int64_t e = 0; e < dv; ++e) acc[static_cast<std::size_t>(e)] += w * static_cast<double>(vr[e]);
+    }
+    float* o = p.out.data() + (t * p.q_heads + h) * dv;
+    for (std::int64_t e = 0; e < dv; ++e) o[e] = static_cast<float>(acc[static_cast<std::size_t>(e)] / sum);
+    p.lse[static_cast<std::size_t>(t * p.q_heads + h)] = static_cast<float>((m + std::log(sum)) / kLn2);
+  };
+  const std::int64_t rows = q_len * p.q_heads;
+  const double work = static_cast<double>(rows) * static_cast<double>(kv_len) * static_cast<double>(dk + dv);
+  parallel_for(rows, work < kSerialMultiplyAdds ? 1u : kAttendThreads, row);
 }
 
 void start(Problem& p, std::int64_t tokens, std::int64_t dv) {
