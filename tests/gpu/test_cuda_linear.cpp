@@ -251,6 +251,12 @@ void test_gdn(const kb::Implementation& impl, const fs::path& shared_defs, const
     judge(impl, d, workload(d, axes, 0.0, true, c.buffer),
           "gdn mtp " + shape_text(c.s) + " " + axes_text(axes) + (c.buffer ? " +intermediate buffer" : ""));
   }
+  {  // pool rows read by three sequences, by one and by none (final_state copies them all)
+    const GdnShape s{2, 2, 4, 128, 128};
+    const kb::Definition d = gdn_shape(mtp, s.hq, s.hk, s.hv, s.dk, s.dv);
+    judge_crafted(impl, d, workload(d, {{"batch_size", 5}, {"seq_len", 3}, {"pool_size", 7}}, 0.0),
+                  "initial_state_indices", {4, 1, 4, 0, 4}, "gdn mtp " + shape_text(s) + " indices=[4,1,4,0,4] pool=7");
+  }
 
   struct PrefillCase {
     GdnShape s;

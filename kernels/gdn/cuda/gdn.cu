@@ -20,6 +20,11 @@
 // Prefill of long sequences (K <= 128; gdn_prefill_uses_chunks) runs in
 // chunks on tensor cores instead (gdn_chunked.cu); short ones walk their
 // tokens here (parallel over sequences x heads x row slices).
+// mtp returns the pool unchanged (final_state) beside the outputs: its CTAs
+// own pool rows, not sequences (gdn_pool_kernel). Each loads its slice of a
+// row once, stores it as the copy, and walks the tokens of every sequence
+// that reads the row (a list linked by gdn_link_pool_users) from the state
+// it holds, so the pool is read once and written once, the call's floor.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -53,9 +58,13 @@ struct Params {
   void* out;
   int out_dt;
   float* state_out;
-  long long hq, hk, hv, dk, dv, tokens_per_seq, total_tokens, slices;
+  long long hq, hk, hv, dk, dv, seqs, tokens_per_seq, total_tokens, slices;
   float scale;
   int tile_tokens;
+  // mtp: pool row r's first reading sequence first_user[r] and each
+  // sequence's next reader next_user[s], -1 ending a list (workspace).
+  int* first_user;
+  int* next_user;
 };
 
 // A thread's state rows: local row r = warp * 2R + 2i + half of the CTA's
@@ -171,12 +180,14 @@ __device__ __forceinline__ CtaCoords cta_coords(const Params& p) {
   return c;
 }
 
-template <int E, bool VEC>
-// 7 CTAs an SM (at most 72 registers a thread: no spill at K <= 128): the
-// state is streamed once, so the bytes in flight are what bound a decode
-// step, and at the 96 registers the compiler picks alone only 5 CTAs fit
-// (64% of the DRAM bandwidth at batch 256, H100, Nsight Compute).
-__global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_kernel(Params p) {
+// The tokens [first, first + len) of one sequence on a CTA's rows of value
+// head h, from the state S it holds: tiles of tokens staged in shared memory,
+// outputs leaving through it as coalesced rows. Every thread of the CTA calls
+// it with the same arguments (it holds barriers).
+template <int E>
+__device__ __forceinline__ void walk_tokens(float (&S)[kStateFloats / E][E], const Params& p,
+                                            long long first, long long len, long long h, long long qh, long long kh,
+                                            long long v0, int warp, int half, int l) {
   constexpr int R = kStateFloats / E;  // rows a thread holds
   constexpr int KP = kLanes * E;       // K padded to what the lanes hold
   constexpr int NV = E / 4;            // runs of 4 a lane holds per row
@@ -190,32 +201,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_kernel(Params p) {
   float* os = vs + tt * rows_cta;   // [tt][rows_cta]
   float* gs = os + tt * rows_cta;   // [tt]
   float* bs = gs + tt;              // [tt]
-
-  const CtaCoords cc = cta_coords(p);
-  const long long slice = cc.slice, h = cc.h, s = cc.s;
-
-  long long first, len, read_row, write_row;
-  if (p.cu) {
-    const long long lo = load_index(p.cu, p.cu_dt, s), hi = load_index(p.cu, p.cu_dt, s + 1);
-    first = lo;
-    len = lo < 0 || hi > p.total_tokens ? 0 : hi - lo;  // out of range: the oracle refuses it; nothing is read
-    read_row = write_row = s;
-  } else {
-    first = s * p.tokens_per_seq;
-    len = p.tokens_per_seq;
-    read_row = p.seq_index ? load_index(p.seq_index, p.seq_index_dt, s) : s;
-    write_row = p.seq_index ? -1 : s;
-  }
-  const bool have_state = p.state && len > 0 && read_row >= 0 && read_row < p.state_rows;
-
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int half = lane / kLanes, l = lane % kLanes;
-  const long long v0 = slice * rows_cta;
-  float S[R][E];
-  load_state<R, E, VEC>(S, have_state ? p.state + (read_row * p.hv + h) * p.dv * p.dk : nullptr, v0, p.dv, p.dk, warp,
-                        half, l);
-
-  const long long qh = cc.qh, kh = cc.kh;
   const float decay_rate = expf(load_f32(p.a_log, p.a_log_dt, h));
   const float dt_bias = load_f32(p.dt_bias, p.dt_bias_dt, h);
   for (long long t0 = 0; t0 < len; t0 += tt) {
@@ -273,14 +258,91 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_kernel(Params p) {
       const long long tok = first + t0 + t, row = v0 + r;
       if (row < p.dv) store_f32(p.out, p.out_dt, (tok * p.hv + h) * p.dv + row, os[i]);
     }
-    // The next tile's staging overwrites ks / qs / vs only after every thread
-    // has passed the barrier above, and os only after the next barrier.
+    // The next tile's staging overwrites ks / qs / vs / gs / bs only after
+    // every thread has passed the barrier above, and os only after the next
+    // barrier; the same holds for the next call's first tile.
   }
+}
 
-  if (write_row < 0 || !p.state_out) return;
+template <int E, bool VEC>
+// 7 CTAs an SM (at most 72 registers a thread: no spill at K <= 128): the
+// state is streamed once, so the bytes in flight are what bound a decode
+// step, and at the 96 registers the compiler picks alone only 5 CTAs fit
+// (64% of the DRAM bandwidth at batch 256, H100, Nsight Compute).
+__global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_kernel(Params p) {
+  constexpr int R = kStateFloats / E;
+  const CtaCoords cc = cta_coords(p);
+  const long long slice = cc.slice, h = cc.h, s = cc.s;
+
+  long long first, len;
+  if (p.cu) {
+    const long long lo = load_index(p.cu, p.cu_dt, s), hi = load_index(p.cu, p.cu_dt, s + 1);
+    first = lo;
+    len = lo < 0 || hi > p.total_tokens ? 0 : hi - lo;  // out of range: the oracle refuses it; nothing is read
+  } else {
+    first = s * p.tokens_per_seq;
+    len = p.tokens_per_seq;
+  }
+  const bool have_state = p.state && len > 0 && s < p.state_rows;
+
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int half = lane / kLanes, l = lane % kLanes;
+  const long long v0 = slice * static_cast<int>(blockDim.x / 32) * 2 * R;
+  float S[R][E];
+  load_state<R, E, VEC>(S, have_state ? p.state + (s * p.hv + h) * p.dv * p.dk : nullptr, v0, p.dv, p.dk, warp, half,
+                        l);
+  walk_tokens<E>(S, p, first, len, h, cc.qh, cc.kh, v0, warp, half, l);
+  if (!p.state_out) return;
   // A sequence without tokens leaves its row zero (the reference's new_state
   // starts as zeros): S was never loaded then.
-  store_state<R, E, VEC>(S, p.state_out + (write_row * p.hv + h) * p.dv * p.dk, v0, p.dv, p.dk, warp, half, l);
+  store_state<R, E, VEC>(S, p.state_out + (s * p.hv + h) * p.dv * p.dk, v0, p.dv, p.dk, warp, half, l);
+}
+
+// mtp: the CTA's (pool row, value head, row slice) is copied to final_state
+// (p.state_out) and every sequence reading the row walks its tokens from it.
+// The first reader uses the registers as loaded; a row read by several
+// sequences is reloaded for each further one (each starts from the row).
+template <int E, bool VEC>
+__global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_pool_kernel(Params p) {
+  constexpr int R = kStateFloats / E;
+  const CtaCoords cc = cta_coords(p);
+  const long long slice = cc.slice, h = cc.h, row = cc.s;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int half = lane / kLanes, l = lane % kLanes;
+  const long long v0 = slice * static_cast<int>(blockDim.x / 32) * 2 * R;
+  const float* src = p.state ? p.state + (row * p.hv + h) * p.dv * p.dk : nullptr;
+  float S[R][E];
+  load_state<R, E, VEC>(S, src, v0, p.dv, p.dk, warp, half, l);
+  store_state<R, E, VEC>(S, p.state_out + (row * p.hv + h) * p.dv * p.dk, v0, p.dv, p.dk, warp, half, l);
+  bool loaded = true;
+  for (int u = p.first_user[row]; u >= 0; u = p.next_user[u]) {
+    if (!loaded) load_state<R, E, VEC>(S, src, v0, p.dv, p.dk, warp, half, l);
+    walk_tokens<E>(S, p, u * p.tokens_per_seq, p.tokens_per_seq, h, cc.qh, cc.kh, v0, warp, half, l);
+    loaded = false;
+  }
+}
+
+// mtp's reader lists, one CTA: first_user[r] = -1 for every pool row, then
+// each sequence pushed onto its row's list. A sequence whose index is outside
+// the pool (the oracle refuses such input) gets zero outputs.
+__global__ void gdn_link_pool_users(Params p) {
+  for (long long r = threadIdx.x; r < p.state_rows; r += blockDim.x) p.first_user[r] = -1;
+  __syncthreads();
+  int outside = 0;
+  for (long long s = threadIdx.x; s < p.seqs; s += blockDim.x) {
+    const long long r = load_index(p.seq_index, p.seq_index_dt, s);
+    if (r >= 0 && r < p.state_rows)
+      p.next_user[s] = atomicExch(p.first_user + r, static_cast<int>(s));
+    else
+      outside = 1;
+  }
+  if (!__syncthreads_or(outside)) return;
+  const long long per_seq = p.tokens_per_seq * p.hv * p.dv;
+  for (long long s = 0; s < p.seqs; ++s) {
+    const long long r = load_index(p.seq_index, p.seq_index_dt, s);
+    if (r >= 0 && r < p.state_rows) continue;
+    for (long long i = threadIdx.x; i < per_seq; i += blockDim.x) store_f32(p.out, p.out_dt, s * per_seq + i, 0.f);
+  }
 }
 
 // Decode (one token a sequence) with bf16 q, k, v and a vectorizable state:
@@ -345,8 +407,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 7) gdn_decode_kernel(Params p)
 }
 
 template <int E, bool VEC>
-cudaError_t launch_typed(const GdnConfig& c, const Params& p, cudaStream_t s) {
-  auto kernel = gdn_kernel<E, VEC>;
+cudaError_t launch_typed(const GdnConfig& c, const Params& p, bool pool, cudaStream_t s) {
+  auto kernel = pool ? gdn_pool_kernel<E, VEC> : gdn_kernel<E, VEC>;
   if (c.smem_bytes > 48 * 1024)
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(c.smem_bytes));
@@ -371,12 +433,12 @@ cudaError_t launch_decode(const GdnConfig& c, const Params& p, cudaStream_t s) {
 }
 
 template <bool VEC>
-cudaError_t launch_vec(const GdnConfig& c, const Params& p, cudaStream_t s) {
+cudaError_t launch_vec(const GdnConfig& c, const Params& p, bool pool, cudaStream_t s) {
   switch (c.elems) {
-    case 4: return launch_typed<4, VEC>(c, p, s);
-    case 8: return launch_typed<8, VEC>(c, p, s);
-    case 16: return launch_typed<16, VEC>(c, p, s);
-    default: return launch_typed<32, VEC>(c, p, s);
+    case 4: return launch_typed<4, VEC>(c, p, pool, s);
+    case 8: return launch_typed<8, VEC>(c, p, pool, s);
+    case 16: return launch_typed<16, VEC>(c, p, pool, s);
+    default: return launch_typed<32, VEC>(c, p, pool, s);
   }
 }
 
@@ -432,11 +494,12 @@ Status launch_gdn(const GdnArgs& a, void* stream) {
   if (a.dk <= 0 || a.dv <= 0 || a.seqs < 0 || a.tokens_per_seq < 0 || a.total_tokens < 0)
     return make_error(Code::invalid_argument, "kb_cuda_gdn: sizes must be positive");
   auto s = static_cast<cudaStream_t>(stream);
-  if (a.state_out_pool && a.pool_bytes)
-    if (cudaError_t e = cudaMemcpyAsync(a.state_out_pool, a.state, a.pool_bytes, cudaMemcpyDeviceToDevice, s);
-        e != cudaSuccess)
-      return fail("copying the pool to final_state", e);
-  if (a.seqs == 0) return ok_status();
+  const bool mtp = a.seq_index != nullptr;  // the pool is copied even without sequences
+  if (a.seqs == 0 && !mtp) return ok_status();
+  if (mtp && (!a.workspace || a.workspace_bytes < gdn_workspace_bytes(a)))
+    return make_error(Code::invalid_argument, "kb_cuda_gdn: mtp needs gdn_workspace_bytes() of workspace");
+  if (mtp && (a.seqs > 0x7fffffff || a.state_rows > 0x7fffffff))
+    return make_error(Code::unsupported, "kb_cuda_gdn: more sequences or pool rows than an int holds");
   // The reference's default is the Python float 1 / sqrt(K), applied in fp32.
   const float scale = a.scale == 0.0f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.dk))) : a.scale;
   if (gdn_prefill_uses_chunks(a)) {
@@ -453,8 +516,9 @@ Status launch_gdn(const GdnArgs& a, void* stream) {
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess)
     return fail("cudaDeviceGetAttribute", e);
   const bool vec = aligned16(a.state) && aligned16(a.state_out);
-  const GdnConfig c = gdn_launch_config(a.dk, a.dv, a.hv, a.seqs, a.cu_seqlens ? a.total_tokens : a.tokens_per_seq,
-                                        sms, vec);
+  // mtp's CTAs own pool rows, the others' sequences.
+  const GdnConfig c = gdn_launch_config(a.dk, a.dv, a.hv, mtp ? a.state_rows : a.seqs,
+                                        a.cu_seqlens ? a.total_tokens : a.tokens_per_seq, sms, vec);
   if (c.elems == 0) return make_error(Code::unsupported, "kb_cuda_gdn: head size K over 512");
   if (c.ctas > 0x7fffffff) return make_error(Code::unsupported, "kb_cuda_gdn: more CTAs than one grid holds");
   Params p{};
@@ -468,12 +532,19 @@ Status launch_gdn(const GdnArgs& a, void* stream) {
   p.out = a.out, p.out_dt = static_cast<int>(a.out_dt);
   p.state_out = a.state_out;
   p.hq = a.hq, p.hk = a.hk, p.hv = a.hv, p.dk = a.dk, p.dv = a.dv;
-  p.tokens_per_seq = a.tokens_per_seq, p.total_tokens = a.total_tokens, p.slices = c.slices;
+  p.seqs = a.seqs, p.tokens_per_seq = a.tokens_per_seq, p.total_tokens = a.total_tokens, p.slices = c.slices;
   p.scale = scale;
   p.tile_tokens = c.tile_tokens;
+  if (mtp) {
+    p.first_user = static_cast<int*>(a.workspace);
+    p.next_user = p.first_user + a.state_rows;
+    gdn_link_pool_users<<<1, 1024, 0, s>>>(p);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return fail("reader list launch failed", e);
+  }
+  if (c.ctas == 0) return ok_status();
   const cudaError_t e = direct_decode(a, c) ? launch_decode(c, p, s)
-                        : c.vectorized      ? launch_vec<true>(c, p, s)
-                                            : launch_vec<false>(c, p, s);
+                        : c.vectorized      ? launch_vec<true>(c, p, mtp, s)
+                                            : launch_vec<false>(c, p, mtp, s);
   if (e != cudaSuccess) return fail("kernel launch failed", e);
   return ok_status();
 }

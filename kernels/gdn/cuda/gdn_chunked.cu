@@ -626,6 +626,7 @@ bool gdn_prefill_uses_chunks(const GdnArgs& a) {
 }
 
 std::size_t gdn_workspace_bytes(const GdnArgs& a) {
+  if (a.seq_index) return sizeof(int) * static_cast<std::size_t>(std::max<std::int64_t>(a.state_rows + a.seqs, 1));
   if (!gdn_prefill_uses_chunks(a)) return 0;
   const long long nb = max_chunks(a), kp = a.dk <= 64 ? 64 : 128;
   return align256(sizeof(int) * (a.seqs + 1)) + align256(sizeof(int2) * nb) +

@@ -22,7 +22,7 @@ struct GdnArgs {
   const float* state = nullptr;  // fp32 [state_rows, HV, V, K]; null: every sequence starts from zeros
   std::int64_t state_rows = 0;
   // mtp: the pool row each sequence reads (int32 or int64); its final state is
-  // not written (the definition returns the pool unchanged: state_out_pool).
+  // not written (the definition returns the pool unchanged: state_out).
   const void* seq_index = nullptr;
   DType seq_index_dt = DType::int32;
   // prefill: cu_seqlens [seqs + 1] (int32 or int64), a partition of the tokens.
@@ -30,15 +30,15 @@ struct GdnArgs {
   DType cu_dt = DType::int64;
   void* out = nullptr;
   DType out_dt = DType::bfloat16;
-  float* state_out = nullptr;  // decode / prefill: new_state [seqs, HV, V, K]
-  // mtp: final_state, filled with a copy of the pool `state` (pool_bytes).
-  float* state_out_pool = nullptr;
-  std::size_t pool_bytes = 0;
+  // decode / prefill: new_state [seqs, HV, V, K]; mtp: final_state
+  // [state_rows, HV, V, K], a copy of the pool `state`.
+  float* state_out = nullptr;
   std::int64_t hq = 0, hk = 0, hv = 0, dk = 0, dv = 0;
   std::int64_t seqs = 0, tokens_per_seq = 0, total_tokens = 0;
   float scale = 0;  // 0: 1 / sqrt(K)
   // Scratch of gdn_workspace_bytes(*this) bytes (the chunked prefill's
-  // per-chunk transforms); unused where that is 0.
+  // per-chunk transforms, mtp's lists of each pool row's readers); unused
+  // where that is 0.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 };
@@ -50,9 +50,9 @@ struct GdnArgs {
 // mtp, token by token (gdn.cu).
 bool gdn_prefill_uses_chunks(const GdnArgs& args);
 
-// Scratch bytes the call needs: 0 unless the prefill runs in chunks (then
-// W and U of every chunk and value head in fp32, about (K + V) * 4 bytes a
-// token and value head).
+// Scratch bytes the call needs: mtp two ints a pool row and sequence; a
+// prefill run in chunks W and U of every chunk and value head in fp32, about
+// (K + V) * 4 bytes a token and value head; else 0.
 std::size_t gdn_workspace_bytes(const GdnArgs& args);
 
 // Launch shape from gdn_launch_config(). A CTA holds rows [slice * rows_cta,
@@ -76,9 +76,10 @@ struct GdnConfig {
 GdnConfig gdn_launch_config(std::int64_t dk, std::int64_t dv, std::int64_t hv, std::int64_t seqs,
                             std::int64_t max_tokens, int sms, bool vectorizable);
 
-// Runs the recurrence for every sequence; mtp first copies the pool to
-// final_state. Launches on `stream` (a cudaStream_t); allocates nothing (the
-// chunked prefill's scratch is args.workspace), no synchronization.
+// Runs the recurrence for every sequence; mtp also copies the pool to
+// final_state (in the same pass over it). Launches on `stream` (a
+// cudaStream_t); allocates nothing (scratch is args.workspace), no
+// synchronization.
 Status launch_gdn(const GdnArgs& args, void* stream);
 
 }  // namespace kb::kernels

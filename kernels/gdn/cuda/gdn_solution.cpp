@@ -123,12 +123,7 @@ Status run(const CudaCall& c) {
   }
   if (state_out.dtype != DType::float32 || state_out.numel() != g.state_rows * per)
     return bad("the state output must be float32 with the state's shape");
-  if (mtp) {
-    g.state_out_pool = static_cast<float*>(state_out.data);
-    g.pool_bytes = state_out.nbytes;
-  } else {
-    g.state_out = static_cast<float*>(state_out.data);
-  }
+  g.state_out = static_cast<float*>(state_out.data);
 
   g.q = q->data, g.k = k->data, g.v = v->data, g.a = a->data, g.b = b->data, g.a_log = a_log->data,
   g.dt_bias = dt_bias->data;
@@ -158,7 +153,8 @@ void add_gdn_cuda(Registry& r) {
       "gated delta rule (decode, mtp, prefill; k-last fp32 state): each CTA holds a slice of rows of one (sequence, "
       "value head) state in registers (16 lanes a row, 16-byte loads along K), loaded and stored once, and applies "
       "the sequence's tokens one by one (tiles of tokens staged in shared memory, both row reductions in one "
-      "shuffle tree); prefill of long sequences (K <= 128) runs the chunked form instead: the UT "
+      "shuffle tree); mtp's CTAs own pool rows: each copies its slice to final_state and walks the tokens of every "
+      "sequence reading it, so the pool is read once; prefill of long sequences (K <= 128) runs the chunked form instead: the UT "
       "transform of every 64-token chunk in parallel, then the state walked chunk by chunk, on tf32 tensor cores";
   impl.supports = supports;
   impl.run_cuda = run;
