@@ -6,7 +6,7 @@
 //     softmax, sigmoid top-1 with per-expert scales, packed pre-routed ids) at 1, 7 and 33 tokens;
 //   - synthetic definitions made from those (and from shipped bf16 / float32-weight definitions)
 //     over ranges: 8..64 experts, top-k 1..8, 1..8 groups, local slices, H and I multiples of 128
-//     from 256 to 2048, 1..300 tokens;
+//     from 256 to 2048, 1..600 tokens;
 //   - decode: every form at 1, 2, 7 and 64 tokens, top-k 1..8 over the forms, with as many experts
 //     as keep the row-streaming path's rule (moe_few_rows) at 64 tokens, K past the staged slab;
 //   - skewed routing: logits (or pre-routed ids) that send every token to the same top_k experts
@@ -85,14 +85,28 @@ std::int64_t axis_value(const kb::Definition& d, const char* name, std::int64_t 
   return a && a->kind == kb::AxisKind::const_ ? a->value : none;
 }
 
-// The GEMM path kb_cuda_moe's rule picks for `tokens` (the harness's tensors are 16-byte aligned
-// and every H and I here a multiple of 16 elements).
-std::string path_of(const kb::Definition& d, std::int64_t tokens) {
+// The GEMM path kb_cuda_moe's rules pick for `tokens` on a device of `sms` SMs, `hopper` an sm_90
+// (the harness's tensors are 16-byte aligned and every H and I here a multiple of 16 elements):
+// "rows", "tensor-core" (mma.sync) or "wgmma" (GEMM1 on fp8 wgmma, GEMM2 on mma.sync).
+std::string path_of(const kb::Definition& d, std::int64_t tokens, int sms, bool hopper) {
   auto f = kb::kernels::moe::read_form(d);
   if (!f) return "unknown";
   const std::int64_t local = axis_value(d, "num_local_experts", axis_value(d, "num_experts", 0));
   const std::int64_t routed = f->routing == kb::kernels::moe::Routing::packed ? local : axis_value(d, "num_experts", local);
-  return kb::kernels::moe_few_rows(tokens * f->top_k, local, routed) ? "rows" : "tensor-core";
+  if (kb::kernels::moe_few_rows(tokens * f->top_k, local, routed)) return "rows";
+  kb::kernels::MoeLaunch m;
+  m.tokens = tokens;
+  m.top_k = f->top_k;
+  m.local_experts = local;
+  m.routed_experts = routed;
+  m.hidden = axis_value(d, "hidden_size", 0);
+  m.inter = axis_value(d, "intermediate_size", 0);
+  const bool fp8_block = f->weights == kb::kernels::moe::Weights::fp8_block;
+  m.block = fp8_block ? f->block : 0;
+  m.fp8_gemm1 = fp8_block && m.hidden % 32 == 0;  // the block forms' hidden_states and W13 are e4m3
+  m.hopper = hopper;
+  m.sm_count = sms;
+  return kb::kernels::moe_gemm1_on_wgmma(m) ? "wgmma" : "tensor-core";
 }
 
 // Routing inputs that send every token to experts offset .. offset + top_k - 1 (the local slice's
@@ -175,6 +189,12 @@ int main() {
     std::printf("skipped: no CUDA device (%s)\n", n.error().message.c_str());
     return 77;
   }
+  auto dev = kb::cuda::current_device_info();
+  if (!dev) {
+    std::printf("FAIL reading the device: %s\n", dev.error().message.c_str());
+    return 1;
+  }
+  const bool hopper = dev->compute_major == 9 && dev->compute_minor == 0;
   const kb::Implementation* impl = kb::builtin_registry().find("kb_cuda_moe");
   if (!impl) {
     std::printf("FAIL kb_cuda_moe is not registered\n");
@@ -217,6 +237,9 @@ int main() {
       {"moe_fp8_block_scale_renorm", {32, 32, 0, 5, 1, 1, 384, 640, 100}},
       {"moe_fp8_block_scale_renorm", {16, 16, 0, 8, 1, 1, 2048, 256, 9}},
       {"moe_fp8_block_scale_renorm", {24, 24, 0, 2, 1, 1, 256, 2048, 41}},
+      // GEMM1 on fp8 wgmma (sm_90): experts with more than one 128-row block, I an odd multiple of 128.
+      {"moe_fp8_block_scale_renorm", {8, 8, 0, 2, 1, 1, 256, 1024, 600}},
+      {"moe_fp8_block_scale_ds_routing", {16, 16, 0, 4, 4, 2, 384, 384, 500}},
       {"moe_fp8_per_expert_scale", {24, 24, 0, 3, 1, 1, 640, 2048, 50}},
       {"moe_fp8_per_expert_scale", {8, 8, 0, 1, 1, 1, 256, 256, 300}},
       {"moe_routed", {64, 64, 0, 8, 1, 1, 256, 1024, 120}},
@@ -366,8 +389,13 @@ int main() {
       opt.trials = 1;
       opt.time = false;
       opt.cpu_oracle_only = true;
-      // Where the judge's low-bit rule lets 5% of the elements out, kb's kernel is held to 0.1%.
-      if (opt.tolerances.for_definition(c.d).required_matched_ratio < 1.0) opt.tolerances.required_matched_ratio = 0.999;
+      // Where the judge's low-bit rule lets 5% of the elements out, kb's kernel is held to 0.1%, or
+      // to 1.5% where GEMM1 runs on fp8 wgmma: Hopper's fp8 wgmma keeps about 14 bits of its sum
+      // (DeepSeek-V3's report), so outputs that cancel to under ~1% of the typical magnitude miss
+      // 1e-2 (0.8-1.0% of the elements on this test's shapes, H100).
+      const std::string path = path_of(c.d, t, dev->sm_count, hopper);
+      if (opt.tolerances.for_definition(c.d).required_matched_ratio < 1.0)
+        opt.tolerances.required_matched_ratio = path == "wgmma" ? 0.985 : 0.999;
       auto r = kb::evaluate(c.d, w, *impl, opt);
       ++checks;
       const bool ok = r && r->evaluation.status == kb::EvalStatus::passed;
@@ -380,7 +408,7 @@ int main() {
         numbers = buf;
       }
       std::printf("%s %s seq_len=%lld path=%s: %s%s\n", ok ? "PASSED" : "FAIL  ", c.d.name.c_str(), static_cast<long long>(t),
-                  path_of(c.d, t).c_str(), r ? (ok ? "against the CPU oracle" : r->summary.c_str()) : r.error().message.c_str(),
+                  path.c_str(), r ? (ok ? "against the CPU oracle" : r->summary.c_str()) : r.error().message.c_str(),
                   numbers.c_str());
       std::fflush(stdout);
       failures += !ok;

@@ -98,6 +98,9 @@
 //     intermediate is split in 2 parts (their judge accepts 5% of the elements outside; 16 bits
 //     puts well under 0.1% out), with the same block promotion for W2's scales. Without block
 //     scales the tensor cores' sum is taken out every K step of 32.
+// On an sm_90, GEMM1 of the 128 x 128 block-scale forms at prefill sizes (32-row tiles, no K
+// split) runs on wgmma instead (gemm1_fp8_wgmma_kernel, below): 128-row blocks of one expert's
+// rows, fp8 operands straight from a swizzled cp.async ring, the same promotion into fp32.
 // The accumulator on the CUDA cores is double (the sum of 32- or BLOCK-long fp32 partials): the
 // tensor cores' fp32 sums truncate, and a cancelling output of a 2048- to 8192-term sum must stay
 // within atol = 1e-2 of the CPU oracle's double sums where every element is judged.
@@ -123,6 +126,8 @@ namespace kb::kernels {
 namespace {
 
 constexpr int kBM = 32;        // rows (routed pairs) a tile
+constexpr int kWgBM = 128;     // rows of the fp8 wgmma GEMM's row block (two warpgroups of 64)
+constexpr int kWgTiles = kWgBM / kBM;  // plan tiles a row block
 constexpr int kBNRows = 128;   // weight rows a CTA holds: GEMM1 64 up + 64 gate, GEMM2 128 outputs
 constexpr int kBK = 32;        // K a stage
 constexpr int kThreads = 128;  // 4 warps: 2 over rows x 2 over columns
@@ -183,6 +188,8 @@ struct Workspace {
   int* tile_r0;     // [max_tiles]
   int* tile_rows;   // [max_tiles]
   int4* tile_expert;  // [max_tiles]: the tile's expert, its first tile, its first pair row, its rows
+  int* n_blocks;    // [1]: row blocks of the fp8 wgmma GEMM (kWgTiles tiles of one expert each)
+  int* block_tile;  // [max_tiles]: the first tile of each row block
   int* choice_le;   // [T * K]: local expert or -1
   float* choice_w;  // [T * K]
   int* slot;        // [T * K]: the pair row of choice (t, k), or -1
@@ -309,6 +316,14 @@ long long tile_slots(const MoeLaunch& m, long long col_blocks, int splits) {
 KSplit split1(const MoeLaunch& m) { return k_split(m, m.hidden, m.inter, 64, 2 * m.inter); }
 KSplit split2(const MoeLaunch& m) { return k_split(m, m.inter, m.hidden, 128, m.hidden); }
 
+// GEMM1 on Hopper's fp8 wgmma (gemm1_fp8_wgmma_kernel): both operands e4m3 with 128 x 128 block
+// scales (fp8_gemm1: 16-byte aligned rows), H a multiple of the 128-wide stage, I of the 64 columns
+// an item, 32-row tiles (not the row-streaming path) and K not split.
+bool gemm1_on_wgmma(const MoeLaunch& m) {
+  return m.hopper && m.fp8_gemm1 && m.block == 128 && m.hidden % 128 == 0 && m.inter % 64 == 0 && !streams_rows(m) &&
+         split1(m).splits == 1;
+}
+
 Workspace carve(const MoeLaunch& m, void* base) {
   auto* p = static_cast<unsigned char*>(base);
   std::size_t off = 0;
@@ -329,6 +344,8 @@ Workspace carve(const MoeLaunch& m, void* base) {
   w.tile_r0 = reinterpret_cast<int*>(take(tiles * 4));
   w.tile_rows = reinterpret_cast<int*>(take(tiles * 4));
   w.tile_expert = reinterpret_cast<int4*>(take(tiles * 16));
+  w.n_blocks = reinterpret_cast<int*>(take(4));
+  w.block_tile = reinterpret_cast<int*>(take(tiles * 4));
   w.choice_le = reinterpret_cast<int*>(take(pairs * 4));
   w.choice_w = reinterpret_cast<float*>(take(pairs * 4));
   w.slot = reinterpret_cast<int*>(take(pairs * 4));
@@ -473,42 +490,46 @@ __global__ void route_kernel(MoeLaunch m, Workspace w) {
   }
 }
 
-// Per-expert segment starts and the table of `tile`-row tiles, experts in order, each expert's
-// tiles in row order. One block: a thread an expert (kPlanThreads experts a round), the rows' and
-// tiles' prefix sums by a block-wide scan (warp shuffles, then the warps' totals), each thread
-// writing its expert's tiles.
+// Per-expert segment starts, the table of `tile`-row tiles (experts in order, each expert's tiles
+// in row order) and the table of row blocks (kWgTiles consecutive tiles of one expert; the fp8
+// wgmma GEMM's unit of rows). One block: a thread an expert (kPlanThreads experts a round), the
+// rows', tiles' and blocks' prefix sums by a block-wide scan (warp shuffles, then the warps'
+// totals), each thread writing its expert's entries.
 constexpr int kPlanThreads = 256;
 __global__ void __launch_bounds__(kPlanThreads) plan_kernel(MoeLaunch m, Workspace w, int tile) {
   constexpr int kWarps = kPlanThreads / 32;
-  __shared__ int warp_rows[kWarps], warp_tiles[kWarps];
+  __shared__ int3 warp_sum[kWarps];  // rows, tiles, blocks
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  int rows_before = 0, tiles_before = 0;  // totals of the earlier rounds (the same in every thread)
+  int3 before = make_int3(0, 0, 0);  // totals of the earlier rounds (the same in every thread)
   for (long long e0 = 0; e0 < m.local_experts; e0 += kPlanThreads) {
     const long long e = e0 + tid;
     const int n = e < m.local_experts ? w.counts[e] : 0;
     const int nt = moe_schedule::tiles_of(n, tile);
-    int rows_inc = n, tiles_inc = nt;  // inclusive sums over the warp's lanes up to this one
+    const int nb = moe_schedule::tiles_of(nt, kWgTiles);
+    int3 inc = make_int3(n, nt, nb);  // inclusive sums over the warp's lanes up to this one
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
-      const int r = __shfl_up_sync(0xFFFFFFFFu, rows_inc, off), t = __shfl_up_sync(0xFFFFFFFFu, tiles_inc, off);
+      const int r = __shfl_up_sync(0xFFFFFFFFu, inc.x, off), t = __shfl_up_sync(0xFFFFFFFFu, inc.y, off),
+                b = __shfl_up_sync(0xFFFFFFFFu, inc.z, off);
       if (lane >= off) {
-        rows_inc += r;
-        tiles_inc += t;
+        inc.x += r;
+        inc.y += t;
+        inc.z += b;
       }
     }
-    if (lane == 31) {
-      warp_rows[warp] = rows_inc;
-      warp_tiles[warp] = tiles_inc;
-    }
+    if (lane == 31) warp_sum[warp] = inc;
     __syncthreads();
-    int row0 = rows_before + rows_inc - n, tile0 = tiles_before + tiles_inc - nt;
+    int row0 = before.x + inc.x - n, tile0 = before.y + inc.y - nt, block0 = before.z + inc.z - nb;
     for (int i = 0; i < kWarps; ++i) {
+      const int3 ws = warp_sum[i];
       if (i < warp) {
-        row0 += warp_rows[i];
-        tile0 += warp_tiles[i];
+        row0 += ws.x;
+        tile0 += ws.y;
+        block0 += ws.z;
       }
-      rows_before += warp_rows[i];
-      tiles_before += warp_tiles[i];
+      before.x += ws.x;
+      before.y += ws.y;
+      before.z += ws.z;
     }
     __syncthreads();  // every thread has read the warps' totals before the next round writes them
     if (e < m.local_experts) {
@@ -520,11 +541,13 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(MoeLaunch m, Workspa
         w.tile_rows[tile0 + j] = min(tile, n - j * tile);
         w.tile_expert[tile0 + j] = rec;
       }
+      for (int j = 0; j < nb; ++j) w.block_tile[block0 + j] = tile0 + j * kWgTiles;
     }
   }
   if (tid == 0) {
-    *w.n_tiles = tiles_before;
-    *w.n_rows = rows_before;
+    *w.n_tiles = before.y;
+    *w.n_rows = before.x;
+    *w.n_blocks = before.z;
   }
 }
 
@@ -968,6 +991,136 @@ __global__ void reduce_kernel(GemmArgs g, Workspace w) {
   }
 }
 
+// ---- GEMM1 on Hopper's fp8 wgmma ----------------------------------------------------------
+//
+// Where both GEMM1 operands are e4m3 with 128 x 128 block scales (K a multiple of 128, I of 64),
+// the device is an sm_90 and K is not split (gemm1_on_wgmma), GEMM1 runs on wgmma:
+//  * a work item is a row block of the plan (kWgTiles tiles of one expert: up to 128 routed
+//    rows) x 64 output columns (W13 rows n0.. and I + n0..: 128 weight rows); a persistent grid
+//    of one CTA an SM takes items in order, the column blocks of one row block one after the
+//    other, so the gathered activation rows come from L2 after the first read;
+//  * two warpgroups, 64 rows each, m64n128k32 with both operands in shared memory;
+//  * a stage is one scale block of K: 128 bytes of each row, 128-byte swizzled (chunk c of row r
+//    at chunk c ^ (r % 8)), copied by cp.async (activation rows are gathered by token, which a
+//    tensor map cannot express), kWgStages - 1 stages in flight;
+//  * each stage's 128 products are summed by the tensor cores from zero, and that partial,
+//    times activation scale x weight scale, is added into an fp32 accumulator on the CUDA cores
+//    (DeepGEMM's promotion: the fp8 tensor cores' own sum keeps too few bits for a long K). The
+//    judge of these forms asks 95% of the elements within 1e-2; fp32 over K / 128 partials is
+//    far inside that.
+// The epilogue is the mma.sync path's (swiglu_out) into the same intermediate rows.
+constexpr int kWgThreads = 256;
+constexpr int kWgBN = 128;  // weight rows an item: 64 up + 64 gate
+constexpr int kWgBK = 128;  // K a stage: one scale block, one 128-byte row
+constexpr int kWgStages = 4;
+constexpr int kWgStageBytes = (kWgBM + kWgBN) * kWgBK;     // 32 KiB
+constexpr int kWgSmem = kWgStages * kWgStageBytes + 1024;  // + aligning the ring to 1 KiB
+
+__global__ void __launch_bounds__(kWgThreads, 1) gemm1_fp8_wgmma_kernel(GemmArgs g, Workspace w) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  namespace hp = hopper;
+  extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
+  __shared__ long long src_row[kWgBM + kWgBN];  // source row of each shared row, -1: none
+  const std::uint32_t ring = (hp::saddr(wg_smem_raw) + 1023u) & ~1023u;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
+  const long long N = g.n, K = g.k, T = g.tokens;
+  const long long col_blocks = N / 64, kblocks = K / kWgBK, wblocks = 2 * N / kWgBK;
+  const long long items = static_cast<long long>(*w.n_blocks) * col_blocks;
+  const auto* a_base = static_cast<const unsigned char*>(g.a);
+  // This thread's accumulator rows in the item (warp w of its warpgroup holds 16 rows).
+  const int ra = wg * 64 + (warp % 4) * 16 + lane / 4, rb = ra + 8;
+  float part[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) part[i] = 0.f;
+#pragma unroll 1
+  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+    const int tile = w.block_tile[item / col_blocks];
+    const long long n0 = (item % col_blocks) * 64;
+    const int4 rec = w.tile_expert[tile];  // expert, first tile, first row, rows
+    const int e = rec.x, r0 = w.tile_r0[tile];
+    const int rows = min(kWgBM, rec.z + rec.w - r0);
+    const auto* b_base = static_cast<const unsigned char*>(g.b) + static_cast<long long>(e) * 2 * N * K;
+    __syncthreads();  // the previous item's reads of src_row and of the ring are done
+    for (int r = tid; r < kWgBM + kWgBN; r += kWgThreads) {
+      const int sr = r - kWgBM;
+      src_row[r] = r < kWgBM ? (r < rows ? w.pair_tok[r0 + r] : -1) : (sr < 64 ? n0 + sr : N + n0 + sr - 64);
+    }
+    __syncthreads();
+    // Scale block kb of every row into stage `slot`; rows past the block's are zero-filled.
+    auto load_stage = [&](long long kb, int slot) {
+      const std::uint32_t st = ring + slot * kWgStageBytes;
+#pragma unroll
+      for (int i = 0; i < (kWgBM + kWgBN) * 8 / kWgThreads; ++i) {
+        const int c = tid + i * kWgThreads, r = c / 8, q = c % 8;  // rows < kWgBM: A; then B
+        const long long row = src_row[r];
+        const unsigned char* base = r < kWgBM ? a_base : b_base;
+        const std::uint32_t dst = st + r * 128 + ((q ^ (r & 7)) << 4);
+        hp::cp_async16(dst, row >= 0 ? base + row * K + kb * kWgBK + q * 16 : base, row >= 0);
+      }
+    };
+#pragma unroll
+    for (int s = 0; s < kWgStages - 1; ++s) {
+      if (s < kblocks) load_stage(s, s);
+      hp::cp_async_commit();
+    }
+    const long long ta = src_row[ra], tb = src_row[rb];
+    const long long up_scales = (static_cast<long long>(e) * wblocks + n0 / kWgBK) * kblocks;
+    const long long gate_scales = (static_cast<long long>(e) * wblocks + (N + n0) / kWgBK) * kblocks;
+    float total[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) total[i] = 0.f;
+#pragma unroll 1
+    for (long long kb = 0; kb < kblocks; ++kb) {
+      hp::cp_async_wait<kWgStages - 2>();
+      hp::fence_proxy_async();  // cp.async writes (generic proxy) -> wgmma reads
+      __syncthreads();          // stage kb is in for every thread; both warpgroups are past stage kb - 1
+      if (kb + kWgStages - 1 < kblocks) load_stage(kb + kWgStages - 1, static_cast<int>((kb + kWgStages - 1) % kWgStages));
+      hp::cp_async_commit();
+      const std::uint32_t st = ring + static_cast<std::uint32_t>(kb % kWgStages) * kWgStageBytes;
+      const std::uint64_t da = hp::make_desc(st + wg * 64 * 128, 16, 1024), db = hp::make_desc(st + kWgBM * 128, 16, 1024);
+      hp::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) hp::wgmma_ss_n128_e4m3(part, hp::desc_add(da, kk * 32), hp::desc_add(db, kk * 32), kk > 0);
+      hp::wgmma_commit();
+      // The block's scales, read while the tensor cores run.
+      const float sa = ta >= 0 ? load(g.a_scale, g.a_scale_dtype, kb * T + ta) : 0.f;
+      const float sb = tb >= 0 ? load(g.a_scale, g.a_scale_dtype, kb * T + tb) : 0.f;
+      const float su = load(g.b_scale, g.b_scale_dtype, up_scales + kb);
+      const float sg = load(g.b_scale, g.b_scale_dtype, gate_scales + kb);
+      hp::wgmma_wait<0>();
+      hp::reg_fence(part);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const float sw = j < 8 ? su : sg, xa = sa * sw, xb = sb * sw;
+        total[4 * j] = fmaf(part[4 * j], xa, total[4 * j]);
+        total[4 * j + 1] = fmaf(part[4 * j + 1], xa, total[4 * j + 1]);
+        total[4 * j + 2] = fmaf(part[4 * j + 2], xb, total[4 * j + 2]);
+        total[4 * j + 3] = fmaf(part[4 * j + 3], xb, total[4 * j + 3]);
+      }
+    }
+    hp::cp_async_wait<0>();  // the trailing groups are empty; none outlives the item
+
+    // Epilogue: accumulator column group j < 8 is up column n0 + 8 j + 2 (lane % 4) + q, group
+    // j + 8 the gate column that pairs with it.
+    const float s0 = load_or(g.s0, g.s0_dtype, e, 1.0f), s1 = load_or(g.s1, g.s1_dtype, e, 1.0f);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = h ? rb : ra;
+      if (r >= rows) continue;
+      const float wt = w.pair_w[r0 + r];
+      float* out_row = g.out + static_cast<long long>(r0 + r) * N + n0 + 2 * (lane % 4);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float2 v = make_float2(
+            swiglu_out(total[4 * j + 2 * h], total[4 * (j + 8) + 2 * h], wt, s0, s1, g.weight_on_input),
+            swiglu_out(total[4 * j + 2 * h + 1], total[4 * (j + 8) + 2 * h + 1], wt, s0, s1, g.weight_on_input));
+        *reinterpret_cast<float2*>(out_row + 8 * j) = v;
+      }
+    }
+  }
+#endif
+}
+
 // ---- the row-streaming GEMMs ---------------------------------------------------------------
 //
 // For tiles of at most kRowTile rows (the path rule above). A work item is a tile and a block of
@@ -1325,6 +1478,30 @@ Status launch_gemm(dim3 grid, std::size_t smem, cudaStream_t stream, const GemmA
   return launch_error(what);
 }
 
+// gemm1_fp8_wgmma_kernel: one CTA an SM (its 129 KiB ring), never more than the items of the
+// most row blocks any routing makes (max_tiles bounds them). The shared-memory opt-in once a device.
+Status launch_gemm1_wgmma(const MoeLaunch& m, cudaStream_t stream, const GemmArgs& g, const Workspace& w) {
+  constexpr int kMaxDevices = 64;
+  static std::array<std::atomic<bool>, kMaxDevices> ready{};
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
+    return make_error(Code::cuda_error, std::string("kb_cuda_moe: GEMM1: cudaGetDevice: ") + cudaGetErrorString(e));
+  if (device < 0 || device >= kMaxDevices)
+    return make_error(Code::unsupported, std::string("kb_cuda_moe: device ") + std::to_string(device) + " is past the " +
+                                             std::to_string(kMaxDevices) + " it keeps kernel attributes for");
+  if (!ready[device].load()) {
+    if (cudaError_t e = cudaFuncSetAttribute(gemm1_fp8_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
+        e != cudaSuccess)
+      return make_error(Code::cuda_error, "kb_cuda_moe: GEMM1: " + std::to_string(kWgSmem) +
+                                              " bytes of shared memory: " + cudaGetErrorString(e));
+    ready[device].store(true);
+  }
+  const long long items = max_tiles(m) * (m.inter / 64);
+  const auto grid = static_cast<unsigned>(std::max<long long>(1, std::min<long long>(std::max(m.sm_count, 1), items)));
+  gemm1_fp8_wgmma_kernel<<<grid, kWgThreads, kWgSmem, stream>>>(g, w);
+  return launch_error("GEMM1");
+}
+
 // stream_kernel<SWIGLU, WT>. Four CTAs an SM need 4 x 34 KiB of shared memory: the carveout is
 // set to all shared memory once a device (a hint, not a stream operation; a refusal is cleared).
 template <bool SWIGLU, MoeDType WT>
@@ -1365,6 +1542,8 @@ bool moe_few_rows(std::int64_t pairs, std::int64_t local_experts, std::int64_t r
   const ExpectedRows e = expected_rows(pairs, local_experts, routed_experts);
   return e.rows <= kRowTile * e.experts;
 }
+
+bool moe_gemm1_on_wgmma(const MoeLaunch& m) { return gemm1_on_wgmma(m); }
 
 std::size_t moe_workspace_bytes(const MoeLaunch& m) { return carve(m, nullptr).bytes; }
 
@@ -1429,6 +1608,8 @@ Status launch_moe(const MoeLaunch& m) {
     const std::size_t smem = gemm_smem(m.fp8_gemm1, ab, bb, g1.stages);
     if (rows_path) {
       KB_TRY(launch_stream<true>(m, m.w13_dtype, m.inter, stream, g1, w, w.item_next, "GEMM1"));
+    } else if (gemm1_on_wgmma(m)) {
+      KB_TRY(launch_gemm1_wgmma(m, stream, g1, w));
     } else {
       KB_TRY((m.fp8_gemm1 ? launch_gemm<true, true> : launch_gemm<true, false>)(grid1, smem, stream, g1, w, "GEMM1"));
     }

@@ -27,6 +27,8 @@ struct MoeLaunch {
   std::int64_t block = 0;
   // GEMM1 on fp8 tensor cores (hidden_states and gemm1_weights e4m3, block scales, H % 32 == 0).
   bool fp8_gemm1 = false;
+  // The device is an sm_90 (Hopper's wgmma): GEMM1 of the 128 x 128 block-scale forms runs on it.
+  bool hopper = false;
   // bfloat16 parts the fp32 intermediate is split into for GEMM2 (2: 16 significant bits, 3: 24).
   int inter_parts = 3;
   // SMs of the device (0: unknown, K is never split). The K split of the expert GEMMs, and so
@@ -78,6 +80,10 @@ std::size_t moe_routing_smem_per_token(const MoeLaunch& m);
 // one block run side by side and share its reads through L2) when every weight row is 16-byte
 // aligned; the others the tensor-core kernels. Both compute any routing.
 bool moe_few_rows(std::int64_t pairs, std::int64_t local_experts, std::int64_t routed_experts);
+
+// True where GEMM1 of `m` runs on Hopper's fp8 wgmma (m.hopper, fp8_gemm1 with 128-wide blocks, H a
+// multiple of 128, I of 64, not the row-streaming path, K not split); reads only m's shape fields.
+bool moe_gemm1_on_wgmma(const MoeLaunch& m);
 
 // Launches the whole call on m.stream: allocates nothing, does not synchronize.
 Status launch_moe(const MoeLaunch& m);

@@ -148,6 +148,12 @@ Status run(const CudaCall& c) {
     if (!device) return device.error();
     KB_TRY(cuda::check(cudaDeviceGetAttribute(&m.sm_count, cudaDevAttrMultiProcessorCount, *device),
                        "kb_cuda_moe: reading the SM count"));
+    int major = 0, minor = 0;
+    KB_TRY(cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *device),
+                       "kb_cuda_moe: reading the compute capability"));
+    KB_TRY(cuda::check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, *device),
+                       "kb_cuda_moe: reading the compute capability"));
+    m.hopper = major == 9 && minor == 0;
   }
   // fp8 tensor cores for GEMM1 where both operands are e4m3 with block scales and every row of
   // 32-byte K steps is 16-byte aligned.
