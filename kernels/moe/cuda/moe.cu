@@ -98,9 +98,10 @@
 //     intermediate is split in 2 parts (their judge accepts 5% of the elements outside; 16 bits
 //     puts well under 0.1% out), with the same block promotion for W2's scales. Without block
 //     scales the tensor cores' sum is taken out every K step of 32.
-// On an sm_90, GEMM1 of the 128 x 128 block-scale forms at prefill sizes (32-row tiles, no K
-// split) runs on wgmma instead (gemm1_fp8_wgmma_kernel, below): 128-row blocks of one expert's
-// rows, fp8 operands straight from a swizzled cp.async ring, the same promotion into fp32.
+// On an sm_90, both GEMMs of the 128 x 128 block-scale forms at prefill sizes (32-row tiles, no
+// K split) run on wgmma instead (gemm1_fp8_wgmma_kernel, gemm2_bf16_wgmma_kernel, below): 128-row
+// blocks of one expert's rows from a swizzled cp.async ring, GEMM1 on the raw e4m3 bytes with the
+// same promotion into fp32, GEMM2 on the intermediate's two bf16 parts and W2 converted to bf16.
 // The accumulator on the CUDA cores is double (the sum of 32- or BLOCK-long fp32 partials): the
 // tensor cores' fp32 sums truncate, and a cancelling output of a 2048- to 8192-term sum must stay
 // within atol = 1e-2 of the CPU oracle's double sums where every element is judged.
@@ -322,6 +323,14 @@ KSplit split2(const MoeLaunch& m) { return k_split(m, m.inter, m.hidden, 128, m.
 bool gemm1_on_wgmma(const MoeLaunch& m) {
   return m.hopper && m.fp8_gemm1 && m.block == 128 && m.hidden % 128 == 0 && m.inter % 64 == 0 && !streams_rows(m) &&
          split1(m).splits == 1;
+}
+
+// GEMM2 on Hopper's bf16 wgmma (gemm2_bf16_wgmma_kernel): GEMM1 on wgmma (which then stores the
+// intermediate as two bf16 parts), W2 e4m3 with 128 x 128 block scales and 16-byte aligned rows, H
+// and I multiples of 128, the intermediate in two parts (the fp8 block forms) and K not split.
+bool gemm2_on_wgmma(const MoeLaunch& m) {
+  return gemm1_on_wgmma(m) && m.w2_dtype == MoeDType::e4m3 && m.hidden % 128 == 0 && m.inter % 128 == 0 &&
+         m.inter_parts == 2 && aligned_rows(m.w2, m.inter) && split2(m).splits == 1;
 }
 
 Workspace carve(const MoeLaunch& m, void* base) {
@@ -594,7 +603,8 @@ struct GemmArgs {
   bool a_async, b_async;  // rows of A / B are 16-byte aligned: cp.async; else element copies
   KSplit split;       // split.splits > 1: partial sums into `partial`, reduce_kernel finishes
   double* partial;
-  float* out;  // [pairs, n]
+  float* out;  // [pairs, n]; GEMM1 with bf16_parts_out: two bf16 arrays [pairs, n], hi then lo
+  bool bf16_parts_out;  // GEMM1 on wgmma feeding GEMM2 on wgmma (gemm2_on_wgmma)
 };
 
 // Bytes of a shared row of the ring: one K step of `bytes`-wide elements plus 16 (the padding
@@ -1016,6 +1026,21 @@ constexpr int kWgStages = 4;
 constexpr int kWgStageBytes = (kWgBM + kWgBN) * kWgBK;     // 32 KiB
 constexpr int kWgSmem = kWgStages * kWgStageBytes + 1024;  // + aligning the ring to 1 KiB
 
+// A wgmma GEMM's work item `item` of `col_blocks` column blocks of `cols`: its expert, first pair
+// row, rows (at most kWgBM) and first output column.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+struct WgItem {
+  int e, r0, rows;
+  long long n0;
+};
+__device__ __forceinline__ WgItem wg_item(const Workspace& w, long long item, long long col_blocks, int cols) {
+  const int tile = w.block_tile[item / col_blocks];
+  const int4 rec = w.tile_expert[tile];  // expert, first tile, first row, rows
+  const int r0 = w.tile_r0[tile];
+  return {rec.x, r0, min(kWgBM, rec.z + rec.w - r0), (item % col_blocks) * cols};
+}
+#endif
+
 __global__ void __launch_bounds__(kWgThreads, 1) gemm1_fp8_wgmma_kernel(GemmArgs g, Workspace w) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace hp = hopper;
@@ -1034,11 +1059,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) gemm1_fp8_wgmma_kernel(GemmArgs
   for (int i = 0; i < 64; ++i) part[i] = 0.f;
 #pragma unroll 1
   for (long long item = blockIdx.x; item < items; item += gridDim.x) {
-    const int tile = w.block_tile[item / col_blocks];
-    const long long n0 = (item % col_blocks) * 64;
-    const int4 rec = w.tile_expert[tile];  // expert, first tile, first row, rows
-    const int e = rec.x, r0 = w.tile_r0[tile];
-    const int rows = min(kWgBM, rec.z + rec.w - r0);
+    const auto [e, r0, rows, n0] = wg_item(w, item, col_blocks, 64);
     const auto* b_base = static_cast<const unsigned char*>(g.b) + static_cast<long long>(e) * 2 * N * K;
     __syncthreads();  // the previous item's reads of src_row and of the ring are done
     for (int r = tid; r < kWgBM + kWgBN; r += kWgThreads) {
@@ -1108,14 +1129,167 @@ __global__ void __launch_bounds__(kWgThreads, 1) gemm1_fp8_wgmma_kernel(GemmArgs
       const int r = h ? rb : ra;
       if (r >= rows) continue;
       const float wt = w.pair_w[r0 + r];
-      float* out_row = g.out + static_cast<long long>(r0 + r) * N + n0 + 2 * (lane % 4);
+      const long long at = static_cast<long long>(r0 + r) * N + n0 + 2 * (lane % 4);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float2 v = make_float2(
             swiglu_out(total[4 * j + 2 * h], total[4 * (j + 8) + 2 * h], wt, s0, s1, g.weight_on_input),
             swiglu_out(total[4 * j + 2 * h + 1], total[4 * (j + 8) + 2 * h + 1], wt, s0, s1, g.weight_on_input));
-        *reinterpret_cast<float2*>(out_row + 8 * j) = v;
+        if (g.bf16_parts_out) {
+          // v's two bf16 parts (hi = bf16(v), lo = bf16(v - hi)), as the mma.sync path splits it.
+          const __nv_bfloat162 vh = __floats2bfloat162_rn(v.x, v.y);
+          const float2 fh = __bfloat1622float2(vh);
+          auto* parts = reinterpret_cast<__nv_bfloat162*>(g.out);
+          parts[(at + 8 * j) / 2] = vh;
+          parts[(g.pairs * N + at + 8 * j) / 2] = __floats2bfloat162_rn(v.x - fh.x, v.y - fh.y);
+        } else {
+          *reinterpret_cast<float2*>(g.out + at + 8 * j) = v;
+        }
       }
+    }
+  }
+#endif
+}
+
+// ---- GEMM2 on Hopper's bf16 wgmma ---------------------------------------------------------
+//
+// Where GEMM1 ran on wgmma and GEMM2's operands are the fp32 intermediate (two bf16 parts: the
+// fp8 block forms' precision) and e4m3 W2 with 128 x 128 block scales (gemm2_on_wgmma), GEMM2
+// runs on wgmma too:
+//  * GEMM1's epilogue stored the intermediate as its two bf16 parts (hi = bf16(v), lo =
+//    bf16(v - hi): the parts the mma.sync path splits it into), each [pairs, I] in the
+//    intermediate's bytes;
+//  * a work item is a 128-row block x 128 output columns; a persistent grid of one CTA an SM;
+//  * a stage is 64 of K: both parts' rows (128 bytes each, 128-byte swizzled) and W2's 128 rows
+//    of 64 e4m3 bytes, copied by cp.async, then W2's bytes converted to bf16 (exact) into the
+//    swizzled B tile; 8 wgmma.m64n128k16 a warpgroup a stage (4 k-steps x 2 parts);
+//  * every 128 of K (two stages, one scale block of W2) the tensor cores' partial, times W2's
+//    scale, is added into an fp32 accumulator;
+//  * the epilogue is the mma.sync path's (down_out) into the same expert-output rows.
+constexpr int kW2BK = 64;                          // K a stage (bf16: one 128-byte row)
+constexpr int kW2Stages = 3;
+constexpr int kW2PartBytes = kWgBM * 128;           // one part's rows (16 KiB)
+constexpr int kW2BBytes = 128 * 128;                // W2's 128 rows in bf16 (16 KiB)
+constexpr int kW2RawBytes = 128 * kW2BK;            // W2's 128 rows in e4m3 (8 KiB)
+constexpr int kW2StageBytes = 2 * kW2PartBytes + kW2BBytes + kW2RawBytes;  // 56 KiB
+constexpr int kW2Smem = kW2Stages * kW2StageBytes + 1024;
+
+__global__ void __launch_bounds__(kWgThreads, 1) gemm2_bf16_wgmma_kernel(GemmArgs g, Workspace w) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  namespace hp = hopper;
+  extern __shared__ __align__(1024) unsigned char w2_smem_raw[];
+  __shared__ long long src_row[kWgBM + 128];  // pair row of each A row (-1: none), then W2 row
+  unsigned char* ring_ptr = w2_smem_raw + ((1024u - (hp::saddr(w2_smem_raw) & 1023u)) & 1023u);
+  const std::uint32_t ring = hp::saddr(ring_ptr);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
+  const long long N = g.n, K = g.k, pairs = g.pairs;
+  const long long col_blocks = N / 128, ksteps = K / kW2BK, kblocks = K / 128, wblocks = N / 128;
+  const long long items = static_cast<long long>(*w.n_blocks) * col_blocks;
+  const auto* hi = static_cast<const unsigned char*>(g.a);
+  const unsigned char* lo = hi + pairs * K * 2;
+  const int ra = wg * 64 + (warp % 4) * 16 + lane / 4, rb = ra + 8;
+  float part[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) part[i] = 0.f;
+#pragma unroll 1
+  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+    const auto [e, r0, rows, n0] = wg_item(w, item, col_blocks, 128);
+    const auto* b_base = static_cast<const unsigned char*>(g.b) + static_cast<long long>(e) * N * K;
+    __syncthreads();
+    for (int r = tid; r < kWgBM + 128; r += kWgThreads)
+      src_row[r] = r < kWgBM ? (r < rows ? r0 + r : -1) : n0 + (r - kWgBM);
+    __syncthreads();
+    // K step ks into stage `slot`: both parts' rows (8 chunks a row, swizzled) and W2's raw rows
+    // (4 chunks a row, plain).
+    auto load_stage = [&](long long ks, int slot) {
+      const std::uint32_t st = ring + slot * kW2StageBytes;
+#pragma unroll
+      for (int i = 0; i < (2 * kWgBM * 8 + 128 * 4) / kWgThreads; ++i) {
+        const int c = tid + i * kWgThreads;
+        if (c < 2 * kWgBM * 8) {
+          const int p = c / (kWgBM * 8), r = (c / 8) % kWgBM, q = c % 8;
+          const long long row = src_row[r];
+          const unsigned char* base = p ? lo : hi;
+          const std::uint32_t dst = st + p * kW2PartBytes + r * 128 + ((q ^ (r & 7)) << 4);
+          hp::cp_async16(dst, row >= 0 ? base + (row * K + ks * kW2BK) * 2 + q * 16 : base, row >= 0);
+        } else {
+          const int cc = c - 2 * kWgBM * 8, r = cc / 4, q = cc % 4;
+          const long long row = src_row[kWgBM + r];
+          const std::uint32_t dst = st + 2 * kW2PartBytes + kW2BBytes + r * kW2BK + q * 16;
+          hp::cp_async16(dst, b_base + row * K + ks * kW2BK + q * 16, true);
+        }
+      }
+    };
+#pragma unroll
+    for (int s = 0; s < kW2Stages - 1; ++s) {
+      if (s < ksteps) load_stage(s, s);
+      hp::cp_async_commit();
+    }
+    float total[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) total[i] = 0.f;
+#pragma unroll 1
+    for (long long ks = 0; ks < ksteps; ++ks) {
+      const int slot = static_cast<int>(ks % kW2Stages);
+      hp::cp_async_wait<kW2Stages - 2>();
+      __syncthreads();  // stage ks is in for every thread; every warpgroup is past stage ks - 1
+      if (ks + kW2Stages - 1 < ksteps) load_stage(ks + kW2Stages - 1, static_cast<int>((ks + kW2Stages - 1) % kW2Stages));
+      hp::cp_async_commit();
+      // W2's e4m3 bytes -> bf16 (exact), swizzled: 16 bytes in, two 16-byte chunks out.
+      unsigned char* sp = ring_ptr + slot * kW2StageBytes;
+#pragma unroll
+      for (int i = 0; i < 128 * 4 / kWgThreads; ++i) {
+        const int c = tid + i * kWgThreads, r = c / 4, q = c % 4;
+        const uint4 raw = *reinterpret_cast<const uint4*>(sp + 2 * kW2PartBytes + kW2BBytes + r * kW2BK + q * 16);
+        const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+        std::uint32_t out[8];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[j] >> (16 * h)), __NV_E4M3);
+            const float2 f = __half22float2(__half2(hr));
+            const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+            out[2 * j + h] = *reinterpret_cast<const std::uint32_t*>(&b);
+          }
+        }
+        unsigned char* row = sp + 2 * kW2PartBytes + r * 128;
+        *reinterpret_cast<uint4*>(row + (((2 * q) ^ (r & 7)) << 4)) = make_uint4(out[0], out[1], out[2], out[3]);
+        *reinterpret_cast<uint4*>(row + (((2 * q + 1) ^ (r & 7)) << 4)) = make_uint4(out[4], out[5], out[6], out[7]);
+      }
+      hp::fence_proxy_async();  // cp.async and the converted tile (generic proxy) -> wgmma reads
+      __syncthreads();
+      const std::uint32_t st = ring + slot * kW2StageBytes;
+      const std::uint64_t db = hp::make_desc(st + 2 * kW2PartBytes, 16, 1024);
+      hp::wgmma_fence();
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const std::uint64_t da = hp::make_desc(st + p * kW2PartBytes + wg * 64 * 128, 16, 1024);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          hp::wgmma_ss_n128(part, hp::desc_add(da, kk * 32), hp::desc_add(db, kk * 32), (ks % 2 == 1 || p > 0 || kk > 0) ? 1 : 0);
+      }
+      hp::wgmma_commit();
+      hp::wgmma_wait<0>();
+      hp::reg_fence(part);
+      if (ks % 2 == 1 || ks + 1 == ksteps) {  // the end of a 128-wide scale block
+        const float sw = load(g.b_scale, g.b_scale_dtype, (static_cast<long long>(e) * wblocks + n0 / 128) * kblocks + ks / 2);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) total[i] = fmaf(part[i], sw, total[i]);
+      }
+    }
+    hp::cp_async_wait<0>();
+    const float s0 = load_or(g.s0, g.s0_dtype, e, 1.0f);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = h ? rb : ra;
+      if (r >= rows) continue;
+      const float wt = w.pair_w[r0 + r];
+      float* out_row = g.out + static_cast<long long>(r0 + r) * N + n0 + 2 * (lane % 4);
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+        *reinterpret_cast<float2*>(out_row + 8 * j) =
+            make_float2(down_out(total[4 * j + 2 * h], wt, s0, g.weight_on_input), down_out(total[4 * j + 2 * h + 1], wt, s0, g.weight_on_input));
     }
   }
 #endif
@@ -1478,28 +1652,31 @@ Status launch_gemm(dim3 grid, std::size_t smem, cudaStream_t stream, const GemmA
   return launch_error(what);
 }
 
-// gemm1_fp8_wgmma_kernel: one CTA an SM (its 129 KiB ring), never more than the items of the
-// most row blocks any routing makes (max_tiles bounds them). The shared-memory opt-in once a device.
-Status launch_gemm1_wgmma(const MoeLaunch& m, cudaStream_t stream, const GemmArgs& g, const Workspace& w) {
+// The wgmma GEMMs (gemm1_fp8_wgmma_kernel, gemm2_bf16_wgmma_kernel): one CTA an SM (their
+// rings take most of its shared memory), never more than the items of the most row blocks any
+// routing makes (max_tiles bounds them) x `col_blocks`. The shared-memory opt-in once a device
+// (SLOT: each kernel its own flags).
+template <int SLOT>
+Status launch_wgmma(void (*kernel)(GemmArgs, Workspace), int smem, long long col_blocks, const MoeLaunch& m,
+                    cudaStream_t stream, const GemmArgs& g, const Workspace& w, const char* what) {
   constexpr int kMaxDevices = 64;
   static std::array<std::atomic<bool>, kMaxDevices> ready{};
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
-    return make_error(Code::cuda_error, std::string("kb_cuda_moe: GEMM1: cudaGetDevice: ") + cudaGetErrorString(e));
+    return make_error(Code::cuda_error, std::string("kb_cuda_moe: ") + what + ": cudaGetDevice: " + cudaGetErrorString(e));
   if (device < 0 || device >= kMaxDevices)
     return make_error(Code::unsupported, std::string("kb_cuda_moe: device ") + std::to_string(device) + " is past the " +
                                              std::to_string(kMaxDevices) + " it keeps kernel attributes for");
   if (!ready[device].load()) {
-    if (cudaError_t e = cudaFuncSetAttribute(gemm1_fp8_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
-        e != cudaSuccess)
-      return make_error(Code::cuda_error, "kb_cuda_moe: GEMM1: " + std::to_string(kWgSmem) +
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem); e != cudaSuccess)
+      return make_error(Code::cuda_error, std::string("kb_cuda_moe: ") + what + ": " + std::to_string(smem) +
                                               " bytes of shared memory: " + cudaGetErrorString(e));
     ready[device].store(true);
   }
-  const long long items = max_tiles(m) * (m.inter / 64);
+  const long long items = max_tiles(m) * col_blocks;
   const auto grid = static_cast<unsigned>(std::max<long long>(1, std::min<long long>(std::max(m.sm_count, 1), items)));
-  gemm1_fp8_wgmma_kernel<<<grid, kWgThreads, kWgSmem, stream>>>(g, w);
-  return launch_error("GEMM1");
+  kernel<<<grid, kWgThreads, smem, stream>>>(g, w);
+  return launch_error(what);
 }
 
 // stream_kernel<SWIGLU, WT>. Four CTAs an SM need 4 x 34 KiB of shared memory: the carveout is
@@ -1596,6 +1773,7 @@ Status launch_moe(const MoeLaunch& m) {
   g1.pairs = pairs;
   g1.split = split1(m);
   g1.partial = w.partial;
+  g1.bf16_parts_out = gemm2_on_wgmma(m);
   {
     auto aligned = [](const void* p, long long row_bytes) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && row_bytes % 16 == 0; };
     g1.a_async = aligned(m.x, m.hidden * dtype_bytes(m.x_dtype));
@@ -1609,7 +1787,7 @@ Status launch_moe(const MoeLaunch& m) {
     if (rows_path) {
       KB_TRY(launch_stream<true>(m, m.w13_dtype, m.inter, stream, g1, w, w.item_next, "GEMM1"));
     } else if (gemm1_on_wgmma(m)) {
-      KB_TRY(launch_gemm1_wgmma(m, stream, g1, w));
+      KB_TRY(launch_wgmma<1>(gemm1_fp8_wgmma_kernel, kWgSmem, m.inter / 64, m, stream, g1, w, "GEMM1"));
     } else {
       KB_TRY((m.fp8_gemm1 ? launch_gemm<true, true> : launch_gemm<true, false>)(grid1, smem, stream, g1, w, "GEMM1"));
     }
@@ -1651,6 +1829,8 @@ Status launch_moe(const MoeLaunch& m) {
     const std::size_t smem = gemm_smem(false, 4, bb, g2.stages);
     if (rows_path) {
       KB_TRY(launch_stream<false>(m, m.w2_dtype, m.hidden, stream, g2, w, w.item_next + 1, "GEMM2"));
+    } else if (gemm2_on_wgmma(m)) {
+      KB_TRY(launch_wgmma<2>(gemm2_bf16_wgmma_kernel, kW2Smem, m.hidden / 128, m, stream, g2, w, "GEMM2"));
     } else {
       KB_TRY((launch_gemm<false, false>)(grid2, smem, stream, g2, w, "GEMM2"));
     }
