@@ -10,8 +10,8 @@
 // sum rounded to the compute dtype as torch does. The compute dtype is the
 // dtype of x inside the reference: float32 when it upcasts q/k first (the
 // shipped definition), else q's dtype; cos/sin are cast to it (`.to(x.dtype)`).
-// head_size and rotary_dim come from the reference's constants, else from
-// the axes of those names. Positions outside [0, max_seq_len) are refused.
+// head_size and rotary_dim come from the axes of those names, else from the
+// reference's constants. Positions outside [0, max_seq_len) are refused.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -83,7 +83,7 @@ Status run_checked(const OracleCall& call) {
   const std::int64_t max_seq = cache.dim(0);
   const std::int64_t cache_dim = cache.dim(1);
 
-  // head_size / rotary_dim: reference constants, else axes.
+  // head_size / rotary_dim: axes, else reference constants.
   std::int64_t head_size = rope_constant(d, call.axes, "head_size").value_or(q.dim(2));
   std::int64_t rotary_dim = rope_constant(d, call.axes, "rotary_dim").value_or(cache_dim);
   if (q.dim(2) != head_size || k.dim(2) != head_size || k.dim(0) != tokens || pos.dim(0) != tokens)

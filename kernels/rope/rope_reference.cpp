@@ -45,8 +45,8 @@ std::optional<std::int64_t> rope_reference_constant(const Definition& d, const c
 }
 
 std::optional<std::int64_t> rope_constant(const Definition& d, const AxisValues& axes, const char* name) {
-  if (auto v = rope_reference_constant(d, name)) return v;
-  return axes.get(name);
+  if (auto v = axes.get(name)) return v;
+  return rope_reference_constant(d, name);
 }
 
 }  // namespace kb::kernels

@@ -29,8 +29,9 @@ std::string read_rope_reference(const Definition& d, RopeReference& out);
 // An integral constant of the reference (`head_size = 128`), if it has one.
 std::optional<std::int64_t> rope_reference_constant(const Definition& d, const char* name);
 
-// head_size / rotary_dim as the oracles read them: the reference's constant,
-// else the call's axis of that name.
+// head_size / rotary_dim as the oracles read them: the call's axis of that
+// name (the definition's axes are what its tensors have), else the reference's
+// constant.
 std::optional<std::int64_t> rope_constant(const Definition& d, const AxisValues& axes, const char* name);
 
 }  // namespace kb::kernels

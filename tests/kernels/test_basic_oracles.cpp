@@ -369,14 +369,17 @@ def run(q, k, cos_sin_cache, positions):
 TEST_CASE("rope: quarter and half turns by hand, NeoX and GPT-J layouts") {
   // head_size 8, rotary_dim 4; cache row 1 = [cos0, cos1, sin0, sin1] = [0, -1, 1, 0]
   // (90 degrees for pair 0, 180 degrees for pair 1); row 0 is the identity.
-  for (bool gptj : {false, true}) {
-    INFO((gptj ? "GPT-J" : "NeoX"));
+  // NeoX twice: with the reference's constants edited too, and with the axes alone changed (the
+  // definition's axes are what its tensors have; the reference's copies of them do not override them).
+  for (int layout : {0, 1, 2}) {
+    const bool gptj = layout == 1;
+    INFO((gptj ? "GPT-J" : layout == 0 ? "NeoX" : "NeoX, the reference's constants left at 128 / 64"));
     auto d = shipped("rope", "rope_with_cos_sin_cache_neox_style_d128_rd64");
     set_const(d, "head_size", 8);
     set_const(d, "rotary_dim", 4);
     if (gptj) {
       d.reference = kGptjReference;
-    } else {
+    } else if (layout == 0) {
       auto& r = d.reference;
       r.replace(r.find("head_size = 128"), 15, "head_size = 8");
       r.replace(r.find("rotary_dim = 64"), 15, "rotary_dim = 4");

@@ -19,11 +19,11 @@ namespace {
 
 const char* kName = "kb_cuda_rope";
 
-// A constant of the reference (`head_size = 128`), else the const axis of that name.
+// The const axis of that name (what the definition's tensors have), else the reference's
+// constant (`head_size = 128`).
 std::optional<std::int64_t> constant(const Definition& d, const char* name) {
-  if (auto v = rope_reference_constant(d, name)) return v;
   if (const Axis* a = d.find_axis(name); a && a->kind == AxisKind::const_) return a->value;
-  return std::nullopt;
+  return rope_reference_constant(d, name);
 }
 
 std::string check_definition(const Definition& d) {
