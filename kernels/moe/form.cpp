@@ -130,16 +130,19 @@ Result<Form> read_form(const Definition& d) {
     f.weights = Weights::per_expert;
   }
 
-  // TOP_K: the reference's constant, else the top_k axis.
+  // TOP_K: the reference's constant and the top_k axis, either; where both are given they must
+  // agree (top_k need not size any tensor, so a definition whose axis was changed without its
+  // reference would otherwise be computed with the other value).
   auto k = int_constant(d, "TOP_K");
   if (!k) return k.error();
-  if (k->has_value()) {
-    f.top_k = **k;
-  } else if (const Axis* a = d.find_axis("top_k"); a && a->kind == AxisKind::const_ && a->value >= 1) {
-    f.top_k = a->value;
-  } else {
-    return fail("the reference sets no TOP_K constant and the definition no const top_k axis");
-  }
+  const Axis* axis = d.find_axis("top_k");
+  if (axis && axis->kind != AxisKind::const_) axis = nullptr;
+  if (axis && axis->value < 1) return fail(fmt::format("the const axis top_k = {} is not positive", axis->value));
+  if (k->has_value() && axis && **k != axis->value)
+    return fail(fmt::format("the reference's TOP_K = {} and the const axis top_k = {} disagree", **k, axis->value));
+  if (k->has_value()) f.top_k = **k;
+  else if (axis) f.top_k = axis->value;
+  else return fail("the reference sets no TOP_K constant and the definition no const top_k axis");
   return f;
 }
 

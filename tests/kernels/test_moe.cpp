@@ -450,6 +450,7 @@ TEST_CASE("MoE definitions that compute something else are refused, naming the p
   refused("gate = g1[:, I:]", "gate = g1[:, :I]", "activation");
   refused("* output2_scales_scalar[e]", "+ output2_scales_scalar[e]", "per-expert scales");
   refused("TOP_K = 8", "TOP_K = 8.5", "TOP_K");
+  refused("TOP_K = 8", "TOP_K = 4", "the reference's TOP_K = 4 and the const axis top_k = 8 disagree");
   // Shapes that do not fit are an error of the call, not a wrong answer.
   std::mt19937 rng(1);
   kb::Definition d = resized(base, {{"hidden_size", 16}, {"intermediate_size", 8}, {"gemm1_out_size", 16}, {"num_experts", 9}});
