@@ -126,16 +126,26 @@ def last_frame():
     return ""
 
 
-def newer_torch_hint(e):
+def failure_hint(e):
     # What torch 1.13 (Debian's) typically lacks: CPU kernels for half
-    # precision (e.g. fp16 matmul) and functions or dtypes added later.
+    # precision (e.g. fp16 matmul) and functions or dtypes added later. And
+    # what references written for one definition's constants do when another
+    # definition (other head counts, sizes) borrows them: assert those
+    # constants, or reshape by them.
     text = str(e)
     if isinstance(e, RuntimeError) and "not implemented for" in text:
         return ("; torch %s has no CPU kernel for this operation and dtype (newer PyTorch versions, or a CUDA "
                 "device, do)" % torch.__version__)
     if isinstance(e, AttributeError) and "torch" in text:
         return "; torch %s lacks this attribute: the reference needs a newer PyTorch" % torch.__version__
-    if isinstance(e, (AttributeError, TypeError, NotImplementedError, RuntimeError)):
+    if isinstance(e, AssertionError):
+        return ("; the reference asserts something of its inputs: references often assert the constants of the "
+                "definition they were written for")
+    if isinstance(e, RuntimeError) and ("must match the size" in text or "is invalid for input of size" in text):
+        return ("; a shape did not fit: references often build shapes from the constants of the definition they "
+                "were written for")
+    if isinstance(e, (AttributeError, TypeError, NotImplementedError, RuntimeError)) and \
+            int(torch.__version__.split(".")[0]) < 2:
         return "; torch %s is installed: a reference written for a newer PyTorch may fail on it" % torch.__version__
     return ""
 
@@ -172,7 +182,7 @@ try:
     exec(compile(source, filename, "exec"), namespace)
 except BaseException as e:
     traceback.print_exc()
-    fail(3, "the reference failed to load: %s: %s%s%s" % (type(e).__name__, e, last_frame(), newer_torch_hint(e)))
+    fail(3, "the reference failed to load: %s: %s%s%s" % (type(e).__name__, e, last_frame(), failure_hint(e)))
 run = namespace.get("run")
 if not callable(run):
     fail(3, "the reference defines no function run")
@@ -195,7 +205,7 @@ try:
         ms = sorted(times)[len(times) // 2]
 except BaseException as e:
     traceback.print_exc()
-    fail(3, "the reference raised %s: %s%s%s" % (type(e).__name__, e, last_frame(), newer_torch_hint(e)))
+    fail(3, "the reference raised %s: %s%s%s" % (type(e).__name__, e, last_frame(), failure_hint(e)))
 
 outputs = call["outputs"]
 if isinstance(result, dict):

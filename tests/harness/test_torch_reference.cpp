@@ -175,6 +175,22 @@ TEST_CASE("failures of the reference are clear errors") {
     CHECK_MESSAGE(r.error().message.find("AttributeError") != std::string::npos, r.error().message);
     CHECK(r.error().message.find("lacks this attribute: the reference needs a newer PyTorch") != std::string::npos);
   }
+  SUBCASE("an assert of the constants it was written for") {
+    auto d = scale_def("    assert x.shape[1] == 128\n    return x\n");
+    auto r = kb::evaluate(d, workload(2), scale_impl(0), torch_options());
+    REQUIRE(!r.ok());
+    CHECK_MESSAGE(r.error().message.find("the reference raised AssertionError") != std::string::npos, r.error().message);
+    CHECK(r.error().message.find("references often assert the constants of the definition they were written for") !=
+          std::string::npos);
+  }
+  SUBCASE("a shape built from the constants it was written for") {
+    auto d = scale_def("    return x.view(2, 2, 128)\n");
+    auto r = kb::evaluate(d, workload(2), scale_impl(0), torch_options());
+    REQUIRE(!r.ok());
+    CHECK_MESSAGE(r.error().message.find("is invalid for input of size") != std::string::npos, r.error().message);
+    CHECK(r.error().message.find("references often build shapes from the constants") != std::string::npos);
+    CHECK(r.error().message.find("newer PyTorch") == std::string::npos);
+  }
   SUBCASE("wrong number of outputs") {
     auto d = scale_def("    return x, x\n");
     auto r = kb::evaluate(d, workload(2), scale_impl(0), torch_options());
