@@ -49,4 +49,9 @@ std::optional<std::int64_t> rope_constant(const Definition& d, const AxisValues&
   return rope_reference_constant(d, name);
 }
 
+std::optional<std::int64_t> rope_constant(const Definition& d, const char* name) {
+  if (const Axis* a = d.find_axis(name); a && a->kind == AxisKind::const_) return a->value;
+  return rope_reference_constant(d, name);
+}
+
 }  // namespace kb::kernels

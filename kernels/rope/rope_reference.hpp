@@ -33,5 +33,7 @@ std::optional<std::int64_t> rope_reference_constant(const Definition& d, const c
 // name (the definition's axes are what its tensors have), else the reference's
 // constant.
 std::optional<std::int64_t> rope_constant(const Definition& d, const AxisValues& axes, const char* name);
+// The same before a call: the definition's const axis of that name, else the reference's constant.
+std::optional<std::int64_t> rope_constant(const Definition& d, const char* name);
 
 }  // namespace kb::kernels

@@ -19,13 +19,6 @@ namespace {
 
 const char* kName = "kb_cuda_rope";
 
-// The const axis of that name (what the definition's tensors have), else the reference's
-// constant (`head_size = 128`).
-std::optional<std::int64_t> constant(const Definition& d, const char* name) {
-  if (const Axis* a = d.find_axis(name); a && a->kind == AxisKind::const_) return a->value;
-  return rope_reference_constant(d, name);
-}
-
 std::string check_definition(const Definition& d) {
   if (d.op_type != "rope") return fmt::format("op_type {} is not rope", d.op_type);
   const char* names[] = {"q", "k", "cos_sin_cache", "positions"};
@@ -49,8 +42,8 @@ std::string check_definition(const Definition& d) {
     return "the reference slices interleaved (GPT-J) pairs; this kernel rotates NeoX halves";
   auto o = find_oracle(d);  // the rest of the structure: shapes, cache indexing, cos/sin halves
   if (!o) return o.error().message;
-  auto hs = constant(d, "head_size");
-  auto rd = constant(d, "rotary_dim");
+  auto hs = rope_constant(d, "head_size");
+  auto rd = rope_constant(d, "rotary_dim");
   if (hs && rd && (*rd <= 0 || *rd % 2 != 0 || *rd > *hs))
     return fmt::format("rotary_dim {} must be even and in (0, head_size {}]", *rd, *hs);
   return {};
@@ -70,8 +63,8 @@ Prepared prepared(const Definition& d) {
     p.why = check_definition(def);
     if (!p.why.empty()) return p;
     (void)read_rope_reference(def, p.ref);
-    p.head_size = constant(def, "head_size");
-    p.rotary_dim = constant(def, "rotary_dim");
+    p.head_size = rope_constant(def, "head_size");
+    p.rotary_dim = rope_constant(def, "rotary_dim");
     return p;
   });
 }
